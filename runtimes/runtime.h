@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * runtime: the driver interface every container runtime implements
+ * (runtimes/docker, runtimes/lxc). The backend owns container objects, their
+ * state machine and checkpoints; a driver only talks to its engine.
+ *
+ * Threads: every call below except watch() may block (HTTP, liblxc locks) and
+ * is made from the backend's worker pool, never from a FUSE thread or the
+ * event loop. Calls on different containers may run concurrently; the backend
+ * serialises calls on one container. Events are delivered from a thread the
+ * driver owns.
+ *
+ * Errors: -errno plus a message in err (see common/nerr.h). Each driver maps
+ * its engine's failures through one table: ENOENT no such container or image,
+ * EEXIST name taken, EINVAL bad spec, ENOTSUP unsupported by this runtime,
+ * EBUSY conflicting state, ETIMEDOUT, EHOSTDOWN engine unreachable, ECANCELED
+ * create/pull cancelled, EIO anything else.
+ */
+#ifndef NODEFS_RUNTIME_H
+#define NODEFS_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct nerr;
+struct sbuf;
+
+/* Label / config key marking what nodefs made, so it never touches the rest. */
+#define RT_OWNER_LABEL "io.nodefs.managed"
+#define RT_NAME_LABEL "io.nodefs.name"
+
+enum rt_state {
+	RT_STATE_UNKNOWN = 0,
+	RT_STATE_CREATED,
+	RT_STATE_RUNNING,
+	RT_STATE_PAUSED,
+	RT_STATE_EXITED,	/* stopped, killed or exited by itself */
+	RT_STATE_GONE,		/* the engine no longer has it */
+};
+
+struct rt_kv {
+	char *key;
+	char *val;
+};
+
+struct rt_mount {
+	char *source;		/* absolute host path, already validated */
+	char *target;		/* absolute path inside the container */
+	bool ro;
+};
+
+/* What a user asked for at create. Strings are owned by the caller. */
+struct rt_spec {
+	const char *name;	/* nodefs name, [A-Za-z0-9._-]{1,64} */
+	const char *image;	/* docker: required; lxc: ignored */
+	char **argv;		/* NULL-terminated, may be NULL (image default) */
+	struct rt_kv *env;
+	size_t nenv;
+	double cpus;		/* 0: unset */
+	uint64_t memory;	/* bytes; 0: unset */
+	int64_t pids;		/* 0: unset */
+	struct rt_mount *mounts;
+	size_t nmounts;
+	/* lxc */
+	const char *template_name;	/* "busybox", "download", ... */
+	const char *distro, *release, *arch;
+	const char *image_variant, *image_server;
+	char **template_args;	/* NULL-terminated extra template args */
+	bool flush_cache, force_cache, disable_gpg;
+};
+
+struct rt_limits {
+	double cpus;		/* valid when set & RT_LIMIT_CPUS */
+	uint64_t memory;	/* RT_LIMIT_MEMORY */
+	int64_t pids;		/* RT_LIMIT_PIDS */
+	unsigned set;
+};
+#define RT_LIMIT_CPUS 1u
+#define RT_LIMIT_MEMORY 2u
+#define RT_LIMIT_PIDS 4u
+
+/* What the engine reports about one container. */
+struct rt_status {
+	enum rt_state state;
+	pid_t pid;		/* init pid on the host, 0 when not running */
+	int exit_code;		/* valid in EXITED */
+	bool oom_killed;
+	time_t started_at;	/* 0: never */
+	time_t finished_at;	/* 0: not finished */
+};
+
+struct rt_stats {
+	double cpu_user_seconds;
+	double cpu_system_seconds;
+	uint64_t memory_bytes;
+	uint64_t memory_limit_bytes;	/* 0: unlimited */
+	uint64_t pids;
+};
+
+/* One container the engine has that carries our owner mark (for recovery). */
+struct rt_listing {
+	char *id;		/* engine id (docker id; lxc name) */
+	char *name;		/* nodefs name from the mark */
+	struct rt_status status;
+};
+
+enum rt_event_kind {
+	RT_EV_START,
+	RT_EV_DIE,		/* exit_code valid */
+	RT_EV_OOM,
+	RT_EV_PAUSE,
+	RT_EV_UNPAUSE,
+	RT_EV_DESTROY,
+	RT_EV_ENGINE_UP,	/* engine reachable again: resynchronise */
+	RT_EV_ENGINE_DOWN,
+};
+
+struct rt_event {
+	enum rt_event_kind kind;
+	const char *id;		/* engine id; NULL for ENGINE_* */
+	int exit_code;
+	time_t time;
+};
+
+typedef void (*rt_event_fn)(void *ctx, const struct rt_event *ev);
+
+/* Progress of a create (docker pull): the driver writes, the backend reads. */
+struct rt_progress {
+	void (*update)(void *ctx, const char *line);	/* one status line */
+	void *ctx;
+	volatile int cancel;	/* set by the backend: abort the pull/create */
+};
+
+/* A runtime section of the config: "[runtime docker]" keys, as read. */
+struct rt_config {
+	const struct rt_kv *kv;
+	size_t nkv;
+};
+
+struct runtime_ops {
+	const char *name;	/* "docker", "lxc" */
+
+	/* Make a handle. Never fails because the engine is absent: that is
+	 * reported by health(). -EINVAL for a bad config key/value. */
+	int (*open)(const struct rt_config *cfg, void **ret_h, struct nerr *err);
+	/* Stop the watcher thread and free the handle. */
+	void (*close)(void *h);
+
+	/* Probe the engine: 0 healthy, <0 unhealthy with the reason in err.
+	 * version gets the negotiated API / library version. */
+	int (*health)(void *h, struct sbuf *version, struct nerr *err);
+
+	/* Create (pulling or building the rootfs as needed) but do not start.
+	 * *ret_id is malloc'd, owned by the caller. prog may be NULL. */
+	int (*create)(void *h, const struct rt_spec *spec, struct rt_progress *prog,
+		      char **ret_id, struct nerr *err);
+	int (*start)(void *h, const char *id, struct nerr *err);
+	/* Graceful stop, SIGKILL after timeout_s seconds. */
+	int (*stop)(void *h, const char *id, int timeout_s, struct nerr *err);
+	int (*kill)(void *h, const char *id, int sig, struct nerr *err);
+	int (*pause)(void *h, const char *id, struct nerr *err);
+	int (*resume)(void *h, const char *id, struct nerr *err);
+	int (*update)(void *h, const char *id, const struct rt_limits *lim, struct nerr *err);
+	/* Run argv inside; combined stdout+stderr (capped at 1 MiB) into out. */
+	int (*exec)(void *h, const char *id, char *const argv[], struct sbuf *out,
+		    int *ret_exit_code, struct nerr *err);
+	int (*inspect)(void *h, const char *id, struct rt_status *ret, struct nerr *err);
+	/* Read from the container's cgroup files (v1 or v2), not a slow API. */
+	int (*stats)(void *h, const char *id, struct rt_stats *ret, struct nerr *err);
+	/* Append the container's logs (stdout+stderr, last max bytes) to out. */
+	int (*logs)(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err);
+	/* Remove the container (killing it if needed). ENOENT-safe: 0 if gone. */
+	int (*destroy)(void *h, const char *id, struct nerr *err);
+	/* Containers carrying our owner mark. *ret is malloc'd; free with
+	 * rt_listing_free(). */
+	int (*list)(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err);
+	/* Deliver events for our containers to fn until close(). Returns at once. */
+	int (*watch)(void *h, rt_event_fn fn, void *ctx, struct nerr *err);
+};
+
+extern const struct runtime_ops rt_docker_ops;
+extern const struct runtime_ops rt_lxc_ops;
+
+/* The drivers this build has, by name; NULL if none. */
+const struct runtime_ops *runtime_find(const char *name);
+
+const char *rt_state_to_string(enum rt_state s);
+void rt_listing_free(struct rt_listing *l, size_t n);
+
+#endif
