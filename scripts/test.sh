@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# test.sh: the whole test suite, as root, in two builds.
+#   build/      debugoptimized
+#   build-san/  -Db_sanitize=address,undefined: any ASan, LSan or UBSan
+#               finding fails the test that caused it
+# Both with -Dtests=enabled -Dtest_hooks=true. Starts the run-wide fixtures
+# (every executable tests/fixtures/*.sh: `start DIR` prints `export K=V`
+# lines, evaluated here; `stop DIR` runs on every exit path), runs
+# `meson test` in each build, stops the fixtures and ends with one line:
+#   tests: N passed, M failed, K skipped
+# counted over both builds from meson's testlog.json. Exits non-zero on any
+# failure; with CI=true a skip is a failure too (and is listed).
+#
+# Usage: scripts/test.sh [--quick] [MESON_TEST_ARGS...]
+#   --quick   only build/ (no sanitizer build)
+#   MESON_TEST_ARGS go to `meson test`, e.g. test names or --suite.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+src=$PWD
+
+builds=(build build-san)
+while (($#)); do
+	case $1 in
+		-h|--help) awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print } /^set /{ exit }' "$0"; exit 0 ;;
+		--quick) builds=(build); shift ;;
+		*) break ;;
+	esac
+done
+meson_test_args=("$@")
+
+say() { printf 'test: %s\n' "$*"; }
+
+if ((EUID != 0)); then
+	say "WARNING: not root: integration tests will skip"
+fi
+
+# Any sanitizer finding ends the process with a non-zero status.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=23:print_summary=1:detect_stack_use_after_return=0:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:print_summary=1
+export LSAN_OPTIONS=exitcode=23
+
+"$src/scripts/deps.sh"
+
+extra_failed=0
+failed_what=()
+
+setup_build() {
+	local dir=$1; shift
+	local opts=(--buildtype debugoptimized -Dtests=enabled -Dtest_hooks=true "$@")
+	if [[ -f $dir/build.ninja ]]; then
+		meson setup --reconfigure "$dir" "${opts[@]}" >"$dir.setup.log" 2>&1
+	else
+		meson setup "$dir" "${opts[@]}" >"$dir.setup.log" 2>&1
+	fi || { cat "$dir.setup.log" >&2; return 1; }
+	rm -f "$dir.setup.log"
+}
+
+declare -A built=()
+for b in "${builds[@]}"; do
+	case $b in
+		build) san=() ;;
+		build-san) san=(-Db_sanitize=address,undefined -Db_lundef=false) ;;
+	esac
+	say "configuring and building $b/"
+	if setup_build "$b" "${san[@]}" && ninja -C "$b"; then
+		built[$b]=1
+	else
+		say "BUILD FAILED: $b/"
+		extra_failed=$((extra_failed + 1))
+		failed_what+=("build of $b/")
+	fi
+done
+
+# Run-wide fixtures. Stopped in reverse order on every exit path.
+fixture_root=$(mktemp -d /tmp/nodefs-fixtures.XXXXXX)
+started=()
+stop_fixtures() {
+	local i f
+	for ((i = ${#started[@]} - 1; i >= 0; i--)); do
+		f=${started[i]}
+		"$f" stop "$fixture_root/$(basename "$f" .sh)" >/dev/null 2>&1 ||
+			say "WARNING: $f stop failed"
+	done
+	started=()
+	rm -rf "$fixture_root"
+}
+trap stop_fixtures EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+shopt -s nullglob
+for f in "$src"/tests/fixtures/*.sh; do
+	[[ -x $f ]] || continue
+	name=$(basename "$f" .sh)
+	say "starting fixture $name"
+	started+=("$f")
+	if out=$("$f" start "$fixture_root/$name"); then
+		while IFS= read -r line; do
+			if [[ $line =~ ^export\ [A-Za-z_][A-Za-z0-9_]*= ]]; then
+				eval "$line"
+			elif [[ -n $line ]]; then
+				say "fixture $name: ignoring line: $line"
+			fi
+		done <<<"$out"
+	else
+		say "FIXTURE FAILED: $name (its tests will fail or skip)"
+		extra_failed=$((extra_failed + 1))
+		failed_what+=("fixture $name")
+	fi
+done
+shopt -u nullglob
+
+for b in "${builds[@]}"; do
+	[[ -n ${built[$b]:-} ]] || continue
+	mult=1
+	[[ $b == build-san ]] && mult=4
+	rm -f "$b/meson-logs/testlog.json"
+	say "running the tests of $b/"
+	meson test -C "$b" --no-rebuild --print-errorlogs \
+		--timeout-multiplier "$mult" "${meson_test_args[@]}" || true
+done
+
+stop_fixtures
+trap - EXIT
+
+# Count over both builds. A build whose tests did not run has no testlog.
+counts=$(/usr/bin/python3 - "${builds[@]}" <<'PY'
+import json, os, sys
+p = f = s = 0
+for b in sys.argv[1:]:
+    log = os.path.join(b, "meson-logs", "testlog.json")
+    if not os.path.exists(log):
+        continue
+    with open(log) as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            t = json.loads(line)
+            r = t.get("result")
+            if r in ("OK", "EXPECTEDFAIL"):
+                p += 1
+            elif r == "SKIP":
+                s += 1
+                print("skipped %s/%s" % (b, t.get("name")))
+            else:
+                f += 1
+                print("failed %s/%s (%s)" % (b, t.get("name"), r))
+print("counts %d %d %d" % (p, f, s))
+PY
+)
+passed=0 failed=0 skipped=0
+while read -r kind rest; do
+	case $kind in
+		counts) read -r passed failed skipped <<<"$rest" ;;
+		failed|skipped) say "$kind: $rest" ;;
+	esac
+done <<<"$counts"
+for w in "${failed_what[@]}"; do
+	say "failed: $w"
+done
+failed=$((failed + extra_failed))
+
+status=0
+((failed == 0)) || status=1
+if [[ ${CI:-} == true ]] && ((skipped > 0)); then
+	say "CI=true: a skip is a bug here (see the skipped tests above)"
+	status=1
+fi
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+exit $status

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""ctl files as users meet them: a bad command fails with EINVAL and the
+error file beside it says why in one line; a rejected command changes
+nothing; `echo bogus > ctl` from a real shell fails with "Invalid argument";
+reading a ctl file lists its commands; truncating one succeeds; writing a
+read-only file gets EACCES; mkdir of a bad name under volumes/ gets EINVAL.
+None of it needs a plugin or a runtime service.
+"""
+
+import errno
+import os
+import unittest
+
+import nodefs_test as nt
+
+# (ctl dir, command, words of which the error line must mention one)
+BAD_COMMANDS = [
+    ("volumes", "frobnicate x", ("frobnicate",)),
+    ("volumes", "create", ("create", "name", "NAME", "argument")),
+    ("volumes", "create .hidden", (".hidden", "name")),
+    ("volumes", "create bad$name", ("bad$name", "name")),
+    ("volumes", "create " + "v" * 65, ("name", "long", "64")),
+    ("volumes", "create v1 size=banana", ("banana", "size")),
+    ("volumes", "create v1 mode=telepathic", ("telepathic", "mode")),
+    ("volumes", "create v1 nokey", ("nokey", "option", "argument")),
+    ("volumes", "import v1", ("import", "ID", "id", "argument")),
+    ("volumes", "create v1 'unterminated", ("quote", "unterminated", "'")),
+    ("containers", "frobnicate x", ("frobnicate",)),
+    ("containers", "create", ("create", "name", "NAME", "argument")),
+    ("containers", "create .c1 runtime=docker", (".c1", "name")),
+    ("containers", "create c1 runtime=docker cpus=many", ("many", "cpus")),
+    ("containers", "create c1 runtime=docker memory=12X", ("12X", "memory")),
+    ("containers", "create c1 runtime=docker pids=-1", ("-1", "pids")),
+    ("containers", "run c1 runtime=docker volume=nocolon",
+     ("nocolon", "volume")),
+    ("containers", "create c1 runtime=docker bind=relative:/x",
+     ("relative", "bind")),
+    ("plugins", "frobnicate x", ("frobnicate",)),
+    ("plugins", "add", ("add", "name", "NAME", "argument")),
+    ("plugins", "add onlyname", ("onlyname", "endpoint", "ENDPOINT",
+                                  "argument")),
+    ("plugins", "add p1 tcp://127.0.0.1:1", ("tcp", "unix", "endpoint")),
+    ("plugins", "add .p1 unix:///x.sock", (".p1", "name")),
+]
+
+
+class CtlTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fs = nt.Nodefs(nt.offline_config())
+        cls.fs.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fs.__exit__(None, None, None)
+
+    def snapshot(self):
+        """What a rejected command must not change."""
+        fs = self.fs
+        st = fs.status()
+        return {
+            "volumes": fs.listdir("volumes"),
+            "containers": fs.listdir("containers"),
+            "plugins": fs.listdir("plugins"),
+            "operations": fs.listdir("operations"),
+            "counts": {k: st.get(k) for k in ("volumes", "containers",
+                                              "operations", "plugins")},
+            "state": os.listdir(fs.state_dir),
+        }
+
+    def test_bad_commands_einval_and_error_file(self):
+        before = self.snapshot()
+        for d, cmd, words in BAD_COMMANDS:
+            ok, err = self.fs.write_ctl(d + "/ctl", cmd)
+            self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"),
+                             "%s/ctl <- %r" % (d, cmd))
+            text = self.fs.error(d)
+            self.assertTrue(text.endswith("\n"), "%s/error %r" % (d, text))
+            self.assertEqual(len(text.splitlines()), 1,
+                             "%s/error is not one line: %r" % (d, text))
+            self.assertTrue(any(w in text for w in words),
+                            "%s/error after %r does not say why: %r"
+                            % (d, cmd, text))
+        self.assertEqual(self.snapshot(), before,
+                         "a rejected command changed something")
+
+    def test_rejected_multi_line_write_changes_nothing(self):
+        """A write of several lines where a later one is bad: EINVAL and
+        none of the lines acted on (validate fully before mutating)."""
+        before = self.snapshot()
+        ok, err = self.fs.write_ctl(
+            "plugins/ctl", "add p1 unix:///nonexistent/p1.sock\nbogus\n")
+        self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
+        self.assertEqual(self.snapshot(), before)
+
+    def test_missing_object_enoent(self):
+        ok, err = self.fs.write_ctl("plugins/ctl", "remove nosuchplugin")
+        self.assertEqual((ok, nt.errname(err)), (False, "ENOENT"))
+        self.assertIn("nosuchplugin", self.fs.error("plugins"))
+
+    def test_shell_echo_bogus_fails(self):
+        for d in ("volumes", "containers", "plugins"):
+            p = self.fs.sh("echo bogus > %s/ctl" % d)
+            self.assertNotEqual(p.returncode, 0, d)
+            self.assertIn("Invalid argument", p.stderr, d)
+            p = self.fs.sh("printf 'bogus\\n' > %s/ctl" % d)
+            self.assertNotEqual(p.returncode, 0, d)
+
+    def test_reading_ctl_lists_commands(self):
+        want = {"volumes": ("create", "import"),
+                "containers": ("create", "run"),
+                "plugins": ("add", "remove")}
+        for d, cmds in want.items():
+            text = self.fs.read(d, "ctl")
+            lines = text.splitlines()
+            self.assertTrue(text.endswith("\n"), d)
+            firsts = [l.split()[0] for l in lines if l.strip()]
+            for c in cmds:
+                self.assertIn(c, firsts, "%s/ctl lists %r" % (d, lines))
+            # One usage line per command.
+            self.assertEqual(len(firsts), len(set(firsts)), lines)
+        p = self.fs.sh("cat volumes/ctl")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("create", p.stdout)
+
+    def test_truncate_ctl_succeeds(self):
+        before = self.snapshot()
+        for d in ("volumes", "containers", "plugins"):
+            path = self.fs.path(d, "ctl")
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            os.close(fd)
+            os.truncate(path, 0)
+            with open(path, "w"):
+                pass
+            for script in ("echo > %s/ctl", ": > %s/ctl", "truncate -s 0 %s/ctl"):
+                p = self.fs.sh(script % d)
+                self.assertEqual(p.returncode, 0, "%s: %s" % (script % d,
+                                                             p.stderr))
+            # An empty line is nothing to do, not a bad command.
+            ok, err = self.fs.write_ctl(d + "/ctl", "\n")
+            self.assertEqual((ok, nt.errname(err)), (True, "OK"), d)
+        self.assertEqual(self.snapshot(), before)
+
+    def test_write_to_read_only_files_eacces(self):
+        files = ["status", "events", "metrics/nodefs.prom",
+                 "runtimes/docker/status", "runtimes/docker/version",
+                 "volumes/error", "containers/error", "plugins/error"]
+        for rel in files:
+            ok, err = self.fs.write_ctl(rel, "bogus")
+            self.assertEqual((ok, nt.errname(err)), (False, "EACCES"), rel)
+            with self.assertRaises(OSError, msg=rel) as cm:
+                os.truncate(self.fs.path(rel), 0)
+            self.assertIn(cm.exception.errno, (errno.EACCES, errno.EPERM),
+                          rel)
+        p = self.fs.sh("echo x > status")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("Permission denied", p.stderr)
+        self.assertEqual(self.fs.status().get("state"), "READY")
+
+    def test_create_files_refused(self):
+        for rel in ("newfile", "volumes/newfile", "runtimes/docker/x"):
+            with self.assertRaises(OSError, msg=rel):
+                fd = os.open(self.fs.path(rel), os.O_WRONLY | os.O_CREAT,
+                             0o644)
+                os.close(fd)
+            self.assertFalse(os.path.exists(self.fs.path(rel)), rel)
+
+    def test_mkdir_bad_names_einval(self):
+        before = self.snapshot()
+        for name in (".bad", "a b", "bad$", "a:b", "v" * 65, "\u00e9t\u00e9"):
+            with self.assertRaises(OSError, msg=repr(name)) as cm:
+                os.mkdir(self.fs.path("volumes", name))
+            self.assertEqual(nt.errname(cm.exception.errno), "EINVAL",
+                             repr(name))
+        # A name that is fine by itself but reached through "..".
+        with self.assertRaises(OSError) as cm:
+            os.mkdir(self.fs.path("volumes", "a..b", ".."))
+        self.assertIn(nt.errname(cm.exception.errno),
+                      ("ENOENT", "EINVAL", "EEXIST"))
+        p = self.fs.sh("mkdir volumes/.bad")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("Invalid argument", p.stderr)
+        self.assertEqual(self.snapshot(), before)
+
+    def test_mkdir_outside_volumes_refused(self):
+        before = self.snapshot()
+        for rel in ("newdir", "runtimes/newdir", "operations/newdir",
+                    "plugins/newdir", "metrics/newdir"):
+            with self.assertRaises(OSError, msg=rel):
+                os.mkdir(self.fs.path(rel))
+        self.assertEqual(self.snapshot(), before)
+
+    def test_rmdir_and_unlink_refused(self):
+        for rel in ("runtimes/docker", "runtimes", "volumes", "plugins"):
+            with self.assertRaises(OSError, msg=rel):
+                os.rmdir(self.fs.path(rel))
+        for rel in ("status", "volumes/ctl", "volumes/error"):
+            with self.assertRaises(OSError, msg=rel):
+                os.unlink(self.fs.path(rel))
+        with self.assertRaises(OSError):
+            os.rmdir(self.fs.path("volumes", "nosuch"))
+        with self.assertRaises(OSError):
+            os.rename(self.fs.path("status"), self.fs.path("status2"))
+        self.assertEqual(self.fs.status().get("state"), "READY")
+
+    def test_oversized_write_rejected(self):
+        """A ctl write is capped at 4 KiB: more is an error, not a silent
+        truncation, and changes nothing."""
+        before = self.snapshot()
+        line = "create v1 " + " ".join("param.k%d=%s" % (i, "x" * 40)
+                                       for i in range(200))
+        self.assertGreater(len(line), 4096)
+        ok, err = self.fs.write_ctl("volumes/ctl", line)
+        self.assertFalse(ok)
+        self.assertIn(nt.errname(err), ("EINVAL", "EFBIG", "E2BIG",
+                                        "EMSGSIZE", "ENOSPC"))
+        self.assertEqual(self.snapshot(), before)
+
+
+if __name__ == "__main__":
+    nt.main()

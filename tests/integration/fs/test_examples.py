@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The shipped examples stay true: examples/nodefs.conf (the file setup.sh
+installs) mounts and shows what it configures; the operator scripts parse;
+the systemd unit names the installed binary and unmounts after stop.
+"""
+
+import os
+import subprocess
+import unittest
+
+import nodefs_test as nt
+
+EXAMPLES = os.path.join(nt.NODEFS_SRC, "examples")
+
+
+class ExamplesTest(unittest.TestCase):
+    def test_example_config_mounts(self):
+        with open(os.path.join(EXAMPLES, "nodefs.conf")) as f:
+            conf = f.read()
+        with nt.Nodefs(conf) as fs:
+            self.assertEqual(fs.status().get("state"), "READY")
+            self.assertEqual(fs.status().get("plugins"), "1")
+            self.assertIn("hostpath", fs.listdir("plugins"))
+            self.assertIn("fast", fs.listdir("profiles"))
+            self.assertEqual(
+                fs.read("plugins", "hostpath", "endpoint").strip(),
+                "unix:///run/csi/hostpath.sock")
+            for rt in ("docker", "lxc"):
+                self.assertRegex(fs.read("runtimes", rt, "status"),
+                                 r"^(healthy|unhealthy)\b")
+            # --state-dir overrides the state_dir of the file.
+            self.assertTrue(os.path.isdir(fs.state_dir))
+
+    def test_operator_scripts_parse(self):
+        scripts = os.path.join(EXAMPLES, "scripts")
+        for name in sorted(os.listdir(scripts)):
+            path = os.path.join(scripts, name)
+            self.assertTrue(os.access(path, os.X_OK), name)
+            if name.endswith(".py"):
+                cmd = ["/usr/bin/python3", "-c", "import ast, sys; "
+                       "ast.parse(open(sys.argv[1]).read())", path]
+            else:
+                cmd = ["bash", "-n", path]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, "%s: %s" % (name, p.stderr))
+            p = subprocess.run([path, "--help"], capture_output=True,
+                               text=True, timeout=10)
+            self.assertEqual(p.returncode, 0, "%s --help: %s"
+                             % (name, p.stderr))
+            self.assertIn("usage", p.stdout.lower(), name)
+
+    def test_systemd_unit(self):
+        with open(os.path.join(EXAMPLES, "nodefs.service")) as f:
+            unit = f.read()
+        for want in ("ExecStart=/usr/local/bin/nodefs",
+                     "ExecStopPost=-/usr/bin/fusermount3 -uz /run/nodefs",
+                     "Restart=on-failure"):
+            self.assertIn(want, unit)
+
+
+if __name__ == "__main__":
+    nt.main()

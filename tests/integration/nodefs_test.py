@@ -1,0 +1,476 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""nodefs_test: the harness every integration test uses.
+
+A test mounts a real nodefs with `with Nodefs(config_text) as fs:` and drives
+it with ordinary system calls and programs. The harness owns one temp dir per
+mount (mountpoint, state dir, config, daemon log), starts the daemon in the
+foreground, waits (bounded) until `status` answers, and on exit sends SIGTERM,
+checks that the mount is gone and removes everything it made. A daemon that
+does not unmount, does not exit, or exits non-zero (a sanitizer finding exits
+non-zero) fails the test that used it, with the daemon's log attached.
+
+It knows nothing of CSI, Docker or LXC: tests bring their own config and
+services. Stdlib only; runs under /usr/bin/python3. Environment (set by meson
+through integration_env): NODEFS_BIN, NODEFS_SRC, NODEFS_BUILD.
+"""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SKIP = 77
+NOBODY_UID = 65534
+NOBODY_GID = 65534
+
+NODEFS_BIN = os.environ.get("NODEFS_BIN", "")
+NODEFS_SRC = os.environ.get("NODEFS_SRC", os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+NODEFS_BUILD = os.environ.get("NODEFS_BUILD", "")
+
+# A daemon log holding one of these failed, whatever its exit status.
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     ": runtime error: ")
+
+# Entries the top level of every mount has (docs/nodefs.5).
+TOP_LEVEL = ("status", "events", "metrics", "plugins", "profiles",
+             "runtimes", "volumes", "operations", "containers")
+
+
+def skip(reason):
+    """Exit 77 (meson SKIP) with the reason on stdout."""
+    print("SKIP: %s" % reason, flush=True)
+    sys.exit(SKIP)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        skip("needs root (mounts with allow_other)")
+
+
+def require_fuse():
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    if shutil.which("fusermount3") is None:
+        skip("no fusermount3 (package fuse3)")
+
+
+def require_bin():
+    if not NODEFS_BIN or not os.access(NODEFS_BIN, os.X_OK):
+        skip("NODEFS_BIN not set or not executable: %r" % NODEFS_BIN)
+
+
+def require_all():
+    """The common preamble of a mounting test: binary, root, FUSE."""
+    require_bin()
+    require_root()
+    require_fuse()
+
+
+def offline_config(tmp_hint="/nonexistent/nodefs-test"):
+    """A config naming both runtimes at services that are absent: the mount
+    must still come up, with both runtimes present and unhealthy."""
+    return ("[nodefs]\n"
+            "allowed_targets = /mnt /srv\n"
+            "\n"
+            "[runtime docker]\n"
+            "endpoint = unix://%s/docker.sock\n"
+            "\n"
+            "[runtime lxc]\n"
+            "lxcpath = %s/lxc\n" % (tmp_hint, tmp_hint))
+
+
+def _unescape_mount_field(s):
+    # /proc/mounts escapes space, tab, newline and backslash as \ooo.
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 4 <= len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_entry(path):
+    """The /proc/mounts entry mounted at path as a dict
+    (source, target, fstype, options: list), or None."""
+    path = os.path.realpath(path)
+    found = None
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 4:
+                continue
+            if _unescape_mount_field(fields[1]) == path:
+                found = {"source": _unescape_mount_field(fields[0]),
+                         "target": path, "fstype": fields[2],
+                         "options": fields[3].split(",")}
+    return found  # the last one is the one on top
+
+
+def is_mounted(path):
+    return mount_entry(path) is not None
+
+
+def read_file(path, size=1 << 20):
+    """Read a whole file with one open and read()s to EOF; returns str."""
+    with open(path, "rb") as f:
+        return f.read(size).decode()
+
+
+def write_line(path, line, flags=0):
+    """Write line (a newline is added when missing) with a single os.write.
+    Returns (ok, errno): (True, 0) when the whole line was written,
+    (False, E) when open or write failed with errno E."""
+    data = line if line.endswith("\n") else line + "\n"
+    data = data.encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | flags)
+    except OSError as e:
+        return (False, e.errno)
+    try:
+        n = os.write(fd, data)
+        if n != len(data):
+            return (False, errno.EIO)
+        return (True, 0)
+    except OSError as e:
+        return (False, e.errno)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def errname(e):
+    return errno.errorcode.get(e, str(e)) if e else "OK"
+
+
+def parse_kv(text, sep=":"):
+    """`key: value` lines (sep ':') or `key value` lines (sep ' ') -> dict."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if sep == ":":
+            k, _, v = line.partition(":")
+        else:
+            k, _, v = line.partition(" ")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def as_user_argv(argv, uid=NOBODY_UID, gid=NOBODY_GID, groups=()):
+    """argv wrapped so it runs with the given ids and no capabilities."""
+    pre = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid]
+    if groups:
+        pre.append("--groups=" + ",".join(str(g) for g in groups))
+    else:
+        pre.append("--clear-groups")
+    return pre + list(argv)
+
+
+def run_as(argv, uid=NOBODY_UID, gid=NOBODY_GID, groups=(), timeout=30,
+           **kw):
+    """Run argv as an unprivileged user (nobody by default); returns the
+    CompletedProcess with text stdout/stderr captured."""
+    return subprocess.run(as_user_argv(argv, uid, gid, groups),
+                          capture_output=True, text=True, timeout=timeout,
+                          cwd="/", **kw)
+
+
+_SYSCALL_CHILD = r"""
+import errno, json, os, sys
+op, path, data = sys.argv[1], sys.argv[2], sys.argv[3]
+res = {"ok": True, "errno": 0, "data": ""}
+try:
+    if op == "read":
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            res["data"] = os.read(fd, 1 << 20).decode()
+        finally:
+            os.close(fd)
+    elif op == "write":
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, data.encode())
+        finally:
+            os.close(fd)
+    elif op == "truncate":
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        os.close(fd)
+    elif op == "mkdir":
+        os.mkdir(path)
+    elif op == "rmdir":
+        os.rmdir(path)
+    elif op == "listdir":
+        res["data"] = "\n".join(sorted(os.listdir(path)))
+    else:
+        raise SystemExit("unknown op " + op)
+except OSError as e:
+    res = {"ok": False, "errno": e.errno, "data": ""}
+print(json.dumps(res))
+"""
+
+
+def syscall_as(op, path, data="", uid=NOBODY_UID, gid=NOBODY_GID, groups=()):
+    """Do one file operation as another user in a child process.
+    op: read, write, truncate, mkdir, rmdir, listdir.
+    Returns (ok, errno, data) so tests see the errno the kernel gave."""
+    p = run_as(["/usr/bin/python3", "-c", _SYSCALL_CHILD, op, path, data],
+               uid=uid, gid=gid, groups=groups)
+    if p.returncode != 0:
+        raise AssertionError("syscall_as child failed: rc=%d stderr=%s"
+                             % (p.returncode, p.stderr))
+    r = json.loads(p.stdout)
+    return (r["ok"], r["errno"], r["data"])
+
+
+def find_pids_with_arg(arg):
+    """PIDs whose command line contains the exact argument arg. Used to find
+    a daemon this test started with its own unique temp paths."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if arg.encode() in args:
+            pids.append(int(d))
+    return pids
+
+
+def wait_until(pred, timeout, interval=0.05):
+    """Poll pred() until it is true or timeout seconds passed; returns the
+    last value of pred()."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+class DaemonError(AssertionError):
+    pass
+
+
+class Nodefs:
+    """One nodefs mount for the duration of a `with` block.
+
+    config: the text of the config file (written to <tmp>/nodefs.conf).
+    args: extra daemon arguments placed before the mountpoint (e.g. ["-o",
+    "fsname=x"]). env: extra environment. start_timeout: seconds to wait for
+    `status` to answer. state_dir: use this state dir instead of a fresh one
+    (tests of restart keep one across mounts); by default <tmp>/state, which
+    is not created beforehand (the daemon must create it).
+
+    Attributes: mnt, state_dir, config_path, tmp, proc, log_path.
+    """
+
+    def __init__(self, config="[nodefs]\n", args=(), env=None,
+                 start_timeout=20.0, stop_timeout=20.0, state_dir=None,
+                 keep_state=False):
+        self.config = config
+        self.args = list(args)
+        self.env = env
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self._given_state = state_dir
+        self.keep_state = keep_state
+        self.tmp = None
+        self.proc = None
+        self.mnt = None
+        self.state_dir = None
+        self.config_path = None
+        self.log_path = None
+        self.returncode = None
+        self.stop_problems = []
+
+    # -- lifecycle -------------------------------------------------------
+    def __enter__(self):
+        self.tmp = tempfile.mkdtemp(prefix="nodefs-test-")
+        try:
+            # Unprivileged users must be able to reach the mountpoint.
+            os.chmod(self.tmp, 0o755)
+            self.mnt = os.path.join(self.tmp, "mnt")
+            os.mkdir(self.mnt, 0o755)
+            self.state_dir = self._given_state or os.path.join(self.tmp,
+                                                               "state")
+            self.config_path = os.path.join(self.tmp, "nodefs.conf")
+            with open(self.config_path, "w") as f:
+                f.write(self.config)
+            self.log_path = os.path.join(self.tmp, "daemon.log")
+            self.start()
+        except BaseException:
+            self._cleanup()
+            raise
+        return self
+
+    def argv(self):
+        return [NODEFS_BIN, "-f", "--config", self.config_path,
+                "--state-dir", self.state_dir] + self.args + [self.mnt]
+
+    def start(self):
+        """Start the daemon and wait until status answers. Raises
+        DaemonError (with the log) when it exits or does not answer."""
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=self._log,
+                                     env=env, cwd="/")
+        status = os.path.join(self.mnt, "status")
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                self.returncode = rc
+                raise DaemonError("nodefs exited with status %d before "
+                                  "mounting; log:\n%s" % (rc, self.log()))
+            if is_mounted(self.mnt):
+                try:
+                    if read_file(status):
+                        return
+                except OSError:
+                    pass
+            if time.monotonic() >= deadline:
+                raise DaemonError("nodefs did not answer %s within %.0fs; "
+                                  "log:\n%s" % (status, self.start_timeout,
+                                                self.log()))
+            time.sleep(0.05)
+
+    def stop(self, sig=signal.SIGTERM):
+        """Stop the daemon with sig and check it unmounted and exited 0.
+        Problems are returned (and remembered for __exit__), never raised,
+        so cleanup always completes."""
+        problems = []
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                problems.append("nodefs did not exit within %.0fs of %s"
+                                % (self.stop_timeout, sig.name))
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None:
+            self.returncode = self.proc.returncode
+            if self.returncode != 0 and not problems:
+                problems.append("nodefs exited with status %s after %s"
+                                % (self.returncode, sig.name))
+        if self.mnt and is_mounted(self.mnt):
+            problems.append("%s still mounted after the daemon exited"
+                            % self.mnt)
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt],
+                           capture_output=True)
+            if is_mounted(self.mnt):
+                subprocess.run(["umount", "-l", self.mnt],
+                               capture_output=True)
+        if hasattr(self, "_log") and not self._log.closed:
+            self._log.close()
+        for marker in SANITIZER_MARKERS:
+            if marker in self.log():
+                problems.append("sanitizer finding in the daemon log (%s)"
+                                % marker.strip())
+                break
+        self.proc = None
+        self.stop_problems += problems
+        return problems
+
+    def restart(self):
+        """Stop (checked) and start again on the same mountpoint, state dir
+        and config."""
+        problems = self.stop()
+        if problems:
+            raise DaemonError("; ".join(problems) + "\nlog:\n" + self.log())
+        self.start()
+
+    def kill9(self):
+        """SIGKILL the daemon (a crash) and clear the dead mount it leaves."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        if is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt],
+                           capture_output=True)
+        if hasattr(self, "_log") and not self._log.closed:
+            self._log.close()
+
+    def _cleanup(self):
+        if self.proc is not None:
+            self.stop()
+        elif self.mnt and is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt],
+                           capture_output=True)
+        if self.tmp and os.path.isdir(self.tmp):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __exit__(self, exc_type, exc, tb):
+        log = ""
+        try:
+            self.stop()
+            log = self.log()
+        finally:
+            self._cleanup()
+        if self.stop_problems and exc_type is None:
+            raise DaemonError("; ".join(self.stop_problems) + "\nlog:\n" + log)
+        return False
+
+    # -- helpers ---------------------------------------------------------
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-20000:]
+        except (OSError, TypeError):
+            return ""
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def read(self, *parts):
+        return read_file(self.path(*parts))
+
+    def status(self):
+        return parse_kv(self.read("status"))
+
+    def write_ctl(self, rel, line, flags=0):
+        """Write one command line to the ctl file at rel (relative to the
+        mount). Returns (ok, errno)."""
+        return write_line(self.path(rel), line, flags)
+
+    def error(self, reldir):
+        """The error file beside a ctl file, as text."""
+        return self.read(reldir, "error")
+
+    def listdir(self, *parts):
+        return sorted(os.listdir(self.path(*parts)))
+
+    def sh(self, script, timeout=30, check=False):
+        """Run a bash script with cwd at the mountpoint; returns the
+        CompletedProcess (text, captured)."""
+        return subprocess.run(["bash", "-c", script], cwd=self.mnt,
+                              capture_output=True, text=True,
+                              timeout=timeout, check=check)
+
+
+def main(requires=require_all):
+    """Check requirements (exit 77 when something is missing: a skip must
+    happen here, since unittest counts a SystemExit inside a test as an
+    error), then unittest.main, which exits 0 on success and 1 on failure."""
+    if requires is not None:
+        requires()
+    unittest.main(verbosity=2)
