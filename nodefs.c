@@ -1,1 +1,221 @@
-int main(void){return 0;}
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * nodefs: the daemon's main. Reads the options and the config, builds the
+ * backend, mounts the filesystem, daemonizes once the mount is up, and
+ * serves until SIGTERM, SIGINT or an unmount. Kept thin, as lxcfs keeps
+ * lxcfs.c: everything it wires lives in fs/ and backend/.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "config.h"
+#include "fs.h"
+#include "log.h"
+#include "nerr.h"
+#include "nodefs-config.h"
+
+#define DEFAULT_CONFIG "/etc/nodefs/nodefs.conf"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: nodefs [OPTIONS] MOUNTPOINT\n"
+		"Present a node's CSI volumes, volume operations and containers as files.\n"
+		"\n"
+		"  -f                 stay in the foreground (log to stderr)\n"
+		"  -d                 debug: foreground, verbose logs and FUSE tracing\n"
+		"  -o OPTS            extra FUSE mount options (comma separated)\n"
+		"  --config FILE      config file (default " DEFAULT_CONFIG "; a missing\n"
+		"                     default file means built-in defaults)\n"
+		"  --state-dir DIR    where checkpoints live (default /var/lib/nodefs)\n"
+		"  -h, --help         show this help\n"
+		"  -V, --version      show the version\n"
+		"\n"
+		"Typical mountpoint: /run/nodefs. SIGTERM or SIGINT unmounts cleanly.\n"
+		"See nodefs(8) and nodefs(5).\n");
+}
+
+struct options {
+	bool foreground;
+	bool debug;
+	const char *config;
+	const char *state_dir;
+	const char *mountpoint;
+	char fuse_opts[4096];
+};
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "fdo:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			o->foreground = true;
+			break;
+		case 'd':
+			o->debug = true;
+			o->foreground = true;
+			break;
+		case 'o': {
+			size_t l = strlen(o->fuse_opts);
+			if (snprintf(o->fuse_opts + l, sizeof(o->fuse_opts) - l, "%s%s",
+				     l ? "," : "", optarg) >= (int)(sizeof(o->fuse_opts) - l)) {
+				fprintf(stderr, "nodefs: -o options too long\n");
+				return 2;
+			}
+			break;
+		}
+		case 'c':
+			o->config = optarg;
+			break;
+		case 's':
+			o->state_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("nodefs %s\n", NODEFS_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "nodefs: %s\n", optind >= argc ? "missing MOUNTPOINT" : "too many arguments");
+		usage(stderr);
+		return 2;
+	}
+	o->mountpoint = argv[optind];
+	return 0;
+}
+
+/* A mount left by a crashed daemon answers ENOTCONN: detach it so the new
+ * daemon can mount in its place. Make a missing mountpoint. */
+static int prepare_mountpoint(const char *mnt, struct nerr *err)
+{
+	struct stat st;
+
+	if (stat(mnt, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return nerr_set(err, ENOTDIR, "%s is not a directory", mnt);
+		return 0;
+	}
+	if (errno == ENOTCONN) {
+		log_warn("%s: stale mount (Transport endpoint is not connected): detaching it", mnt);
+		if (umount2(mnt, MNT_DETACH) < 0)
+			return nerr_set(err, errno, "cannot detach the stale mount on %s: %s",
+					mnt, strerror(errno));
+		return 0;
+	}
+	if (errno == ENOENT && mkdir(mnt, 0755) == 0)
+		return 0;
+	return nerr_set(err, errno, "mountpoint %s: %s", mnt, strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	struct nerr err = { 0 };
+	struct config *cfg = NULL;
+	struct backend *b = NULL;
+	struct fs *f = NULL;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fs_opts fo = { .entry_timeout = 1.0, .attr_timeout = 1.0 };
+	char mopts[4200];
+	int r, status = 1;
+
+	r = parse_args(argc, argv, &o);
+	if (r)
+		return r;
+	log_setup(o.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO, false);
+
+	r = config_load(o.config ? o.config : DEFAULT_CONFIG, o.config == NULL, &cfg, &err);
+	if (r < 0) {
+		fprintf(stderr, "nodefs: %s\n", err.msg);
+		return 1;
+	}
+	if (o.state_dir) {
+		char *sd = strdup(o.state_dir);
+		if (!sd) {
+			config_free(cfg);
+			return 1;
+		}
+		free(cfg->state_dir);
+		cfg->state_dir = sd;
+	}
+	fo.has_ctl_gid = cfg->has_ctl_gid;
+	fo.ctl_gid = cfg->ctl_gid;
+
+	r = backend_new(cfg, &b, &err);	/* takes cfg */
+	if (r < 0) {
+		fprintf(stderr, "nodefs: %s\n", err.msg);
+		return 1;
+	}
+	r = prepare_mountpoint(o.mountpoint, &err);
+	if (r < 0) {
+		fprintf(stderr, "nodefs: %s\n", err.msg);
+		goto out;
+	}
+
+	/* allow_other lets every user read; default_permissions makes the
+	 * kernel enforce the modes (ctl files root-only, or ctl_group) */
+	snprintf(mopts, sizeof(mopts), "%sdefault_permissions,fsname=nodefs,subtype=nodefs%s%s",
+		 geteuid() == 0 ? "allow_other," : "", o.fuse_opts[0] ? "," : "", o.fuse_opts);
+	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
+	    fuse_opt_add_arg(&args, "-o") != 0 || fuse_opt_add_arg(&args, mopts) != 0 ||
+	    (o.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
+		fprintf(stderr, "nodefs: out of memory\n");
+		goto out;
+	}
+	r = fs_new(backend_root(b), &fo, &args, &f, &err);
+	if (r < 0) {
+		fprintf(stderr, "nodefs: %s\n", err.msg);
+		goto out;
+	}
+	r = fs_mount(f, o.mountpoint, &err);
+	if (r < 0) {
+		fprintf(stderr, "nodefs: %s\n", err.msg);
+		goto out;
+	}
+	if (!o.foreground) {
+		/* the parent returns once the mount is up; threads start after */
+		if (fuse_daemonize(0) != 0)
+			goto out;
+		log_setup(LOG_LVL_INFO, true);
+	}
+	r = backend_start(b, &err);
+	if (r < 0) {
+		log_err("%s", err.msg);
+		goto out;
+	}
+	log_info("mounted on %s", o.mountpoint);
+	r = fs_loop(f);
+	status = r < 0 ? 1 : 0;
+	log_info("unmounting %s", o.mountpoint);
+out:
+	fs_free(f);
+	backend_free(b);
+	fuse_opt_free_args(&args);
+	return status;
+}

@@ -1,1 +1,1179 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fs: FUSE low-level operations derived from the backend's attribute tables.
+ *
+ * Inodes: a table maps ino -> {node, attr, nlookup}. A directory is a tree
+ * node (attr -1); a file is a node and the index of one of its attributes.
+ * Inode numbers are never reused within a mount, so a recreated volumes/db
+ * is a new inode (Plan 9's qid.vers).
+ *
+ * Reads serve a snapshot taken at offset 0 and continued at later offsets
+ * (sysfs); stream files (events) park the read until data arrives. Writes
+ * carry whole command lines; each is handed to the attribute's store and
+ * the reply goes out when the backend completes it, from whatever thread.
+ *
+ * Kernel notifications (poll wake-ups, entry invalidation) and parked reads
+ * are served by a notifier thread, never from inside a FUSE handler.
+ *
+ * Must not know: CSI, Docker, LXC, the config.
+ */
+#define FUSE_USE_VERSION 312
+
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "hmap.h"
+#include "log.h"
+#include "nerr.h"
+#include "sbuf.h"
+#include "tree.h"
+
+#define FILE_SNAPSHOT_CAP (16u << 20)
+#define DIR_OFF_ATTRS 3			/* 1 ".", 2 "..", then attributes */
+#define DIR_OFF_KIDS (1ull << 40)	/* children: base + serial */
+
+struct fs_inode {
+	fuse_ino_t ino;
+	struct bnode *node;	/* referenced */
+	int attr;		/* -1: the directory itself */
+	uint64_t nlookup;
+};
+
+struct fs_key {
+	uint64_t serial;
+	int attr;
+};
+
+struct fs_file;
+
+struct fs_removal {
+	uint64_t parent_serial;
+	char name[65];
+	struct fs_removal *next;
+};
+
+struct fs {
+	struct fuse_session *se;
+	struct fs_opts opts;
+	struct bnode *root;
+	time_t mount_time;
+	bool mounted;
+
+	pthread_mutex_t ilock;	/* the inode table */
+	struct hmap by_ino;
+	struct hmap by_key;
+	fuse_ino_t next_ino;
+
+	/* the notifier: watched files (pollers, parked readers) and removals */
+	pthread_mutex_t wlock;
+	pthread_cond_t wcond;
+	struct fs_file *watchers;	/* doubly linked */
+	struct fs_removal *removals;
+	bool dirty;
+	bool stop;
+	pthread_t notifier;
+	bool notifier_running;
+};
+
+struct fs_file {
+	struct fs *fs;
+	struct bnode *node;	/* referenced */
+	const struct battr *attr;
+	bool nonblock;
+
+	pthread_mutex_t lock;	/* snapshot and reply */
+	struct sbuf snap;
+	bool snapped;
+	uint64_t snap_version;
+	struct sbuf reply;	/* what a nonblock ctl write answered */
+	void *stream;		/* stream state */
+
+	/* under fs->wlock */
+	struct fuse_pollhandle *ph;
+	bool poll_armed;	/* told "nothing new": notify on change */
+	fuse_req_t parked;	/* a stream read waiting for data */
+	size_t parked_size;
+	bool watching;
+	struct fs_file *wprev, *wnext;
+};
+
+/* ---- inode table ---- */
+
+static bool ino_eq(const void *val, const void *key)
+{
+	return ((const struct fs_inode *)val)->ino == *(const fuse_ino_t *)key;
+}
+
+static bool key_eq(const void *val, const void *key)
+{
+	const struct fs_inode *i = val;
+	const struct fs_key *k = key;
+
+	return i->node->serial == k->serial && i->attr == k->attr;
+}
+
+static uint64_t key_hash(uint64_t serial, int attr)
+{
+	return hmap_hash_u64(serial * 131 + (uint64_t)(attr + 1));
+}
+
+static struct fs_inode *inode_get(struct fs *f, fuse_ino_t ino)
+{
+	struct fs_inode *i;
+
+	pthread_mutex_lock(&f->ilock);
+	i = hmap_get(&f->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
+	pthread_mutex_unlock(&f->ilock);
+	return i;
+}
+
+/* Find or make the inode of (node, attr) and count one lookup. */
+static int inode_lookup(struct fs *f, struct bnode *node, int attr, struct fs_inode **ret)
+{
+	struct fs_key k = { node->serial, attr };
+	uint64_t kh = key_hash(node->serial, attr);
+	struct fs_inode *i;
+	int r = 0;
+
+	pthread_mutex_lock(&f->ilock);
+	i = hmap_get(&f->by_key, kh, &k, key_eq);
+	if (!i) {
+		i = calloc(1, sizeof(*i));
+		if (!i) {
+			r = -ENOMEM;
+			goto out;
+		}
+		i->ino = f->next_ino++;
+		i->node = bnode_ref(node);
+		i->attr = attr;
+		if ((r = hmap_put(&f->by_key, kh, i)) < 0 ||
+		    (r = hmap_put(&f->by_ino, hmap_hash_u64(i->ino), i)) < 0) {
+			hmap_del(&f->by_key, kh, &k, key_eq);
+			bnode_unref(i->node);
+			free(i);
+			goto out;
+		}
+	}
+	i->nlookup++;
+	*ret = i;
+out:
+	pthread_mutex_unlock(&f->ilock);
+	return r;
+}
+
+static void inode_forget(struct fs *f, fuse_ino_t ino, uint64_t n)
+{
+	struct fs_inode *i;
+	struct bnode *drop = NULL;
+
+	if (ino == FUSE_ROOT_ID)
+		return;
+	pthread_mutex_lock(&f->ilock);
+	i = hmap_get(&f->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
+	if (i)
+		i->nlookup -= n < i->nlookup ? n : i->nlookup;
+	if (i && i->nlookup == 0) {
+		struct fs_key k = { i->node->serial, i->attr };
+		hmap_del(&f->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
+		hmap_del(&f->by_key, key_hash(k.serial, k.attr), &k, key_eq);
+		drop = i->node;
+		free(i);
+	}
+	pthread_mutex_unlock(&f->ilock);
+	bnode_unref(drop);
+}
+
+static fuse_ino_t inode_of_dir(struct fs *f, uint64_t serial)
+{
+	struct fs_key k = { serial, -1 };
+	struct fs_inode *i;
+	fuse_ino_t ino = 0;
+
+	pthread_mutex_lock(&f->ilock);
+	i = hmap_get(&f->by_key, key_hash(serial, -1), &k, key_eq);
+	if (i)
+		ino = i->ino;
+	pthread_mutex_unlock(&f->ilock);
+	return ino;
+}
+
+/* ---- attributes ---- */
+
+static mode_t file_mode(struct fs *f, const struct battr *a)
+{
+	if (a->flags & BATTR_CTL)
+		return S_IFREG | (f->opts.has_ctl_gid ? 0660 : 0600);
+	return S_IFREG | 0444;
+}
+
+static int render(const struct battr *a, struct bnode *n, struct sbuf *out)
+{
+	if (!a->show)
+		return 0;
+	return a->show(n, out);
+}
+
+static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = i->ino;
+	st->st_uid = 0;
+	st->st_gid = 0;
+	st->st_atime = st->st_mtime = st->st_ctime = f->mount_time;
+	st->st_blksize = 4096;
+	if (i->attr < 0) {
+		st->st_mode = S_IFDIR | 0555;
+		if (i->node->type->can_mkdir) {
+			st->st_mode = S_IFDIR | (f->opts.has_ctl_gid ? 0775 : 0755);
+			st->st_gid = f->opts.has_ctl_gid ? f->opts.ctl_gid : 0;
+		}
+		st->st_nlink = 2;
+		return;
+	}
+	const struct battr *a = &i->node->type->attrs[i->attr];
+	st->st_mode = file_mode(f, a);
+	st->st_nlink = 1;
+	if (a->flags & BATTR_CTL)
+		st->st_gid = f->opts.has_ctl_gid ? f->opts.ctl_gid : 0;
+	if (!a->stream) {
+		/* the size a read at offset 0 would give now */
+		struct sbuf sb = SBUF_INIT(FILE_SNAPSHOT_CAP);
+		if (render(a, i->node, &sb) >= 0)
+			st->st_size = (off_t)sb.len;
+		sbuf_free(&sb);
+	}
+}
+
+static void reply_entry(fuse_req_t req, struct fs *f, struct fs_inode *i)
+{
+	struct fuse_entry_param e = { 0 };
+
+	e.ino = i->ino;
+	e.generation = (uint64_t)f->mount_time;
+	e.attr_timeout = f->opts.attr_timeout;
+	e.entry_timeout = f->opts.entry_timeout;
+	fill_stat(f, i, &e.attr);
+	if (fuse_reply_entry(req, &e) == -ENOENT)	/* lookup aborted */
+		inode_forget(f, i->ino, 1);
+}
+
+static struct fs_inode *live_dir(struct fs *f, fuse_ino_t ino, int *err)
+{
+	struct fs_inode *i = inode_get(f, ino);
+
+	if (!i || atomic_load(&i->node->dead)) {
+		*err = ENOENT;
+		return NULL;
+	}
+	if (i->attr >= 0) {
+		*err = ENOTDIR;
+		return NULL;
+	}
+	return i;
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_inode *p, *i;
+	struct bnode *kid;
+	size_t idx;
+	int err, r;
+
+	p = live_dir(f, parent, &err);
+	if (!p) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (bnode_attr(p->node, name, &idx)) {
+		r = inode_lookup(f, p->node, (int)idx, &i);
+	} else {
+		kid = bnode_lookup(p->node, name);
+		if (!kid) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		r = inode_lookup(f, kid, -1, &i);
+		bnode_unref(kid);
+	}
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	reply_entry(req, f, i);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(fuse_req_userdata(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *v)
+{
+	struct fs *f = fuse_req_userdata(req);
+
+	for (size_t k = 0; k < count; k++)
+		inode_forget(f, v[k].ino, v[k].nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_inode *i = inode_get(f, ino);
+	struct stat st;
+
+	if (!i || atomic_load(&i->node->dead)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_stat(f, i, &st);
+	fuse_reply_attr(req, &st, f->opts.attr_timeout);
+}
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_inode *i = inode_get(f, ino);
+	struct stat st;
+
+	if (!i || atomic_load(&i->node->dead)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* `echo cmd > ctl` truncates first: that succeeds and does nothing.
+	 * Times may be touched (touch ctl); nothing else changes. */
+	if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+		       FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) &&
+	    (i->attr < 0 || !(i->node->type->attrs[i->attr].flags & BATTR_CTL))) {
+		fuse_reply_err(req, i->attr < 0 ? EISDIR : EACCES);
+		return;
+	}
+	fill_stat(f, i, &st);
+	fuse_reply_attr(req, &st, f->opts.attr_timeout);
+}
+
+/* ---- directories ---- */
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	int err;
+
+	if (!live_dir(f, ino, &err)) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	fuse_reply_open(req, fi);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_inode *i;
+	struct bnode *n;
+	char *buf;
+	size_t used = 0;
+	struct stat st = { 0 };
+	uint64_t o = (uint64_t)off;
+	int err;
+
+	i = live_dir(f, ino, &err);
+	if (!i) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	n = i->node;
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* offsets: 1 ".", 2 "..", 3.. attributes, then DIR_OFF_KIDS + serial */
+	for (;;) {
+		const char *name;
+		uint64_t next;
+		struct bnode *kid = NULL;
+		size_t len;
+
+		if (o == 0) {
+			name = ".";
+			st.st_mode = S_IFDIR;
+			next = 1;
+		} else if (o == 1) {
+			name = "..";
+			st.st_mode = S_IFDIR;
+			next = 2;
+		} else if (o < DIR_OFF_KIDS && o - 2 < n->type->nattrs) {
+			const struct battr *a = &n->type->attrs[o - 2];
+			name = a->name;
+			st.st_mode = file_mode(f, a);
+			next = o + 1;
+		} else {
+			uint64_t after = o >= DIR_OFF_KIDS ? o - DIR_OFF_KIDS : 0;
+			kid = bnode_next_child(n, after);
+			if (!kid)
+				break;
+			name = kid->name;
+			st.st_mode = S_IFDIR;
+			next = DIR_OFF_KIDS + kid->serial;
+		}
+		st.st_ino = 0xffffffff;	/* readdir inodes are not used without use_ino */
+		len = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)next);
+		bnode_unref(kid);
+		if (len > size - used)
+			break;
+		used += len;
+		o = next;
+		if (o == 2 + n->type->nattrs && o < DIR_OFF_KIDS)
+			o = DIR_OFF_KIDS;	/* attributes done: children from the first */
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+/* ---- requests handed to the backend (ctl writes, mkdir, rmdir) ---- */
+
+enum fs_req_kind { FSR_WRITE, FSR_MKDIR, FSR_RMDIR };
+
+struct fs_req {
+	struct breq rq;
+	enum fs_req_kind kind;
+	fuse_req_t req;
+	struct fs *fs;
+	struct bnode *node;	/* the ctl's directory, or the parent */
+	struct fs_file *file;	/* writes */
+	char *buf;		/* writes: the lines */
+	size_t len, pos, size;
+	char name[65];		/* mkdir */
+};
+
+static void fs_req_free(struct fs_req *r)
+{
+	sbuf_free(&r->rq.reply);
+	bnode_unref(r->node);
+	free(r->buf);
+	free(r);
+}
+
+static void fs_req_fail(struct fs_req *r, int result)
+{
+	const char *msg = r->rq.err.msg[0] ? r->rq.err.msg : strerror(-result);
+
+	bnode_set_error(r->node, msg);
+	fuse_reply_err(r->req, -result);
+	fs_req_free(r);
+}
+
+static void write_continue(struct fs_req *r);
+
+static void fs_req_done(struct breq *rq, int result)
+{
+	struct fs_req *r = (struct fs_req *)rq;
+
+	if (result < 0) {
+		fs_req_fail(r, result);
+		return;
+	}
+	switch (r->kind) {
+	case FSR_WRITE:
+		if (r->rq.reply.len) {
+			pthread_mutex_lock(&r->file->lock);
+			sbuf_reset(&r->file->reply);
+			sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
+			pthread_mutex_unlock(&r->file->lock);
+			sbuf_reset(&r->rq.reply);
+		}
+		write_continue(r);
+		return;
+	case FSR_MKDIR: {
+		struct bnode *kid = bnode_lookup(r->node, r->name);
+		struct fs_inode *i;
+		int e;
+
+		if (!kid) {
+			fuse_reply_err(r->req, ENOENT);
+		} else if ((e = inode_lookup(r->fs, kid, -1, &i)) < 0) {
+			fuse_reply_err(r->req, -e);
+		} else {
+			reply_entry(r->req, r->fs, i);
+		}
+		bnode_unref(kid);
+		break;
+	}
+	case FSR_RMDIR:
+		fuse_reply_err(r->req, 0);
+		break;
+	}
+	fs_req_free(r);
+}
+
+/* Run the lines of a write one after another; a line the backend finishes
+ * later continues from fs_req_done on the completing thread. */
+static void write_continue(struct fs_req *r)
+{
+	const struct battr *a = r->file->attr;
+
+	while (r->pos < r->len) {
+		const char *line = r->buf + r->pos;
+		size_t rest = r->len - r->pos, llen, used;
+		int k = ctl_next_line(line, rest, &llen, &used);
+
+		if (k < 0) {
+			nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
+			fs_req_fail(r, -EINVAL);
+			return;
+		}
+		if (k == 0) {	/* a last line without its newline is whole too */
+			llen = rest;
+			used = rest;
+		}
+		r->pos += used;
+		while (llen && (line[llen - 1] == '\r' || line[llen - 1] == ' ' || line[llen - 1] == '\t'))
+			llen--;
+		size_t lead = 0;
+		while (lead < llen && (line[lead] == ' ' || line[lead] == '\t'))
+			lead++;
+		if (lead == llen)
+			continue;	/* blank lines (echo > ctl) do nothing */
+		nerr_clear(&r->rq.err);
+		int res = a->store(r->file->node, line + lead, llen - lead, &r->rq);
+		if (res == -EINPROGRESS)
+			return;
+		if (res < 0) {
+			fs_req_fail(r, res);
+			return;
+		}
+		if (r->rq.reply.len) {
+			pthread_mutex_lock(&r->file->lock);
+			sbuf_reset(&r->file->reply);
+			sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
+			pthread_mutex_unlock(&r->file->lock);
+			sbuf_reset(&r->rq.reply);
+		}
+	}
+	fuse_reply_write(r->req, r->size);
+	fs_req_free(r);
+}
+
+static struct fs_req *fs_req_new(fuse_req_t req, enum fs_req_kind kind, struct bnode *node)
+{
+	struct fs_req *r = calloc(1, sizeof(*r));
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (!r)
+		return NULL;
+	r->kind = kind;
+	r->req = req;
+	r->fs = fuse_req_userdata(req);
+	r->node = bnode_ref(node);
+	r->rq.uid = ctx->uid;
+	r->rq.gid = ctx->gid;
+	r->rq.done = fs_req_done;
+	sbuf_init(&r->rq.reply, 4096);
+	return r;
+}
+
+static void dir_request(fuse_req_t req, fuse_ino_t parent, const char *name,
+			enum fs_req_kind kind)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_inode *p;
+	struct fs_req *r;
+	struct bnode *kid = NULL;
+	int err, res;
+
+	p = live_dir(f, parent, &err);
+	if (!p) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (!p->node->type->can_mkdir) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (kind == FSR_RMDIR) {
+		kid = bnode_lookup(p->node, name);
+		if (!kid) {
+			fuse_reply_err(req, bnode_attr(p->node, name, NULL) ? ENOTDIR : ENOENT);
+			return;
+		}
+	} else if (bnode_attr(p->node, name, NULL)) {
+		fuse_reply_err(req, EEXIST);
+		return;
+	}
+	r = fs_req_new(req, kind, p->node);
+	if (!r) {
+		bnode_unref(kid);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	if (strlen(name) >= sizeof(r->name)) {
+		nerr_set(&r->rq.err, EINVAL, "name '%.70s...' is longer than 64 characters", name);
+		fs_req_fail(r, -EINVAL);
+		return;
+	}
+	if (kind == FSR_MKDIR)
+		res = p->node->type->mkdir(p->node, r->name, &r->rq);
+	else
+		res = p->node->type->rmdir(p->node, kid, &r->rq);
+	bnode_unref(kid);
+	if (res != -EINPROGRESS)
+		fs_req_done(&r->rq, res);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	dir_request(req, parent, name, FSR_MKDIR);
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	dir_request(req, parent, name, FSR_RMDIR);
+}
+
+/* ---- files ---- */
+
+static void watch_add_locked(struct fs *f, struct fs_file *h)
+{
+	if (h->watching)
+		return;
+	h->watching = true;
+	h->wprev = NULL;
+	h->wnext = f->watchers;
+	if (f->watchers)
+		f->watchers->wprev = h;
+	f->watchers = h;
+}
+
+static void watch_del_locked(struct fs *f, struct fs_file *h)
+{
+	if (!h->watching)
+		return;
+	if (h->wprev)
+		h->wprev->wnext = h->wnext;
+	else
+		f->watchers = h->wnext;
+	if (h->wnext)
+		h->wnext->wprev = h->wprev;
+	h->watching = false;
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_inode *i = inode_get(f, ino);
+	const struct battr *a;
+	struct fs_file *h;
+	int acc = fi->flags & O_ACCMODE;
+
+	if (!i || atomic_load(&i->node->dead)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (i->attr < 0) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	a = &i->node->type->attrs[i->attr];
+	if (acc != O_RDONLY && !(a->flags & BATTR_CTL)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->fs = f;
+	h->node = bnode_ref(i->node);
+	h->attr = a;
+	h->nonblock = fi->flags & O_NONBLOCK;
+	pthread_mutex_init(&h->lock, NULL);
+	sbuf_init(&h->snap, FILE_SNAPSHOT_CAP);
+	sbuf_init(&h->reply, 4096);
+	if (a->stream) {
+		int r = a->stream->open(h->node, &h->stream);
+		if (r < 0) {
+			bnode_unref(h->node);
+			free(h);
+			fuse_reply_err(req, -r);
+			return;
+		}
+		fi->nonseekable = 1;
+	}
+	fi->direct_io = 1;	/* sizes change: never serve from the page cache */
+	fi->fh = (uint64_t)(uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT) {	/* open interrupted */
+		if (a->stream)
+			a->stream->close(h->node, h->stream);
+		bnode_unref(h->node);
+		free(h);
+	}
+}
+
+static struct fs_file *file_of(struct fuse_file_info *fi)
+{
+	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_file *h = file_of(fi);
+
+	pthread_mutex_lock(&f->wlock);
+	watch_del_locked(f, h);
+	if (h->ph)
+		fuse_pollhandle_destroy(h->ph);
+	h->ph = NULL;
+	pthread_mutex_unlock(&f->wlock);
+	if (h->attr->stream)
+		h->attr->stream->close(h->node, h->stream);
+	sbuf_free(&h->snap);
+	sbuf_free(&h->reply);
+	pthread_mutex_destroy(&h->lock);
+	bnode_unref(h->node);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void read_interrupted(fuse_req_t req, void *data)
+{
+	struct fs_file *h = data;
+	struct fs *f = h->fs;
+
+	pthread_mutex_lock(&f->wlock);
+	if (h->parked == req) {
+		h->parked = NULL;
+		if (!h->ph)
+			watch_del_locked(f, h);
+		fuse_reply_err(req, EINTR);
+	}
+	pthread_mutex_unlock(&f->wlock);
+}
+
+/* Try a stream read; 1 when the request was answered. wlock held or not
+ * needed (the caller serialises). */
+static int stream_try(struct fs_file *h, fuse_req_t req, size_t size)
+{
+	struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
+	int r;
+
+	if (atomic_load(&h->node->dead)) {
+		fuse_reply_err(req, ENOENT);
+		return 1;
+	}
+	r = h->attr->stream->read(h->node, h->stream, &out, size);
+	if (r == -EAGAIN) {
+		sbuf_free(&out);
+		return 0;
+	}
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, out.buf, out.len < size ? out.len : size);
+	sbuf_free(&out);
+	return 1;
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_file *h = file_of(fi);
+	int r = 0;
+
+	if (h->attr->stream) {
+		if (stream_try(h, req, size))
+			return;
+		if (h->nonblock || (fi->flags & O_NONBLOCK)) {
+			fuse_reply_err(req, EAGAIN);
+			return;
+		}
+		/* park: the notifier answers when the node changes */
+		fuse_req_interrupt_func(req, read_interrupted, h);
+		pthread_mutex_lock(&f->wlock);
+		if (fuse_req_interrupted(req)) {
+			pthread_mutex_unlock(&f->wlock);
+			fuse_reply_err(req, EINTR);
+			return;
+		}
+		/* data may have come between the try and parking */
+		if (stream_try(h, req, size)) {
+			pthread_mutex_unlock(&f->wlock);
+			return;
+		}
+		h->parked = req;
+		h->parked_size = size;
+		watch_add_locked(f, h);
+		pthread_mutex_unlock(&f->wlock);
+		return;
+	}
+
+	pthread_mutex_lock(&h->lock);
+	if (h->reply.len) {
+		/* a nonblock ctl write left its answer (the operation id) */
+		size_t n = (size_t)off < h->reply.len ? h->reply.len - (size_t)off : 0;
+		fuse_reply_buf(req, h->reply.buf + (n ? off : 0), n < size ? n : size);
+		pthread_mutex_unlock(&h->lock);
+		return;
+	}
+	if (off == 0 || !h->snapped) {
+		if (atomic_load(&h->node->dead)) {
+			pthread_mutex_unlock(&h->lock);
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		sbuf_reset(&h->snap);
+		h->snap_version = atomic_load(&h->node->version);
+		r = render(h->attr, h->node, &h->snap);
+		h->snapped = r >= 0;
+	}
+	if (r < 0) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_err(req, r == -E2BIG ? EFBIG : -r);
+		return;
+	}
+	if ((size_t)off >= h->snap.len)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, h->snap.buf + off,
+			       h->snap.len - (size_t)off < size ? h->snap.len - (size_t)off : size);
+	pthread_mutex_unlock(&h->lock);
+	if (h->attr->flags & BATTR_POLL) {
+		pthread_mutex_lock(&f->wlock);
+		h->poll_armed = false;
+		pthread_mutex_unlock(&f->wlock);
+	}
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	struct fs_file *h = file_of(fi);
+	struct fs_req *r;
+
+	if (!(h->attr->flags & BATTR_CTL) || !h->attr->store) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if (atomic_load(&h->node->dead)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	r = fs_req_new(req, FSR_WRITE, h->node);
+	if (!r || !(r->buf = malloc(size ? size : 1))) {
+		if (r)
+			fs_req_free(r);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(r->buf, buf, size);
+	r->len = r->size = size;
+	r->file = h;
+	r->rq.nonblock = h->nonblock || (fi->flags & O_NONBLOCK);
+	pthread_mutex_lock(&h->lock);
+	sbuf_reset(&h->reply);
+	pthread_mutex_unlock(&h->lock);
+	write_continue(r);
+}
+
+static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		    struct fuse_pollhandle *ph)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_file *h = file_of(fi);
+	unsigned revents = 0;
+
+	pthread_mutex_lock(&f->wlock);
+	if (ph) {
+		if (h->ph)
+			fuse_pollhandle_destroy(h->ph);
+		h->ph = ph;
+		watch_add_locked(f, h);
+	}
+	if (atomic_load(&h->node->dead)) {
+		revents = POLLERR | POLLHUP;
+	} else if (h->attr->stream) {
+		/* readable when a read would not park */
+		if (h->attr->stream->ready(h->node, h->stream))
+			revents = POLLIN | POLLRDNORM;
+		h->poll_armed = true;
+	} else if (h->attr->flags & BATTR_POLL) {
+		/* sysfs semantics: readable at once, and POLLPRI once the value
+		 * changed after this descriptor last read it */
+		revents = POLLIN | POLLRDNORM;
+		if (h->snapped && atomic_load(&h->node->version) != h->snap_version)
+			revents |= POLLPRI | POLLERR;
+		h->poll_armed = true;
+	} else {
+		revents = POLLIN | POLLRDNORM;
+	}
+	pthread_mutex_unlock(&f->wlock);
+	fuse_reply_poll(req, revents);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs st = { 0 };
+
+	st.f_bsize = 4096;
+	st.f_frsize = 4096;
+	st.f_namemax = 64;
+	fuse_reply_statfs(req, &st);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* no page cache for our files: their size is not known in advance */
+	conn->want &= ~FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.mkdir = fs_mkdir,
+	.rmdir = fs_rmdir,
+	.open = fs_open,
+	.read = fs_read,
+	.write = fs_write,
+	.release = fs_release,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.statfs = fs_statfs,
+	.poll = fs_poll,
+};
+
+/* ---- the notifier ---- */
+
+static void notify_changed(void *ctx, struct bnode *n)
+{
+	struct fs *f = ctx;
+
+	pthread_mutex_lock(&f->wlock);
+	if (f->watchers) {
+		f->dirty = true;
+		pthread_cond_signal(&f->wcond);
+	}
+	pthread_mutex_unlock(&f->wlock);
+}
+
+static void notify_removed(void *ctx, struct bnode *parent, const char *name, uint64_t serial)
+{
+	struct fs *f = ctx;
+	struct fs_removal *rm = calloc(1, sizeof(*rm));
+
+	if (!rm)
+		return;
+	rm->parent_serial = parent->serial;
+	snprintf(rm->name, sizeof(rm->name), "%s", name);
+	pthread_mutex_lock(&f->wlock);
+	rm->next = f->removals;
+	f->removals = rm;
+	pthread_cond_signal(&f->wcond);
+	pthread_mutex_unlock(&f->wlock);
+}
+
+static void *notifier_main(void *arg)
+{
+	struct fs *f = arg;
+
+	pthread_mutex_lock(&f->wlock);
+	while (!f->stop) {
+		struct fs_removal *rm;
+
+		while (!f->stop && !f->dirty && !f->removals)
+			pthread_cond_wait(&f->wcond, &f->wlock);
+		if (f->stop)
+			break;
+		if (f->dirty) {
+			f->dirty = false;
+			for (struct fs_file *h = f->watchers, *next; h; h = next) {
+				next = h->wnext;
+				if (h->parked && stream_try(h, h->parked, h->parked_size)) {
+					h->parked = NULL;
+				}
+				if (h->ph && h->poll_armed) {
+					bool wake = atomic_load(&h->node->dead);
+					if (h->attr->stream)
+						wake = h->attr->stream->ready(h->node, h->stream);
+					else if (atomic_load(&h->node->version) != h->snap_version)
+						wake = true;
+					if (wake) {
+						h->poll_armed = false;
+						fuse_lowlevel_notify_poll(h->ph);
+					}
+				}
+				if (!h->parked && !h->ph)
+					watch_del_locked(f, h);
+			}
+		}
+		rm = f->removals;
+		f->removals = NULL;
+		pthread_mutex_unlock(&f->wlock);
+		while (rm) {
+			struct fs_removal *next = rm->next;
+			fuse_ino_t pino = rm->parent_serial == f->root->serial ? FUSE_ROOT_ID
+					  : inode_of_dir(f, rm->parent_serial);
+			if (pino)
+				fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
+			free(rm);
+			rm = next;
+		}
+		pthread_mutex_lock(&f->wlock);
+	}
+	pthread_mutex_unlock(&f->wlock);
+	return NULL;
+}
+
+/* ---- life cycle ---- */
+
+int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
+	   struct fs **ret, struct nerr *err)
+{
+	struct fs *f = calloc(1, sizeof(*f));
+	struct fs_inode *ri;
+	struct tree_notifier nt;
+
+	if (!f)
+		return nerr_set(err, ENOMEM, "out of memory");
+	f->opts = *o;
+	f->root = bnode_ref(root);
+	f->mount_time = time(NULL);
+	f->next_ino = FUSE_ROOT_ID + 1;
+	pthread_mutex_init(&f->ilock, NULL);
+	pthread_mutex_init(&f->wlock, NULL);
+	pthread_cond_init(&f->wcond, NULL);
+	hmap_init(&f->by_ino);
+	hmap_init(&f->by_key);
+
+	ri = calloc(1, sizeof(*ri));
+	if (!ri)
+		goto oom;
+	ri->ino = FUSE_ROOT_ID;
+	ri->node = bnode_ref(root);
+	ri->attr = -1;
+	ri->nlookup = 1;
+	if (hmap_put(&f->by_ino, hmap_hash_u64(ri->ino), ri) < 0 ||
+	    hmap_put(&f->by_key, key_hash(root->serial, -1), ri) < 0)
+		goto oom;
+
+	f->se = fuse_session_new(args, &fs_ops, sizeof(fs_ops), f);
+	if (!f->se) {
+		fs_free(f);
+		return nerr_set(err, EINVAL, "cannot create the FUSE session (bad -o option?)");
+	}
+	nt.changed = notify_changed;
+	nt.removed = notify_removed;
+	nt.ctx = f;
+	tree_set_notifier(&nt);
+	*ret = f;
+	return 0;
+oom:
+	fs_free(f);
+	return nerr_set(err, ENOMEM, "out of memory");
+}
+
+int fs_mount(struct fs *f, const char *mnt, struct nerr *err)
+{
+	if (fuse_session_mount(f->se, mnt) != 0)
+		return nerr_set(err, EIO, "cannot mount on %s", mnt);
+	f->mounted = true;
+	return 0;
+}
+
+int fs_loop(struct fs *f)
+{
+	struct fuse_loop_config *cfg;
+	int r;
+
+	if (fuse_set_signal_handlers(f->se) != 0)
+		return -EIO;
+	if (pthread_create(&f->notifier, NULL, notifier_main, f) != 0) {
+		fuse_remove_signal_handlers(f->se);
+		return -EAGAIN;
+	}
+	f->notifier_running = true;
+	cfg = fuse_loop_cfg_create();
+	if (!cfg) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* ctl writes wait for their action: let many run at once */
+	fuse_loop_cfg_set_max_threads(cfg, 256);
+	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	r = fuse_session_loop_mt(f->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+out:
+	fuse_remove_signal_handlers(f->se);
+	pthread_mutex_lock(&f->wlock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->wcond);
+	pthread_mutex_unlock(&f->wlock);
+	pthread_join(f->notifier, NULL);
+	f->notifier_running = false;
+	return r < 0 ? r : 0;
+}
+
+static void free_inode(void *v)
+{
+	struct fs_inode *i = v;
+
+	bnode_unref(i->node);
+	free(i);
+}
+
+void fs_free(struct fs *f)
+{
+	struct tree_notifier none = { 0 };
+
+	if (!f)
+		return;
+	tree_set_notifier(&none);
+	if (f->se) {
+		if (f->mounted)
+			fuse_session_unmount(f->se);
+		fuse_session_destroy(f->se);
+	}
+	size_t pos = 0;
+	for (void *v; (v = hmap_next(&f->by_ino, &pos));)
+		free_inode(v);
+	while (f->removals) {
+		struct fs_removal *n = f->removals->next;
+		free(f->removals);
+		f->removals = n;
+	}
+	hmap_free(&f->by_ino);
+	hmap_free(&f->by_key);
+	bnode_unref(f->root);
+	pthread_mutex_destroy(&f->ilock);
+	pthread_mutex_destroy(&f->wlock);
+	pthread_cond_destroy(&f->wcond);
+	free(f);
+}

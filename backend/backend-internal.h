@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* backend-internal: what the backend's modules share; never seen by fs/. */
+#ifndef NODEFS_BACKEND_INTERNAL_H
+#define NODEFS_BACKEND_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "backend.h"
+#include "bctl.h"
+#include "config.h"
+#include "events.h"
+#include "runtime.h"
+#include "tree.h"
+#include "work.h"
+
+enum backend_state { BACKEND_RECOVERING, BACKEND_READY, BACKEND_STOPPING };
+
+/* A container engine as the tree shows it (runtimes/NAME/). */
+struct engine {
+	struct backend *b;
+	const struct runtime_ops *ops;
+	void *h;		/* driver handle; NULL when open failed */
+	struct bnode *node;
+	pthread_mutex_t lock;	/* guards the fields below */
+	bool healthy;
+	char reason[256];	/* why unhealthy */
+	char version[128];
+	time_t since;
+};
+
+struct backend {
+	struct config *cfg;
+	struct bnode *root, *metrics, *plugins, *profiles, *runtimes;
+	struct bnode *volumes, *operations, *containers;
+	struct events *events;
+	struct work_pool *work;
+	struct engine *engines;
+	size_t nengines;
+	atomic_int state;
+	struct timespec started_mono;
+	time_t started;
+
+	pthread_t monitor;	/* engine health */
+	bool monitor_running;
+	pthread_mutex_t mlock;
+	pthread_cond_t mcond;
+	bool stopping;
+};
+
+/* The backend a node belongs to: every node's type keeps it reachable. */
+struct backend *node_backend(struct bnode *n);
+
+const char *backend_state_to_string(enum backend_state s);
+
+int engines_init(struct backend *b, struct nerr *err);
+int engines_start(struct backend *b, struct nerr *err);
+void engines_stop(struct backend *b);
+struct engine *engine_find(struct backend *b, const char *name);
+
+/* The collections' types and their set-up, one module each. */
+extern const struct btype plugins_type;		/* plugin.c */
+extern const struct btype profiles_type;	/* profile.c */
+extern const struct btype runtimes_type;	/* engines.c */
+extern const struct btype volumes_type;		/* volume.c */
+extern const struct btype containers_type;	/* container.c */
+
+int plugins_init(struct backend *b, struct nerr *err);
+void plugins_stop(struct backend *b);
+int profiles_init(struct backend *b, struct nerr *err);
+
+/* metrics.c: the Prometheus text of metrics/nodefs.prom. */
+int metrics_render(struct backend *b, struct sbuf *out);
+
+#endif

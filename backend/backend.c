@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * backend: the root of the tree, its collections and the daemon status.
+ *
+ * Builds the fixed part of the tree (status, events, metrics/, plugins/,
+ * profiles/, runtimes/, volumes/, operations/, containers/) and owns the
+ * threads the objects share. The objects themselves live in their own
+ * modules (profile.c, engines.c, volume.c, container.c, operation.c).
+ */
+#include "backend-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "nodefs-config.h"
+
+struct backend *node_backend(struct bnode *n)
+{
+	return n->owner;
+}
+
+const char *backend_state_to_string(enum backend_state s)
+{
+	switch (s) {
+	case BACKEND_RECOVERING: return "RECOVERING";
+	case BACKEND_READY: return "READY";
+	case BACKEND_STOPPING: return "STOPPING";
+	}
+	return "UNKNOWN";
+}
+
+/* ---- root ---- */
+
+static int show_status(struct bnode *n, struct sbuf *out)
+{
+	struct backend *b = node_backend(n);
+	struct timespec now;
+	size_t healthy = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (size_t i = 0; i < b->nengines; i++) {
+		pthread_mutex_lock(&b->engines[i].lock);
+		healthy += b->engines[i].healthy;
+		pthread_mutex_unlock(&b->engines[i].lock);
+	}
+	return sbuf_printf(out,
+		"state: %s\n"
+		"version: %s\n"
+		"uptime_seconds: %lld\n"
+		"state_dir: %s\n"
+		"plugins: %zu\n"
+		"profiles: %zu\n"
+		"runtimes: %zu\n"
+		"runtimes_healthy: %zu\n"
+		"volumes: %zu\n"
+		"operations: %zu\n"
+		"containers: %zu\n",
+		backend_state_to_string(atomic_load(&b->state)), NODEFS_VERSION,
+		(long long)(now.tv_sec - b->started_mono.tv_sec),
+		b->cfg->state_dir,
+		bnode_count(b->plugins), bnode_count(b->profiles), b->nengines, healthy,
+		bnode_count(b->volumes), bnode_count(b->operations),
+		bnode_count(b->containers));
+}
+
+struct events_reader {
+	uint64_t pos;
+};
+
+static int events_open(struct bnode *n, void **ret_st)
+{
+	struct events_reader *r = malloc(sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->pos = events_head(node_backend(n)->events);
+	*ret_st = r;
+	return 0;
+}
+
+static int events_stream_read(struct bnode *n, void *st, struct sbuf *out, size_t max)
+{
+	struct events_reader *r = st;
+	int k = events_read(node_backend(n)->events, &r->pos, out, max);
+
+	return k == 0 ? -EAGAIN : k;
+}
+
+static int events_ready(struct bnode *n, void *st)
+{
+	struct events_reader *r = st;
+
+	return r->pos < events_head(node_backend(n)->events);
+}
+
+static void events_close(struct bnode *n, void *st)
+{
+	free(st);
+}
+
+static const struct bstream_ops events_stream = {
+	.open = events_open,
+	.read = events_stream_read,
+	.ready = events_ready,
+	.close = events_close,
+};
+
+static const struct battr root_attrs[] = {
+	{ .name = "status", .flags = BATTR_POLL, .show = show_status },
+	{ .name = "events", .stream = &events_stream },
+};
+
+static const struct btype root_type = {
+	.name = "root", .attrs = root_attrs, .nattrs = sizeof(root_attrs) / sizeof(root_attrs[0]),
+};
+
+/* ---- metrics/ ---- */
+
+static int show_prom(struct bnode *n, struct sbuf *out)
+{
+	return metrics_render(node_backend(n), out);
+}
+
+static const struct battr metrics_attrs[] = {
+	{ .name = "nodefs.prom", .show = show_prom },
+};
+
+static const struct btype metrics_type = {
+	.name = "metrics", .attrs = metrics_attrs, .nattrs = 1,
+};
+
+/* ---- operations/ (a plain directory) and the others ---- */
+
+static const struct btype operations_type = { .name = "operations" };
+
+static int add_dir(struct bnode *root, const struct btype *t, const char *name,
+		   struct bnode **ret)
+{
+	struct bnode *n = bnode_new(t, name, NULL);
+	int r;
+
+	if (!n)
+		return -ENOMEM;
+	r = bnode_add(root, n);
+	if (r < 0) {
+		bnode_unref(n);
+		return r;
+	}
+	*ret = n;	/* the backend keeps this reference */
+	return 0;
+}
+
+static int mkdir_p(const char *path, struct nerr *err)
+{
+	char buf[4096];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return nerr_set(err, ENAMETOOLONG, "state dir path too long");
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return nerr_set(err, errno, "cannot create %s: %s", buf, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return nerr_set(err, errno, "cannot create %s: %s", buf, strerror(errno));
+	return 0;
+}
+
+int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
+{
+	struct backend *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b) {
+		config_free(cfg);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	b->cfg = cfg;
+	atomic_init(&b->state, BACKEND_RECOVERING);
+	clock_gettime(CLOCK_MONOTONIC, &b->started_mono);
+	b->started = time(NULL);
+	pthread_mutex_init(&b->mlock, NULL);
+	pthread_cond_init(&b->mcond, NULL);
+
+	r = mkdir_p(cfg->state_dir, err);
+	if (r < 0)
+		goto fail;
+	if (access(cfg->state_dir, W_OK) < 0) {
+		r = nerr_set(err, errno, "state dir %s is not writable: %s",
+			     cfg->state_dir, strerror(errno));
+		goto fail;
+	}
+
+	r = -ENOMEM;
+	b->root = bnode_new(&root_type, "", b);
+	if (!b->root)
+		goto oom;
+	b->root->owner = b;
+	b->work = work_pool_new(64);
+	if (!b->work)
+		goto oom;
+	b->events = events_new(4096, b->root);
+	if (!b->events)
+		goto oom;
+	if ((r = add_dir(b->root, &metrics_type, "metrics", &b->metrics)) < 0 ||
+	    (r = add_dir(b->root, &plugins_type, "plugins", &b->plugins)) < 0 ||
+	    (r = add_dir(b->root, &profiles_type, "profiles", &b->profiles)) < 0 ||
+	    (r = add_dir(b->root, &runtimes_type, "runtimes", &b->runtimes)) < 0 ||
+	    (r = add_dir(b->root, &volumes_type, "volumes", &b->volumes)) < 0 ||
+	    (r = add_dir(b->root, &operations_type, "operations", &b->operations)) < 0 ||
+	    (r = add_dir(b->root, &containers_type, "containers", &b->containers)) < 0)
+		goto oom;
+	r = plugins_init(b, err);
+	if (r < 0)
+		goto fail;
+	r = profiles_init(b, err);
+	if (r < 0)
+		goto fail;
+	r = engines_init(b, err);
+	if (r < 0)
+		goto fail;
+	*ret = b;
+	return 0;
+oom:
+	nerr_set(err, ENOMEM, "out of memory");
+fail:
+	backend_free(b);
+	return r;
+}
+
+int backend_start(struct backend *b, struct nerr *err)
+{
+	int r = engines_start(b, err);
+
+	if (r < 0)
+		return r;
+	events_emit(b->events, "daemon", NULL, NULL, "RECOVERING", NULL, "nodefs starting");
+	atomic_store(&b->state, BACKEND_READY);
+	bnode_changed(b->root);
+	events_emit(b->events, "daemon", NULL, "RECOVERING", "READY", NULL, NULL);
+	log_info("ready: %zu plugins, %zu profiles, %zu runtimes",
+		 bnode_count(b->plugins), bnode_count(b->profiles), b->nengines);
+	return 0;
+}
+
+void backend_free(struct backend *b)
+{
+	if (!b)
+		return;
+	atomic_store(&b->state, BACKEND_STOPPING);
+	engines_stop(b);
+	work_pool_free(b->work);
+	plugins_stop(b);
+	if (b->root)
+		bnode_remove(b->root);
+	bnode_unref(b->metrics);
+	bnode_unref(b->plugins);
+	bnode_unref(b->profiles);
+	bnode_unref(b->runtimes);
+	bnode_unref(b->volumes);
+	bnode_unref(b->operations);
+	bnode_unref(b->containers);
+	bnode_unref(b->root);
+	events_free(b->events);
+	config_free(b->cfg);
+	pthread_mutex_destroy(&b->mlock);
+	pthread_cond_destroy(&b->mcond);
+	free(b);
+}
+
+struct bnode *backend_root(struct backend *b)
+{
+	return b->root;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * backend: the daemon's objects and what they do.
+ *
+ * The backend owns the tree (tree.h) of plugins, profiles, runtimes,
+ * volumes, operations and containers, their state machines, checkpoints and
+ * events. It reaches CSI plugins through csi/ and container engines through
+ * runtimes/, and is driven by fs/ only through the tree's attribute tables.
+ */
+#ifndef NODEFS_BACKEND_H
+#define NODEFS_BACKEND_H
+
+#include <stdbool.h>
+
+struct backend;
+struct bnode;
+struct config;
+struct nerr;
+
+/* Build the tree from cfg (the backend takes ownership of cfg) and make
+ * the state dir. -errno with err on failure (bad state dir, OOM). */
+int backend_new(struct config *cfg, struct backend **ret, struct nerr *err);
+/* Start the threads (workers, engine watchers) and recover checkpointed
+ * objects; status goes RECOVERING -> READY. Call after the mount is up. */
+int backend_start(struct backend *b, struct nerr *err);
+/* Stop the threads and free everything. NULL-safe. */
+void backend_free(struct backend *b);
+
+struct bnode *backend_root(struct backend *b);
+
+
+#endif

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* bctl: table-driven ctl files; see bctl.h. */
+#include "bctl.h"
+
+int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
+		  size_t len, struct breq *rq)
+{
+	const struct ctl_spec *spec;
+	struct ctl_cmd cmd = { 0 };
+	int r;
+
+	r = ctl_parse(line, len, &cmd, &rq->err);
+	if (r < 0)
+		return r;
+	r = ctl_match(t->specs, t->n, &cmd, &spec, &rq->err);
+	if (r >= 0)
+		r = t->fns[spec - t->specs](n, &cmd, rq);
+	ctl_cmd_free(&cmd);
+	return r;
+}
+
+int bctl_usage(const struct bctl_table *t, struct sbuf *out)
+{
+	return ctl_usage(t->specs, t->n, out);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * bctl: ctl files from command tables.
+ *
+ * A ctl file is a table of {ctl_spec, handler}. A write is parsed
+ * (common/ctl.h), matched against the table with its arity and options
+ * checked before anything happens (Plan 9's Cmdtab), then handed to the
+ * handler. Reading the ctl file lists the usage lines.
+ */
+#ifndef NODEFS_BCTL_H
+#define NODEFS_BCTL_H
+
+#include <stddef.h>
+
+#include "ctl.h"
+#include "tree.h"
+
+typedef int (*bctl_fn)(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq);
+
+struct bctl_table {
+	const struct ctl_spec *specs;
+	const bctl_fn *fns;	/* fns[i] handles specs[i] */
+	size_t n;
+};
+
+/* Parse line, match it, call the handler. Handler contract as a store. */
+int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
+		  size_t len, struct breq *rq);
+int bctl_usage(const struct bctl_table *t, struct sbuf *out);
+
+#endif

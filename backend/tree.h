@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * tree: the object tree the filesystem shows.
+ *
+ * Every directory of the mount is a struct bnode: the root, the collections
+ * (volumes/, containers/, ...) and the objects in them (volumes/db/). Its
+ * files are data, as Plan 9's Dirtab and configfs attributes: each bnode
+ * type (struct btype) exports a table of struct battr {name, mode, show,
+ * store}, and fs/ derives lookup, readdir, getattr, open, read and write from
+ * those tables. This header is all fs/ knows of the backend: no CSI, Docker
+ * or LXC type appears here.
+ *
+ * Locking: one tree rwlock guards the structure (children lists, dead flags);
+ * each node's own mutex guards its error line. Nodes are refcounted; removal
+ * marks a node dead, and an old handle then gets ENOENT (configfs).
+ *
+ * Change notification: the backend calls bnode_changed() whenever what a
+ * node's files show changes; the tree forwards it to the notifier fs
+ * registered, which wakes pollers and parked readers from its own thread.
+ */
+#ifndef NODEFS_TREE_H
+#define NODEFS_TREE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "hmap.h"
+#include "nerr.h"
+#include "sbuf.h"
+
+struct bnode;
+
+/*
+ * A request handed from fs to the backend: a ctl write, a mkdir or an rmdir.
+ * A handler either finishes at once (returns >= 0, or -errno with err set)
+ * or returns -EINPROGRESS after arranging for breq_complete() to be called
+ * exactly once, from any thread, when the action has finished (or, for a
+ * nonblock request, as soon as it is checkpointed).
+ */
+struct breq {
+	bool nonblock;		/* opened O_NONBLOCK: complete once checkpointed */
+	uid_t uid;		/* the caller */
+	gid_t gid;
+	struct sbuf reply;	/* what a later read of the same fd returns (op id) */
+	struct nerr err;	/* filled on failure before completion */
+	void (*done)(struct breq *rq, int result);	/* set by fs */
+	void *fs_ctx;
+};
+
+/* Finish an -EINPROGRESS request: result >= 0 or -errno (rq->err set). */
+void breq_complete(struct breq *rq, int result);
+
+typedef int (*battr_show_fn)(struct bnode *n, struct sbuf *out);
+typedef int (*battr_store_fn)(struct bnode *n, const char *line, size_t len,
+			      struct breq *rq);
+
+/* A file whose reads wait for data (events, wait). */
+struct bstream_ops {
+	/* Make per-open state (*ret_st). -errno. */
+	int (*open)(struct bnode *n, void **ret_st);
+	/* Append what is ready (at most max bytes, whole lines) to out. Returns
+	 * > 0 when something was appended, -EAGAIN when nothing is ready yet
+	 * (fs parks the read and retries after the node changes), 0 at end. */
+	int (*read)(struct bnode *n, void *st, struct sbuf *out, size_t max);
+	/* 1 when a read would return data at once (poll). */
+	int (*ready)(struct bnode *n, void *st);
+	void (*close)(struct bnode *n, void *st);
+};
+
+enum {
+	BATTR_CTL = 1u << 0,	/* a ctl file: writable per ctl policy */
+	BATTR_POLL = 1u << 1,	/* poll() wakes when the node changes */
+};
+
+struct battr {
+	const char *name;
+	unsigned flags;
+	battr_show_fn show;	/* NULL for stream files */
+	battr_store_fn store;	/* ctl files only */
+	const struct bstream_ops *stream;
+};
+
+struct btype {
+	const char *name;
+	const struct battr *attrs;
+	size_t nattrs;
+	bool can_mkdir;		/* children can be made and removed by mkdir/rmdir */
+	int (*mkdir)(struct bnode *dir, const char *name, struct breq *rq);
+	int (*rmdir)(struct bnode *dir, struct bnode *child, struct breq *rq);
+	void (*free)(struct bnode *n);	/* release n->priv */
+};
+
+struct bnode {
+	atomic_uint ref;
+	const struct btype *type;
+	struct bnode *parent;	/* holds a reference while attached */
+	char name[65];
+	uint64_t serial;	/* unique within the daemon's life, rising */
+	atomic_bool dead;
+	atomic_uint_fast64_t version;	/* bumped by bnode_changed() */
+	void *priv;
+	void *owner;		/* the backend; inherited from the parent on add */
+
+	/* children, under the tree lock: kids[] sorted by serial (insertion
+	 * order), byname indexes them by name */
+	struct bnode **kids;
+	size_t nkids, akids;
+	struct hmap byname;
+
+	pthread_mutex_t lock;	/* guards error */
+	char error[NERR_MSG_MAX];
+};
+
+/* Make a detached node with one reference. NULL on OOM. */
+struct bnode *bnode_new(const struct btype *type, const char *name, void *priv);
+struct bnode *bnode_ref(struct bnode *n);
+void bnode_unref(struct bnode *n);
+
+/* Attach child under dir (takes its own reference). -EEXIST, -ENOENT if dir
+ * is dead, -ENOMEM. */
+int bnode_add(struct bnode *dir, struct bnode *child);
+/* Detach and mark dead; children are detached first. Idempotent. */
+void bnode_remove(struct bnode *n);
+/* A referenced child by name, or NULL. */
+struct bnode *bnode_lookup(struct bnode *dir, const char *name);
+/* The first child whose serial is > after (for readdir), referenced; NULL at end. */
+struct bnode *bnode_next_child(struct bnode *dir, uint64_t after);
+size_t bnode_count(struct bnode *dir);
+/* Snapshot of the children, referenced, in insertion order; free with
+ * bnode_list_free(). */
+int bnode_list(struct bnode *dir, struct bnode ***ret, size_t *ret_n);
+void bnode_list_free(struct bnode **v, size_t n);
+
+const struct battr *bnode_attr(const struct bnode *n, const char *name, size_t *ret_idx);
+
+void bnode_set_error(struct bnode *n, const char *msg);
+void bnode_get_error(struct bnode *n, char *buf, size_t len);
+
+/* The node's files show something new: bump version, tell the notifier. */
+void bnode_changed(struct bnode *n);
+/* What the tree calls on change and removal; fs registers it. Called
+ * without tree locks held, from any thread; must not block. */
+struct tree_notifier {
+	void (*changed)(void *ctx, struct bnode *n);
+	void (*removed)(void *ctx, struct bnode *parent, const char *name, uint64_t serial);
+	void *ctx;
+};
+void tree_set_notifier(const struct tree_notifier *nt);
+
+/* The show function every directory's "error" file uses. */
+int battr_show_error(struct bnode *n, struct sbuf *out);
+
+#endif

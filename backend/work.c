@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* work: a lazily grown worker pool with a FIFO queue; see work.h. */
+#include "work.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+struct work_item {
+	work_fn fn;
+	void *arg;
+	struct work_item *next;
+};
+
+struct work_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct work_item *head, *tail;
+	pthread_t *threads;
+	size_t nthreads, max, idle;
+	bool stopping;
+};
+
+static void *worker_main(void *arg)
+{
+	struct work_pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct work_item *w;
+
+		while (!p->head && !p->stopping) {
+			p->idle++;
+			pthread_cond_wait(&p->cond, &p->lock);
+			p->idle--;
+		}
+		if (!p->head)
+			break;
+		w = p->head;
+		p->head = w->next;
+		if (!p->head)
+			p->tail = NULL;
+		pthread_mutex_unlock(&p->lock);
+		w->fn(w->arg);
+		free(w);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+struct work_pool *work_pool_new(size_t max_threads)
+{
+	struct work_pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->threads = calloc(max_threads, sizeof(*p->threads));
+	if (!p->threads) {
+		free(p);
+		return NULL;
+	}
+	p->max = max_threads;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	return p;
+}
+
+int work_submit(struct work_pool *p, work_fn fn, void *arg)
+{
+	struct work_item *w = malloc(sizeof(*w));
+	int r = 0;
+
+	if (!w)
+		return -ENOMEM;
+	w->fn = fn;
+	w->arg = arg;
+	w->next = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->lock);
+		free(w);
+		return -ESHUTDOWN;
+	}
+	if (p->tail)
+		p->tail->next = w;
+	else
+		p->head = w;
+	p->tail = w;
+	/* grow while every thread is busy: blocking calls must not queue
+	 * behind each other when there is room for another thread */
+	if (p->idle == 0 && p->nthreads < p->max) {
+		if (pthread_create(&p->threads[p->nthreads], NULL, worker_main, p) == 0)
+			p->nthreads++;
+		else if (p->nthreads == 0)
+			r = -EAGAIN;
+	}
+	if (r < 0) {
+		p->head = p->tail = NULL;
+		free(w);
+	}
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+void work_pool_free(struct work_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (size_t i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	free(p->threads);
+	free(p);
+}

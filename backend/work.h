@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * work: a small pool of worker threads for blocking calls (CSI calls made
+ * synchronously, libcurl easy calls, liblxc). FUSE threads and the event
+ * loop hand work here and never block themselves.
+ */
+#ifndef NODEFS_WORK_H
+#define NODEFS_WORK_H
+
+#include <stddef.h>
+
+struct work_pool;
+
+typedef void (*work_fn)(void *arg);
+
+/* Threads start lazily up to max. NULL on OOM. */
+struct work_pool *work_pool_new(size_t max_threads);
+/* Queue fn(arg). -ENOMEM, -ESHUTDOWN after work_pool_free began. */
+int work_submit(struct work_pool *p, work_fn fn, void *arg);
+/* Finish queued work, join the threads, free. NULL-safe. */
+void work_pool_free(struct work_pool *p);
+
+#endif

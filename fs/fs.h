@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fs: the backend's tree as a FUSE filesystem (libfuse3 low-level API).
+ *
+ * fs knows files, modes, reads and writes: directories are tree nodes, files
+ * are their attribute tables (backend/tree.h). It knows nothing of CSI,
+ * Docker or LXC.
+ */
+#ifndef NODEFS_FS_H
+#define NODEFS_FS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct bnode;
+struct fs;
+struct fuse_args;
+struct nerr;
+
+struct fs_opts {
+	bool has_ctl_gid;	/* ctl files writable by this group too */
+	gid_t ctl_gid;
+	double entry_timeout;	/* seconds the kernel may cache names */
+	double attr_timeout;	/* seconds the kernel may cache attributes */
+};
+
+/* Make the session from args (fuse options; consumed). -errno. */
+int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
+	   struct fs **ret, struct nerr *err);
+/* Mount at mnt. -errno with err. */
+int fs_mount(struct fs *f, const char *mnt, struct nerr *err);
+/* Serve requests until unmounted or a signal (SIGTERM, SIGINT, SIGHUP).
+ * Returns 0 on a clean exit. Runs the notifier thread meanwhile. */
+int fs_loop(struct fs *f);
+/* Unmount (if mounted) and free. NULL-safe. */
+void fs_free(struct fs *f);
+
+#endif
