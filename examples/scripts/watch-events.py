@@ -11,7 +11,7 @@ usage: watch-events.py [-m MOUNT] [--json] [--match KEY=VALUE ...]
   -m MOUNT         where nodefs is mounted (default /run/nodefs)
   --json           print the raw JSON lines
   --match K=V      only events whose field K equals V (repeatable)
-example: watch-events.py --match kind=volume
+example: watch-events.py --match kind=volume --match name=db
 """
 
 import argparse
@@ -22,13 +22,24 @@ import time
 
 
 def fmt(ev):
-    """One readable line: time, then the fields nodefs commonly sends
-    first, then the rest as key=value."""
-    first = ("time", "type", "kind", "object", "name", "state")
-    parts = [str(ev[k]) for k in first if k in ev]
-    rest = ["%s=%s" % (k, json.dumps(v) if not isinstance(v, str) else v)
-            for k, v in ev.items() if k not in first]
-    return " ".join(parts + rest)
+    """One readable line: `TIME KIND NAME OLD -> NEW [operation] message`
+    from the fields nodefs sends (time, seq, kind, name, old, new,
+    operation, message; all but time and seq optional), then any other
+    field as key=value. A {"lost": N} line means the reader fell behind."""
+    if "lost" in ev:
+        return "# lost %s events (reader too slow)" % ev["lost"]
+    parts = [ev.get("time", "-"), ev.get("kind", "-"), ev.get("name", "-")]
+    if "old" in ev or "new" in ev:
+        parts.append("%s -> %s" % (ev.get("old", "?"), ev.get("new", "?")))
+    if "operation" in ev:
+        parts.append("[%s]" % ev["operation"])
+    if "message" in ev:
+        parts.append(ev["message"])
+    known = ("time", "seq", "kind", "name", "old", "new", "operation",
+             "message")
+    parts += ["%s=%s" % (k, v if isinstance(v, str) else json.dumps(v))
+              for k, v in ev.items() if k not in known]
+    return " ".join(str(p) for p in parts)
 
 
 def follow(path, args):
