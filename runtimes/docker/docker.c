@@ -1,3 +1,1305 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder, being written */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * docker: the Docker runtime driver, rt_docker_ops (runtime.h), speaking the
+ * Engine API over its unix socket with libcurl.
+ *
+ * Calls are blocking curl easy transfers made on the caller's thread (the
+ * backend's worker pool); kept-alive easy handles are shared through a small
+ * pool, one handle per transfer at a time, so any number of threads may call
+ * at once. The API version is negotiated once from GET /version and again
+ * after the engine went away. Every JSON body and the HTTP status table live
+ * in docker-json.c; this file is transport, cgroup reading for stats, and the
+ * /events watcher thread (a curl multi handle so close() can wake it).
+ * It knows nothing of the backend's objects, FUSE or checkpoints.
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "docker-internal.h"
+#include "macro.h"
+#include "nerr.h"
 #include "runtime.h"
-const struct runtime_ops rt_docker_ops = { .name = "docker" };
+#include "sbuf.h"
+
+#define DK_DEFAULT_SOCK "/var/run/docker.sock"
+#define DK_POOL_MAX 8
+#define DK_CONNECT_TIMEOUT_MS 2000L
+#define DK_CALL_TIMEOUT_MS 60000L
+#define DK_CG_MAX 128
+#define DK_CG_PATH 200
+#define DK_EXEC_CAP (1u << 20)
+
+struct dk_cg {
+	char id[72];
+	bool v2;
+	char cpu[DK_CG_PATH];	/* v1 cpuacct dir, v2 the unified dir */
+	char mem[DK_CG_PATH];
+	char pids[DK_CG_PATH];
+};
+
+struct docker {
+	char sock[108];
+	int stop_timeout;
+	bool cgroup_v2;		/* the host is unified-only */
+
+	pthread_mutex_t lock;	/* api, negotiated, pool, cg cache */
+	char api[16];
+	bool negotiated;
+	CURL *idle[DK_POOL_MAX];
+	size_t nidle;
+	struct dk_cg cg[DK_CG_MAX];
+	size_t ncg, cg_next;
+
+	/* the /events watcher */
+	pthread_mutex_t wlock;
+	pthread_cond_t wcond;	/* CLOCK_MONOTONIC: backoff sleeps */
+	bool stopping;
+	bool watching;
+	pthread_t watcher;
+	CURLM *wmulti;
+	rt_event_fn fn;
+	void *fn_ctx;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init_once(void)
+{
+	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* --- transport ----------------------------------------------------------- */
+
+struct dk_req {
+	const char *method;
+	const char *path;	/* after the /vX.Y prefix, starting with '/' */
+	bool unversioned;
+	const char *body;	/* JSON, or NULL */
+	enum docker_call call;
+	long timeout_ms;	/* 0: DK_CALL_TIMEOUT_MS; <0: none */
+	/* streaming: when set, the body goes here instead of into resp */
+	size_t (*write)(char *p, size_t sz, size_t nm, void *ctx);
+	void *write_ctx;
+	int (*xfer)(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un);
+	void *xfer_ctx;
+	size_t (*header)(char *p, size_t sz, size_t nm, void *ctx);
+	void *header_ctx;
+	int cb_err;		/* a callback's -errno, preferred over curl's code */
+	char cb_msg[NERR_MSG_MAX];
+};
+
+static CURL *pool_get(struct docker *d)
+{
+	CURL *c = NULL;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->nidle)
+		c = d->idle[--d->nidle];
+	pthread_mutex_unlock(&d->lock);
+	if (c)
+		curl_easy_reset(c);	/* keeps its live connection */
+	else
+		c = curl_easy_init();
+	return c;
+}
+
+static void pool_put(struct docker *d, CURL *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&d->lock);
+	if (d->nidle < DK_POOL_MAX) {
+		d->idle[d->nidle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (c)
+		curl_easy_cleanup(c);
+}
+
+static size_t body_write(char *p, size_t sz, size_t nm, void *ctx)
+{
+	struct sbuf *sb = ctx;
+
+	if (sbuf_add(sb, p, sz * nm) < 0)
+		return 0;	/* cap hit: CURLE_WRITE_ERROR -> E2BIG */
+	return sz * nm;
+}
+
+static void forget_version(struct docker *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->negotiated = false;
+	pthread_mutex_unlock(&d->lock);
+}
+
+static int ensure_version(struct docker *d, char *api, size_t n, struct nerr *err);
+
+/* One HTTP exchange. *ret_status gets the HTTP status, body (if non-NULL,
+ * cap DOCKER_BODY_CAP) the reply when not streamed. 0 when the exchange
+ * happened and the status maps to success; else -errno with the engine's
+ * message. */
+static int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long *ret_status,
+		   struct nerr *err)
+{
+	char api[16] = "", url[1024], ebuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = NULL;
+	struct sbuf tmp = SBUF_INIT(DOCKER_BODY_CAP);
+	long status = 0, tmo;
+	CURLcode cc;
+	CURL *c;
+	int r;
+
+	if (!body)
+		body = &tmp;
+	if (!rq->unversioned) {
+		r = ensure_version(d, api, sizeof(api), err);
+		if (r < 0)
+			return r;
+	}
+	if ((size_t)snprintf(url, sizeof(url), "http://docker%s%s%s", rq->unversioned ? "" : "/v",
+			     api, rq->path) >= sizeof(url))
+		return nerr_set(err, EINVAL, "request path too long");
+	c = pool_get(d);
+	if (!c)
+		return nerr_set(err, ENOMEM, "out of memory");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, d->sock);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, DK_CONNECT_TIMEOUT_MS);
+	tmo = rq->timeout_ms == 0 ? DK_CALL_TIMEOUT_MS : rq->timeout_ms;
+	if (tmo > 0)
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, rq->method);
+	if (strcmp(rq->method, "POST") == 0) {
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body ? rq->body : "");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, rq->body ? (long)strlen(rq->body) : 0L);
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	} else if (strcmp(rq->method, "GET") == 0) {
+		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	}
+	/* no "Expect: 100-continue" round trip */
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	if (rq->write) {
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, rq->write);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, rq->write_ctx);
+	} else {
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+	}
+	if (rq->header) {
+		curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, rq->header);
+		curl_easy_setopt(c, CURLOPT_HEADERDATA, rq->header_ctx);
+	}
+	if (rq->xfer) {
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, rq->xfer);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, rq->xfer_ctx);
+	}
+	cc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	/* the handle must not point at our stack once back in the pool */
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	pool_put(d, c);
+	curl_slist_free_all(hdrs);
+
+	if (rq->cb_err) {
+		r = nerr_set(err, rq->cb_err, "%s", rq->cb_msg[0] ? rq->cb_msg : strerror(rq->cb_err));
+		goto out;
+	}
+	if (cc != CURLE_OK) {
+		int e = docker_curl_to_errno(cc);
+
+		if (e == EHOSTDOWN)
+			forget_version(d);
+		if (e == E2BIG && !rq->write)
+			r = nerr_set(err, E2BIG, "engine reply larger than %u bytes", DOCKER_BODY_CAP);
+		else if (e == EHOSTDOWN)
+			r = nerr_set(err, e, "docker engine unreachable at %s: %s", d->sock,
+				     ebuf[0] ? ebuf : curl_easy_strerror(cc));
+		else
+			r = nerr_set(err, e, "docker %s %s: %s", rq->method, rq->path,
+				     ebuf[0] ? ebuf : curl_easy_strerror(cc));
+		goto out;
+	}
+	if (ret_status)
+		*ret_status = status;
+	r = docker_status_to_errno(status, rq->call);
+	if (r) {
+		char msg[NERR_MSG_MAX];
+
+		docker_json_error_message(body->buf, body->len, msg, sizeof(msg));
+		r = nerr_set(err, r, "%s", msg[0] ? msg : "docker engine error");
+	}
+out:
+	sbuf_free(&tmp);
+	return r;
+}
+
+static int ensure_version(struct docker *d, char *api, size_t n, struct nerr *err)
+{
+	struct dk_req rq = { .method = "GET", .path = "/version", .unversioned = true,
+			     .timeout_ms = 10000 };
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	char sapi[32], smin[32], neg[16];
+	int r;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->negotiated) {
+		snprintf(api, n, "%s", d->api);
+		pthread_mutex_unlock(&d->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&d->lock);
+
+	r = dk_call(d, &rq, &body, NULL, err);
+	if (r < 0)
+		goto out;
+	r = docker_json_parse_version(body.buf, body.len, sapi, smin, sizeof(sapi), err);
+	if (r < 0)
+		goto out;
+	r = docker_version_negotiate(sapi, smin, neg, sizeof(neg));
+	if (r < 0) {
+		r = nerr_set(err, r == -EPROTONOSUPPORT ? EPROTONOSUPPORT : EIO,
+			     "docker engine API %s is older than %u.%u, the oldest supported",
+			     sapi, DOCKER_API_OLDEST_MAJOR, DOCKER_API_OLDEST_MINOR);
+		goto out;
+	}
+	pthread_mutex_lock(&d->lock);
+	snprintf(d->api, sizeof(d->api), "%s", neg);
+	d->negotiated = true;
+	pthread_mutex_unlock(&d->lock);
+	snprintf(api, n, "%s", neg);
+out:
+	sbuf_free(&body);
+	return r;
+}
+
+/* Engine ids and names in a URL path: nothing to escape, so refuse the rest. */
+static int check_id(const char *id, struct nerr *err)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	if (n == 0 || n > 128)
+		return nerr_set(err, EINVAL, "bad container id");
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)id[i]) && !strchr("_.-", id[i]))
+			return nerr_set(err, EINVAL, "bad container id '%s'", id);
+	return 0;
+}
+
+/* A POST with no body whose reply body we only need for errors. */
+static int simple_post(struct docker *d, const char *path, enum docker_call call, long timeout_ms,
+		       struct nerr *err)
+{
+	struct dk_req rq = { .method = "POST", .path = path, .call = call, .timeout_ms = timeout_ms };
+
+	return dk_call(d, &rq, NULL, NULL, err);
+}
+
+/* --- open / close / health ----------------------------------------------- */
+
+static int parse_seconds(const char *s, int *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || v < 0)
+		return -EINVAL;
+	if (*end == 'm' && end[1] == '\0')
+		v *= 60;
+	else if (!(*end == '\0' || (*end == 's' && end[1] == '\0')))
+		return -EINVAL;
+	if (v > 86400)
+		return -EINVAL;
+	*ret = (int)v;
+	return 0;
+}
+
+static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
+{
+	const char *sock = DK_DEFAULT_SOCK;
+	pthread_condattr_t ca;
+	struct docker *d;
+	int stop_timeout = 10;
+
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_result != CURLE_OK)
+		return nerr_set(err, EIO, "curl_global_init failed");
+	for (size_t i = 0; cfg && i < cfg->nkv; i++) {
+		const char *k = cfg->kv[i].key, *v = cfg->kv[i].val;
+
+		if (strcmp(k, "endpoint") == 0) {
+			if (strncmp(v, "unix://", 7) == 0)
+				sock = v + 7;
+			else if (v[0] != '/')
+				return nerr_set(err, EINVAL,
+						"docker endpoint '%s': only unix:///path is supported", v);
+			else
+				sock = v;
+			if (sock[0] != '/' || strlen(sock) >= sizeof(d->sock))
+				return nerr_set(err, EINVAL, "docker endpoint '%s': bad socket path", v);
+		} else if (strcmp(k, "stop_timeout") == 0) {
+			if (parse_seconds(v, &stop_timeout) < 0)
+				return nerr_set(err, EINVAL, "docker stop_timeout '%s': want seconds (10s)", v);
+		} else {
+			return nerr_set(err, EINVAL, "[runtime docker]: unknown key '%s'", k);
+		}
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return nerr_set(err, ENOMEM, "out of memory");
+	snprintf(d->sock, sizeof(d->sock), "%s", sock);
+	d->stop_timeout = stop_timeout;
+	d->cgroup_v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->wlock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->wcond, &ca);
+	pthread_condattr_destroy(&ca);
+	*ret_h = d;
+	return 0;
+}
+
+static void dk_close(void *h)
+{
+	struct docker *d = h;
+
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->wlock);
+	d->stopping = true;
+	if (d->wmulti)
+		curl_multi_wakeup(d->wmulti);
+	pthread_cond_broadcast(&d->wcond);
+	pthread_mutex_unlock(&d->wlock);
+	if (d->watching)
+		pthread_join(d->watcher, NULL);
+	if (d->wmulti)
+		curl_multi_cleanup(d->wmulti);
+	for (size_t i = 0; i < d->nidle; i++)
+		curl_easy_cleanup(d->idle[i]);
+	pthread_cond_destroy(&d->wcond);
+	pthread_mutex_destroy(&d->wlock);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+static int dk_health(void *h, struct sbuf *version, struct nerr *err)
+{
+	struct docker *d = h;
+	struct dk_req rq = { .method = "GET", .path = "/_ping", .unversioned = true,
+			     .timeout_ms = 3000 };
+	char api[16];
+	int r;
+
+	r = dk_call(d, &rq, NULL, NULL, err);
+	if (r < 0)
+		return r;
+	r = ensure_version(d, api, sizeof(api), err);
+	if (r < 0)
+		return r;
+	if (version)
+		return sbuf_adds(version, api);
+	return 0;
+}
+
+/* --- create (with pull) --------------------------------------------------- */
+
+struct pull_ctx {
+	struct rt_progress *prog;
+	struct dk_req *rq;
+	char line[DOCKER_LINE_CAP];
+	size_t len;
+	char error[512];
+};
+
+static void pull_line(struct pull_ctx *pc)
+{
+	char msg[512];
+	int r;
+
+	if (pc->len == 0)
+		return;
+	r = docker_json_parse_pull_line(pc->line, pc->len, msg, sizeof(msg));
+	if (r == -ENOENT && !pc->error[0])
+		snprintf(pc->error, sizeof(pc->error), "%s", msg);
+	else if (r == 0 && pc->prog && pc->prog->update && msg[0])
+		pc->prog->update(pc->prog->ctx, msg);
+	pc->len = 0;
+}
+
+static size_t pull_write(char *p, size_t sz, size_t nm, void *ctx)
+{
+	struct pull_ctx *pc = ctx;
+	size_t n = sz * nm;
+
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\n') {
+			pull_line(pc);
+			continue;
+		}
+		if (pc->len + 1 >= sizeof(pc->line)) {
+			pc->rq->cb_err = E2BIG;
+			snprintf(pc->rq->cb_msg, sizeof(pc->rq->cb_msg), "pull progress line too long");
+			return 0;
+		}
+		pc->line[pc->len++] = p[i];
+	}
+	return n;
+}
+
+static int pull_xfer(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct pull_ctx *pc = ctx;
+
+	if (pc->prog && pc->prog->cancel) {
+		pc->rq->cb_err = ECANCELED;
+		snprintf(pc->rq->cb_msg, sizeof(pc->rq->cb_msg), "pull cancelled");
+		return 1;	/* closes the transfer: the engine stops pulling */
+	}
+	return 0;
+}
+
+static int pull_image(struct docker *d, const char *image, struct rt_progress *prog,
+		      struct nerr *err)
+{
+	char repo[512], tag[256], path[1200];
+	struct dk_req rq = { .method = "POST", .timeout_ms = -1, .write = pull_write,
+			     .xfer = pull_xfer };
+	_cleanup_free_ struct pull_ctx *pc = calloc(1, sizeof(*pc));
+	char *er = NULL, *et = NULL;
+	CURL *c;
+	int r, n;
+
+	if (!pc)
+		return nerr_set(err, ENOMEM, "out of memory");
+	if (docker_image_split(image, repo, sizeof(repo), tag, sizeof(tag)) < 0)
+		return nerr_set(err, EINVAL, "bad image reference '%s'", image);
+	c = curl_easy_init();
+	if (!c)
+		return nerr_set(err, ENOMEM, "out of memory");
+	er = curl_easy_escape(c, repo, 0);
+	et = curl_easy_escape(c, tag, 0);
+	n = er && et ? snprintf(path, sizeof(path), "/images/create?fromImage=%s%s%s", er,
+				tag[0] ? "&tag=" : "", et) : -1;
+	curl_free(er);
+	curl_free(et);
+	curl_easy_cleanup(c);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return nerr_set(err, EINVAL, "bad image reference '%s'", image);
+	pc->prog = prog;
+	pc->rq = &rq;
+	rq.path = path;
+	rq.write_ctx = pc;
+	rq.xfer_ctx = pc;
+	if (prog && prog->update)
+		prog->update(prog->ctx, "pulling");
+	r = dk_call(d, &rq, NULL, NULL, err);
+	if (r == 0) {
+		pull_line(pc);	/* a last line without newline */
+		if (pc->error[0])
+			r = nerr_set(err, ENOENT, "%s", pc->error);
+	}
+	if (r == -ECANCELED || r == -EHOSTDOWN)
+		return r;
+	if (r < 0) {
+		/* the engine answered before streaming: its message is in err */
+		nerr_prefix(err, "image %s not found locally and cannot be pulled", image);
+		err->code = ENOENT;
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *prog, char **ret_id,
+		     struct nerr *err)
+{
+	struct docker *d = h;
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	_cleanup_free_ char *json = NULL;
+	char path[160];
+	char *id = NULL;
+	int r;
+
+	r = docker_json_create_body(spec, &json, err);
+	if (r < 0)
+		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
+	if (check_id(spec->name, err) < 0 || strlen(spec->name) > 64)
+		return nerr_set(err, EINVAL, "bad container name '%s'", spec->name);
+	snprintf(path, sizeof(path), "/containers/create?name=nodefs-%s", spec->name);
+
+	for (int attempt = 0;; attempt++) {
+		struct dk_req rq = { .method = "POST", .path = path, .body = json,
+				     .call = DOCKER_CALL_CREATE };
+
+		if (prog && prog->cancel)
+			return nerr_set(err, ECANCELED, "create cancelled");
+		sbuf_reset(&body);
+		r = dk_call(d, &rq, &body, NULL, err);
+		/* 404 on create means the image: no container exists yet */
+		if (r == -ENOENT && attempt == 0) {
+			r = pull_image(d, spec->image, prog, err);
+			if (r < 0)
+				goto out;
+			continue;
+		}
+		break;
+	}
+	if (r == -EEXIST)
+		nerr_prefix(err, "name taken");
+	if (r < 0)
+		goto out;
+	r = docker_json_parse_id(body.buf, body.len, &id, err);
+	if (r < 0)
+		goto out;
+	*ret_id = id;
+out:
+	sbuf_free(&body);
+	return r;
+}
+
+/* --- lifecycle ------------------------------------------------------------ */
+
+static int dk_start(void *h, const char *id, struct nerr *err)
+{
+	char path[200];
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s/start", id);
+	return simple_post(h, path, DOCKER_CALL_STARTSTOP, 0, err);
+}
+
+static int dk_stop(void *h, const char *id, int timeout_s, struct nerr *err)
+{
+	struct docker *d = h;
+	char path[200];
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	if (timeout_s < 0)
+		timeout_s = d->stop_timeout;
+	snprintf(path, sizeof(path), "/containers/%s/stop?t=%d", id, timeout_s);
+	/* the engine waits timeout_s, then kills and waits for the exit */
+	return simple_post(h, path, DOCKER_CALL_STARTSTOP, (timeout_s + 30) * 1000L, err);
+}
+
+static int dk_kill(void *h, const char *id, int sig, struct nerr *err)
+{
+	char path[200];
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	if (sig <= 0 || sig > 64)
+		return nerr_set(err, EINVAL, "bad signal %d", sig);
+	snprintf(path, sizeof(path), "/containers/%s/kill?signal=%d", id, sig);
+	return simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
+}
+
+static int dk_pause(void *h, const char *id, struct nerr *err)
+{
+	char path[200];
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s/pause", id);
+	return simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
+}
+
+static int dk_resume(void *h, const char *id, struct nerr *err)
+{
+	char path[200];
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s/unpause", id);
+	return simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
+}
+
+static int dk_update(void *h, const char *id, const struct rt_limits *lim, struct nerr *err)
+{
+	_cleanup_free_ char *json = NULL;
+	char path[200];
+	int r;
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	r = docker_json_update_body(lim, &json, err);
+	if (r < 0)
+		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
+	snprintf(path, sizeof(path), "/containers/%s/update", id);
+	struct dk_req rq = { .method = "POST", .path = path, .body = json };
+	return dk_call(h, &rq, NULL, NULL, err);
+}
+
+static int dk_destroy(void *h, const char *id, struct nerr *err)
+{
+	struct docker *d = h;
+	char path[200];
+	int r;
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
+	struct dk_req rq = { .method = "DELETE", .path = path };
+	r = dk_call(d, &rq, NULL, NULL, err);
+	if (r == -ENOENT) {
+		nerr_clear(err);
+		r = 0;
+	}
+	if (r == 0) {
+		pthread_mutex_lock(&d->lock);
+		for (size_t i = 0; i < d->ncg; i++)
+			if (strcmp(d->cg[i].id, id) == 0)
+				d->cg[i].id[0] = '\0';
+		pthread_mutex_unlock(&d->lock);
+	}
+	return r;
+}
+
+/* --- inspect / list ------------------------------------------------------- */
+
+static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err)
+{
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	char path[200];
+	int r;
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s/json", id);
+	struct dk_req rq = { .method = "GET", .path = path };
+	r = dk_call(h, &rq, &body, NULL, err);
+	if (r == 0)
+		r = docker_json_parse_inspect(body.buf, body.len, ret, err);
+	sbuf_free(&body);
+	return r;
+}
+
+static int dk_list(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err)
+{
+	/* filters={"label":["io.nodefs.managed=1"]}, escaped */
+	static const char path[] = "/containers/json?all=1&filters="
+		"%7B%22label%22%3A%5B%22" RT_OWNER_LABEL "%3D1%22%5D%7D";
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	struct dk_req rq = { .method = "GET", .path = path };
+	int r;
+
+	r = dk_call(h, &rq, &body, NULL, err);
+	if (r == 0) {
+		r = docker_json_parse_list(body.buf, body.len, ret, ret_n, err);
+		if (r == -ENOMEM)
+			nerr_set(err, ENOMEM, "out of memory");
+	}
+	sbuf_free(&body);
+	return r;
+}
+
+/* --- multiplexed streams: exec and logs ---------------------------------- */
+
+struct mux_ctx {
+	struct docker_mux mux;
+	docker_mux_sink sink;
+	void *sink_ctx;
+	struct dk_req *rq;
+	long status;		/* from the status line */
+	struct sbuf errbody;	/* a non-2xx reply is JSON, not a stream */
+};
+
+static int sbuf_sink(void *ctx, int stream, const char *p, size_t n)
+{
+	return sbuf_add(ctx, p, n) < 0 ? -E2BIG : 0;
+}
+
+static size_t mux_write(char *p, size_t sz, size_t nm, void *ctx)
+{
+	struct mux_ctx *mc = ctx;
+	size_t n = sz * nm;
+	int r;
+
+	if (mc->errbody.cap)	/* error reply: keep it for the message */
+		return sbuf_add(&mc->errbody, p, n) < 0 ? 0 : n;
+	r = docker_mux_feed(&mc->mux, p, n, mc->sink, mc->sink_ctx);
+	if (r) {
+		mc->rq->cb_err = r < 0 ? -r : EIO;
+		snprintf(mc->rq->cb_msg, sizeof(mc->rq->cb_msg), "%s",
+			 r == -E2BIG ? "output larger than its cap" : "malformed multiplexed stream");
+		return 0;
+	}
+	return n;
+}
+
+/* Headers tell us whether the body is a stream or an error document. */
+static size_t mux_header(char *p, size_t sz, size_t nm, void *ctx)
+{
+	struct mux_ctx *mc = ctx;
+	size_t n = sz * nm;
+
+	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+		const char *sp = memchr(p, ' ', n);
+		long st = sp ? strtol(sp + 1, NULL, 10) : 0;
+
+		mc->status = st;
+		sbuf_free(&mc->errbody);
+		if (st < 200 || st >= 300)
+			sbuf_init(&mc->errbody, 64u << 10);
+	}
+	return n;
+}
+
+/* GET or POST path whose 2xx reply is a multiplexed stream fed to sink. */
+static int mux_call(struct docker *d, const char *method, const char *path, const char *body,
+		    long timeout_ms, docker_mux_sink sink, void *sink_ctx, struct nerr *err)
+{
+	struct dk_req rq = { .method = method, .path = path, .body = body,
+			     .timeout_ms = timeout_ms, .write = mux_write };
+	struct mux_ctx mc = { .sink = sink, .sink_ctx = sink_ctx, .rq = &rq };
+	long status = 0;
+	int r;
+
+	docker_mux_init(&mc.mux);
+	rq.write_ctx = &mc;
+	rq.header = mux_header;
+	rq.header_ctx = &mc;
+	r = dk_call(d, &rq, NULL, &status, err);
+	if (r == 0 && docker_mux_finish(&mc.mux) < 0)
+		r = nerr_set(err, EBADMSG, "multiplexed stream ended inside a frame");
+	if (r < 0 && mc.errbody.len && err && !rq.cb_err) {
+		char msg[NERR_MSG_MAX];
+
+		docker_json_error_message(mc.errbody.buf, mc.errbody.len, msg, sizeof(msg));
+		nerr_set(err, -r, "%s", msg);
+	}
+	sbuf_free(&mc.errbody);
+	return r;
+}
+
+static int dk_exec(void *h, const char *id, char *const argv[], struct sbuf *out,
+		   int *ret_exit_code, struct nerr *err)
+{
+	struct docker *d = h;
+	static const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP), buf = SBUF_INIT(DK_EXEC_CAP);
+	_cleanup_free_ char *json = NULL, *eid = NULL;
+	char path[300];
+	bool running = true;
+	int r, code = -1;
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	r = docker_json_exec_body(argv, &json, err);
+	if (r < 0)
+		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
+	snprintf(path, sizeof(path), "/containers/%s/exec", id);
+	struct dk_req rq = { .method = "POST", .path = path, .body = json };
+	r = dk_call(d, &rq, &body, NULL, err);
+	if (r == 0)
+		r = docker_json_parse_id(body.buf, body.len, &eid, err);
+	if (r < 0)
+		goto out;
+	if (check_id(eid, err) < 0) {
+		r = -EINVAL;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/exec/%s/start", eid);
+	r = mux_call(d, "POST", path, start_body, -1, sbuf_sink, &buf, err);
+	if (r == -E2BIG)
+		nerr_set(err, E2BIG, "exec output larger than %u bytes", DK_EXEC_CAP);
+	if (r < 0)
+		goto out;
+	/* the stream ends when the process has exited; its code follows at once */
+	snprintf(path, sizeof(path), "/exec/%s/json", eid);
+	for (int i = 0; running && i < 200; i++) {
+		struct dk_req iq = { .method = "GET", .path = path };
+
+		if (i)
+			usleep(5000);
+		sbuf_reset(&body);
+		r = dk_call(d, &iq, &body, NULL, err);
+		if (r == 0)
+			r = docker_json_parse_exec_inspect(body.buf, body.len, &code, &running, err);
+		if (r < 0)
+			goto out;
+	}
+	if (running) {
+		r = nerr_set(err, ETIMEDOUT, "exec output ended but the process still runs");
+		goto out;
+	}
+	r = sbuf_add(out, buf.buf ? buf.buf : "", buf.len);
+	if (r < 0) {
+		nerr_set(err, -r, "exec output does not fit its buffer");
+		goto out;
+	}
+	*ret_exit_code = code;
+out:
+	sbuf_free(&body);
+	sbuf_free(&buf);
+	return r;
+}
+
+static int dk_logs(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err)
+{
+	struct docker_tail tail;
+	const char *data;
+	char path[200];
+	size_t len;
+	int r;
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	if (max == 0)
+		max = DK_EXEC_CAP;
+	r = docker_tail_init(&tail, max);
+	if (r < 0)
+		return nerr_set(err, -r, "logs: cannot keep %zu bytes", max);
+	snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1&follow=0", id);
+	r = mux_call(h, "GET", path, NULL, 0, docker_tail_sink, &tail, err);
+	if (r == 0) {
+		data = docker_tail_data(&tail, &len);
+		r = sbuf_add(out, data, len);
+		if (r < 0)
+			nerr_set(err, -r, "logs do not fit their buffer");
+	}
+	docker_tail_free(&tail);
+	return r;
+}
+
+/* --- stats from cgroup files ---------------------------------------------- */
+
+static int read_small(const char *dir, const char *file, char *buf, size_t n)
+{
+	char path[DK_CG_PATH + 64];
+	ssize_t k;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	k = read(fd, buf, n - 1);
+	if (k < 0)
+		k = -errno;
+	close(fd);
+	if (k < 0)
+		return (int)k;
+	buf[k] = '\0';
+	return 0;
+}
+
+static int read_u64(const char *dir, const char *file, uint64_t *ret)
+{
+	char buf[64], *end;
+	int r;
+
+	r = read_small(dir, file, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	if (strncmp(buf, "max", 3) == 0) {	/* v2: unlimited */
+		*ret = 0;
+		return 0;
+	}
+	errno = 0;
+	*ret = strtoull(buf, &end, 10);
+	return errno || end == buf ? -EIO : 0;
+}
+
+/* "key value" lines: the value of key, or -ENOENT */
+static int find_key(const char *text, const char *key, uint64_t *ret)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+			*ret = strtoull(p + kl + 1, NULL, 10);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static bool is_dir(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Where the engine put the container's cgroups, from what it usually does
+ * (cgroupfs driver: <ctrl>/docker/<id>; systemd driver: system.slice/
+ * docker-<id>.scope), else from /proc/<pid>/cgroup of its init. */
+static int cg_resolve(struct docker *d, const char *id, struct dk_cg *cg, struct nerr *err)
+{
+	static const char *const v2_fmt[] = { "/sys/fs/cgroup/system.slice/docker-%s.scope",
+					      "/sys/fs/cgroup/docker/%s" };
+	static const char *const v1_fmt[] = { "/sys/fs/cgroup/%s/docker/%s",
+					      "/sys/fs/cgroup/%s/system.slice/docker-%s.scope" };
+	struct rt_status st;
+	char path[DK_CG_PATH], buf[4096];
+	int r;
+
+	memset(cg, 0, sizeof(*cg));
+	snprintf(cg->id, sizeof(cg->id), "%s", id);
+	cg->v2 = d->cgroup_v2;
+	if (strlen(id) == 64) {
+		for (size_t i = 0; cg->v2 && i < ARRAY_SIZE(v2_fmt); i++) {
+			snprintf(path, sizeof(path), v2_fmt[i], id);
+			if (is_dir(path)) {
+				strcpy(cg->cpu, path);
+				strcpy(cg->mem, path);
+				strcpy(cg->pids, path);
+				return 0;
+			}
+		}
+		for (size_t i = 0; !cg->v2 && i < ARRAY_SIZE(v1_fmt); i++) {
+			snprintf(cg->mem, sizeof(cg->mem), v1_fmt[i], "memory", id);
+			snprintf(cg->cpu, sizeof(cg->cpu), v1_fmt[i], "cpuacct", id);
+			snprintf(cg->pids, sizeof(cg->pids), v1_fmt[i], "pids", id);
+			if (is_dir(cg->mem) && is_dir(cg->cpu) && is_dir(cg->pids))
+				return 0;
+		}
+	}
+	r = dk_inspect(d, id, &st, err);
+	if (r < 0)
+		return r;
+	if (st.pid <= 0)
+		return nerr_set(err, EBUSY, "container is not running: no stats");
+	snprintf(path, sizeof(path), "/proc/%d", (int)st.pid);
+	r = read_small(path, "cgroup", buf, sizeof(buf));
+	if (r < 0)
+		return nerr_set(err, EBUSY, "container init %d gone: no stats", (int)st.pid);
+	cg->cpu[0] = cg->mem[0] = cg->pids[0] = '\0';
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		const char *ctrls = c1 + 1, *cgpath = c2 + 1;
+		if (cg->v2 && !*ctrls) {
+			snprintf(cg->cpu, sizeof(cg->cpu), "/sys/fs/cgroup%s", cgpath);
+			strcpy(cg->mem, cg->cpu);
+			strcpy(cg->pids, cg->cpu);
+		} else if (!cg->v2 && *ctrls) {
+			char list[256], *save = NULL;
+
+			snprintf(list, sizeof(list), "%s", ctrls);
+			for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				char *dst = strcmp(t, "memory") == 0 ? cg->mem :
+					    strcmp(t, "cpuacct") == 0 ? cg->cpu :
+					    strcmp(t, "pids") == 0 ? cg->pids : NULL;
+				if (dst)
+					snprintf(dst, DK_CG_PATH, "/sys/fs/cgroup/%s%s", ctrls, cgpath);
+			}
+		}
+	}
+	if (!cg->cpu[0] || !cg->mem[0] || !cg->pids[0])
+		return nerr_set(err, ENOENT, "cannot find the cgroups of container %s", id);
+	return 0;
+}
+
+static int cg_read(const struct dk_cg *cg, struct rt_stats *s)
+{
+	char buf[1024];
+	uint64_t v;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	if (cg->v2) {
+		r = read_small(cg->cpu, "cpu.stat", buf, sizeof(buf));
+		if (r < 0)
+			return r;
+		if (find_key(buf, "user_usec", &v) == 0)
+			s->cpu_user_seconds = v / 1e6;
+		if (find_key(buf, "system_usec", &v) == 0)
+			s->cpu_system_seconds = v / 1e6;
+		r = read_u64(cg->mem, "memory.current", &s->memory_bytes);
+		if (r == 0)
+			r = read_u64(cg->mem, "memory.max", &s->memory_limit_bytes);
+	} else {
+		static long hz;
+
+		if (!hz)
+			hz = sysconf(_SC_CLK_TCK);
+		r = read_small(cg->cpu, "cpuacct.stat", buf, sizeof(buf));
+		if (r < 0)
+			return r;
+		if (find_key(buf, "user", &v) == 0)
+			s->cpu_user_seconds = (double)v / hz;
+		if (find_key(buf, "system", &v) == 0)
+			s->cpu_system_seconds = (double)v / hz;
+		r = read_u64(cg->mem, "memory.usage_in_bytes", &s->memory_bytes);
+		if (r == 0)
+			r = read_u64(cg->mem, "memory.limit_in_bytes", &s->memory_limit_bytes);
+		/* v1 says "unlimited" with a huge page-rounded number */
+		if (s->memory_limit_bytes >= (UINT64_C(1) << 62))
+			s->memory_limit_bytes = 0;
+	}
+	if (r == 0)
+		r = read_u64(cg->pids, "pids.current", &s->pids);
+	return r;
+}
+
+static int dk_stats(void *h, const char *id, struct rt_stats *ret, struct nerr *err)
+{
+	struct docker *d = h;
+	struct dk_cg cg;
+	bool cached = false;
+	int r;
+
+	if (check_id(id, err) < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < d->ncg; i++)
+		if (strcmp(d->cg[i].id, id) == 0) {
+			cg = d->cg[i];
+			cached = true;
+			break;
+		}
+	pthread_mutex_unlock(&d->lock);
+	if (!cached) {
+		r = cg_resolve(d, id, &cg, err);
+		if (r < 0)
+			return r;
+	}
+	r = cg_read(&cg, ret);
+	if (r == -ENOENT || r == -ENODEV) {
+		/* cgroup removed: the container stopped (or our cache is stale) */
+		pthread_mutex_lock(&d->lock);
+		for (size_t i = 0; i < d->ncg; i++)
+			if (strcmp(d->cg[i].id, id) == 0)
+				d->cg[i].id[0] = '\0';
+		pthread_mutex_unlock(&d->lock);
+		return nerr_set(err, EBUSY, "container is not running: no stats");
+	}
+	if (r < 0)
+		return nerr_set(err, -r, "reading cgroup files of %s: %s", id, strerror(-r));
+	if (!cached) {
+		pthread_mutex_lock(&d->lock);
+		if (d->ncg < DK_CG_MAX) {
+			d->cg[d->ncg++] = cg;
+		} else {
+			d->cg[d->cg_next] = cg;
+			d->cg_next = (d->cg_next + 1) % DK_CG_MAX;
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	return 0;
+}
+
+/* --- the /events watcher -------------------------------------------------- */
+
+struct watch_ctx {
+	struct docker *d;
+	int *up;		/* -1 unknown, 0 down, 1 up */
+	bool connected;
+	char line[DOCKER_LINE_CAP];
+	size_t len;
+	bool overflow;
+};
+
+static void emit(struct docker *d, enum rt_event_kind kind)
+{
+	struct rt_event ev = { .kind = kind, .time = time(NULL) };
+
+	d->fn(d->fn_ctx, &ev);
+}
+
+static size_t watch_header(char *p, size_t sz, size_t nm, void *ctx)
+{
+	struct watch_ctx *wc = ctx;
+	size_t n = sz * nm;
+
+	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+		const char *sp = memchr(p, ' ', n);
+
+		wc->connected = sp && strtol(sp + 1, NULL, 10) == 200;
+	} else if ((n == 2 && p[0] == '\r') || (n == 1 && p[0] == '\n')) {
+		/* end of headers of a 200: the engine is subscribed and up */
+		if (wc->connected && *wc->up != 1) {
+			*wc->up = 1;
+			emit(wc->d, RT_EV_ENGINE_UP);
+		}
+	}
+	return n;
+}
+
+static size_t watch_write(char *p, size_t sz, size_t nm, void *ctx)
+{
+	struct watch_ctx *wc = ctx;
+	size_t n = sz * nm;
+
+	if (!wc->connected)
+		return n;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '\n') {
+			if (wc->len + 1 < sizeof(wc->line))
+				wc->line[wc->len++] = p[i];
+			else
+				wc->overflow = true;
+			continue;
+		}
+		if (!wc->overflow && wc->len) {
+			struct rt_event ev;
+			char id[128];
+
+			if (docker_json_parse_event(wc->line, wc->len, &ev, id, sizeof(id)) == 1)
+				wc->d->fn(wc->d->fn_ctx, &ev);
+		}
+		wc->len = 0;
+		wc->overflow = false;
+	}
+	return n;
+}
+
+static bool stopping(struct docker *d)
+{
+	bool s;
+
+	pthread_mutex_lock(&d->wlock);
+	s = d->stopping;
+	pthread_mutex_unlock(&d->wlock);
+	return s;
+}
+
+/* One subscription: returns when the stream ends, fails, or close() asks. */
+static void watch_once(struct docker *d, int *up)
+{
+	/* filters={"label":["io.nodefs.managed=1"],"type":["container"]} */
+	static const char url[] = "http://docker/events?filters="
+		"%7B%22label%22%3A%5B%22" RT_OWNER_LABEL "%3D1%22%5D%2C"
+		"%22type%22%3A%5B%22container%22%5D%7D";
+	struct watch_ctx *wc = calloc(1, sizeof(*wc));
+	CURL *c = curl_easy_init();
+	int running = 1;
+
+	if (!wc || !c)
+		goto out;
+	wc->d = d;
+	wc->up = up;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, d->sock);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, DK_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, watch_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, wc);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, wc);
+	if (curl_multi_add_handle(d->wmulti, c) != CURLM_OK)
+		goto out;
+	while (running && !stopping(d)) {
+		if (curl_multi_perform(d->wmulti, &running) != CURLM_OK)
+			break;
+		if (running)
+			curl_multi_poll(d->wmulti, NULL, 0, 1000, NULL);
+	}
+	curl_multi_remove_handle(d->wmulti, c);
+out:
+	curl_easy_cleanup(c);
+	free(wc);
+}
+
+static void *watch_main(void *arg)
+{
+	struct docker *d = arg;
+	long backoff_ms = 100;
+	int up = -1;
+
+	while (!stopping(d)) {
+		int was = up;
+		struct timespec ts;
+
+		watch_once(d, &up);
+		if (stopping(d))
+			break;
+		/* the stream ended: events may have been missed, so the engine
+		 * counts as down until a new subscription says it is up */
+		if (up != 0) {
+			up = 0;
+			forget_version(d);
+			emit(d, RT_EV_ENGINE_DOWN);
+		}
+		backoff_ms = was == 1 ? 100 : (backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += (backoff_ms % 1000) * 1000000L;
+		ts.tv_sec += backoff_ms / 1000 + ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_mutex_lock(&d->wlock);
+		while (!d->stopping &&
+		       pthread_cond_timedwait(&d->wcond, &d->wlock, &ts) != ETIMEDOUT)
+			;
+		pthread_mutex_unlock(&d->wlock);
+	}
+	return NULL;
+}
+
+static int dk_watch(void *h, rt_event_fn fn, void *ctx, struct nerr *err)
+{
+	struct docker *d = h;
+	int r;
+
+	if (!fn)
+		return nerr_set(err, EINVAL, "watch: no callback");
+	pthread_mutex_lock(&d->wlock);
+	if (d->watching) {
+		pthread_mutex_unlock(&d->wlock);
+		return nerr_set(err, EBUSY, "docker events are already watched");
+	}
+	d->wmulti = curl_multi_init();
+	if (!d->wmulti) {
+		pthread_mutex_unlock(&d->wlock);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	d->fn = fn;
+	d->fn_ctx = ctx;
+	r = pthread_create(&d->watcher, NULL, watch_main, d);
+	if (r) {
+		curl_multi_cleanup(d->wmulti);
+		d->wmulti = NULL;
+		pthread_mutex_unlock(&d->wlock);
+		return nerr_set(err, r, "cannot start the docker events thread");
+	}
+	d->watching = true;
+	pthread_mutex_unlock(&d->wlock);
+	return 0;
+}
+
+const struct runtime_ops rt_docker_ops = {
+	.name = "docker",
+	.open = dk_open,
+	.close = dk_close,
+	.health = dk_health,
+	.create = dk_create,
+	.start = dk_start,
+	.stop = dk_stop,
+	.kill = dk_kill,
+	.pause = dk_pause,
+	.resume = dk_resume,
+	.update = dk_update,
+	.exec = dk_exec,
+	.inspect = dk_inspect,
+	.stats = dk_stats,
+	.logs = dk_logs,
+	.destroy = dk_destroy,
+	.list = dk_list,
+	.watch = dk_watch,
+};

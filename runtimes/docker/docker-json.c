@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * docker-json: the pure half of the Docker driver (see docker-internal.h):
+ * the status and transport error tables, version negotiation, every JSON body
+ * the driver sends or reads (jansson), timestamps and the multiplexed stream
+ * decoder. No I/O, no curl, no threads: unit-tested and fuzzed as is.
+ */
+#include "docker-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "nerr.h"
+
+/* CURLcode values we map, copied so this file stays free of curl.h; the unit
+ * test checks them against curl.h. */
+#define DK_CURLE_OK 0
+#define DK_CURLE_UNSUPPORTED_PROTOCOL 1
+#define DK_CURLE_COULDNT_RESOLVE_HOST 6
+#define DK_CURLE_COULDNT_CONNECT 7
+#define DK_CURLE_WRITE_ERROR 23
+#define DK_CURLE_OUT_OF_MEMORY 27
+#define DK_CURLE_OPERATION_TIMEDOUT 28
+#define DK_CURLE_ABORTED_BY_CALLBACK 42
+#define DK_CURLE_GOT_NOTHING 52
+#define DK_CURLE_SEND_ERROR 55
+#define DK_CURLE_RECV_ERROR 56
+
+int docker_status_to_errno(long st, enum docker_call call)
+{
+	if (st >= 200 && st < 300)
+		return 0;
+	switch (st) {
+	case 304:
+		return call == DOCKER_CALL_STARTSTOP ? 0 : EBUSY;
+	case 400:
+		return EINVAL;
+	case 401:
+	case 403:
+		return EACCES;
+	case 404:
+		return ENOENT;
+	case 409:
+		return call == DOCKER_CALL_CREATE ? EEXIST : EBUSY;
+	case 501:
+		return EOPNOTSUPP;
+	default:
+		return EIO;
+	}
+}
+
+int docker_curl_to_errno(int c)
+{
+	switch (c) {
+	case DK_CURLE_OK:
+		return 0;
+	case DK_CURLE_COULDNT_CONNECT:
+	case DK_CURLE_COULDNT_RESOLVE_HOST:
+	case DK_CURLE_GOT_NOTHING:
+	case DK_CURLE_SEND_ERROR:
+	case DK_CURLE_RECV_ERROR:
+		return EHOSTDOWN;
+	case DK_CURLE_OPERATION_TIMEDOUT:
+		return ETIMEDOUT;
+	case DK_CURLE_ABORTED_BY_CALLBACK:
+		return ECANCELED;
+	case DK_CURLE_WRITE_ERROR:
+		return E2BIG;
+	case DK_CURLE_OUT_OF_MEMORY:
+		return ENOMEM;
+	default:
+		return EIO;
+	}
+}
+
+int docker_version_parse(const char *s, unsigned *ret_major, unsigned *ret_minor)
+{
+	unsigned long ma, mi;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	ma = strtoul(s, &end, 10);
+	if (errno || *end != '.' || end[1] < '0' || end[1] > '9' || ma > 1000)
+		return -EINVAL;
+	mi = strtoul(end + 1, &end, 10);
+	if (errno || *end != '\0' || mi > 1000)
+		return -EINVAL;
+	*ret_major = ma;
+	*ret_minor = mi;
+	return 0;
+}
+
+static int vcmp(unsigned a1, unsigned a2, unsigned b1, unsigned b2)
+{
+	if (a1 != b1)
+		return a1 < b1 ? -1 : 1;
+	if (a2 != b2)
+		return a2 < b2 ? -1 : 1;
+	return 0;
+}
+
+int docker_version_negotiate(const char *server, const char *server_min, char *ret, size_t n)
+{
+	unsigned sma, smi, mma = 0, mmi = 0, ma, mi;
+	int r;
+
+	r = docker_version_parse(server, &sma, &smi);
+	if (r < 0)
+		return r;
+	if (server_min && *server_min) {
+		r = docker_version_parse(server_min, &mma, &mmi);
+		if (r < 0)
+			return r;
+	}
+	if (vcmp(sma, smi, DOCKER_API_OLDEST_MAJOR, DOCKER_API_OLDEST_MINOR) < 0)
+		return -EPROTONOSUPPORT;
+	ma = sma;
+	mi = smi;
+	if (vcmp(ma, mi, DOCKER_API_NEWEST_MAJOR, DOCKER_API_NEWEST_MINOR) > 0) {
+		ma = DOCKER_API_NEWEST_MAJOR;
+		mi = DOCKER_API_NEWEST_MINOR;
+	}
+	if (vcmp(ma, mi, mma, mmi) < 0) {
+		ma = mma;
+		mi = mmi;
+	}
+	if ((size_t)snprintf(ret, n, "%u.%u", ma, mi) >= n)
+		return -EINVAL;
+	return 0;
+}
+
+static int digits(const char **p, int n, int *ret)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if ((*p)[i] < '0' || (*p)[i] > '9')
+			return -EINVAL;
+		v = v * 10 + ((*p)[i] - '0');
+	}
+	*p += n;
+	*ret = v;
+	return 0;
+}
+
+int docker_time_parse(const char *s, time_t *ret)
+{
+	int y, mo, d, h, mi, se, oh = 0, om = 0, sign = 0;
+	struct tm tm = { 0 };
+	const char *p = s;
+	time_t t;
+
+	if (!s)
+		return -EINVAL;
+	if (digits(&p, 4, &y) < 0 || *p++ != '-' || digits(&p, 2, &mo) < 0 || *p++ != '-' ||
+	    digits(&p, 2, &d) < 0 || (*p != 'T' && *p != 't' && *p != ' '))
+		return -EINVAL;
+	p++;
+	if (digits(&p, 2, &h) < 0 || *p++ != ':' || digits(&p, 2, &mi) < 0 || *p++ != ':' ||
+	    digits(&p, 2, &se) < 0)
+		return -EINVAL;
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		sign = *p++ == '-' ? -1 : 1;
+		if (digits(&p, 2, &oh) < 0 || *p++ != ':' || digits(&p, 2, &om) < 0)
+			return -EINVAL;
+	} else {
+		return -EINVAL;
+	}
+	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
+	    se > 60 || oh > 23 || om > 59)
+		return -EINVAL;
+	if (y <= 1) {		/* Go's zero time: never */
+		*ret = 0;
+		return 0;
+	}
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = se;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -EINVAL;
+	t -= sign * (oh * 3600 + om * 60);
+	*ret = t;
+	return 0;
+}
+
+/* Docker binds are "src:dst[:ro]": a colon or comma in a path cannot be said. */
+static bool bind_path_ok(const char *p)
+{
+	return p && p[0] == '/' && !strpbrk(p, ":,\n");
+}
+
+static int set_new(json_t *o, const char *k, json_t *v)
+{
+	if (!v || json_object_set_new(o, k, v) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
+{
+	json_auto_t *o = json_object();
+	json_t *hc = json_object(), *labels = json_object(), *a;
+	char *s;
+
+	if (!o || !hc || !labels) {
+		json_decref(hc);
+		json_decref(labels);
+		return -ENOMEM;
+	}
+	if (set_new(o, "HostConfig", hc) < 0 || set_new(o, "Labels", labels) < 0)
+		return -ENOMEM;
+	if (!spec->name || !*spec->name)
+		return nerr_set(err, EINVAL, "container name missing");
+	if (!spec->image || !*spec->image)
+		return nerr_set(err, EINVAL, "docker needs image=");
+	if (set_new(o, "Image", json_string(spec->image)) < 0)
+		return nerr_set(err, EINVAL, "image is not valid UTF-8");
+	if (set_new(labels, RT_OWNER_LABEL, json_string("1")) < 0 ||
+	    set_new(labels, RT_NAME_LABEL, json_string(spec->name)) < 0)
+		return -ENOMEM;
+	if (spec->argv && spec->argv[0]) {
+		if (set_new(o, "Cmd", a = json_array()) < 0)
+			return -ENOMEM;
+		for (char **v = spec->argv; *v; v++)
+			if (json_array_append_new(a, json_string(*v)) < 0)
+				return nerr_set(err, EINVAL, "cmd is not valid UTF-8");
+	}
+	if (spec->nenv) {
+		if (set_new(o, "Env", a = json_array()) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i < spec->nenv; i++) {
+			const struct rt_kv *kv = &spec->env[i];
+			_cleanup_free_ char *e = NULL;
+
+			if (!kv->key || !*kv->key || strchr(kv->key, '=') || !kv->val)
+				return nerr_set(err, EINVAL, "bad environment variable name '%s'",
+						kv->key ? kv->key : "");
+			if (asprintf(&e, "%s=%s", kv->key, kv->val) < 0)
+				return -ENOMEM;
+			if (json_array_append_new(a, json_string(e)) < 0)
+				return nerr_set(err, EINVAL, "env.%s is not valid UTF-8", kv->key);
+		}
+	}
+	if (spec->memory) {
+		if (spec->memory > INT64_MAX)
+			return nerr_set(err, EINVAL, "memory too large");
+		if (set_new(hc, "Memory", json_integer((json_int_t)spec->memory)) < 0 ||
+		    set_new(hc, "MemorySwap", json_integer((json_int_t)spec->memory)) < 0)
+			return -ENOMEM;
+	}
+	if (spec->cpus != 0) {
+		if (!(spec->cpus > 0) || !isfinite(spec->cpus) || spec->cpus > 1e6)
+			return nerr_set(err, EINVAL, "bad cpus %g", spec->cpus);
+		if (set_new(hc, "NanoCpus", json_integer((json_int_t)(spec->cpus * 1e9 + 0.5))) < 0)
+			return -ENOMEM;
+	}
+	if (spec->pids) {
+		if (spec->pids < 0)
+			return nerr_set(err, EINVAL, "bad pids %" PRId64, spec->pids);
+		if (set_new(hc, "PidsLimit", json_integer(spec->pids)) < 0)
+			return -ENOMEM;
+	}
+	if (spec->nmounts) {
+		if (set_new(hc, "Binds", a = json_array()) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i < spec->nmounts; i++) {
+			const struct rt_mount *m = &spec->mounts[i];
+			_cleanup_free_ char *b = NULL;
+
+			if (!bind_path_ok(m->source) || !bind_path_ok(m->target))
+				return nerr_set(err, EINVAL, "bad bind %s:%s (absolute paths without ':' or ',')",
+						m->source ? m->source : "", m->target ? m->target : "");
+			if (asprintf(&b, "%s:%s%s", m->source, m->target, m->ro ? ":ro" : "") < 0)
+				return -ENOMEM;
+			if (json_array_append_new(a, json_string(b)) < 0)
+				return nerr_set(err, EINVAL, "bind is not valid UTF-8");
+		}
+	}
+	s = json_dumps(o, JSON_COMPACT);
+	if (!s)
+		return -ENOMEM;
+	*ret = s;
+	return 0;
+}
+
+int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
+{
+	json_auto_t *o = json_object();
+	char *s;
+
+	if (!o)
+		return -ENOMEM;
+	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
+		return nerr_set(err, EINVAL, "update: nothing to change");
+	if (lim->set & RT_LIMIT_MEMORY) {
+		if (lim->memory > INT64_MAX)
+			return nerr_set(err, EINVAL, "memory too large");
+		/* 0 means unlimited; -1 swap follows it */
+		json_int_t m = (json_int_t)lim->memory;
+		if (set_new(o, "Memory", json_integer(m)) < 0 ||
+		    set_new(o, "MemorySwap", json_integer(m ? m : -1)) < 0)
+			return -ENOMEM;
+	}
+	if (lim->set & RT_LIMIT_CPUS) {
+		if (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6)
+			return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
+		if (set_new(o, "NanoCpus", json_integer((json_int_t)(lim->cpus * 1e9 + 0.5))) < 0)
+			return -ENOMEM;
+	}
+	if (lim->set & RT_LIMIT_PIDS) {
+		if (lim->pids < 0)
+			return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+		/* Docker: 0 or -1 both mean unlimited */
+		if (set_new(o, "PidsLimit", json_integer(lim->pids ? lim->pids : -1)) < 0)
+			return -ENOMEM;
+	}
+	s = json_dumps(o, JSON_COMPACT);
+	if (!s)
+		return -ENOMEM;
+	*ret = s;
+	return 0;
+}
+
+int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
+{
+	json_auto_t *o = json_object();
+	json_t *a = json_array();
+	char *s;
+
+	if (!o || !a) {
+		json_decref(a);
+		return -ENOMEM;
+	}
+	if (set_new(o, "Cmd", a) < 0)
+		return -ENOMEM;
+	if (!argv || !argv[0] || !argv[0][0])
+		return nerr_set(err, EINVAL, "exec: empty command");
+	for (size_t i = 0; argv[i]; i++)
+		if (json_array_append_new(a, json_string(argv[i])) < 0)
+			return nerr_set(err, EINVAL, "exec: argument is not valid UTF-8");
+	if (set_new(o, "AttachStdout", json_true()) < 0 ||
+	    set_new(o, "AttachStderr", json_true()) < 0 ||
+	    set_new(o, "AttachStdin", json_false()) < 0 ||
+	    set_new(o, "Tty", json_false()) < 0)
+		return -ENOMEM;
+	s = json_dumps(o, JSON_COMPACT);
+	if (!s)
+		return -ENOMEM;
+	*ret = s;
+	return 0;
+}
+
+static json_t *load(const char *body, size_t len)
+{
+	if (!body || len > DOCKER_BODY_CAP)
+		return NULL;
+	return json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+}
+
+static void copy_line(char *buf, size_t n, const char *s, size_t len)
+{
+	size_t k;
+
+	if (!n)
+		return;
+	k = len < n - 1 ? len : n - 1;
+	memcpy(buf, s, k);
+	buf[k] = '\0';
+	/* one line, printable: it ends up in an error file */
+	for (size_t i = 0; i < k; i++)
+		if (buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\0')
+			buf[i] = ' ';
+	while (k > 0 && buf[k - 1] == ' ')
+		buf[--k] = '\0';
+}
+
+void docker_json_error_message(const char *body, size_t len, char *buf, size_t n)
+{
+	json_auto_t *o = load(body, len);
+	const char *m;
+
+	m = json_string_value(json_object_get(o, "message"));
+	if (m)
+		copy_line(buf, n, m, strlen(m));
+	else
+		copy_line(buf, n, body ? body : "", body ? strnlen(body, len) : 0);
+}
+
+int docker_json_parse_id(const char *body, size_t len, char **ret, struct nerr *err)
+{
+	json_auto_t *o = load(body, len);
+	const char *id = json_string_value(json_object_get(o, "Id"));
+	char *s;
+
+	if (!id || !*id)
+		return nerr_set(err, EBADMSG, "engine reply without an Id");
+	s = strdup(id);
+	if (!s)
+		return -ENOMEM;
+	*ret = s;
+	return 0;
+}
+
+int docker_json_parse_version(const char *body, size_t len, char *ret_api, char *ret_min,
+			      size_t n, struct nerr *err)
+{
+	json_auto_t *o = load(body, len);
+	const char *api = json_string_value(json_object_get(o, "ApiVersion"));
+	const char *min = json_string_value(json_object_get(o, "MinAPIVersion"));
+
+	if (!api || strlen(api) >= n || (min && strlen(min) >= n))
+		return nerr_set(err, EBADMSG, "engine /version reply without ApiVersion");
+	strcpy(ret_api, api);
+	strcpy(ret_min, min ? min : "");
+	return 0;
+}
+
+enum rt_state docker_state_from_string(const char *s)
+{
+	static const struct {
+		const char *word;
+		enum rt_state state;
+	} tab[] = {
+		{ "created", RT_STATE_CREATED },
+		{ "running", RT_STATE_RUNNING },
+		{ "restarting", RT_STATE_RUNNING },
+		{ "paused", RT_STATE_PAUSED },
+		{ "exited", RT_STATE_EXITED },
+		{ "dead", RT_STATE_EXITED },
+		{ "removing", RT_STATE_EXITED },
+	};
+
+	if (s)
+		for (size_t i = 0; i < ARRAY_SIZE(tab); i++)
+			if (strcmp(s, tab[i].word) == 0)
+				return tab[i].state;
+	return RT_STATE_UNKNOWN;
+}
+
+int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *ret,
+			      struct nerr *err)
+{
+	json_auto_t *o = load(body, len);
+	json_t *st = json_object_get(o, "State");
+	struct rt_status s = { 0 };
+	json_int_t pid, code;
+	const char *t;
+
+	if (!json_is_object(st))
+		return nerr_set(err, EBADMSG, "inspect reply without State");
+	s.state = docker_state_from_string(json_string_value(json_object_get(st, "Status")));
+	pid = json_integer_value(json_object_get(st, "Pid"));
+	code = json_integer_value(json_object_get(st, "ExitCode"));
+	if (pid < 0 || pid > INT_MAX || code < INT_MIN || code > INT_MAX)
+		return nerr_set(err, EBADMSG, "inspect reply with a bad Pid or ExitCode");
+	s.pid = (pid_t)pid;
+	s.exit_code = (int)code;
+	s.oom_killed = json_is_true(json_object_get(st, "OOMKilled"));
+	t = json_string_value(json_object_get(st, "StartedAt"));
+	if (t && docker_time_parse(t, &s.started_at) < 0)
+		return nerr_set(err, EBADMSG, "inspect reply with a bad StartedAt");
+	t = json_string_value(json_object_get(st, "FinishedAt"));
+	if (t && docker_time_parse(t, &s.finished_at) < 0)
+		return nerr_set(err, EBADMSG, "inspect reply with a bad FinishedAt");
+	if (s.state != RT_STATE_RUNNING && s.state != RT_STATE_PAUSED)
+		s.pid = 0;
+	*ret = s;
+	return 0;
+}
+
+int docker_json_parse_exec_inspect(const char *body, size_t len, int *ret_exit_code,
+				   bool *ret_running, struct nerr *err)
+{
+	json_auto_t *o = load(body, len);
+	json_t *code = json_object_get(o, "ExitCode");
+	json_int_t c;
+
+	if (!json_is_object(o))
+		return nerr_set(err, EBADMSG, "malformed exec inspect reply");
+	c = json_integer_value(code);
+	if (c < INT_MIN || c > INT_MAX)
+		return nerr_set(err, EBADMSG, "exec inspect reply with a bad ExitCode");
+	*ret_running = json_is_true(json_object_get(o, "Running"));
+	*ret_exit_code = json_is_integer(code) ? (int)c : -1;
+	return 0;
+}
+
+/* "Exited (137) 5 seconds ago" -> 137 */
+static int exit_code_from_status_text(const char *s)
+{
+	const char *p = s ? strstr(s, "Exited (") : NULL;
+
+	return p ? atoi(p + 8) : 0;
+}
+
+int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret,
+			   size_t *ret_n, struct nerr *err)
+{
+	json_auto_t *o = load(body, len);
+	struct rt_listing *l;
+	size_t n = 0, i;
+	json_t *c;
+
+	if (!json_is_array(o))
+		return nerr_set(err, EBADMSG, "container list reply is not an array");
+	l = calloc(json_array_size(o) + 1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	json_array_foreach(o, i, c) {
+		json_t *labels = json_object_get(c, "Labels");
+		const char *id = json_string_value(json_object_get(c, "Id"));
+		const char *owner = json_string_value(json_object_get(labels, RT_OWNER_LABEL));
+		const char *name = json_string_value(json_object_get(labels, RT_NAME_LABEL));
+
+		/* the filter asked the engine for ours; check again anyway */
+		if (!id || !owner || strcmp(owner, "1") != 0 || !name)
+			continue;
+		l[n].id = strdup(id);
+		l[n].name = strdup(name);
+		if (!l[n].id || !l[n].name) {
+			rt_listing_free(l, n + 1);
+			return -ENOMEM;
+		}
+		l[n].status.state = docker_state_from_string(
+			json_string_value(json_object_get(c, "State")));
+		if (l[n].status.state == RT_STATE_EXITED)
+			l[n].status.exit_code = exit_code_from_status_text(
+				json_string_value(json_object_get(c, "Status")));
+		n++;
+	}
+	*ret = l;
+	*ret_n = n;
+	return 0;
+}
+
+int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
+			    char *ret_id, size_t n)
+{
+	static const struct {
+		const char *action;
+		enum rt_event_kind kind;
+	} tab[] = {
+		{ "start", RT_EV_START },
+		{ "die", RT_EV_DIE },
+		{ "oom", RT_EV_OOM },
+		{ "pause", RT_EV_PAUSE },
+		{ "unpause", RT_EV_UNPAUSE },
+		{ "destroy", RT_EV_DESTROY },
+	};
+	json_auto_t *o = load(line, len);
+	const char *type, *action, *id;
+	json_t *actor, *attrs;
+	struct rt_event ev = { 0 };
+	size_t i;
+
+	if (!json_is_object(o))
+		return -EBADMSG;
+	type = json_string_value(json_object_get(o, "Type"));
+	action = json_string_value(json_object_get(o, "Action"));
+	if (!action)	/* engines before 1.22 */
+		action = json_string_value(json_object_get(o, "status"));
+	if ((type && strcmp(type, "container") != 0) || !action)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(tab); i++)
+		if (strcmp(action, tab[i].action) == 0)
+			break;
+	if (i == ARRAY_SIZE(tab))
+		return 0;
+	actor = json_object_get(o, "Actor");
+	attrs = json_object_get(actor, "Attributes");
+	id = json_string_value(json_object_get(actor, "ID"));
+	if (!id)
+		id = json_string_value(json_object_get(o, "id"));
+	if (!id || !*id || strlen(id) >= n)
+		return -EBADMSG;
+	strcpy(ret_id, id);
+	ev.kind = tab[i].kind;
+	ev.id = ret_id;
+	ev.time = (time_t)json_integer_value(json_object_get(o, "time"));
+	if (ev.kind == RT_EV_DIE) {
+		const char *code = json_string_value(json_object_get(attrs, "exitCode"));
+		char *end;
+		long c;
+
+		if (!code)
+			return -EBADMSG;
+		errno = 0;
+		c = strtol(code, &end, 10);
+		if (errno || end == code || *end || c < INT_MIN || c > INT_MAX)
+			return -EBADMSG;
+		ev.exit_code = (int)c;
+	}
+	*ret = ev;
+	return 1;
+}
+
+int docker_json_parse_pull_line(const char *line, size_t len, char *buf, size_t n)
+{
+	json_auto_t *o = load(line, len);
+	const char *e, *status, *id, *progress;
+
+	if (!json_is_object(o))
+		return -EBADMSG;
+	e = json_string_value(json_object_get(o, "error"));
+	if (!e)
+		e = json_string_value(json_object_get(json_object_get(o, "errorDetail"), "message"));
+	if (e) {
+		copy_line(buf, n, e, strlen(e));
+		return -ENOENT;
+	}
+	status = json_string_value(json_object_get(o, "status"));
+	id = json_string_value(json_object_get(o, "id"));
+	progress = json_string_value(json_object_get(o, "progress"));
+	if (n) {
+		char tmp[1024];
+
+		snprintf(tmp, sizeof(tmp), "%s%s%s%s%s", id ? id : "", id ? ": " : "",
+			 status ? status : "", progress ? " " : "", progress ? progress : "");
+		copy_line(buf, n, tmp, strlen(tmp));
+	}
+	return 0;
+}
+
+void docker_mux_init(struct docker_mux *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+int docker_mux_feed(struct docker_mux *m, const char *p, size_t n, docker_mux_sink sink,
+		    void *ctx)
+{
+	int r;
+
+	while (n > 0) {
+		if (m->remaining == 0) {
+			size_t k = sizeof(m->hdr) - m->hdr_len;
+
+			if (k > n)
+				k = n;
+			memcpy(m->hdr + m->hdr_len, p, k);
+			m->hdr_len += k;
+			p += k;
+			n -= k;
+			if (m->hdr_len < sizeof(m->hdr))
+				break;
+			if (m->hdr[0] > 2 || m->hdr[1] || m->hdr[2] || m->hdr[3])
+				return -EBADMSG;
+			m->stream = m->hdr[0];
+			m->remaining = (uint32_t)m->hdr[4] << 24 | (uint32_t)m->hdr[5] << 16 |
+				       (uint32_t)m->hdr[6] << 8 | m->hdr[7];
+			m->hdr_len = 0;
+			continue;
+		}
+		size_t k = n < m->remaining ? n : m->remaining;
+
+		r = sink(ctx, m->stream, p, k);
+		if (r)
+			return r;
+		m->remaining -= k;
+		p += k;
+		n -= k;
+	}
+	return 0;
+}
+
+int docker_mux_finish(const struct docker_mux *m)
+{
+	return m->remaining == 0 && m->hdr_len == 0 ? 0 : -EBADMSG;
+}
+
+int docker_tail_init(struct docker_tail *t, size_t max)
+{
+	memset(t, 0, sizeof(*t));
+	if (max == 0 || max > SIZE_MAX / 2)
+		return -EINVAL;
+	t->buf = malloc(2 * max);
+	if (!t->buf)
+		return -ENOMEM;
+	t->max = max;
+	return 0;
+}
+
+void docker_tail_free(struct docker_tail *t)
+{
+	free(t->buf);
+	t->buf = NULL;
+	t->len = 0;
+}
+
+int docker_tail_sink(void *ctx, int stream, const char *p, size_t n)
+{
+	struct docker_tail *t = ctx;
+
+	if (n >= t->max) {
+		memcpy(t->buf, p + n - t->max, t->max);
+		t->len = t->max;
+		return 0;
+	}
+	if (t->len + n > 2 * t->max) {
+		/* here len > max: keep the last max bytes, then n (< max) fits */
+		size_t keep = t->max;
+
+		memmove(t->buf, t->buf + t->len - keep, keep);
+		t->len = keep;
+	}
+	memcpy(t->buf + t->len, p, n);
+	t->len += n;
+	return 0;
+}
+
+const char *docker_tail_data(const struct docker_tail *t, size_t *ret_len)
+{
+	size_t k = t->len < t->max ? t->len : t->max;
+
+	*ret_len = k;
+	return t->buf + t->len - k;
+}
+
+int docker_image_split(const char *ref, char *ret_repo, size_t nrepo, char *ret_tag, size_t ntag)
+{
+	const char *slash, *colon;
+	size_t rl;
+
+	if (!ref || !*ref || strlen(ref) >= nrepo)
+		return -EINVAL;
+	if (strchr(ref, '@')) {
+		/* repo@digest: fromImage takes it whole */
+		strcpy(ret_repo, ref);
+		if (ntag)
+			ret_tag[0] = '\0';
+		return 0;
+	}
+	slash = strrchr(ref, '/');
+	colon = strrchr(ref, ':');
+	if (colon && (!slash || colon > slash)) {
+		rl = (size_t)(colon - ref);
+		if (rl == 0 || !colon[1] || strlen(colon + 1) >= ntag)
+			return -EINVAL;
+		memcpy(ret_repo, ref, rl);
+		ret_repo[rl] = '\0';
+		strcpy(ret_tag, colon + 1);
+	} else {
+		if (ntag < sizeof("latest"))
+			return -EINVAL;
+		strcpy(ret_repo, ref);
+		strcpy(ret_tag, "latest");
+	}
+	return 0;
+}
