@@ -2,6 +2,8 @@
 /* bctl: table-driven ctl files; see bctl.h. */
 #include "bctl.h"
 
+#include <errno.h>
+
 int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 		  size_t len, struct breq *rq)
 {
@@ -15,6 +17,8 @@ int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 	r = ctl_match(t->specs, t->n, &cmd, &spec, &rq->err);
 	if (r >= 0)
 		r = t->fns[spec - t->specs](n, &cmd, rq);
+	if (r == -ERANGE)
+		r = -EINVAL;	/* an out-of-range argument is a bad argument */
 	ctl_cmd_free(&cmd);
 	return r;
 }
@@ -22,4 +26,18 @@ int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 int bctl_usage(const struct bctl_table *t, struct sbuf *out)
 {
 	return ctl_usage(t->specs, t->n, out);
+}
+
+int bctl_check(const struct bctl_table *t, const char *line, size_t len, struct nerr *err)
+{
+	const struct ctl_spec *spec;
+	struct ctl_cmd cmd = { 0 };
+	int r;
+
+	r = ctl_parse(line, len, &cmd, err);
+	if (r < 0)
+		return r;
+	r = ctl_match(t->specs, t->n, &cmd, &spec, err);
+	ctl_cmd_free(&cmd);
+	return r;
 }

@@ -27,5 +27,21 @@ struct bctl_table {
 int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 		  size_t len, struct breq *rq);
 int bctl_usage(const struct bctl_table *t, struct sbuf *out);
+int bctl_check(const struct bctl_table *t, const char *line, size_t len, struct nerr *err);
+
+/* The show/store/check functions of a ctl attribute bound to a table. */
+#define BCTL_FUNCS(prefix, table)						\
+	static int prefix##_show(struct bnode *n, struct sbuf *out)		\
+	{ return bctl_usage(&(table), out); }					\
+	static int prefix##_store(struct bnode *n, const char *l, size_t len,	\
+				  struct breq *rq)				\
+	{ return bctl_dispatch(&(table), n, l, len, rq); }			\
+	static int prefix##_check(struct bnode *n, const char *l, size_t len,	\
+				  struct nerr *err)				\
+	{ return bctl_check(&(table), l, len, err); }
+
+#define BCTL_ATTR(prefix) \
+	{ .name = "ctl", .flags = BATTR_CTL, .show = prefix##_show, \
+	  .store = prefix##_store, .check = prefix##_check }
 
 #endif

@@ -46,8 +46,7 @@ static int show_version(struct bnode *n, struct sbuf *out)
 	int r = 0;
 
 	pthread_mutex_lock(&e->lock);
-	if (e->version[0])
-		r = sbuf_printf(out, "%s\n", e->version);
+	r = sbuf_printf(out, "%s\n", e->version[0] ? e->version : "unknown");
 	pthread_mutex_unlock(&e->lock);
 	return r;
 }

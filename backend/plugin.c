@@ -135,18 +135,10 @@ static const struct ctl_spec plugins_specs[] = {
 static const bctl_fn plugins_fns[] = { cmd_add, cmd_remove };
 static const struct bctl_table plugins_ctl = { plugins_specs, plugins_fns, 2 };
 
-static int plugins_ctl_show(struct bnode *n, struct sbuf *out)
-{
-	return bctl_usage(&plugins_ctl, out);
-}
-
-static int plugins_ctl_store(struct bnode *n, const char *line, size_t len, struct breq *rq)
-{
-	return bctl_dispatch(&plugins_ctl, n, line, len, rq);
-}
+BCTL_FUNCS(plugins_ctl, plugins_ctl)
 
 static const struct battr plugins_attrs[] = {
-	{ .name = "ctl", .flags = BATTR_CTL, .show = plugins_ctl_show, .store = plugins_ctl_store },
+	BCTL_ATTR(plugins_ctl),
 	{ .name = "error", .show = battr_show_error },
 };
 

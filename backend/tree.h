@@ -81,6 +81,9 @@ struct battr {
 	unsigned flags;
 	battr_show_fn show;	/* NULL for stream files */
 	battr_store_fn store;	/* ctl files only */
+	/* ctl files: syntax and arity of one line, without acting (a write
+	 * of several lines is checked whole before its first line runs) */
+	int (*check)(struct bnode *n, const char *line, size_t len, struct nerr *err);
 	const struct bstream_ops *stream;
 };
 

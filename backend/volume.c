@@ -42,6 +42,17 @@ static int resolve_create(struct backend *b, const struct ctl_cmd *c, const char
 		if (r < 0)
 			return r;
 	}
+	if (c && (s = ctl_opt_get(c, "mode"))) {
+		size_t i;
+		for (i = 0; config_access_modes[i] && strcmp(config_access_modes[i], s); i++)
+			;
+		if (!config_access_modes[i])
+			return nerr_set(err, EINVAL, "unknown access mode '%s' (one of: single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)", s);
+	}
+	if (c && (s = ctl_opt_get(c, "fs")) && (r = valid_name(s, err)) < 0) {
+		nerr_prefix(err, "fs");
+		return r;
+	}
 	v.profile = c ? ctl_opt_get(c, "profile") : NULL;
 	if (v.profile) {
 		const struct config_profile *p = NULL;
@@ -104,15 +115,7 @@ static const struct ctl_spec volumes_specs[] = {
 static const bctl_fn volumes_fns[] = { cmd_create, cmd_import };
 static const struct bctl_table volumes_ctl = { volumes_specs, volumes_fns, 2 };
 
-static int volumes_ctl_show(struct bnode *n, struct sbuf *out)
-{
-	return bctl_usage(&volumes_ctl, out);
-}
-
-static int volumes_ctl_store(struct bnode *n, const char *line, size_t len, struct breq *rq)
-{
-	return bctl_dispatch(&volumes_ctl, n, line, len, rq);
-}
+BCTL_FUNCS(volumes_ctl, volumes_ctl)
 
 static int volumes_mkdir(struct bnode *dir, const char *name, struct breq *rq)
 {
@@ -128,7 +131,7 @@ static int volumes_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq
 }
 
 static const struct battr volumes_attrs[] = {
-	{ .name = "ctl", .flags = BATTR_CTL, .show = volumes_ctl_show, .store = volumes_ctl_store },
+	BCTL_ATTR(volumes_ctl),
 	{ .name = "error", .show = battr_show_error },
 };
 

@@ -42,7 +42,10 @@ void nerr_prefix(struct nerr *err, const char *fmt, ...)
 	vsnprintf(pre, sizeof(pre), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", pre, old);
+	int n = snprintf(err->msg, sizeof(err->msg), "%s: ", pre);
+
+	if (n > 0 && (size_t)n < sizeof(err->msg))
+		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, "%s", old);
 }
 
 void nerr_clear(struct nerr *err)

@@ -213,7 +213,7 @@ static fuse_ino_t inode_of_dir(struct fs *f, uint64_t serial)
 static mode_t file_mode(struct fs *f, const struct battr *a)
 {
 	if (a->flags & BATTR_CTL)
-		return S_IFREG | (f->opts.has_ctl_gid ? 0660 : 0600);
+		return S_IFREG | (f->opts.has_ctl_gid ? 0220 : 0200);
 	return S_IFREG | 0444;
 }
 
@@ -526,36 +526,49 @@ static void fs_req_done(struct breq *rq, int result)
 	fs_req_free(r);
 }
 
+/* The next non-blank command line of a write from *pos: 1 with the line
+ * (blanks trimmed), 0 at the end, -EINVAL for a line over CTL_LINE_MAX. */
+static int next_cmd_line(const char *buf, size_t len, size_t *pos, const char **ret_line,
+			 size_t *ret_len)
+{
+	while (*pos < len) {
+		const char *line = buf + *pos;
+		size_t rest = len - *pos, llen, used, lead = 0;
+		int k = ctl_next_line(line, rest, &llen, &used);
+
+		if (k < 0)
+			return -EINVAL;
+		if (k == 0) {	/* a last line without its newline is whole too */
+			if (rest > CTL_LINE_MAX)
+				return -EINVAL;
+			llen = used = rest;
+		}
+		*pos += used;
+		while (llen && (line[llen - 1] == '\r' || line[llen - 1] == ' ' || line[llen - 1] == '\t'))
+			llen--;
+		while (lead < llen && (line[lead] == ' ' || line[lead] == '\t'))
+			lead++;
+		if (lead == llen)
+			continue;	/* blank lines (echo > ctl) do nothing */
+		*ret_line = line + lead;
+		*ret_len = llen - lead;
+		return 1;
+	}
+	return 0;
+}
+
 /* Run the lines of a write one after another; a line the backend finishes
  * later continues from fs_req_done on the completing thread. */
 static void write_continue(struct fs_req *r)
 {
 	const struct battr *a = r->file->attr;
+	const char *line;
+	size_t llen;
+	int k;
 
-	while (r->pos < r->len) {
-		const char *line = r->buf + r->pos;
-		size_t rest = r->len - r->pos, llen, used;
-		int k = ctl_next_line(line, rest, &llen, &used);
-
-		if (k < 0) {
-			nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
-			fs_req_fail(r, -EINVAL);
-			return;
-		}
-		if (k == 0) {	/* a last line without its newline is whole too */
-			llen = rest;
-			used = rest;
-		}
-		r->pos += used;
-		while (llen && (line[llen - 1] == '\r' || line[llen - 1] == ' ' || line[llen - 1] == '\t'))
-			llen--;
-		size_t lead = 0;
-		while (lead < llen && (line[lead] == ' ' || line[lead] == '\t'))
-			lead++;
-		if (lead == llen)
-			continue;	/* blank lines (echo > ctl) do nothing */
+	while ((k = next_cmd_line(r->buf, r->len, &r->pos, &line, &llen)) > 0) {
 		nerr_clear(&r->rq.err);
-		int res = a->store(r->file->node, line + lead, llen - lead, &r->rq);
+		int res = a->store(r->file->node, line, llen, &r->rq);
 		if (res == -EINPROGRESS)
 			return;
 		if (res < 0) {
@@ -570,8 +583,32 @@ static void write_continue(struct fs_req *r)
 			sbuf_reset(&r->rq.reply);
 		}
 	}
+	if (k < 0) {
+		nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
+		fs_req_fail(r, -EINVAL);
+		return;
+	}
 	fuse_reply_write(r->req, r->size);
 	fs_req_free(r);
+}
+
+/* Check every line before the first runs: a rejected write changes nothing. */
+static int write_check(struct fs_req *r)
+{
+	const struct battr *a = r->file->attr;
+	size_t pos = 0;
+	const char *line;
+	size_t llen;
+	int k;
+
+	while ((k = next_cmd_line(r->buf, r->len, &pos, &line, &llen)) > 0) {
+		int res = a->check ? a->check(r->file->node, line, llen, &r->rq.err) : 0;
+		if (res < 0)
+			return res;
+	}
+	if (k < 0)
+		return nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
+	return 0;
 }
 
 static struct fs_req *fs_req_new(fuse_req_t req, enum fs_req_kind kind, struct bnode *node)
@@ -834,8 +871,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (h->reply.len) {
 		/* a nonblock ctl write left its answer (the operation id) */
 		size_t n = (size_t)off < h->reply.len ? h->reply.len - (size_t)off : 0;
-		fuse_reply_buf(req, h->reply.buf + (n ? off : 0), n < size ? n : size);
+		char small[4096];
+
+		n = n < size ? n : size;
+		n = n < sizeof(small) ? n : sizeof(small);
+		memcpy(small, h->reply.buf + (n ? off : 0), n);
 		pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, small, n);
 		return;
 	}
 	if (off == 0 || !h->snapped) {
@@ -854,17 +896,21 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, r == -E2BIG ? EFBIG : -r);
 		return;
 	}
-	if ((size_t)off >= h->snap.len)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, h->snap.buf + off,
-			       h->snap.len - (size_t)off < size ? h->snap.len - (size_t)off : size);
-	pthread_mutex_unlock(&h->lock);
 	if (h->attr->flags & BATTR_POLL) {
 		pthread_mutex_lock(&f->wlock);
 		h->poll_armed = false;
 		pthread_mutex_unlock(&f->wlock);
 	}
+	/* h may be released as soon as the reply is out: unlock first */
+	size_t n = (size_t)off >= h->snap.len ? 0 : h->snap.len - (size_t)off;
+	struct sbuf data = SBUF_INIT(0);
+	int dr = sbuf_add(&data, h->snap.buf ? h->snap.buf + off : "", n < size ? n : size);
+	pthread_mutex_unlock(&h->lock);
+	if (dr < 0)
+		fuse_reply_err(req, ENOMEM);
+	else
+		fuse_reply_buf(req, data.buf, data.len);
+	sbuf_free(&data);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
@@ -895,6 +941,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	pthread_mutex_lock(&h->lock);
 	sbuf_reset(&h->reply);
 	pthread_mutex_unlock(&h->lock);
+	int res = write_check(r);
+	if (res < 0) {
+		fs_req_fail(r, res);
+		return;
+	}
 	write_continue(r);
 }
 
