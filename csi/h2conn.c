@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * h2conn: a gRPC connection over a unix socket on the event loop (see
+ * h2conn.h). It moves bytes between the socket and the sans-IO grpc core,
+ * keeps per-call deadlines and reconnects; it knows nothing of CSI.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h2conn.h"
+#include "loop.h"
+#include "sbuf.h"
+
+#define OUT_CAP (64u << 20)	/* queued output: a few full messages */
+
+struct h2_call {
+	struct h2_conn *c;
+	struct h2_call *prev, *next;	/* on c->calls */
+	char *path;
+	uint8_t *msg;
+	size_t len;
+	uint64_t timeout_ms;
+	uint64_t deadline_ms;	/* absolute, 0 = none */
+	struct grpc_call *gc;	/* set while on the wire */
+	struct loop_timer *timer;
+	grpc_done_fn done;
+	void *userdata;
+};
+
+struct h2_conn {
+	struct loop *loop;
+	char *path;
+	struct h2_conn_opts opts;
+	int fd;
+	enum h2_state state;
+	struct grpc_session *sess;
+	struct sbuf out;
+	size_t out_off;
+	struct h2_call *calls;		/* every call not yet completed */
+	struct loop_timer *kick;	/* connect now / flush queued (0 ms) */
+	struct loop_timer *backoff;	/* reconnect after a loss */
+	unsigned attempt;		/* consecutive failed connects */
+	uint64_t rng;
+	char reason[128];
+};
+
+uint64_t h2_backoff_ms(uint64_t base_ms, uint64_t max_ms, double factor, double jitter,
+		       unsigned attempt, uint64_t *rng)
+{
+	double d = (double)base_ms;
+
+	for (unsigned i = 0; i < attempt && d < (double)max_ms; i++)
+		d *= factor;
+	if (d > (double)max_ms)
+		d = (double)max_ms;
+	/* xorshift64 */
+	uint64_t x = *rng ? *rng : 0x9e3779b97f4a7c15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*rng = x;
+	double u = (double)(x >> 11) / (double)(1ull << 53);	/* [0, 1) */
+	d *= 1.0 - jitter + 2.0 * jitter * u;
+	if (d > (double)max_ms)
+		d = (double)max_ms;
+	return d < 0 ? 0 : (uint64_t)d;
+}
+
+static void conn_flush(struct h2_conn *c);
+static void conn_close(struct h2_conn *c, int code, const char *reason, bool lost);
+
+static void call_unlink(struct h2_conn *c, struct h2_call *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		c->calls = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	k->prev = k->next = NULL;
+}
+
+/* The one exit of a call: unlink, disarm, report, free. */
+static void call_finish(struct h2_call *k, const struct grpc_reply *r)
+{
+	struct h2_conn *c = k->c;
+
+	call_unlink(c, k);
+	loop_del_timer(c->loop, k->timer);
+	k->timer = NULL;
+	k->done(k->userdata, r);
+	free(k->path);
+	free(k->msg);
+	free(k);
+}
+
+static void call_fail(struct h2_call *k, int code, const char *message)
+{
+	struct grpc_reply r = { .code = code, .message = message ? message : "" };
+
+	call_finish(k, &r);
+}
+
+static void on_grpc_done(void *userdata, const struct grpc_reply *r)
+{
+	call_finish(userdata, r);
+}
+
+static void call_start(struct h2_call *k)
+{
+	struct h2_conn *c = k->c;
+	uint64_t tmo = 0;
+	int r;
+
+	if (k->deadline_ms) {
+		uint64_t now = loop_now_ms();
+
+		tmo = k->deadline_ms > now ? k->deadline_ms - now : 1;
+	}
+	r = grpc_session_submit(c->sess, k->path, k->msg, k->len, tmo, on_grpc_done, k, &k->gc);
+	if (r < 0)
+		call_fail(k, GRPC_UNAVAILABLE, r == -ENOTCONN ? "connection is going away" : "out of memory");
+}
+
+static void start_queued(struct h2_conn *c)
+{
+	/* Completions may unlink other calls: rescan from the head. */
+	for (;;) {
+		struct h2_call *k;
+
+		for (k = c->calls; k && k->gc; k = k->next)
+			;
+		if (!k || c->state != H2_UP || grpc_session_closing(c->sess))
+			break;
+		call_start(k);
+	}
+	conn_flush(c);
+}
+
+static void fail_queued(struct h2_conn *c, int code, const char *reason)
+{
+	for (;;) {
+		struct h2_call *k;
+
+		for (k = c->calls; k && k->gc; k = k->next)
+			;
+		if (!k)
+			break;
+		call_fail(k, code, reason);
+	}
+}
+
+static void set_state(struct h2_conn *c, enum h2_state st, const char *reason)
+{
+	bool changed = c->state != st;
+
+	c->state = st;
+	if (changed && st != H2_CONNECTING && c->opts.on_state)
+		c->opts.on_state(c->opts.userdata, st, reason ? reason : "");
+}
+
+static void on_fd(struct loop *l, int fd, unsigned events, void *ud);
+static void on_backoff(struct loop *l, struct loop_timer *t, void *ud);
+
+static void schedule_backoff(struct h2_conn *c)
+{
+	if (c->backoff || c->kick)
+		return;
+	uint64_t ms = h2_backoff_ms(c->opts.backoff_ms, c->opts.backoff_max_ms, 1.6, 0.2,
+				    c->attempt, &c->rng);
+	c->attempt++;
+	c->backoff = loop_add_timer(c->loop, ms, on_backoff, c);
+}
+
+static void conn_up(struct h2_conn *c)
+{
+	int r = grpc_session_new("localhost", &c->sess);
+
+	if (r < 0) {
+		conn_close(c, GRPC_UNAVAILABLE, "out of memory", true);
+		return;
+	}
+	c->attempt = 0;
+	loop_mod_fd(c->loop, c->fd, LOOP_READ | LOOP_WRITE);
+	set_state(c, H2_UP, "");
+	start_queued(c);
+}
+
+static void conn_connect_now(struct h2_conn *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, r;
+
+	if (c->state != H2_DOWN)
+		return;
+	strncpy(sa.sun_path, c->path, sizeof(sa.sun_path) - 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(c->reason, sizeof(c->reason), "socket: %s", strerror(errno));
+		goto fail;
+	}
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	/* A unix connect completes at once or is refused; EINPROGRESS is rare
+	 * and EAGAIN means a full backlog (nothing pending: try again later). */
+	if (r < 0 && errno != EINPROGRESS) {
+		snprintf(c->reason, sizeof(c->reason), "connect %s: %s", c->path, strerror(errno));
+		close(fd);
+		goto fail;
+	}
+	int rr = loop_add_fd(c->loop, fd, r == 0 ? LOOP_READ : LOOP_WRITE, on_fd, c);
+	if (rr < 0) {
+		snprintf(c->reason, sizeof(c->reason), "loop: %s", strerror(-rr));
+		close(fd);
+		goto fail;
+	}
+	c->fd = fd;
+	c->state = H2_CONNECTING;
+	if (r == 0)
+		conn_up(c);
+	return;
+
+fail:
+	set_state(c, H2_DOWN, c->reason);
+	fail_queued(c, GRPC_UNAVAILABLE, c->reason);
+	schedule_backoff(c);
+}
+
+static void on_kick(struct loop *l, struct loop_timer *t, void *ud)
+{
+	struct h2_conn *c = ud;
+
+	c->kick = NULL;
+	if (c->state == H2_DOWN)
+		conn_connect_now(c);
+	else if (c->state == H2_UP)
+		start_queued(c);
+}
+
+static void on_backoff(struct loop *l, struct loop_timer *t, void *ud)
+{
+	struct h2_conn *c = ud;
+
+	c->backoff = NULL;
+	conn_connect_now(c);
+}
+
+static void kick(struct h2_conn *c)
+{
+	if (c->kick)
+		return;
+	if (c->backoff) {
+		loop_del_timer(c->loop, c->backoff);
+		c->backoff = NULL;
+	}
+	c->kick = loop_add_timer(c->loop, 0, on_kick, c);
+}
+
+void h2_conn_connect(struct h2_conn *c)
+{
+	if (c->state == H2_DOWN)
+		kick(c);
+}
+
+/* Tear the connection down. lost: unexpected (schedule a reconnect). */
+static void conn_close(struct h2_conn *c, int code, const char *reason, bool lost)
+{
+	struct grpc_session *s = c->sess;
+
+	if (c->fd >= 0) {
+		loop_del_fd(c->loop, c->fd);
+		close(c->fd);
+		c->fd = -1;
+	}
+	c->sess = NULL;
+	sbuf_reset(&c->out);
+	c->out_off = 0;
+	snprintf(c->reason, sizeof(c->reason), "%s", reason);
+	set_state(c, H2_DOWN, c->reason);
+	if (s) {
+		/* Calls on the wire: their grpc_call handles die with s. */
+		grpc_session_fail_all(s, code, c->reason);
+		grpc_session_free(s);
+	}
+	if (lost) {
+		fail_queued(c, code, c->reason);
+		schedule_backoff(c);
+	} else if (c->calls)
+		kick(c);	/* calls queued behind a GOAWAY: new connection */
+}
+
+static void conn_flush(struct h2_conn *c)
+{
+	if (c->state != H2_UP)
+		return;
+	for (;;) {
+		if (c->out_off == c->out.len) {
+			sbuf_reset(&c->out);
+			c->out_off = 0;
+			int r = grpc_session_output(c->sess, &c->out);
+			if (r < 0) {
+				conn_close(c, GRPC_UNAVAILABLE, "HTTP/2 send failed", true);
+				return;
+			}
+			if (r == 0)
+				break;
+		}
+		ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			char why[128];
+			snprintf(why, sizeof(why), "send: %s", strerror(errno));
+			conn_close(c, GRPC_UNAVAILABLE, why, true);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	loop_mod_fd(c->loop, c->fd, c->out_off < c->out.len ? LOOP_READ | LOOP_WRITE : LOOP_READ);
+	/* A GOAWAY'd or finished session with nothing left open: close it. */
+	if (grpc_session_closing(c->sess) && grpc_session_active(c->sess) == 0
+	    && c->out_off == c->out.len)
+		conn_close(c, GRPC_UNAVAILABLE, "connection closed (GOAWAY)", false);
+}
+
+static void on_fd(struct loop *l, int fd, unsigned events, void *ud)
+{
+	struct h2_conn *c = ud;
+
+	if (c->state == H2_CONNECTING) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			err = errno;
+		if (err) {
+			char why[128];
+			snprintf(why, sizeof(why), "connect %s: %s", c->path, strerror(err));
+			conn_close(c, GRPC_UNAVAILABLE, why, true);
+			return;
+		}
+		conn_up(c);
+		return;
+	}
+	if (c->state != H2_UP)
+		return;
+	if (events & LOOP_READ) {
+		uint8_t buf[65536];
+
+		for (int i = 0; i < 16; i++) {
+			ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				break;
+			if (n <= 0) {
+				char why[128];
+				snprintf(why, sizeof(why), "%s", n == 0 ? "connection closed by peer"
+					 : strerror(errno));
+				conn_close(c, GRPC_UNAVAILABLE, why, true);
+				return;
+			}
+			if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
+				conn_close(c, GRPC_UNAVAILABLE, "HTTP/2 protocol error from peer", true);
+				return;
+			}
+			if (c->state != H2_UP)
+				return;
+			if ((size_t)n < sizeof(buf))
+				break;
+		}
+	}
+	conn_flush(c);
+}
+
+static void on_deadline(struct loop *l, struct loop_timer *t, void *ud)
+{
+	struct h2_call *k = ud;
+	struct h2_conn *c = k->c;
+	char msg[96];
+
+	k->timer = NULL;	/* the loop frees it after we return */
+	snprintf(msg, sizeof(msg), "deadline of %" PRIu64 " ms exceeded", k->timeout_ms);
+	if (k->gc) {
+		grpc_session_cancel(c->sess, k->gc, GRPC_DEADLINE_EXCEEDED, msg);
+		conn_flush(c);
+	} else
+		call_fail(k, GRPC_DEADLINE_EXCEEDED, msg);
+}
+
+int h2_conn_new(struct loop *loop, const char *path, const struct h2_conn_opts *opts,
+		struct h2_conn **ret_conn)
+{
+	struct sockaddr_un sa;
+	struct h2_conn *c;
+
+	if (!path || !*path || strlen(path) >= sizeof(sa.sun_path))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->path = strdup(path);
+	if (!c->path) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->loop = loop;
+	c->fd = -1;
+	c->state = H2_DOWN;
+	if (opts)
+		c->opts = *opts;
+	if (!c->opts.backoff_ms)
+		c->opts.backoff_ms = 1000;
+	if (!c->opts.backoff_max_ms)
+		c->opts.backoff_max_ms = 120000;
+	sbuf_init(&c->out, OUT_CAP);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15ull;
+	*ret_conn = c;
+	return 0;
+}
+
+void h2_conn_free(struct h2_conn *c)
+{
+	if (!c)
+		return;
+	c->opts.on_state = NULL;
+	loop_del_timer(c->loop, c->kick);
+	loop_del_timer(c->loop, c->backoff);
+	c->kick = c->backoff = NULL;
+	if (c->sess || c->fd >= 0)
+		conn_close(c, GRPC_CANCELLED, "connection shut down", false);
+	loop_del_timer(c->loop, c->kick);
+	c->kick = NULL;
+	while (c->calls)
+		call_fail(c->calls, GRPC_CANCELLED, "connection shut down");
+	loop_del_timer(c->loop, c->kick);
+	loop_del_timer(c->loop, c->backoff);
+	sbuf_free(&c->out);
+	free(c->path);
+	free(c);
+}
+
+int h2_conn_submit(struct h2_conn *c, const char *path, const void *msg, size_t len,
+		   uint64_t timeout_ms, grpc_done_fn done, void *userdata, struct h2_call **ret_call)
+{
+	if (len > GRPC_MAX_MESSAGE)
+		return -E2BIG;
+	struct h2_call *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->c = c;
+	k->path = strdup(path);
+	k->msg = malloc(len ? len : 1);
+	if (!k->path || !k->msg)
+		goto oom;
+	if (len)
+		memcpy(k->msg, msg, len);
+	k->len = len;
+	k->done = done;
+	k->userdata = userdata;
+	k->timeout_ms = timeout_ms;
+	if (timeout_ms) {
+		k->deadline_ms = loop_now_ms() + timeout_ms;
+		k->timer = loop_add_timer(c->loop, timeout_ms, on_deadline, k);
+		if (!k->timer)
+			goto oom;
+	}
+	k->next = c->calls;
+	if (c->calls)
+		c->calls->prev = k;
+	c->calls = k;
+	/* Never complete inside submit: starting happens from a loop callback. */
+	kick(c);
+	if (ret_call)
+		*ret_call = k;
+	return 0;
+oom:
+	free(k->path);
+	free(k->msg);
+	free(k);
+	return -ENOMEM;
+}
+
+void h2_conn_cancel(struct h2_conn *c, struct h2_call *k, int code, const char *message)
+{
+	if (!k)
+		return;
+	if (k->gc) {
+		grpc_session_cancel(c->sess, k->gc, code, message);
+		conn_flush(c);
+	} else
+		call_fail(k, code, message);
+}
+
+enum h2_state h2_conn_state(struct h2_conn *c)
+{
+	return c->state;
+}
