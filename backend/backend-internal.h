@@ -40,6 +40,8 @@ struct backend {
 	struct engine *engines;
 	size_t nengines;
 	atomic_int state;
+	atomic_ullong next_op;		/* the next operation id */
+	atomic_uint bad_records;	/* checkpoints that could not be read */
 	struct timespec started_mono;
 	time_t started;
 
@@ -70,6 +72,14 @@ extern const struct btype containers_type;	/* container.c */
 int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);
 int profiles_init(struct backend *b, struct nerr *err);
+
+/* container.c */
+int containers_recover(struct backend *b, struct nerr *err);
+int containers_watch(struct backend *b);
+
+/* volume.c: where a container mounts volume NAME from (its publish
+ * target); -ENOENT no such volume, -EBUSY not published. */
+int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err);
 
 /* metrics.c: the Prometheus text of metrics/nodefs.prom. */
 int metrics_render(struct backend *b, struct sbuf *out);

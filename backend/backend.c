@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "operation.h"
+#include "store.h"
 #include "nodefs-config.h"
 
 struct backend *node_backend(struct bnode *n)
@@ -198,6 +200,9 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 			     cfg->state_dir, strerror(errno));
 		goto fail;
 	}
+	r = store_init(cfg->state_dir, err);
+	if (r < 0)
+		goto fail;
 
 	r = -ENOMEM;
 	b->root = bnode_new(&root_type, "", b);
@@ -238,11 +243,20 @@ fail:
 
 int backend_start(struct backend *b, struct nerr *err)
 {
-	int r = engines_start(b, err);
+	int r;
 
+	events_emit(b->events, "daemon", NULL, NULL, "RECOVERING", NULL, "nodefs starting");
+	r = engines_start(b, err);
 	if (r < 0)
 		return r;
-	events_emit(b->events, "daemon", NULL, NULL, "RECOVERING", NULL, "nodefs starting");
+	r = ops_recover(b, err);
+	if (r < 0)
+		return r;
+	r = containers_recover(b, err);
+	if (r < 0)
+		return r;
+	containers_watch(b);
+	ops_drop_orphans(b);
 	atomic_store(&b->state, BACKEND_READY);
 	bnode_changed(b->root);
 	events_emit(b->events, "daemon", NULL, "RECOVERING", "READY", NULL, NULL);

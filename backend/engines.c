@@ -180,6 +180,9 @@ int engines_init(struct backend *b, struct nerr *err)
 
 int engines_start(struct backend *b, struct nerr *err)
 {
+	/* a first probe before anything asks an engine for work */
+	for (size_t i = 0; i < b->nengines; i++)
+		engine_probe(&b->engines[i]);
 	if (pthread_create(&b->monitor, NULL, monitor_main, b) != 0)
 		return nerr_set(err, EAGAIN, "cannot start the runtime monitor thread");
 	b->monitor_running = true;

@@ -143,3 +143,13 @@ const struct btype volumes_type = {
 	.mkdir = volumes_mkdir,
 	.rmdir = volumes_rmdir,
 };
+
+int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err)
+{
+	struct bnode *k = bnode_lookup(b->volumes, name);
+
+	if (!k)
+		return nerr_set(err, ENOENT, "no volume '%s'", name);
+	bnode_unref(k);
+	return nerr_set(err, EBUSY, "volume '%s' is not published", name);
+}

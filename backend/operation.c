@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* operation: operation records and per-object action queues; see operation.h. */
+#include "backend-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "operation.h"
+#include "store.h"
+
+const char *op_state_to_string(enum op_state s)
+{
+	switch (s) {
+	case OP_PENDING: return "PENDING";
+	case OP_FINISHED: return "FINISHED";
+	case OP_FAILED: return "FAILED";
+	case OP_DROPPED: return "DROPPED";
+	}
+	return "UNKNOWN";
+}
+
+static enum op_state op_state_from_string(const char *s)
+{
+	for (int i = OP_PENDING; i <= OP_DROPPED; i++)
+		if (s && strcmp(s, op_state_to_string(i)) == 0)
+			return i;
+	return OP_DROPPED;
+}
+
+static struct operation *opof(struct bnode *n)
+{
+	return n->priv;
+}
+
+static void fmt_time(time_t t, char *buf, size_t len)
+{
+	struct tm tm;
+
+	if (!t) {
+		buf[0] = '\0';
+		return;
+	}
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+#define OP_SHOW_STR(field)						\
+	static int show_##field(struct bnode *n, struct sbuf *out)	\
+	{								\
+		struct operation *op = opof(n);				\
+		int r;							\
+		pthread_mutex_lock(&op->lock);				\
+		r = op->field[0] ? sbuf_printf(out, "%s\n", op->field) : 0; \
+		pthread_mutex_unlock(&op->lock);			\
+		return r;						\
+	}
+OP_SHOW_STR(type)
+OP_SHOW_STR(object)
+OP_SHOW_STR(command)
+OP_SHOW_STR(error)
+OP_SHOW_STR(remote)
+
+static int show_state(struct bnode *n, struct sbuf *out)
+{
+	struct operation *op = opof(n);
+	int r;
+
+	pthread_mutex_lock(&op->lock);
+	r = sbuf_printf(out, "%s\n", op_state_to_string(op->state));
+	pthread_mutex_unlock(&op->lock);
+	return r;
+}
+
+static int show_attempts(struct bnode *n, struct sbuf *out)
+{
+	struct operation *op = opof(n);
+	int r;
+
+	pthread_mutex_lock(&op->lock);
+	r = sbuf_printf(out, "%u\n", op->attempts);
+	pthread_mutex_unlock(&op->lock);
+	return r;
+}
+
+static int show_created(struct bnode *n, struct sbuf *out)
+{
+	char t[64];
+
+	fmt_time(opof(n)->created, t, sizeof(t));
+	return sbuf_printf(out, "%s\n", t);
+}
+
+static int show_finished(struct bnode *n, struct sbuf *out)
+{
+	struct operation *op = opof(n);
+	char t[64];
+
+	pthread_mutex_lock(&op->lock);
+	fmt_time(op->finished, t, sizeof(t));
+	pthread_mutex_unlock(&op->lock);
+	return t[0] ? sbuf_printf(out, "%s\n", t) : 0;
+}
+
+/* The record, as checkpointed and as info.json shows it. Lock held. */
+static json_t *op_json_locked(struct operation *op)
+{
+	char c[64], f[64];
+
+	fmt_time(op->created, c, sizeof(c));
+	fmt_time(op->finished, f, sizeof(f));
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:s}",
+			 "id", op->id, "type", op->type, "object", op->object,
+			 "command", op->command, "state", op_state_to_string(op->state),
+			 "error", op->error, "remote", op->remote, "attempts", (int)op->attempts,
+			 "created_unix", (json_int_t)op->created,
+			 "finished_unix", (json_int_t)op->finished, "created", c, "finished", f);
+}
+
+static int show_info(struct bnode *n, struct sbuf *out)
+{
+	struct operation *op = opof(n);
+	json_t *j;
+	char *s;
+	int r;
+
+	pthread_mutex_lock(&op->lock);
+	j = op_json_locked(op);
+	pthread_mutex_unlock(&op->lock);
+	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(j);
+	if (!s)
+		return -ENOMEM;
+	r = sbuf_printf(out, "%s\n", s);
+	free(s);
+	return r;
+}
+
+static const struct battr op_attrs[] = {
+	{ .name = "type", .show = show_type },
+	{ .name = "object", .show = show_object },
+	{ .name = "command", .show = show_command },
+	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
+	{ .name = "error", .show = show_error },
+	{ .name = "remote_status", .show = show_remote },
+	{ .name = "attempts", .show = show_attempts },
+	{ .name = "created", .show = show_created },
+	{ .name = "finished", .show = show_finished },
+	{ .name = "info.json", .show = show_info },
+};
+
+static void op_node_free(struct bnode *n)
+{
+	struct operation *op = n->priv;
+
+	pthread_mutex_destroy(&op->lock);
+	free(op);
+}
+
+static const struct btype op_type = {
+	.name = "operation",
+	.attrs = op_attrs,
+	.nattrs = sizeof(op_attrs) / sizeof(op_attrs[0]),
+	.free = op_node_free,
+};
+
+static int op_checkpoint(struct operation *op, struct nerr *err)
+{
+	json_t *j;
+	int r;
+
+	pthread_mutex_lock(&op->lock);
+	j = op_json_locked(op);
+	pthread_mutex_unlock(&op->lock);
+	if (!j)
+		return nerr_set(err, ENOMEM, "out of memory");
+	r = store_put(op->b->cfg->state_dir, "operations", op->id, j, err);
+	json_decref(j);
+	return r;
+}
+
+static struct operation *op_alloc(struct backend *b, const char *id)
+{
+	struct operation *op = calloc(1, sizeof(*op));
+
+	if (!op)
+		return NULL;
+	op->b = b;
+	snprintf(op->id, sizeof(op->id), "%s", id);
+	pthread_mutex_init(&op->lock, NULL);
+	op->node = bnode_new(&op_type, id, op);
+	if (!op->node) {
+		pthread_mutex_destroy(&op->lock);
+		free(op);
+		return NULL;
+	}
+	return op;
+}
+
+int op_begin(struct backend *b, const char *type, const char *object, const char *command,
+	     struct operation **ret, struct nerr *err)
+{
+	unsigned long long seq = atomic_fetch_add(&b->next_op, 1);
+	char id[32];
+	struct operation *op;
+	int r;
+
+	snprintf(id, sizeof(id), "%06llu", seq);
+	op = op_alloc(b, id);
+	if (!op)
+		return nerr_set(err, ENOMEM, "out of memory");
+	snprintf(op->type, sizeof(op->type), "%s", type);
+	snprintf(op->object, sizeof(op->object), "%s", object);
+	snprintf(op->command, sizeof(op->command), "%s", command);
+	op->state = OP_PENDING;
+	op->created = time(NULL);
+	r = op_checkpoint(op, err);
+	if (r < 0) {
+		nerr_prefix(err, "cannot checkpoint the operation");
+		bnode_unref(op->node);
+		return r;
+	}
+	r = bnode_add(b->operations, op->node);
+	if (r < 0) {
+		store_del(b->cfg->state_dir, "operations", id, NULL);
+		bnode_unref(op->node);
+		return nerr_set(err, -r, "operation %s: %s", id, strerror(-r));
+	}
+	events_emit(b->events, "operation", id, NULL, "PENDING", id, command);
+	*ret = op;	/* the caller's reference is the node's */
+	return 0;
+}
+
+void op_set_attempts(struct operation *op, unsigned attempts)
+{
+	pthread_mutex_lock(&op->lock);
+	op->attempts = attempts;
+	pthread_mutex_unlock(&op->lock);
+	bnode_changed(op->node);
+}
+
+void op_set_remote(struct operation *op, const char *remote)
+{
+	pthread_mutex_lock(&op->lock);
+	snprintf(op->remote, sizeof(op->remote), "%s", remote);
+	pthread_mutex_unlock(&op->lock);
+}
+
+/* Keep at most operations_keep ended operations: drop the oldest. */
+static void ops_trim(struct backend *b)
+{
+	struct bnode **v;
+	size_t n, ended = 0;
+
+	if (bnode_list(b->operations, &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		ended += opof(v[i])->state != OP_PENDING;
+	for (size_t i = 0; i < n && ended > b->cfg->operations_keep; i++) {
+		struct operation *op = opof(v[i]);
+		if (op->state == OP_PENDING)
+			continue;
+		store_del(b->cfg->state_dir, "operations", op->id, NULL);
+		bnode_remove(v[i]);
+		ended--;
+	}
+	bnode_list_free(v, n);
+}
+
+static void op_finish(struct operation *op, enum op_state st, const char *msg)
+{
+	struct nerr cerr = { 0 };
+	const char *old;
+
+	pthread_mutex_lock(&op->lock);
+	old = op_state_to_string(op->state);
+	op->state = st;
+	op->finished = time(NULL);
+	snprintf(op->error, sizeof(op->error), "%s", msg ? msg : "");
+	pthread_mutex_unlock(&op->lock);
+	if (op_checkpoint(op, &cerr) < 0)
+		log_err("operation %s: %s", op->id, cerr.msg);
+	events_emit(op->b->events, "operation", op->id, old, op_state_to_string(st), op->id, msg);
+	bnode_changed(op->node);
+	ops_trim(op->b);
+}
+
+void op_end(struct operation *op, int result, const struct nerr *err)
+{
+	if (result >= 0)
+		op_finish(op, OP_FINISHED, NULL);
+	else
+		op_finish(op, OP_FAILED, err && err->msg[0] ? err->msg : strerror(-result));
+}
+
+void op_drop(struct operation *op, const char *reason)
+{
+	op_finish(op, OP_DROPPED, reason);
+}
+
+void op_unref(struct operation *op)
+{
+	if (op)
+		bnode_unref(op->node);
+}
+
+static void recover_one(void *ctx, const char *name, json_t *j)
+{
+	struct backend *b = ctx;
+	const char *s;
+	struct operation *op = op_alloc(b, name);
+	unsigned long long seq = strtoull(name, NULL, 10);
+
+	if (!op)
+		return;
+	if (seq >= atomic_load(&b->next_op))
+		atomic_store(&b->next_op, seq + 1);
+#define STR(f, k) if ((s = json_string_value(json_object_get(j, k)))) snprintf(op->f, sizeof(op->f), "%s", s)
+	STR(type, "type");
+	STR(object, "object");
+	STR(command, "command");
+	STR(error, "error");
+	STR(remote, "remote");
+#undef STR
+	op->state = op_state_from_string(json_string_value(json_object_get(j, "state")));
+	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));
+	op->created = (time_t)json_integer_value(json_object_get(j, "created_unix"));
+	op->finished = (time_t)json_integer_value(json_object_get(j, "finished_unix"));
+	if (bnode_add(b->operations, op->node) < 0) {
+		bnode_unref(op->node);
+		return;
+	}
+	bnode_unref(op->node);
+}
+
+static void recover_bad(void *ctx, const char *name, const char *why)
+{
+	struct backend *b = ctx;
+
+	log_err("checkpoint of operation %s is unreadable: %s", name, why);
+	atomic_fetch_add(&b->bad_records, 1);
+}
+
+int ops_recover(struct backend *b, struct nerr *err)
+{
+	int r = store_load(b->cfg->state_dir, "operations", recover_one, recover_bad, b);
+
+	if (r < 0)
+		return nerr_set(err, -r, "cannot read the operation checkpoints: %s", strerror(-r));
+	return 0;
+}
+
+/* Operations still PENDING after every module recovered could not be
+ * driven to an end by anyone: drop them, with the reason. */
+void ops_drop_orphans(struct backend *b)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (bnode_list(b->operations, &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct operation *op = opof(v[i]);
+		if (op->state == OP_PENDING && !op->claimed)
+			op_drop(op, "nodefs restarted while the operation was in flight; "
+				"the object was reconciled with what its plugin or engine reports");
+	}
+	bnode_list_free(v, n);
+}
+
+struct operation *op_find(struct backend *b, const char *id)
+{
+	struct bnode *n = bnode_lookup(b->operations, id);
+
+	return n ? opof(n) : NULL;	/* the caller holds the node's reference */
+}
+
+/* ---- action queues ---- */
+
+void actq_init(struct actq *q)
+{
+	pthread_mutex_init(&q->lock, NULL);
+	q->busy = false;
+	q->head = q->tail = NULL;
+}
+
+bool actq_busy(struct actq *q)
+{
+	bool b;
+
+	pthread_mutex_lock(&q->lock);
+	b = q->busy;
+	pthread_mutex_unlock(&q->lock);
+	return b;
+}
+
+static void actq_run(void *arg);
+
+static void action_finish(struct action *a, int r)
+{
+	if (a->op)
+		op_end(a->op, r, &a->err);
+	if (a->done)
+		a->done(a, r);
+	if (a->rq) {
+		if (r < 0)
+			a->rq->err = a->err;
+		breq_complete(a->rq, r);
+		a->rq = NULL;
+	}
+	op_unref(a->op);
+	a->op = NULL;
+	a->free(a);
+}
+
+static void actq_run(void *arg)
+{
+	struct actq *q = arg;
+
+	for (;;) {
+		struct action *a;
+		int r;
+
+		pthread_mutex_lock(&q->lock);
+		a = q->head;
+		if (!a) {
+			q->busy = false;
+			pthread_mutex_unlock(&q->lock);
+			return;
+		}
+		q->head = a->next;
+		if (!q->head)
+			q->tail = NULL;
+		pthread_mutex_unlock(&q->lock);
+		nerr_clear(&a->err);
+		r = a->run(a, &a->err);
+		if (r < 0 && !a->err.msg[0])
+			nerr_set(&a->err, -r, "%s", strerror(-r));
+		action_finish(a, r);
+	}
+}
+
+int actq_submit(struct actq *q, struct action *a)
+{
+	bool start;
+
+	a->q = q;
+	a->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (a->rq && a->rq->nonblock && q->busy) {
+		pthread_mutex_unlock(&q->lock);
+		return -EBUSY;
+	}
+	if (q->tail)
+		q->tail->next = a;
+	else
+		q->head = a;
+	q->tail = a;
+	start = !q->busy;
+	q->busy = true;
+	pthread_mutex_unlock(&q->lock);
+
+	if (a->rq && a->rq->nonblock) {
+		/* checkpointed already (op_begin): answer with the id now */
+		struct breq *rq = a->rq;
+		a->rq = NULL;
+		if (a->op)
+			sbuf_printf(&rq->reply, "%s\n", a->op->id);
+		breq_complete(rq, 0);
+	}
+	if (start && work_submit(a->b->work, actq_run, q) < 0)
+		actq_run(q);	/* no worker could start: run here rather than lose it */
+	return -EINPROGRESS;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * operation: operations/ID/, the record of one action on one object.
+ *
+ * Every ctl command that acts on a volume or container is an operation:
+ * PENDING when checkpointed, then FINISHED, FAILED (with the error and the
+ * raw remote status) or DROPPED (could not be driven to an end, with the
+ * reason). Finished operations are kept up to operations_keep, oldest
+ * dropped first; the directory lists them oldest first.
+ *
+ * The action queue runs the actions of one object strictly in order on the
+ * backend's worker pool: a second command waits its turn, or fails with
+ * EBUSY when its writer opened the ctl file O_NONBLOCK.
+ */
+#ifndef NODEFS_OPERATION_H
+#define NODEFS_OPERATION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "nerr.h"
+
+struct backend;
+struct bnode;
+struct breq;
+struct json_t;
+
+enum op_state { OP_PENDING, OP_FINISHED, OP_FAILED, OP_DROPPED };
+
+const char *op_state_to_string(enum op_state s);
+
+struct operation {
+	struct backend *b;
+	struct bnode *node;		/* operations/ID, referenced */
+	char id[32];
+	char type[32];			/* "volume.publish", "container.start" */
+	char object[80];		/* "volumes/db" */
+	char command[512];		/* the ctl line, cut at 511 bytes */
+	pthread_mutex_t lock;		/* the fields below */
+	enum op_state state;
+	char error[NERR_MSG_MAX];
+	char remote[64];		/* the raw remote status ("grpc 14 UNAVAILABLE") */
+	unsigned attempts;
+	time_t created, finished;
+	bool claimed;			/* recovery: its object re-drives it */
+};
+
+/* Make a PENDING operation, show it and checkpoint it. The caller holds one
+ * reference (op_unref). -errno with err when the checkpoint fails: then
+ * nothing was shown and the action must not start. */
+int op_begin(struct backend *b, const char *type, const char *object, const char *command,
+	     struct operation **ret, struct nerr *err);
+void op_set_attempts(struct operation *op, unsigned attempts);
+void op_set_remote(struct operation *op, const char *remote);
+/* End the operation: FINISHED when result >= 0, else FAILED with err. */
+void op_end(struct operation *op, int result, const struct nerr *err);
+void op_drop(struct operation *op, const char *reason);
+void op_unref(struct operation *op);
+
+/* Recreate operations from their checkpoints at start (PENDING ones are
+ * returned to the owning module through op_recover_pending by the caller). */
+int ops_recover(struct backend *b, struct nerr *err);
+/* After recovery: drop PENDING operations nobody claimed, with the reason. */
+void ops_drop_orphans(struct backend *b);
+/* The operation with this id (its node referenced), or NULL. */
+struct operation *op_find(struct backend *b, const char *id);
+
+/* ---- per-object action queues ---- */
+
+struct action;
+typedef int (*action_fn)(struct action *a, struct nerr *err);
+
+struct action {
+	struct action *next;
+	struct actq *q;
+	struct backend *b;
+	struct operation *op;		/* may be NULL for internal work */
+	struct breq *rq;		/* NULL once completed (nonblock) */
+	action_fn run;			/* on a worker: may block */
+	void (*done)(struct action *a, int result);	/* after run, optional */
+	void (*free)(struct action *a);	/* free the enclosing struct */
+	struct nerr err;
+};
+
+struct actq {
+	pthread_mutex_t lock;
+	bool busy;
+	struct action *head, *tail;
+};
+
+void actq_init(struct actq *q);
+bool actq_busy(struct actq *q);
+/* Queue a (begun with op_begin, or op NULL). Returns -EINPROGRESS: rq is
+ * completed when a has run (or at once with the operation id when rq is
+ * nonblock); -EBUSY for a nonblock rq while q is busy (nothing queued). */
+int actq_submit(struct actq *q, struct action *a);
+
+#endif

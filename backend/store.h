@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * store: checkpoints under the state dir, one JSON record per object.
+ *
+ * STATE_DIR/KIND/NAME.json, written atomically (temporary file, fsync,
+ * rename, fsync of the directory) so a crash leaves the old record or the
+ * new one, never a torn one. Every record carries "version": a reader knows
+ * which format it holds. Called from worker threads; records of one object
+ * are written by one thread at a time (the object's action queue).
+ */
+#ifndef NODEFS_STORE_H
+#define NODEFS_STORE_H
+
+#include <jansson.h>
+
+struct backend;
+struct nerr;
+
+#define STORE_VERSION 1
+
+/* Make STATE_DIR/KIND for each kind. */
+int store_init(const char *state_dir, struct nerr *err);
+/* Write obj (a "version" key is added) as KIND/NAME.json. -errno with err
+ * (ENOSPC, EROFS, EIO...): the caller must not acknowledge the action. */
+int store_put(const char *state_dir, const char *kind, const char *name, json_t *obj,
+	      struct nerr *err);
+/* Remove KIND/NAME.json; 0 if it was not there. */
+int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err);
+
+/* Call fn for every record of KIND, oldest file first. A record that does
+ * not parse, or whose version is unknown, is reported through bad (name and
+ * reason) and skipped. */
+typedef void (*store_load_fn)(void *ctx, const char *name, json_t *obj);
+typedef void (*store_bad_fn)(void *ctx, const char *name, const char *reason);
+int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_bad_fn bad,
+	       void *ctx);
+
+#endif
