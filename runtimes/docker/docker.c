@@ -37,11 +37,14 @@
 #define DK_POOL_MAX 8
 #define DK_CONNECT_TIMEOUT_MS 2000L
 #define DK_CALL_TIMEOUT_MS 60000L
-#define DK_CG_MAX 128
+#define DK_CG_MAX 64
 #define DK_CG_PATH 200
+#define DK_CG_NFD 4
+#define DK_OOM_MAX 32
 #define DK_EXEC_CAP (1u << 20)
 
-struct dk_cg {
+/* Where a container's cgroup files are. */
+struct dk_cgpath {
 	char id[72];
 	bool v2;
 	char cpu[DK_CG_PATH];	/* v1 cpuacct dir, v2 the unified dir */
@@ -49,18 +52,30 @@ struct dk_cg {
 	char pids[DK_CG_PATH];
 };
 
+/* A cached container's stats files, open: cpu, memory, limit, pids. */
+struct dk_cg {
+	char id[72];		/* "" when the slot is free */
+	bool v2;
+	int fd[DK_CG_NFD];
+};
+
 struct docker {
 	char sock[108];
 	int stop_timeout;
 	bool cgroup_v2;		/* the host is unified-only */
 
-	pthread_mutex_t lock;	/* api, negotiated, pool, cg cache */
+	pthread_mutex_t lock;	/* api, negotiated, pool */
 	char api[16];
 	bool negotiated;
 	CURL *idle[DK_POOL_MAX];
 	size_t nidle;
+	/* containers the engine reported an "oom" event for since their last
+	 * start: its OOMKilled flag loses a race with the exit (20.10) */
+	char oom[DK_OOM_MAX][72];
+	size_t oom_next;
+	pthread_rwlock_t cglock;	/* cg: preads share it, changes exclude */
 	struct dk_cg cg[DK_CG_MAX];
-	size_t ncg, cg_next;
+	size_t cg_next;
 
 	/* the /events watcher */
 	pthread_mutex_t wlock;
@@ -72,6 +87,9 @@ struct docker {
 	rt_event_fn fn;
 	void *fn_ctx;
 };
+
+static void cg_close(struct dk_cg *cg);
+static void cg_forget(struct docker *d, const char *id);
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;
@@ -373,6 +391,10 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	d->cgroup_v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->wlock, NULL);
+	pthread_rwlock_init(&d->cglock, NULL);
+	for (size_t i = 0; i < DK_CG_MAX; i++)
+		for (int k = 0; k < DK_CG_NFD; k++)
+			d->cg[i].fd[k] = -1;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wcond, &ca);
@@ -399,6 +421,9 @@ static void dk_close(void *h)
 		curl_multi_cleanup(d->wmulti);
 	for (size_t i = 0; i < d->nidle; i++)
 		curl_easy_cleanup(d->idle[i]);
+	for (size_t i = 0; i < DK_CG_MAX; i++)
+		cg_close(&d->cg[i]);
+	pthread_rwlock_destroy(&d->cglock);
 	pthread_cond_destroy(&d->wcond);
 	pthread_mutex_destroy(&d->wlock);
 	pthread_mutex_destroy(&d->lock);
@@ -668,17 +693,38 @@ static int dk_destroy(void *h, const char *id, struct nerr *err)
 		nerr_clear(err);
 		r = 0;
 	}
-	if (r == 0) {
-		pthread_mutex_lock(&d->lock);
-		for (size_t i = 0; i < d->ncg; i++)
-			if (strcmp(d->cg[i].id, id) == 0)
-				d->cg[i].id[0] = '\0';
-		pthread_mutex_unlock(&d->lock);
-	}
+	if (r == 0)
+		cg_forget(d, id);
 	return r;
 }
 
 /* --- inspect / list ------------------------------------------------------- */
+
+/* id may be a prefix of the full id the events carry */
+static bool oom_seen(struct docker *d, const char *id)
+{
+	size_t n = strlen(id);
+	bool seen = false;
+
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < DK_OOM_MAX && !seen; i++)
+		seen = d->oom[i][0] && strncmp(d->oom[i], id, n) == 0;
+	pthread_mutex_unlock(&d->lock);
+	return seen;
+}
+
+static void oom_note(struct docker *d, const struct rt_event *ev)
+{
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < DK_OOM_MAX; i++)
+		if (strcmp(d->oom[i], ev->id) == 0)
+			d->oom[i][0] = '\0';
+	if (ev->kind == RT_EV_OOM) {
+		snprintf(d->oom[d->oom_next], sizeof(d->oom[0]), "%s", ev->id);
+		d->oom_next = (d->oom_next + 1) % DK_OOM_MAX;
+	}
+	pthread_mutex_unlock(&d->lock);
+}
 
 static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err)
 {
@@ -693,6 +739,8 @@ static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct ner
 	r = dk_call(h, &rq, &body, NULL, err);
 	if (r == 0)
 		r = docker_json_parse_inspect(body.buf, body.len, ret, err);
+	if (r == 0 && ret->state == RT_STATE_EXITED && !ret->oom_killed)
+		ret->oom_killed = oom_seen(h, id);
 	sbuf_free(&body);
 	return r;
 }
@@ -907,23 +955,6 @@ static int read_small(const char *dir, const char *file, char *buf, size_t n)
 	return 0;
 }
 
-static int read_u64(const char *dir, const char *file, uint64_t *ret)
-{
-	char buf[64], *end;
-	int r;
-
-	r = read_small(dir, file, buf, sizeof(buf));
-	if (r < 0)
-		return r;
-	if (strncmp(buf, "max", 3) == 0) {	/* v2: unlimited */
-		*ret = 0;
-		return 0;
-	}
-	errno = 0;
-	*ret = strtoull(buf, &end, 10);
-	return errno || end == buf ? -EIO : 0;
-}
-
 /* "key value" lines: the value of key, or -ENOENT */
 static int find_key(const char *text, const char *key, uint64_t *ret)
 {
@@ -947,7 +978,7 @@ static bool is_dir(const char *p)
 /* Where the engine put the container's cgroups, from what it usually does
  * (cgroupfs driver: <ctrl>/docker/<id>; systemd driver: system.slice/
  * docker-<id>.scope), else from /proc/<pid>/cgroup of its init. */
-static int cg_resolve(struct docker *d, const char *id, struct dk_cg *cg, struct nerr *err)
+static int cg_resolve(struct docker *d, const char *id, struct dk_cgpath *cg, struct nerr *err)
 {
 	static const char *const v2_fmt[] = { "/sys/fs/cgroup/system.slice/docker-%s.scope",
 					      "/sys/fs/cgroup/docker/%s" };
@@ -1017,93 +1048,170 @@ static int cg_resolve(struct docker *d, const char *id, struct dk_cg *cg, struct
 	return 0;
 }
 
+static int pread_text(int fd, char *buf, size_t n)
+{
+	ssize_t k = pread(fd, buf, n - 1, 0);
+
+	if (k < 0)
+		return -errno;
+	buf[k] = '\0';
+	return 0;
+}
+
+static int pread_u64(int fd, uint64_t *ret)
+{
+	char buf[64], *end;
+	int r = pread_text(fd, buf, sizeof(buf));
+
+	if (r < 0)
+		return r;
+	if (strncmp(buf, "max", 3) == 0) {	/* v2: unlimited */
+		*ret = 0;
+		return 0;
+	}
+	errno = 0;
+	*ret = strtoull(buf, &end, 10);
+	return errno || end == buf ? -EIO : 0;
+}
+
+/* Open the four files stats reads; kept open, since an open of a cgroup
+ * file costs ~9 us here and a pread ~1 us. */
+static int cg_open(const struct dk_cgpath *p, struct dk_cg *cg)
+{
+	static const char *const v1[DK_CG_NFD] = { "cpuacct.stat", "memory.usage_in_bytes",
+						   "memory.limit_in_bytes", "pids.current" };
+	static const char *const v2[DK_CG_NFD] = { "cpu.stat", "memory.current", "memory.max",
+						   "pids.current" };
+	const char *const dirs[DK_CG_NFD] = { p->cpu, p->mem, p->mem, p->pids };
+	char path[DK_CG_PATH + 64];
+
+	snprintf(cg->id, sizeof(cg->id), "%s", p->id);
+	cg->v2 = p->v2;
+	for (int i = 0; i < DK_CG_NFD; i++)
+		cg->fd[i] = -1;
+	for (int i = 0; i < DK_CG_NFD; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dirs[i], (p->v2 ? v2 : v1)[i]);
+		cg->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (cg->fd[i] < 0) {
+			int r = -errno;
+
+			cg_close(cg);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void cg_close(struct dk_cg *cg)
+{
+	for (int i = 0; i < DK_CG_NFD; i++)
+		if (cg->fd[i] >= 0)
+			close(cg->fd[i]);
+	for (int i = 0; i < DK_CG_NFD; i++)
+		cg->fd[i] = -1;
+	cg->id[0] = '\0';
+}
+
 static int cg_read(const struct dk_cg *cg, struct rt_stats *s)
 {
+	static long hz;
 	char buf[1024];
 	uint64_t v;
 	int r;
 
 	memset(s, 0, sizeof(*s));
+	r = pread_text(cg->fd[0], buf, sizeof(buf));
+	if (r < 0)
+		return r;
 	if (cg->v2) {
-		r = read_small(cg->cpu, "cpu.stat", buf, sizeof(buf));
-		if (r < 0)
-			return r;
 		if (find_key(buf, "user_usec", &v) == 0)
 			s->cpu_user_seconds = v / 1e6;
 		if (find_key(buf, "system_usec", &v) == 0)
 			s->cpu_system_seconds = v / 1e6;
-		r = read_u64(cg->mem, "memory.current", &s->memory_bytes);
-		if (r == 0)
-			r = read_u64(cg->mem, "memory.max", &s->memory_limit_bytes);
 	} else {
-		static long hz;
-
 		if (!hz)
 			hz = sysconf(_SC_CLK_TCK);
-		r = read_small(cg->cpu, "cpuacct.stat", buf, sizeof(buf));
-		if (r < 0)
-			return r;
 		if (find_key(buf, "user", &v) == 0)
 			s->cpu_user_seconds = (double)v / hz;
 		if (find_key(buf, "system", &v) == 0)
 			s->cpu_system_seconds = (double)v / hz;
-		r = read_u64(cg->mem, "memory.usage_in_bytes", &s->memory_bytes);
-		if (r == 0)
-			r = read_u64(cg->mem, "memory.limit_in_bytes", &s->memory_limit_bytes);
-		/* v1 says "unlimited" with a huge page-rounded number */
-		if (s->memory_limit_bytes >= (UINT64_C(1) << 62))
-			s->memory_limit_bytes = 0;
 	}
+	r = pread_u64(cg->fd[1], &s->memory_bytes);
 	if (r == 0)
-		r = read_u64(cg->pids, "pids.current", &s->pids);
+		r = pread_u64(cg->fd[2], &s->memory_limit_bytes);
+	/* v1 says "unlimited" with a huge page-rounded number */
+	if (s->memory_limit_bytes >= (UINT64_C(1) << 62))
+		s->memory_limit_bytes = 0;
+	if (r == 0)
+		r = pread_u64(cg->fd[3], &s->pids);
 	return r;
+}
+
+static struct dk_cg *cg_find(struct docker *d, const char *id)
+{
+	for (size_t i = 0; i < DK_CG_MAX; i++)
+		if (d->cg[i].id[0] && strcmp(d->cg[i].id, id) == 0)
+			return &d->cg[i];
+	return NULL;
+}
+
+static void cg_forget(struct docker *d, const char *id)
+{
+	struct dk_cg *cg;
+
+	pthread_rwlock_wrlock(&d->cglock);
+	cg = cg_find(d, id);
+	if (cg)
+		cg_close(cg);
+	pthread_rwlock_unlock(&d->cglock);
 }
 
 static int dk_stats(void *h, const char *id, struct rt_stats *ret, struct nerr *err)
 {
 	struct docker *d = h;
-	struct dk_cg cg;
-	bool cached = false;
+	struct dk_cgpath p;
+	struct dk_cg cg, *e;
 	int r;
 
 	if (check_id(id, err) < 0)
 		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < d->ncg; i++)
-		if (strcmp(d->cg[i].id, id) == 0) {
-			cg = d->cg[i];
-			cached = true;
-			break;
-		}
-	pthread_mutex_unlock(&d->lock);
-	if (!cached) {
-		r = cg_resolve(d, id, &cg, err);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		/* the hot path: four preads under a read lock */
+		pthread_rwlock_rdlock(&d->cglock);
+		e = cg_find(d, id);
+		r = e ? cg_read(e, ret) : -ENOENT;
+		pthread_rwlock_unlock(&d->cglock);
+		if (e && r == 0)
+			return 0;
+		if (e && r != -ENODEV && r != -ENOENT)
+			return nerr_set(err, -r, "reading cgroup files of %s: %s", id, strerror(-r));
+		/* ENODEV: the cgroup went away (stopped, maybe restarted) */
+		if (e)
+			cg_forget(d, id);
+		r = cg_resolve(d, id, &p, err);
 		if (r < 0)
 			return r;
-	}
-	r = cg_read(&cg, ret);
-	if (r == -ENOENT || r == -ENODEV) {
-		/* cgroup removed: the container stopped (or our cache is stale) */
-		pthread_mutex_lock(&d->lock);
-		for (size_t i = 0; i < d->ncg; i++)
-			if (strcmp(d->cg[i].id, id) == 0)
-				d->cg[i].id[0] = '\0';
-		pthread_mutex_unlock(&d->lock);
-		return nerr_set(err, EBUSY, "container is not running: no stats");
-	}
-	if (r < 0)
-		return nerr_set(err, -r, "reading cgroup files of %s: %s", id, strerror(-r));
-	if (!cached) {
-		pthread_mutex_lock(&d->lock);
-		if (d->ncg < DK_CG_MAX) {
-			d->cg[d->ncg++] = cg;
+		r = cg_open(&p, &cg);
+		if (r < 0)
+			return nerr_set(err, EBUSY, "container is not running: no stats");
+		pthread_rwlock_wrlock(&d->cglock);
+		if (cg_find(d, id)) {
+			cg_close(&cg);	/* another thread was first */
 		} else {
-			d->cg[d->cg_next] = cg;
-			d->cg_next = (d->cg_next + 1) % DK_CG_MAX;
+			e = NULL;
+			for (size_t i = 0; i < DK_CG_MAX && !e; i++)
+				if (!d->cg[i].id[0])
+					e = &d->cg[i];
+			if (!e) {	/* full: evict round robin */
+				e = &d->cg[d->cg_next];
+				d->cg_next = (d->cg_next + 1) % DK_CG_MAX;
+				cg_close(e);
+			}
+			*e = cg;
 		}
-		pthread_mutex_unlock(&d->lock);
+		pthread_rwlock_unlock(&d->cglock);
 	}
-	return 0;
+	return nerr_set(err, EBUSY, "container is not running: no stats");
 }
 
 /* --- the /events watcher -------------------------------------------------- */
@@ -1162,8 +1270,12 @@ static size_t watch_write(char *p, size_t sz, size_t nm, void *ctx)
 			struct rt_event ev;
 			char id[128];
 
-			if (docker_json_parse_event(wc->line, wc->len, &ev, id, sizeof(id)) == 1)
+			if (docker_json_parse_event(wc->line, wc->len, &ev, id, sizeof(id)) == 1) {
+				if (ev.kind == RT_EV_OOM || ev.kind == RT_EV_START ||
+				    ev.kind == RT_EV_DESTROY)
+					oom_note(wc->d, &ev);
 				wc->d->fn(wc->d->fn_ctx, &ev);
+			}
 		}
 		wc->len = 0;
 		wc->overflow = false;

@@ -545,7 +545,10 @@ Test(docker, oom_kill)
 	i = evlog_wait(&l, 0, RT_EV_DIE, id, 20);
 	cr_assert_geq(i, 0, "no DIE");
 	cr_assert_eq(l.ev[i].exit_code, 137);
-	cr_assert_geq(evlog_wait(&l, 0, RT_EV_OOM, id, 2), 0, "no OOM event");
+	/* the engine's oom event comes from containerd's eventfd: it may
+	 * trail the die under load (and 20.10 then loses OOMKilled, which
+	 * the driver restores from the event) */
+	cr_assert_geq(evlog_wait(&l, 0, RT_EV_OOM, id, 10), 0, "no OOM event");
 	struct rt_status st = inspect(id);
 	cr_assert_eq(st.state, RT_STATE_EXITED);
 	cr_assert(st.oom_killed);
