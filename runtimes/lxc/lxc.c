@@ -1,3 +1,1314 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder, being written */
-#include "runtime.h"
-const struct runtime_ops rt_lxc_ops = { .name = "lxc" };
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lxc: the LXC runtime driver (struct runtime_ops rt_lxc_ops) over liblxc 5.
+ *
+ * Every call makes a fresh lxc_container handle and puts it before
+ * returning, so calls on different containers from different worker threads
+ * share nothing but liblxc's own locks. Only containers carrying nodefs's
+ * mark (nodefs.json beside the config, see lxc-meta.c) are listed or
+ * touched; others get ENOENT.
+ *
+ * What a create writes into the container config: lxc.net.0.type from
+ * network_type (default none), lxc.apparmor.profile (default unconfined),
+ * lxc.console.logfile (the logs), lxc.log.file/level (the reason a start
+ * failed), cgroup limits under the host's names (v1 lxc.cgroup.*, v2
+ * lxc.cgroup2.*), lxc.mount.entry bind mounts, lxc.environment, and
+ * lxc.init.cmd with lxc.signal.halt = SIGTERM when argv is given (an
+ * application, not a system init). liblxc 5.0 splits lxc.init.cmd on white
+ * space and ignores quotes, and a daemonized start gives init /dev/null for
+ * stdio, so argv goes through a script: nodefs-cmd.sh beside the config,
+ * bind-mounted read-only at /.nodefs-cmd.sh, run as "/bin/sh
+ * /.nodefs-cmd.sh"; it points stdio at /dev/console (the console log) and
+ * execs the quoted argv, so init is the command itself and its exit status
+ * is the command's. The rootfs needs /bin/sh for a command. A busybox-template container without a network
+ * gets an rcS without udhcpc, which otherwise never returns and makes a
+ * clean halt wait out its whole timeout.
+ *
+ * Exit detection and the real exit code: lxc-watch.c. Cgroup files:
+ * lxc-cgroup.c. Knows nothing of backend/ or fs/.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <lxc/attach_options.h>
+#include <lxc/lxccontainer.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lxc-internal.h"
+#include "macro.h"
+#include "nerr.h"
+#include "sbuf.h"
+
+#define DEFAULT_LXCPATH "/var/lib/lxc"
+#define DEFAULT_TEMPLATE_DIR "/usr/share/lxc/templates"
+#define DEFAULT_TEMPLATE "busybox"
+#define ATTACH_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static inline void lxc_putp(struct lxc_container **c)
+{
+	if (*c)
+		lxc_container_put(*c);
+}
+#define _cleanup_lxc_ _cleanup_(lxc_putp)
+
+static inline void closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+/* ---- the one liblxc error table ---------------------------------------- */
+
+/* liblxc answers most calls with a bool; the table says which errno each
+ * failure becomes, and the message gets liblxc's own words when it has any
+ * (c->error_string, or the last ERROR line of the container's lxc.log). */
+enum lxc_fail {
+	LF_NEW,			/* lxc_container_new returned NULL */
+	LF_NOT_DEFINED,
+	LF_NOT_OURS,
+	LF_EXISTS,
+	LF_TEMPLATE,		/* the template ran and failed */
+	LF_CREATE,
+	LF_CONFIG,		/* set_config_item / save_config */
+	LF_START,
+	LF_NOT_RUNNING,
+	LF_RUNNING,
+	LF_PAUSED,
+	LF_FREEZE,
+	LF_UNFREEZE,
+	LF_STOP,
+	LF_SIGNAL,
+	LF_CGROUP,
+	LF_ATTACH,
+	LF_DESTROY,
+	LF_CONTROL,		/* may_control() false */
+};
+
+static const struct {
+	int err;
+	const char *what;
+} lxc_fail_table[] = {
+	[LF_NEW] = { ENOMEM, "liblxc could not allocate the container handle" },
+	[LF_NOT_DEFINED] = { ENOENT, "no such container" },
+	[LF_NOT_OURS] = { ENOENT, "container not managed by nodefs" },
+	[LF_EXISTS] = { EEXIST, "container name taken" },
+	[LF_TEMPLATE] = { EIO, "template failed" },
+	[LF_CREATE] = { EIO, "create failed" },
+	[LF_CONFIG] = { EINVAL, "config item rejected" },
+	[LF_START] = { EIO, "start failed" },
+	[LF_NOT_RUNNING] = { EBUSY, "container not running" },
+	[LF_RUNNING] = { EBUSY, "container already running" },
+	[LF_PAUSED] = { EBUSY, "container paused" },
+	[LF_FREEZE] = { EIO, "freeze failed" },
+	[LF_UNFREEZE] = { EIO, "unfreeze failed" },
+	[LF_STOP] = { EIO, "stop failed" },
+	[LF_SIGNAL] = { EIO, "signal failed" },
+	[LF_CGROUP] = { EINVAL, "cgroup item rejected" },
+	[LF_ATTACH] = { EIO, "attach failed" },
+	[LF_DESTROY] = { EIO, "destroy failed" },
+	[LF_CONTROL] = { EACCES, "no permission to control the container" },
+};
+
+/* The last line of the container's lxc.log with an ERROR in it. */
+static void last_log_error(struct rt_lxc *h, const char *name, char *buf, size_t size)
+{
+	char path[PATH_MAX], data[8192];
+	int fd, n;
+	off_t end;
+
+	buf[0] = '\0';
+	if (rt_lxc_dir(h, name, RT_LXC_LXC_LOG, path, sizeof(path)) < 0)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	if (end > (off_t)sizeof(data) - 1)
+		lseek(fd, end - (off_t)sizeof(data) + 1, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = (int)read(fd, data, sizeof(data) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	data[n] = '\0';
+	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+		char *e = strstr(line, " ERROR ");
+
+		if (e) {
+			/* "lxc NAME TIME ERROR file - func:line - message" */
+			char *msg = strstr(e, " - ");
+
+			msg = msg ? strstr(msg + 3, " - ") : NULL;
+			snprintf(buf, size, "%s", msg ? msg + 3 : e + 7);
+		}
+	}
+}
+
+static int lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		    enum lxc_fail f, struct nerr *err)
+{
+	char detail[200] = "";
+
+	if (c && c->error_string && c->error_string[0])
+		snprintf(detail, sizeof(detail), "%s", c->error_string);
+	else if (f == LF_START || f == LF_STOP || f == LF_ATTACH || f == LF_CGROUP)
+		last_log_error(h, name, detail, sizeof(detail));
+	if (detail[0])
+		return nerr_set(err, lxc_fail_table[f].err, "lxc %s: %s: %s", name,
+				lxc_fail_table[f].what, detail);
+	return nerr_set(err, lxc_fail_table[f].err, "lxc %s: %s", name, lxc_fail_table[f].what);
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bool name_valid(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > RT_LXC_NAME_MAX || s[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return false;
+	return true;
+}
+
+/* Open a handle on one of our containers: ENOENT if missing or not ours. */
+static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
+		     struct rt_lxc_meta *ret_meta, struct nerr *err)
+{
+	struct lxc_container *c;
+	int r;
+
+	if (!name_valid(id))
+		return nerr_set(err, ENOENT, "lxc: no such container '%.64s'", id ? id : "");
+	r = rt_lxc_meta_read(h, id, ret_meta);
+	if (r == -ENOENT) {
+		char dir[PATH_MAX];
+		struct stat st;
+
+		if (rt_lxc_dir(h, id, "config", dir, sizeof(dir)) == 0 && stat(dir, &st) == 0)
+			return lxc_fail(h, NULL, id, LF_NOT_OURS, err);
+		return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
+	}
+	if (r < 0)
+		return nerr_set(err, -r, "lxc %s: cannot read %s: %s", id, RT_LXC_META_FILE,
+				strerror(-r));
+	c = lxc_container_new(id, h->lxcpath);
+	if (!c)
+		return lxc_fail(h, NULL, id, LF_NEW, err);
+	if (!c->is_defined(c)) {
+		lxc_container_put(c);
+		return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
+	}
+	*ret = c;
+	return 0;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_send_signal_(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+/* A pidfd for the container's init: liblxc's own (4.0+), else pidfd_open. */
+static int init_pidfd(struct lxc_container *c, pid_t *ret_pid)
+{
+	pid_t pid = c->init_pid(c);
+	int fd;
+
+	if (pid <= 0)
+		return -ESRCH;
+	fd = c->init_pidfd ? c->init_pidfd(c) : -1;
+	if (fd < 0)
+		fd = pidfd_open_(pid);
+	if (fd < 0)
+		return -errno;
+	/* The fd crossed a unix socket from lxc's monitor: no CLOEXEC yet. */
+	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if (ret_pid)
+		*ret_pid = pid;
+	return fd;
+}
+
+static enum rt_state state_of(struct lxc_container *c, const struct rt_lxc_meta *m)
+{
+	const char *s = c->state(c);
+
+	if (!s)
+		return RT_STATE_UNKNOWN;
+	if (strcmp(s, "STOPPED") == 0)
+		return m && m->started_at ? RT_STATE_EXITED : RT_STATE_CREATED;
+	if (strcmp(s, "FROZEN") == 0 || strcmp(s, "FREEZING") == 0)
+		return RT_STATE_PAUSED;
+	return RT_STATE_RUNNING;
+}
+
+static bool set_item(struct lxc_container *c, const char *key, const char *val)
+{
+	return c->set_config_item(c, key, val);
+}
+
+/* Escape a path for an fstab-format mount entry (space, tab, \n, \\). */
+static int fstab_escape(const char *s, char *buf, size_t size)
+{
+	size_t o = 0;
+
+	for (; *s; s++) {
+		if (o + 5 >= size)
+			return -ENAMETOOLONG;
+		if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\\') {
+			o += (size_t)snprintf(buf + o, size - o, "\\%03o", (unsigned char)*s);
+		} else {
+			buf[o++] = *s;
+		}
+	}
+	buf[o] = '\0';
+	return 0;
+}
+
+/* lxc.init.cmd for argv into buf, by way of the script (see the top of
+ * the file). Returns 1, or -errno. */
+static int init_cmd(struct rt_lxc *h, const struct rt_spec *s, char *buf, size_t size,
+		    struct nerr *err)
+{
+	struct sbuf sh = SBUF_INIT(64u << 10);
+	char path[PATH_MAX];
+	FILE *f;
+	int r = 0;
+
+	/* A daemonized liblxc 5.0 start gives init /dev/null for stdio;
+	 * the console (and so the console log) is /dev/console. */
+	r = sbuf_adds(&sh, "#!/bin/sh\n# written by nodefs: the container's command\n"
+		     "[ -w /dev/console ] && exec </dev/null >/dev/console 2>&1\nexec");
+	for (char *const *a = s->argv; *a && r >= 0; a++) {
+		r = sbuf_adds(&sh, " '");
+		for (const char *p = *a; *p && r >= 0; p++)
+			r = *p == '\'' ? sbuf_adds(&sh, "'\\''") : sbuf_addc(&sh, *p);
+		if (r >= 0)
+			r = sbuf_addc(&sh, '\'');
+	}
+	if (r >= 0)
+		r = sbuf_addc(&sh, '\n');
+	if (r < 0) {
+		sbuf_free(&sh);
+		return nerr_set(err, -r, "lxc %s: command too long", s->name);
+	}
+	rt_lxc_dir(h, s->name, RT_LXC_CMD_FILE, path, sizeof(path));
+	f = fopen(path, "we");
+	if (f && fputs(sh.buf, f) < 0) {
+		fclose(f);
+		f = NULL;
+	}
+	if (!f || fclose(f) != 0) {
+		r = errno ? -errno : -EIO;
+		sbuf_free(&sh);
+		return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path, strerror(-r));
+	}
+	sbuf_free(&sh);
+	chmod(path, 0644);
+	snprintf(buf, size, "/bin/sh /.nodefs-cmd.sh");
+	return 1;
+}
+
+/* ---- open / close / health --------------------------------------------- */
+
+static int parse_duration_s(const char *v, int *ret)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || n < 0)
+		return -EINVAL;
+	if (*end == '\0' || strcmp(end, "s") == 0)
+		;
+	else if (strcmp(end, "m") == 0)
+		n *= 60;
+	else if (strcmp(end, "h") == 0)
+		n *= 3600;
+	else
+		return -EINVAL;
+	if (n > 86400)
+		return -EINVAL;
+	*ret = (int)n;
+	return 0;
+}
+
+static bool path_ok(const char *p)
+{
+	return p[0] == '/' && !strpbrk(p, "'\"\n\\") && strlen(p) < PATH_MAX - 128;
+}
+
+static const char *const log_levels[] = {
+	"TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "ERROR", "CRIT", "ALERT", "FATAL",
+};
+
+static void rt_lxc_close(void *hv)
+{
+	struct rt_lxc *h = hv;
+
+	if (!h)
+		return;
+	rt_lxc_watch_free(h->watch);
+	pthread_mutex_destroy(&h->meta_lock);
+	free(h);
+}
+
+static int rt_lxc_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
+{
+	_cleanup_free_ struct rt_lxc *h = calloc(1, sizeof(*h));
+	int r;
+
+	if (!h)
+		return nerr_set(err, ENOMEM, "lxc: out of memory");
+	snprintf(h->lxcpath, sizeof(h->lxcpath), "%s", DEFAULT_LXCPATH);
+	snprintf(h->template_dir, sizeof(h->template_dir), "%s", DEFAULT_TEMPLATE_DIR);
+	snprintf(h->network_type, sizeof(h->network_type), "none");
+	snprintf(h->apparmor_profile, sizeof(h->apparmor_profile), "unconfined");
+	snprintf(h->log_level, sizeof(h->log_level), "ERROR");
+	h->stop_timeout = 10;
+
+	for (size_t i = 0; cfg && i < cfg->nkv; i++) {
+		const char *k = cfg->kv[i].key, *v = cfg->kv[i].val ? cfg->kv[i].val : "";
+
+		if (strcmp(k, "lxcpath") == 0 || strcmp(k, "template_dir") == 0) {
+			char *dst = k[0] == 'l' ? h->lxcpath : h->template_dir;
+
+			if (!path_ok(v))
+				return nerr_set(err, EINVAL, "lxc: %s must be an absolute path without quotes: '%.100s'", k, v);
+			snprintf(dst, PATH_MAX, "%s", v);
+			/* no trailing slash: names are joined with one */
+			for (size_t n = strlen(dst); n > 1 && dst[n - 1] == '/'; n--)
+				dst[n - 1] = '\0';
+		} else if (strcmp(k, "network_type") == 0) {
+			if (!*v || strlen(v) >= sizeof(h->network_type) || strpbrk(v, " \t\n"))
+				return nerr_set(err, EINVAL, "lxc: bad network_type '%.40s'", v);
+			snprintf(h->network_type, sizeof(h->network_type), "%s", v);
+		} else if (strcmp(k, "apparmor_profile") == 0) {
+			if (!*v || strlen(v) >= sizeof(h->apparmor_profile) || strchr(v, '\n'))
+				return nerr_set(err, EINVAL, "lxc: bad apparmor_profile '%.40s'", v);
+			snprintf(h->apparmor_profile, sizeof(h->apparmor_profile), "%s", v);
+		} else if (strcmp(k, "stop_timeout") == 0) {
+			if (parse_duration_s(v, &h->stop_timeout) < 0)
+				return nerr_set(err, EINVAL, "lxc: bad stop_timeout '%.40s' (seconds, or Ns/Nm/Nh)", v);
+		} else if (strcmp(k, "log_level") == 0) {
+			bool ok = false;
+
+			for (size_t j = 0; j < ARRAY_SIZE(log_levels); j++) {
+				if (strcasecmp(v, log_levels[j]) == 0) {
+					snprintf(h->log_level, sizeof(h->log_level), "%s", log_levels[j]);
+					ok = true;
+				}
+			}
+			if (!ok)
+				return nerr_set(err, EINVAL, "lxc: bad log_level '%.40s' (TRACE..FATAL)", v);
+		} else {
+			return nerr_set(err, EINVAL, "lxc: unknown config key '%.60s'", k);
+		}
+	}
+	/* A probe failure leaves the driver unhealthy, not absent. */
+	(void)rt_lxc_cg_probe(&h->cg, NULL);
+	pthread_mutex_init(&h->meta_lock, NULL);
+	r = rt_lxc_watch_new(h, &h->watch);
+	if (r < 0) {
+		pthread_mutex_destroy(&h->meta_lock);
+		return nerr_set(err, -r, "lxc: cannot start the watcher: %s", strerror(-r));
+	}
+	*ret_h = TAKE_PTR(h);
+	return 0;
+}
+
+static int rt_lxc_health(void *hv, struct sbuf *version, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	struct rt_lxc_cgroup cg;
+	struct stat st;
+	struct lxc_container *c;
+	const char *v = lxc_get_version();
+
+	if (version)
+		(void)sbuf_printf(version, "liblxc %s", v ? v : "unknown");
+	if (geteuid() != 0)
+		return nerr_set(err, EACCES, "lxc: nodefs must run as root to manage containers");
+	if (stat(h->template_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return nerr_set(err, ENOENT, "lxc: no template directory %s", h->template_dir);
+	if (stat(h->lxcpath, &st) == 0 && !S_ISDIR(st.st_mode))
+		return nerr_set(err, ENOTDIR, "lxc: lxcpath %s is not a directory", h->lxcpath);
+	if (rt_lxc_cg_probe(&cg, err) < 0)
+		return -err->code;
+	c = lxc_container_new("nodefs-health-probe", h->lxcpath);
+	if (!c)
+		return nerr_set(err, EIO, "lxc: liblxc cannot open containers under %s", h->lxcpath);
+	lxc_container_put(c);
+	return 0;
+}
+
+/* ---- create ------------------------------------------------------------- */
+
+static bool is_download(const char *tmpl)
+{
+	const char *b = strrchr(tmpl, '/');
+
+	b = b ? b + 1 : tmpl;
+	return strcmp(b, "download") == 0 || strcmp(b, "lxc-download") == 0;
+}
+
+static bool is_busybox(const char *tmpl)
+{
+	const char *b = strrchr(tmpl, '/');
+
+	b = b ? b + 1 : tmpl;
+	return strcmp(b, "busybox") == 0 || strcmp(b, "lxc-busybox") == 0;
+}
+
+/* Arguments for the template: Nomad's mapping for download, then extras. */
+static int template_argv(const struct rt_spec *s, bool download, char ***ret, struct nerr *err)
+{
+	size_t n = 0, extra = 0;
+	char **a;
+
+	if (!download && (s->distro || s->release || s->arch || s->image_variant ||
+			  s->image_server || s->flush_cache || s->force_cache || s->disable_gpg))
+		return nerr_set(err, EINVAL,
+				"lxc: distro/release/arch/image_variant/image_server/flush_cache/force_cache/disable_gpg need template=download");
+	for (char **p = s->template_args; p && *p; p++)
+		extra++;
+	a = calloc(16 + extra, sizeof(char *));
+	if (!a)
+		return nerr_set(err, ENOMEM, "lxc: out of memory");
+#define ARG2(flag, v) do { if (v) { a[n++] = (char *)(flag); a[n++] = (char *)(v); } } while (0)
+	ARG2("-d", s->distro);
+	ARG2("-r", s->release);
+	ARG2("-a", s->arch);
+	ARG2("--variant", s->image_variant);
+	ARG2("--server", s->image_server);
+#undef ARG2
+	if (s->flush_cache)
+		a[n++] = (char *)"--flush-cache";
+	if (s->force_cache)
+		a[n++] = (char *)"--force-cache";
+	if (s->disable_gpg)
+		a[n++] = (char *)"--no-validate";
+	for (char **p = s->template_args; p && *p; p++) {
+		if (strchr(*p, '\n')) {
+			free(a);
+			return nerr_set(err, EINVAL, "lxc: template argument holds a newline");
+		}
+		a[n++] = *p;
+	}
+	a[n] = NULL;
+	*ret = a;
+	return 0;
+}
+
+/* An absolute path inside the container with no "." or ".." component. */
+static bool target_ok(const char *t)
+{
+	if (t[0] != '/' || !t[1] || strpbrk(t, "\n\r"))
+		return false;
+	for (const char *p = t; p; p = strchr(p + 1, '/')) {
+		const char *q = p + 1;
+		size_t l = strcspn(q, "/");
+
+		if ((l == 1 && q[0] == '.') || (l == 2 && q[0] == '.' && q[1] == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Everything checked before anything is made: a rejected create changes
+ * nothing. Fills the template path. */
+static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpath, size_t tsize,
+			   struct nerr *err)
+{
+	const char *t = s->template_name && s->template_name[0] ? s->template_name : DEFAULT_TEMPLATE;
+	struct stat st;
+
+	if (!name_valid(s->name))
+		return nerr_set(err, EINVAL, "lxc: bad name '%.64s': 1 to 64 of [A-Za-z0-9._-], no leading dot",
+				s->name ? s->name : "");
+	if (t[0] == '/') {
+		if (!path_ok(t))
+			return nerr_set(err, EINVAL, "lxc: bad template path '%.100s'", t);
+		snprintf(tpath, tsize, "%s", t);
+	} else {
+		for (const char *p = t; *p; p++)
+			if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+				return nerr_set(err, EINVAL, "lxc: bad template name '%.64s'", t);
+		if ((size_t)snprintf(tpath, tsize, "%s/lxc-%.64s", h->template_dir, t) >= tsize)
+			return nerr_set(err, ENAMETOOLONG, "lxc: template path too long");
+	}
+	if (stat(tpath, &st) < 0 || !S_ISREG(st.st_mode) || access(tpath, X_OK) < 0)
+		return nerr_set(err, ENOENT, "lxc: unknown template '%.64s' (no executable %.150s)", t, tpath);
+	for (size_t i = 0; i < s->nmounts; i++) {
+		const struct rt_mount *m = &s->mounts[i];
+
+		if (!m->source || m->source[0] != '/' || !m->target || m->target[0] != '/')
+			return nerr_set(err, EINVAL, "lxc: mount paths must be absolute");
+		if (!target_ok(m->target) || strchr(m->source, '\n'))
+			return nerr_set(err, EINVAL, "lxc: bad mount target '%.100s'", m->target);
+		if (stat(m->source, &st) < 0)
+			return nerr_set(err, ENOENT, "lxc: bind source %.100s: %s", m->source, strerror(errno));
+	}
+	for (size_t i = 0; i < s->nenv; i++) {
+		const char *k = s->env[i].key, *v = s->env[i].val ? s->env[i].val : "";
+
+		if (!k || !k[0] || strchr(k, '=') || strpbrk(k, " \t\n") || strchr(v, '\n'))
+			return nerr_set(err, EINVAL, "lxc: bad environment variable '%.40s'", k ? k : "");
+	}
+	if (s->argv && !s->argv[0])
+		return nerr_set(err, EINVAL, "lxc: empty command");
+	return 0;
+}
+
+/* Drop udhcpc from the busybox template's rcS: with no network it never
+ * returns, and busybox init then waits it out on every halt. */
+static void busybox_no_dhcp(struct lxc_container *c)
+{
+	char root[PATH_MAX], path[PATH_MAX + 32], buf[4096], out[4096];
+	const char *r = root;
+	size_t o = 0;
+	int n;
+
+	if (c->get_config_item(c, "lxc.rootfs.path", root, sizeof(root)) <= 0)
+		return;
+	if (strncmp(root, "dir:", 4) == 0)
+		r = root + 4;
+	if (r[0] != '/')
+		return;
+	snprintf(path, sizeof(path), "%s/etc/init.d/rcS", r);
+	n = rt_lxc_read_file(path, buf, sizeof(buf));
+	if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
+		return;
+	for (char *line = buf, *nl; line && *line; line = nl) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl++ = '\0';
+		if (strstr(line, "udhcpc"))
+			continue;
+		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s\n", line);
+	}
+	FILE *f = fopen(path, "we");
+
+	if (f) {
+		fputs(out, f);
+		fclose(f);
+	}
+}
+
+/* Run the template through a wrapper that keeps its output, so a failure
+ * carries the template's own words (lxc sends it to /dev/null or to our
+ * stderr, which a daemon must not lend out). */
+static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		      const char *tpath, char **targv, struct nerr *err)
+{
+	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], buf[8192];
+	FILE *f;
+	bool ok;
+	int r = 0;
+
+	snprintf(wrap, sizeof(wrap), "%s/.nodefs-create-%s.sh", h->lxcpath, name);
+	snprintf(out, sizeof(out), "%s/.nodefs-create-%s.out", h->lxcpath, name);
+	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
+		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
+	f = fopen(wrap, "we");
+	if (!f)
+		return nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
+	fprintf(f, "#!/bin/sh\nexec '%s' \"$@\" >'%s' 2>&1 </dev/null\n", tpath, out);
+	if (fclose(f) != 0 || chmod(wrap, 0700) < 0) {
+		r = nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
+		unlink(wrap);
+		return r;
+	}
+	ok = c->create(c, wrap, NULL, NULL, LXC_CREATE_QUIET, targv);
+	if (!ok) {
+		char last[240] = "";
+		int n = rt_lxc_read_file(out, buf, sizeof(buf));
+
+		/* The last non-empty line is what the template said last. */
+		for (char *line = n > 0 ? strtok(buf, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+			while (*line == ' ' || *line == '\t')
+				line++;
+			if (*line)
+				snprintf(last, sizeof(last), "%s", line);
+		}
+		if (last[0])
+			r = nerr_set(err, EIO, "lxc %s: template failed: %s", name, last);
+		else
+			r = lxc_fail(h, c, name, LF_CREATE, err);
+	}
+	unlink(wrap);
+	unlink(out);
+	return r;
+}
+
+/* Write everything nodefs sets into the config and save it. */
+static int create_configure(struct rt_lxc *h, struct lxc_container *c, const struct rt_spec *s,
+			    const char *tpath, struct nerr *err)
+{
+	struct rt_lxc_item items[RT_LXC_LIMIT_ITEMS_MAX];
+	struct rt_limits lim = { .cpus = s->cpus, .memory = s->memory, .pids = s->pids };
+	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
+	int n, r;
+
+	(void)r;
+	if (s->cpus > 0)
+		lim.set |= RT_LIMIT_CPUS;
+	if (s->memory)
+		lim.set |= RT_LIMIT_MEMORY;
+	if (s->pids)
+		lim.set |= RT_LIMIT_PIDS;
+	n = rt_lxc_cg_items(&h->cg, &lim, true, items, ARRAY_SIZE(items), err);
+	if (n < 0)
+		return n;
+
+#define SET(k, v) do { \
+		if (!set_item(c, (k), (v))) { \
+			return nerr_set(err, EINVAL, "lxc %s: config item %s = %.80s rejected", s->name, (k), (v)); \
+		} \
+	} while (0)
+	c->clear_config_item(c, "lxc.net");
+	SET("lxc.net.0.type", h->network_type);
+	SET("lxc.apparmor.profile", h->apparmor_profile);
+	rt_lxc_dir(h, s->name, RT_LXC_CONSOLE_LOG, path, sizeof(path));
+	SET("lxc.console.logfile", path);
+	rt_lxc_dir(h, s->name, RT_LXC_LXC_LOG, path, sizeof(path));
+	SET("lxc.log.file", path);
+	SET("lxc.log.level", h->log_level);
+	for (int i = 0; i < n; i++)
+		SET(items[i].key, items[i].val);
+	for (size_t i = 0; i < s->nmounts; i++) {
+		const struct rt_mount *m = &s->mounts[i];
+		struct stat st;
+
+		if (stat(m->source, &st) < 0 || fstab_escape(m->source, src, sizeof(src)) < 0 ||
+		    fstab_escape(m->target + 1, dst, sizeof(dst)) < 0) {
+			return nerr_set(err, EINVAL, "lxc %s: bad mount %.100s", s->name, m->source);
+		}
+		snprintf(entry, sizeof(entry), "%s %s none bind,create=%s%s 0 0", src, dst,
+			 S_ISDIR(st.st_mode) ? "dir" : "file", m->ro ? ",ro" : "");
+		SET("lxc.mount.entry", entry);
+	}
+	for (size_t i = 0; i < s->nenv; i++) {
+		snprintf(entry, sizeof(entry), "%s=%s", s->env[i].key, s->env[i].val ? s->env[i].val : "");
+		SET("lxc.environment", entry);
+	}
+	if (s->argv) {
+		r = init_cmd(h, s, entry, sizeof(entry), err);
+		if (r < 0)
+			return r;
+		{
+			rt_lxc_dir(h, s->name, RT_LXC_CMD_FILE, path, sizeof(path));
+			if (fstab_escape(path, src, sizeof(src)) < 0)
+				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
+			char mnt[sizeof(src) + 64];
+
+			snprintf(mnt, sizeof(mnt), "%s .nodefs-cmd.sh none bind,ro,create=file 0 0", src);
+			SET("lxc.mount.entry", mnt);
+		}
+		SET("lxc.init.cmd", entry);
+		/* An application, not a system init: stop it the way
+		 * docker does, with SIGTERM. */
+		SET("lxc.signal.halt", "SIGTERM");
+	}
+#undef SET
+	if (!c->save_config(c, NULL))
+		return lxc_fail(h, c, s->name, LF_CONFIG, err);
+	if (is_busybox(tpath) && strcmp(h->network_type, "none") == 0)
+		busybox_no_dhcp(c);
+	return 0;
+}
+
+/* Remove a half-made container: liblxc's destroy, then whatever is left. */
+static void create_undo(struct rt_lxc *h, struct lxc_container *c, const char *name)
+{
+	char dir[PATH_MAX];
+
+	if (c && c->is_defined(c))
+		c->destroy(c);
+	if (rt_lxc_dir(h, name, NULL, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0) {
+		/* liblxc left files behind (a config it never saved whole):
+		 * the directory is ours, we made it in this call. */
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			execl("/bin/rm", "rm", "-rf", "--one-file-system", "--", dir, (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+}
+
+static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
+			 char **ret_id, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	_cleanup_free_ char **targv = NULL;
+	char tpath[PATH_MAX], dir[PATH_MAX];
+	struct rt_lxc_meta m = { .exit_code = -1 };
+	char *id = NULL;
+	int r;
+
+	r = create_validate(h, s, tpath, sizeof(tpath), err);
+	if (r < 0)
+		return r;
+	r = template_argv(s, is_download(tpath), &targv, err);
+	if (r < 0)
+		return r;
+	if (rt_lxc_dir(h, s->name, NULL, dir, sizeof(dir)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
+	if (access(dir, F_OK) == 0)
+		return lxc_fail(h, NULL, s->name, LF_EXISTS, err);
+	c = lxc_container_new(s->name, h->lxcpath);
+	if (!c)
+		return lxc_fail(h, NULL, s->name, LF_NEW, err);
+	if (c->is_defined(c))
+		return lxc_fail(h, c, s->name, LF_EXISTS, err);
+	if (prog && prog->cancel)
+		return nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
+	if (prog && prog->update)
+		prog->update(prog->ctx, "running template");
+
+	r = run_create(h, c, s->name, tpath, targv, err);
+	if (r < 0) {
+		create_undo(h, c, s->name);
+		return r;
+	}
+	r = create_configure(h, c, s, tpath, err);
+	if (r == 0 && prog && prog->cancel)
+		r = nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
+	if (r == 0) {
+		snprintf(m.name, sizeof(m.name), "%s", s->name);
+		m.created_at = time(NULL);
+		r = rt_lxc_meta_write(h, s->name, &m);
+		if (r < 0)
+			nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, RT_LXC_META_FILE,
+				 strerror(-r));
+	}
+	if (r == 0 && !(id = strdup(s->name)))
+		r = nerr_set(err, ENOMEM, "lxc: out of memory");
+	if (r < 0) {
+		create_undo(h, c, s->name);
+		return r;
+	}
+	if (prog && prog->update)
+		prog->update(prog->ctx, "created");
+	*ret_id = id;
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	pid_t pid = 0;
+	int r, fd;
+
+	r = open_ours(h, id, &c, NULL, err);
+	if (r < 0)
+		return r;
+	if (c->is_running(c))
+		return lxc_fail(h, c, id, LF_RUNNING, err);
+	/* A stale watch from the last run must not see this one. */
+	rt_lxc_watch_del(h->watch, id);
+	c->want_daemonize(c, true);
+	c->want_close_all_fds(c, true);
+	/* Returns once the container is RUNNING (or failed). */
+	if (!c->start(c, 0, NULL))
+		return lxc_fail(h, c, id, LF_START, err);
+	(void)rt_lxc_meta_started(h, id, time(NULL));
+	fd = init_pidfd(c, &pid);
+	if (fd < 0)
+		return nerr_set(err, -fd, "lxc %s: started, but its init is gone: %s", id,
+				strerror(-fd));
+	r = rt_lxc_watch_add(h->watch, id, fd, pid);
+	if (r < 0)
+		return nerr_set(err, -r, "lxc %s: cannot watch init: %s", id, strerror(-r));
+	rt_lxc_watch_post(h->watch, RT_EV_START, id, 0);
+	return 0;
+}
+
+/* Wait for the container to be down and its exit recorded. */
+static void wait_down(struct rt_lxc *h, struct lxc_container *c, const char *id, int pidfd,
+		      int timeout_ms)
+{
+	if (pidfd >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+		(void)poll(&p, 1, timeout_ms);
+	}
+	/* The watcher writes the record right after the reap. */
+	(void)rt_lxc_watch_wait(h->watch, id, timeout_ms);
+}
+
+static int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	_cleanup_close_ int pidfd = -1;
+	int r;
+
+	r = open_ours(h, id, &c, NULL, err);
+	if (r < 0)
+		return r;
+	if (!c->is_running(c))
+		return 0;
+	if (timeout_s < 0)
+		timeout_s = h->stop_timeout;
+	pidfd = init_pidfd(c, NULL);
+	if (state_of(c, NULL) == RT_STATE_PAUSED && !c->unfreeze(c))
+		return lxc_fail(h, c, id, LF_UNFREEZE, err);
+	/* shutdown() sends lxc.signal.halt and waits on init's pidfd. */
+	if (timeout_s == 0 || !c->shutdown(c, timeout_s)) {
+		if (c->is_running(c) && !c->stop(c) && c->is_running(c))
+			return lxc_fail(h, c, id, LF_STOP, err);
+	}
+	wait_down(h, c, id, pidfd, 5000);
+	return 0;
+}
+
+static int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	_cleanup_close_ int pidfd = -1;
+	int r;
+
+	if (sig <= 0 || sig > SIGRTMAX)
+		return nerr_set(err, EINVAL, "lxc: bad signal %d", sig);
+	r = open_ours(h, id, &c, NULL, err);
+	if (r < 0)
+		return r;
+	if (!c->is_running(c))
+		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
+	/* Through a pidfd: a pid can be reused, a pidfd cannot. */
+	pidfd = init_pidfd(c, NULL);
+	if (pidfd < 0)
+		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
+	if (pidfd_send_signal_(pidfd, sig) < 0)
+		return nerr_set(err, errno == ESRCH ? EBUSY : EIO, "lxc %s: signal %d: %s", id, sig,
+				strerror(errno));
+	return 0;
+}
+
+static int rt_lxc_pause(void *hv, const char *id, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	int r = open_ours(h, id, &c, NULL, err);
+
+	if (r < 0)
+		return r;
+	if (!c->is_running(c))
+		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
+	if (state_of(c, NULL) == RT_STATE_PAUSED)
+		return 0;
+	if (!c->freeze(c))
+		return lxc_fail(h, c, id, LF_FREEZE, err);
+	rt_lxc_watch_post(h->watch, RT_EV_PAUSE, id, 0);
+	return 0;
+}
+
+static int rt_lxc_resume(void *hv, const char *id, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	int r = open_ours(h, id, &c, NULL, err);
+
+	if (r < 0)
+		return r;
+	if (!c->is_running(c))
+		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
+	if (state_of(c, NULL) != RT_STATE_PAUSED)
+		return 0;
+	if (!c->unfreeze(c))
+		return lxc_fail(h, c, id, LF_UNFREEZE, err);
+	rt_lxc_watch_post(h->watch, RT_EV_UNPAUSE, id, 0);
+	return 0;
+}
+
+static int rt_lxc_update(void *hv, const char *id, const struct rt_limits *lim, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	struct rt_lxc_item items[RT_LXC_LIMIT_ITEMS_MAX], cfg[RT_LXC_LIMIT_ITEMS_MAX];
+	bool done[RT_LXC_LIMIT_ITEMS_MAX] = { false };
+	int n, r;
+
+	n = rt_lxc_cg_items(&h->cg, lim, false, items, ARRAY_SIZE(items), err);
+	if (n < 0)
+		return n;
+	(void)rt_lxc_cg_items(&h->cg, lim, true, cfg, ARRAY_SIZE(cfg), NULL);
+	r = open_ours(h, id, &c, NULL, err);
+	if (r < 0)
+		return r;
+	if (c->is_running(c)) {
+		/* v1 wants memory.limit <= memsw.limit at every step, so
+		 * the order depends on the direction: retry what failed
+		 * once the rest went in. */
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < n; i++)
+				if (!done[i])
+					done[i] = c->set_cgroup_item(c, items[i].key, items[i].val);
+		for (int i = 0; i < n; i++)
+			if (!done[i])
+				return nerr_set(err, EINVAL, "lxc %s: cgroup %s = %s rejected", id,
+						items[i].key, items[i].val);
+	}
+	/* Keep the limits for the next start too. */
+	for (int i = 0; i < n; i++) {
+		c->clear_config_item(c, cfg[i].key);
+		if (!c->set_config_item(c, cfg[i].key, cfg[i].val))
+			return lxc_fail(h, c, id, LF_CONFIG, err);
+	}
+	if (!c->save_config(c, NULL))
+		return lxc_fail(h, c, id, LF_CONFIG, err);
+	return 0;
+}
+
+/* ---- exec --------------------------------------------------------------- */
+
+static int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf *out,
+		       int *ret_exit_code, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	_cleanup_close_ int rd = -1, wr = -1, null = -1;
+	int fds[2], status, r;
+	pid_t pid = -1;
+	size_t base, total = 0;
+	bool over = false;
+	char *env[] = { (char *)ATTACH_PATH, (char *)"TERM=dumb", NULL };
+	lxc_attach_options_t opts = LXC_ATTACH_OPTIONS_DEFAULT;
+	lxc_attach_command_t cmd;
+
+	if (!argv || !argv[0] || !argv[0][0])
+		return nerr_set(err, EINVAL, "lxc: exec needs a command");
+	r = open_ours(h, id, &c, NULL, err);
+	if (r < 0)
+		return r;
+	if (!c->is_running(c))
+		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
+	if (state_of(c, NULL) == RT_STATE_PAUSED)
+		return lxc_fail(h, c, id, LF_PAUSED, err);
+	/* CLOEXEC: attach dup2()s them onto 0-2 in its child, and no other
+	 * thread's fork may keep the write end open. */
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return nerr_set(err, errno, "lxc: pipe: %s", strerror(errno));
+	rd = fds[0];
+	wr = fds[1];
+	null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0)
+		return nerr_set(err, errno, "lxc: /dev/null: %s", strerror(errno));
+	opts.env_policy = LXC_ATTACH_CLEAR_ENV;
+	opts.extra_env_vars = env;
+	opts.stdin_fd = null;
+	opts.stdout_fd = wr;
+	opts.stderr_fd = wr;
+	cmd.program = argv[0];
+	cmd.argv = (char **)argv;
+	/* attach() rather than attach_run_wait(): the output must be drained
+	 * while the command runs, or it blocks on a full pipe. */
+	if (c->attach(c, lxc_attach_run_command, &cmd, &opts, &pid) < 0 || pid <= 0)
+		return lxc_fail(h, c, id, LF_ATTACH, err);
+	close(wr);
+	wr = -1;
+	base = out->len;
+	for (;;) {
+		char buf[16384];
+		ssize_t n = read(rd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+		if (over || total > RT_LXC_EXEC_CAP || sbuf_add(out, buf, (size_t)n) < 0)
+			over = true;	/* keep draining so the command can finish */
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return nerr_set(err, errno, "lxc %s: waitpid: %s", id, strerror(errno));
+	}
+	if (over) {
+		out->len = base;
+		if (out->buf)
+			out->buf[base] = '\0';
+		return nerr_set(err, E2BIG, "lxc %s: exec output exceeds %u bytes", id, RT_LXC_EXEC_CAP);
+	}
+	*ret_exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return 0;
+}
+
+/* ---- inspect / stats / logs -------------------------------------------- */
+
+static int inspect_c(struct rt_lxc *h, struct lxc_container *c, const char *id,
+		     struct rt_lxc_meta *m, struct rt_status *ret)
+{
+	struct rt_status s = { 0 };
+
+	s.state = state_of(c, m);
+	if (s.state == RT_STATE_RUNNING || s.state == RT_STATE_PAUSED) {
+		s.pid = c->init_pid(c);
+		/* Really running: liblxc's state comes from the monitor;
+		 * trust it only with a live init behind it. */
+		if (s.pid <= 0 || kill(s.pid, 0) < 0)
+			s.state = RT_STATE_EXITED, s.pid = 0;
+	}
+	if (s.state == RT_STATE_EXITED && rt_lxc_watch_has(h->watch, id)) {
+		/* Died a moment ago: let the watcher write the record. */
+		if (rt_lxc_watch_wait(h->watch, id, 2000) == 0)
+			(void)rt_lxc_meta_read(h, id, m);
+	}
+	s.started_at = m->started_at;
+	if (s.state == RT_STATE_EXITED) {
+		s.exit_code = m->exit_code;
+		s.oom_killed = m->oom_killed;
+		s.finished_at = m->finished_at;
+	}
+	*ret = s;
+	return 0;
+}
+
+static int rt_lxc_inspect(void *hv, const char *id, struct rt_status *ret, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	struct rt_lxc_meta m;
+	int r = open_ours(h, id, &c, &m, err);
+
+	if (r < 0)
+		return r;
+	return inspect_c(h, c, id, &m, ret);
+}
+
+static int rt_lxc_stats(void *hv, const char *id, struct rt_stats *ret, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	struct rt_lxc_cgpaths p;
+	pid_t pid;
+	int r = open_ours(h, id, &c, NULL, err);
+
+	if (r < 0)
+		return r;
+	pid = c->is_running(c) ? c->init_pid(c) : -1;
+	if (pid <= 0) {
+		*ret = (struct rt_stats){ 0 };
+		return 0;
+	}
+	r = rt_lxc_cg_paths(&h->cg, pid, &p);
+	if (r == 0)
+		r = rt_lxc_cg_stats(&h->cg, &p, ret);
+	if (r == -ESRCH || r == -ENOENT || r == -ENODEV) {
+		/* Went down between the two reads. */
+		*ret = (struct rt_stats){ 0 };
+		return 0;
+	}
+	if (r < 0)
+		return nerr_set(err, -r, "lxc %s: reading cgroup files: %s", id, strerror(-r));
+	return 0;
+}
+
+static int rt_lxc_logs(void *hv, const char *id, size_t max, struct sbuf *out, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	off_t from;
+	int r = open_ours(h, id, &c, NULL, err);
+
+	if (r < 0)
+		return r;
+	rt_lxc_dir(h, id, RT_LXC_CONSOLE_LOG, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
+	from = max && (size_t)st.st_size > max ? st.st_size - (off_t)max : 0;
+	if (lseek(fd, from, SEEK_SET) < 0)
+		return nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
+	for (;;) {
+		char buf[16384];
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
+		if (n == 0)
+			break;
+		r = sbuf_add(out, buf, (size_t)n);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc %s: logs exceed the buffer", id);
+	}
+	return 0;
+}
+
+/* ---- destroy / list / watch -------------------------------------------- */
+
+static int rt_lxc_destroy(void *hv, const char *id, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	struct nerr e2 = { 0 };
+	int r = open_ours(h, id, &c, NULL, &e2);
+
+	if (r == -ENOENT && e2.msg[0] && strstr(e2.msg, lxc_fail_table[LF_NOT_OURS].what))
+		return nerr_set(err, ENOENT, "%s", e2.msg);
+	if (r == -ENOENT)
+		return 0;	/* already gone */
+	if (r < 0)
+		return nerr_set(err, -r, "%s", e2.msg);
+	if (c->is_running(c)) {
+		_cleanup_close_ int pidfd = init_pidfd(c, NULL);
+
+		if (state_of(c, NULL) == RT_STATE_PAUSED)
+			(void)c->unfreeze(c);
+		if (!c->stop(c) && c->is_running(c))
+			return lxc_fail(h, c, id, LF_STOP, err);
+		wait_down(h, c, id, pidfd, 5000);
+	}
+	rt_lxc_watch_del(h->watch, id);
+	if (!c->destroy(c))
+		return lxc_fail(h, c, id, LF_DESTROY, err);
+	rt_lxc_watch_post(h->watch, RT_EV_DESTROY, id, 0);
+	return 0;
+}
+
+static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	struct rt_listing *l = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d = opendir(h->lxcpath);
+	struct dirent *de;
+
+	if (!d) {
+		if (errno == ENOENT) {
+			*ret = NULL;
+			*ret_n = 0;
+			return 0;
+		}
+		return nerr_set(err, errno, "lxc: %s: %s", h->lxcpath, strerror(errno));
+	}
+	while ((de = readdir(d))) {
+		struct rt_lxc_meta m;
+		struct lxc_container *c;
+		struct rt_status st;
+
+		if (!name_valid(de->d_name) || rt_lxc_meta_read(h, de->d_name, &m) < 0)
+			continue;
+		c = lxc_container_new(de->d_name, h->lxcpath);
+		if (!c)
+			continue;
+		if (!c->is_defined(c)) {
+			lxc_container_put(c);
+			continue;
+		}
+		inspect_c(h, c, de->d_name, &m, &st);
+		lxc_container_put(c);
+		if (n == cap) {
+			struct rt_listing *nl = realloc(l, (cap ? cap * 2 : 8) * sizeof(*l));
+
+			if (!nl)
+				goto oom;
+			l = nl;
+			cap = cap ? cap * 2 : 8;
+		}
+		l[n].id = strdup(de->d_name);
+		l[n].name = strdup(m.name);
+		l[n].status = st;
+		n++;
+		if (!l[n - 1].id || !l[n - 1].name)
+			goto oom;
+	}
+	closedir(d);
+	*ret = l;
+	*ret_n = n;
+	return 0;
+oom:
+	closedir(d);
+	rt_listing_free(l, n);
+	return nerr_set(err, ENOMEM, "lxc: out of memory");
+}
+
+static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	DIR *d;
+	struct dirent *de;
+
+	rt_lxc_watch_set_fn(h->watch, fn, ctx);
+	/* Recovery: watch our containers that run already. */
+	d = opendir(h->lxcpath);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		struct lxc_container *c;
+		pid_t pid = 0;
+		int fd;
+
+		if (!name_valid(de->d_name) || rt_lxc_meta_read(h, de->d_name, NULL) < 0 ||
+		    rt_lxc_watch_has(h->watch, de->d_name))
+			continue;
+		c = lxc_container_new(de->d_name, h->lxcpath);
+		if (!c)
+			continue;
+		if (c->is_defined(c) && c->is_running(c)) {
+			fd = init_pidfd(c, &pid);
+			if (fd >= 0)
+				(void)rt_lxc_watch_add(h->watch, de->d_name, fd, pid);
+		}
+		lxc_container_put(c);
+	}
+	closedir(d);
+	return 0;
+}
+
+const struct runtime_ops rt_lxc_ops = {
+	.name = "lxc",
+	.open = rt_lxc_open,
+	.close = rt_lxc_close,
+	.health = rt_lxc_health,
+	.create = rt_lxc_create,
+	.start = rt_lxc_start,
+	.stop = rt_lxc_stop,
+	.kill = rt_lxc_kill,
+	.pause = rt_lxc_pause,
+	.resume = rt_lxc_resume,
+	.update = rt_lxc_update,
+	.exec = rt_lxc_exec,
+	.inspect = rt_lxc_inspect,
+	.stats = rt_lxc_stats,
+	.logs = rt_lxc_logs,
+	.destroy = rt_lxc_destroy,
+	.list = rt_lxc_list,
+	.watch = rt_lxc_watch,
+};

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lxc-internal: what the pieces of the LXC driver share (lxc.c the ops,
+ * lxc-cgroup.c the host's cgroup layout and files, lxc-meta.c the owner mark
+ * and run record beside each container, lxc-watch.c the exit watcher).
+ * Private to runtimes/lxc; knows nothing of backend/ or fs/.
+ */
+#ifndef NODEFS_RT_LXC_INTERNAL_H
+#define NODEFS_RT_LXC_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "runtime.h"
+
+struct nerr;
+struct sbuf;
+
+#define RT_LXC_NAME_MAX 64
+#define RT_LXC_META_FILE "nodefs.json"	/* the owner mark, beside config */
+#define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, when it needs quoting */
+#define RT_LXC_CONSOLE_LOG "console.log"
+#define RT_LXC_LXC_LOG "lxc.log"
+#define RT_LXC_EXEC_CAP (1u << 20)	/* exec output cap: 1 MiB */
+#define RT_LXC_META_CAP (64u << 10)	/* nodefs.json is small */
+
+/* The cgroup layout of the host, probed once at open. */
+enum rt_lxc_cg_mode {
+	RT_LXC_CG_V1,		/* legacy or hybrid: controllers on v1 mounts */
+	RT_LXC_CG_V2,		/* unified only */
+};
+
+struct rt_lxc_cgroup {
+	enum rt_lxc_cg_mode mode;
+	char v2_root[PATH_MAX];		/* unified mount ("" if none) */
+	char memory[PATH_MAX];		/* v1 mount points per controller */
+	char cpu[PATH_MAX];
+	char cpuacct[PATH_MAX];
+	char pids[PATH_MAX];
+	bool memsw;			/* v1 memory.memsw.* present */
+	bool swap_max;			/* v2 memory.swap.max present */
+};
+
+/* Where one container's cgroup files live while it runs. */
+struct rt_lxc_cgpaths {
+	char memory[PATH_MAX];
+	char cpu[PATH_MAX];
+	char cpuacct[PATH_MAX];
+	char pids[PATH_MAX];
+	char unified[PATH_MAX];		/* v2: the one directory */
+};
+
+/* A (key, value) config item the driver writes into the container config. */
+struct rt_lxc_item {
+	char key[96];
+	char val[64];
+};
+#define RT_LXC_LIMIT_ITEMS_MAX 8
+
+/* What nodefs.json holds: the mark and the last run's record. */
+struct rt_lxc_meta {
+	char name[RT_LXC_NAME_MAX + 1];	/* nodefs name (RT_NAME_LABEL) */
+	time_t created_at;
+	time_t started_at;		/* 0: never started */
+	time_t finished_at;		/* 0: not finished since the last start */
+	int exit_code;			/* -1: unknown */
+	bool oom_killed;
+};
+
+struct rt_lxc_watch;
+
+struct rt_lxc {
+	char lxcpath[PATH_MAX];
+	char template_dir[PATH_MAX];
+	char network_type[32];
+	char apparmor_profile[128];
+	char log_level[16];
+	int stop_timeout;		/* seconds */
+	struct rt_lxc_cgroup cg;
+	pthread_mutex_t meta_lock;	/* serialises nodefs.json rewrites */
+	struct rt_lxc_watch *watch;
+};
+
+/* lxc-cgroup.c */
+/* Probe mounts in /proc/self/mountinfo. -errno only on a read failure. */
+int rt_lxc_cg_probe(struct rt_lxc_cgroup *cg, struct nerr *err);
+/* The config items (lxc.cgroup.* or lxc.cgroup2.*, without the prefix when
+ * prefix is false: the names set_cgroup_item takes) for these limits.
+ * Returns the count, -EINVAL for a value out of range. */
+int rt_lxc_cg_items(const struct rt_lxc_cgroup *cg, const struct rt_limits *lim,
+		    bool prefix, struct rt_lxc_item *items, size_t max, struct nerr *err);
+/* Resolve the cgroup directories of a running process from /proc/PID/cgroup. */
+int rt_lxc_cg_paths(const struct rt_lxc_cgroup *cg, pid_t pid, struct rt_lxc_cgpaths *ret);
+int rt_lxc_cg_stats(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
+		    struct rt_stats *ret);
+/* oom_kill counter of the memory cgroup; -errno if unreadable. */
+int rt_lxc_cg_oom_kills(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
+			uint64_t *ret);
+/* Read a small file into buf (NUL-terminated); -errno. */
+int rt_lxc_read_file(const char *path, char *buf, size_t size);
+
+/* lxc-meta.c */
+/* Container directory of name. */
+int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
+	       char *buf, size_t size);
+/* Read the mark: 0 ours, -ENOENT no such container or not ours, -EIO bad
+ * file. ret may be NULL. */
+int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_meta *ret);
+/* Write atomically (temp file + rename) under h->meta_lock. */
+int rt_lxc_meta_write(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m);
+/* Read-modify-write of the run record, under h->meta_lock. */
+int rt_lxc_meta_started(struct rt_lxc *h, const char *name, time_t t);
+int rt_lxc_meta_finished(struct rt_lxc *h, const char *name, time_t t, int exit_code,
+			 bool oom);
+
+/* lxc-watch.c: one thread, epoll over init pidfds and memory events. */
+int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret);
+void rt_lxc_watch_free(struct rt_lxc_watch *w);
+void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx);
+/* Start watching a running container; takes ownership of pidfd. */
+int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid);
+void rt_lxc_watch_del(struct rt_lxc_watch *w, const char *name);
+bool rt_lxc_watch_has(struct rt_lxc_watch *w, const char *name);
+/* Queue an event for delivery from the watcher thread. */
+void rt_lxc_watch_post(struct rt_lxc_watch *w, enum rt_event_kind kind, const char *name,
+		       int exit_code);
+/* Block until name's init has been reaped and its record written, or
+ * timeout_ms passes: 0, -ETIMEDOUT, -ENOENT not watched. */
+int rt_lxc_watch_wait(struct rt_lxc_watch *w, const char *name, int timeout_ms);
+
+#endif

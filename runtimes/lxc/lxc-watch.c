@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lxc-watch: the LXC driver's one event thread. It waits in epoll on
+ *   - each running container's init pidfd (edge-triggered: one edge when
+ *     init becomes a zombie, one when lxc's monitor reaps it),
+ *   - each container's memory events (v1: an eventfd registered through
+ *     cgroup.event_control on memory.oom_control; v2: memory.events, which
+ *     signals EPOLLPRI on change),
+ *   - an eventfd other threads use to post events and to stop it.
+ * It never polls on a timer and never calls liblxc (c->wait() would hold the
+ * container lock for as long as it waits).
+ *
+ * The real exit status: init's parent is lxc's monitor, so waitid() on the
+ * pidfd is refused to us. Since Linux 6.15 the kernel keeps the exit status
+ * of a reaped task for any pidfd holder (PIDFD_GET_INFO, PIDFD_INFO_EXIT);
+ * that is read once the monitor has reaped init. On older kernels the status
+ * is read from /proc/PID/stat (field 52) while init is still a zombie, and is
+ * -1 (unknown) if the monitor reaped it first.
+ *
+ * On death the record in nodefs.json is written before RT_EV_DIE goes out, so
+ * an inspect after the event sees the exit code. Callbacks run on this
+ * thread with no lock held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lxc-internal.h"
+#include "macro.h"
+
+/* linux/pidfd.h of Debian 12 predates PIDFD_GET_INFO (6.13) and
+ * PIDFD_INFO_EXIT (6.15); the ioctl is extensible by size. */
+struct rt_lxc_pidfd_info {
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid, tgid, ppid;
+	uint32_t ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+	uint32_t coredump_mask;
+	uint32_t spare1;
+};
+#define RT_LXC_PIDFD_GET_INFO _IOWR(0xFF, 11, struct rt_lxc_pidfd_info)
+#define RT_LXC_PIDFD_INFO_EXIT 8ull
+
+enum { TOK_WAKE = 0, TOK_PIDFD = 1, TOK_OOM = 2 };
+#define TOK(id, kind) (((id) << 2) | (uint64_t)(kind))
+
+struct wentry {
+	struct wentry *next;
+	uint64_t id;
+	char name[RT_LXC_NAME_MAX + 1];
+	pid_t pid;
+	int pidfd;
+	int oom_fd;		/* v1 eventfd or v2 memory.events; -1 */
+	struct rt_lxc_cgpaths cgp;
+	bool have_cgp;
+	bool oom;
+	uint64_t oom_kills;	/* last oom_kill count seen */
+	int zombie_status;	/* from /proc on old kernels; -1 */
+};
+
+struct qevent {
+	struct qevent *next;
+	enum rt_event_kind kind;
+	char name[RT_LXC_NAME_MAX + 1];
+	int exit_code;
+	time_t time;
+};
+
+struct rt_lxc_watch {
+	struct rt_lxc *h;
+	pthread_t thread;
+	bool thread_ok;
+	int epfd;
+	int wakefd;
+	pthread_mutex_t lock;
+	pthread_cond_t gone;	/* broadcast when an entry is removed */
+	rt_event_fn fn;
+	void *ctx;
+	struct wentry *entries;
+	struct qevent *qhead, **qtail;
+	uint64_t next_id;
+	bool stop;
+	int pidfd_info;		/* 1 supported, 0 unknown, -1 not supported */
+};
+
+static void wake(struct rt_lxc_watch *w)
+{
+	uint64_t one = 1;
+
+	(void)!write(w->wakefd, &one, sizeof(one));
+}
+
+static void queue_locked(struct rt_lxc_watch *w, enum rt_event_kind kind, const char *name,
+			 int exit_code)
+{
+	struct qevent *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return;	/* an event lost to OOM; the record in nodefs.json stays */
+	q->kind = kind;
+	snprintf(q->name, sizeof(q->name), "%s", name ? name : "");
+	q->exit_code = exit_code;
+	q->time = time(NULL);
+	*w->qtail = q;
+	w->qtail = &q->next;
+}
+
+void rt_lxc_watch_post(struct rt_lxc_watch *w, enum rt_event_kind kind, const char *name,
+		       int exit_code)
+{
+	pthread_mutex_lock(&w->lock);
+	queue_locked(w, kind, name, exit_code);
+	pthread_mutex_unlock(&w->lock);
+	wake(w);
+}
+
+static struct wentry *find_locked(struct rt_lxc_watch *w, const char *name)
+{
+	for (struct wentry *e = w->entries; e; e = e->next)
+		if (strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+static struct wentry *find_id_locked(struct rt_lxc_watch *w, uint64_t id)
+{
+	for (struct wentry *e = w->entries; e; e = e->next)
+		if (e->id == id)
+			return e;
+	return NULL;
+}
+
+static void entry_free(struct rt_lxc_watch *w, struct wentry *e)
+{
+	if (e->pidfd >= 0) {
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, e->pidfd, NULL);
+		close(e->pidfd);
+	}
+	if (e->oom_fd >= 0) {
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, e->oom_fd, NULL);
+		close(e->oom_fd);
+	}
+	free(e);
+}
+
+static void remove_locked(struct rt_lxc_watch *w, struct wentry *e)
+{
+	for (struct wentry **pp = &w->entries; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	entry_free(w, e);
+	pthread_cond_broadcast(&w->gone);
+}
+
+/* Subscribe to the container's memory events; best effort (-1 if none). */
+static int oom_subscribe(struct rt_lxc_watch *w, struct wentry *e)
+{
+	const struct rt_lxc_cgroup *cg = &w->h->cg;
+	char path[PATH_MAX + 32];
+	int fd;
+
+	if (!e->have_cgp)
+		return -1;
+	if (cg->mode == RT_LXC_CG_V2) {
+		snprintf(path, sizeof(path), "%s/memory.events", e->cgp.unified);
+		return open(path, O_RDONLY | O_CLOEXEC);
+	}
+	int cfd, ctl, efd;
+	char line[64];
+
+	snprintf(path, sizeof(path), "%s/memory.oom_control", e->cgp.memory);
+	cfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (cfd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/cgroup.event_control", e->cgp.memory);
+	ctl = open(path, O_WRONLY | O_CLOEXEC);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	fd = -1;
+	if (ctl >= 0 && efd >= 0) {
+		int n = snprintf(line, sizeof(line), "%d %d", efd, cfd);
+
+		if (write(ctl, line, (size_t)n) == n) {
+			fd = efd;
+			efd = -1;
+		}
+	}
+	if (efd >= 0)
+		close(efd);
+	if (ctl >= 0)
+		close(ctl);
+	close(cfd);	/* the registration holds what it needs */
+	return fd;
+}
+
+int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid)
+{
+	struct wentry *e, *old;
+	struct epoll_event ev = { 0 };
+	uint64_t kills = 0;
+
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		close(pidfd);
+		return -ENOMEM;
+	}
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->pidfd = pidfd;
+	e->pid = pid;
+	e->oom_fd = -1;
+	e->zombie_status = -1;
+	e->have_cgp = rt_lxc_cg_paths(&w->h->cg, pid, &e->cgp) == 0;
+	if (e->have_cgp && rt_lxc_cg_oom_kills(&w->h->cg, &e->cgp, &kills) == 0)
+		e->oom_kills = kills;
+	e->oom_fd = oom_subscribe(w, e);
+
+	pthread_mutex_lock(&w->lock);
+	old = find_locked(w, name);
+	if (old)
+		remove_locked(w, old);	/* a restart replaces the old watch */
+	e->id = ++w->next_id;
+	ev.events = EPOLLIN | EPOLLET;
+	ev.data.u64 = TOK(e->id, TOK_PIDFD);
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, e->pidfd, &ev) < 0) {
+		int r = -errno;
+
+		pthread_mutex_unlock(&w->lock);
+		entry_free(w, e);
+		return r;
+	}
+	if (e->oom_fd >= 0) {
+		ev.events = w->h->cg.mode == RT_LXC_CG_V2 ? EPOLLPRI : EPOLLIN;
+		ev.data.u64 = TOK(e->id, TOK_OOM);
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, e->oom_fd, &ev) < 0) {
+			close(e->oom_fd);
+			e->oom_fd = -1;
+		}
+	}
+	e->next = w->entries;
+	w->entries = e;
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+void rt_lxc_watch_del(struct rt_lxc_watch *w, const char *name)
+{
+	struct wentry *e;
+
+	pthread_mutex_lock(&w->lock);
+	e = find_locked(w, name);
+	if (e)
+		remove_locked(w, e);
+	pthread_mutex_unlock(&w->lock);
+}
+
+bool rt_lxc_watch_has(struct rt_lxc_watch *w, const char *name)
+{
+	bool r;
+
+	pthread_mutex_lock(&w->lock);
+	r = find_locked(w, name) != NULL;
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
+int rt_lxc_watch_wait(struct rt_lxc_watch *w, const char *name, int timeout_ms)
+{
+	struct timespec dl;
+	int r = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->lock);
+	if (!find_locked(w, name))
+		r = -ENOENT;
+	while (r == 0 && find_locked(w, name)) {
+		if (pthread_cond_timedwait(&w->gone, &w->lock, &dl) == ETIMEDOUT) {
+			r = find_locked(w, name) ? -ETIMEDOUT : 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
+void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&w->lock);
+	w->fn = fn;
+	w->ctx = ctx;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Exit status in waitpid(2) form to a shell-style code. */
+static int status_to_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -1;
+}
+
+/* Field 52 of /proc/PID/stat: the exit status of a zombie (Linux 3.5+). */
+static int zombie_status(pid_t pid)
+{
+	char path[64], buf[2048];
+	char *p;
+	int field = 2;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (rt_lxc_read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	p = strrchr(buf, ')');	/* comm may hold spaces and parens */
+	if (!p || p[1] != ' ' || p[2] != 'Z')
+		return -1;
+	for (p++; *p && field < 52; p++)
+		if (*p == ' ')
+			field++;
+	return field == 52 ? atoi(p) : -1;
+}
+
+/* Check the OOM counter; queue RT_EV_OOM on a new kill. Called locked. */
+static void check_oom_locked(struct rt_lxc_watch *w, struct wentry *e, bool notified)
+{
+	uint64_t kills = 0;
+	bool read_ok = e->have_cgp && rt_lxc_cg_oom_kills(&w->h->cg, &e->cgp, &kills) == 0;
+	bool fresh = (read_ok && kills > e->oom_kills) || notified;
+
+	if (read_ok)
+		e->oom_kills = kills;
+	if (fresh && !e->oom) {
+		e->oom = true;
+		queue_locked(w, RT_EV_OOM, e->name, 0);
+	}
+}
+
+/* Handle an edge on a pidfd. Returns true when the entry died (removed). */
+static bool pidfd_edge_locked(struct rt_lxc_watch *w, struct wentry *e, uint32_t events)
+{
+	struct rt_lxc_pidfd_info info = { .mask = RT_LXC_PIDFD_INFO_EXIT };
+	int status = -1;
+	int code;
+
+	/* The cgroup still exists until the monitor tears it down: look now. */
+	check_oom_locked(w, e, false);
+
+	if (w->pidfd_info >= 0) {
+		if (ioctl(e->pidfd, RT_LXC_PIDFD_GET_INFO, &info) == 0) {
+			w->pidfd_info = 1;
+			if (info.mask & RT_LXC_PIDFD_INFO_EXIT)
+				status = info.exit_code;
+			else if (!(events & EPOLLHUP))
+				return false;	/* zombie: wait for the reap edge */
+		} else if (errno == ENOTTY || errno == EINVAL || errno == EOPNOTSUPP) {
+			w->pidfd_info = -1;
+		} else if (errno == ESRCH && !(events & EPOLLHUP)) {
+			return false;
+		}
+	}
+	if (w->pidfd_info < 0 && status < 0) {
+		int zs = zombie_status(e->pid);
+
+		if (zs >= 0)
+			e->zombie_status = zs;
+		if (!(events & EPOLLHUP) && zs >= 0)
+			return false;	/* reaped soon; the status is kept */
+		status = e->zombie_status;
+	}
+	if (status < 0 && !(events & EPOLLHUP)) {
+		/* A spurious edge while init is alive. */
+		return false;
+	}
+	code = status >= 0 ? status_to_code(status) : -1;
+	(void)rt_lxc_meta_finished(w->h, e->name, time(NULL), code, e->oom);
+	queue_locked(w, RT_EV_DIE, e->name, code);
+	remove_locked(w, e);
+	return true;
+}
+
+static void deliver(struct rt_lxc_watch *w)
+{
+	for (;;) {
+		struct qevent *q;
+		rt_event_fn fn;
+		void *ctx;
+
+		pthread_mutex_lock(&w->lock);
+		q = w->qhead;
+		if (q) {
+			w->qhead = q->next;
+			if (!w->qhead)
+				w->qtail = &w->qhead;
+		}
+		fn = w->fn;
+		ctx = w->ctx;
+		pthread_mutex_unlock(&w->lock);
+		if (!q)
+			return;
+		if (fn) {
+			struct rt_event ev = {
+				.kind = q->kind,
+				.id = q->name[0] ? q->name : NULL,
+				.exit_code = q->exit_code,
+				.time = q->time,
+			};
+			fn(ctx, &ev);
+		}
+		free(q);
+	}
+}
+
+static void *watch_main(void *arg)
+{
+	struct rt_lxc_watch *w = arg;
+	struct epoll_event evs[16];
+
+	for (;;) {
+		int n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs), -1);
+
+		if (n < 0 && errno != EINTR)
+			break;
+		pthread_mutex_lock(&w->lock);
+		for (int i = 0; i < n; i++) {
+			uint64_t tok = evs[i].data.u64;
+			struct wentry *e;
+
+			if (tok == TOK_WAKE) {
+				uint64_t v;
+
+				(void)!read(w->wakefd, &v, sizeof(v));
+				continue;
+			}
+			e = find_id_locked(w, tok >> 2);
+			if (!e)
+				continue;	/* removed meanwhile */
+			if ((tok & 3) == TOK_PIDFD) {
+				pidfd_edge_locked(w, e, evs[i].events);
+			} else if ((tok & 3) == TOK_OOM) {
+				if (w->h->cg.mode == RT_LXC_CG_V1) {
+					uint64_t v;
+
+					(void)!read(e->oom_fd, &v, sizeof(v));
+					/* v1 also signals when the cgroup is
+					 * removed, which only happens after
+					 * init died and this entry went away;
+					 * while init lives it is an OOM. */
+					check_oom_locked(w, e, true);
+				} else {
+					check_oom_locked(w, e, false);
+				}
+			}
+		}
+		bool stop = w->stop;
+
+		pthread_mutex_unlock(&w->lock);
+		deliver(w);
+		if (stop)
+			break;
+	}
+	return NULL;
+}
+
+int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret)
+{
+	struct rt_lxc_watch *w = calloc(1, sizeof(*w));
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TOK_WAKE };
+	int r;
+
+	if (!w)
+		return -ENOMEM;
+	w->h = h;
+	w->qtail = &w->qhead;
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->gone, NULL);
+	if (w->epfd < 0 || w->wakefd < 0 ||
+	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = -pthread_create(&w->thread, NULL, watch_main, w);
+	if (r < 0)
+		goto fail;
+	w->thread_ok = true;
+	*ret = w;
+	return 0;
+fail:
+	rt_lxc_watch_free(w);
+	return r;
+}
+
+void rt_lxc_watch_free(struct rt_lxc_watch *w)
+{
+	if (!w)
+		return;
+	if (w->thread_ok) {
+		pthread_mutex_lock(&w->lock);
+		w->stop = true;
+		pthread_mutex_unlock(&w->lock);
+		wake(w);
+		pthread_join(w->thread, NULL);
+	}
+	while (w->entries) {
+		struct wentry *e = w->entries;
+
+		w->entries = e->next;
+		entry_free(w, e);
+	}
+	while (w->qhead) {
+		struct qevent *q = w->qhead;
+
+		w->qhead = q->next;
+		free(q);
+	}
+	if (w->wakefd >= 0)
+		close(w->wakefd);
+	if (w->epfd >= 0)
+		close(w->epfd);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->gone);
+	free(w);
+}

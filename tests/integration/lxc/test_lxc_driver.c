@@ -1,0 +1,874 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test_lxc_driver: rt_lxc_ops against real liblxc, as root, in a private
+ * lxcpath under one temporary root per run. Every op is exercised for real:
+ * busybox-template containers are created, started, exec'd into, paused,
+ * limited, OOM-killed, killed from outside with lxc-stop -k, listed beside a
+ * container lxc-create made, and destroyed. main() exits 77 when liblxc
+ * cannot start a container here, and removes every container and directory
+ * the run made even when a test crashed.
+ */
+#include <criterion/criterion.h>
+#include <criterion/options.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lxc/lxccontainer.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nerr.h"
+#include "runtime.h"
+#include "sbuf.h"
+
+static char run_root[256];	/* /tmp/nodefs-lxc-test.XXXXXX, made by main */
+
+/* ---- per-test fixture: its own lxcpath and driver handle ---------------- */
+
+static char lxcpath[512];
+static void *H;
+static const struct runtime_ops *ops = &rt_lxc_ops;
+
+#define EV_MAX 256
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rt_event ev[EV_MAX];
+	char id[EV_MAX][72];
+	struct timespec at[EV_MAX];
+	int n;
+} evs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER };
+
+static void on_event(void *ctx, const struct rt_event *ev)
+{
+	pthread_mutex_lock(&evs.lock);
+	if (evs.n < EV_MAX) {
+		evs.ev[evs.n] = *ev;
+		snprintf(evs.id[evs.n], sizeof(evs.id[0]), "%s", ev->id ? ev->id : "");
+		evs.ev[evs.n].id = evs.id[evs.n];
+		clock_gettime(CLOCK_MONOTONIC, &evs.at[evs.n]);
+		evs.n++;
+	}
+	pthread_cond_broadcast(&evs.cond);
+	pthread_mutex_unlock(&evs.lock);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Wait for an event of kind for id; returns its index or -1. */
+static int wait_event(enum rt_event_kind kind, const char *id, double timeout_s)
+{
+	double end = now_s() + timeout_s;
+	int r = -1;
+
+	pthread_mutex_lock(&evs.lock);
+	for (;;) {
+		for (int i = 0; i < evs.n; i++)
+			if (evs.ev[i].kind == kind && strcmp(evs.id[i], id) == 0) {
+				r = i;
+				break;
+			}
+		if (r >= 0 || now_s() >= end)
+			break;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&evs.cond, &evs.lock, &ts);
+	}
+	pthread_mutex_unlock(&evs.lock);
+	return r;
+}
+
+static int run_cmd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_cmd(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Stop and destroy every container under path, then remove it. */
+static void wipe_lxcpath(const char *path)
+{
+	char **names = NULL;
+	struct lxc_container **cs = NULL;
+	int n = list_all_containers(path, &names, &cs);
+
+	for (int i = 0; i < n; i++) {
+		if (cs[i]->is_running(cs[i]))
+			cs[i]->stop(cs[i]);
+		cs[i]->destroy(cs[i]);
+		lxc_container_put(cs[i]);
+		free(names[i]);
+	}
+	free(names);
+	free(cs);
+	run_cmd("rm -rf --one-file-system '%s'", path);
+}
+
+static void setup(void)
+{
+	struct nerr err = { 0 };
+	static int seq;
+	struct rt_kv kv[] = {
+		{ (char *)"lxcpath", lxcpath },
+		{ (char *)"stop_timeout", (char *)"10s" },
+	};
+	struct rt_config cfg = { kv, 2 };
+
+	snprintf(lxcpath, sizeof(lxcpath), "%s/t%d-%d", run_root, (int)getpid(), seq++);
+	cr_assert_eq(mkdir(lxcpath, 0755), 0);
+	evs.n = 0;
+	cr_assert_eq(ops->open(&cfg, &H, &err), 0, "open: %s", err.msg);
+	cr_assert_eq(ops->watch(H, on_event, NULL, &err), 0, "watch: %s", err.msg);
+}
+
+static void teardown(void)
+{
+	if (H)
+		ops->close(H);
+	H = NULL;
+	wipe_lxcpath(lxcpath);
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void spec_init(struct rt_spec *s, const char *name)
+{
+	memset(s, 0, sizeof(*s));
+	s->name = name;
+	s->template_name = "busybox";
+}
+
+static void make(const struct rt_spec *s)
+{
+	struct nerr err = { 0 };
+	char *id = NULL;
+
+	cr_assert_eq(ops->create(H, s, NULL, &id, &err), 0, "create %s: %s", s->name, err.msg);
+	cr_assert_str_eq(id, s->name);
+	free(id);
+}
+
+static void make_start(const struct rt_spec *s)
+{
+	struct nerr err = { 0 };
+
+	make(s);
+	cr_assert_eq(ops->start(H, s->name, &err), 0, "start %s: %s", s->name, err.msg);
+}
+
+static struct rt_status status_of(const char *id)
+{
+	struct rt_status st;
+	struct nerr err = { 0 };
+
+	cr_assert_eq(ops->inspect(H, id, &st, &err), 0, "inspect %s: %s", id, err.msg);
+	return st;
+}
+
+static int exec_in(const char *id, char *const argv[], struct sbuf *out)
+{
+	struct nerr err = { 0 };
+	int code = -1;
+
+	sbuf_reset(out);
+	cr_assert_eq(ops->exec(H, id, argv, out, &code, &err), 0, "exec: %s", err.msg);
+	return code;
+}
+
+static int count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* A v1 or v2 cgroup file of the container's init. */
+static long long cg_read(pid_t pid, const char *ctrl, const char *file)
+{
+	char path[512], line[512], buf[128];
+	FILE *f;
+	long long v = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		bool v1 = strstr(c1 + 1, ctrl) != NULL;
+		bool v2 = c1[1] == '\0' && access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+
+		if (!v1 && !v2)
+			continue;
+		if (v1)
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s/%s", ctrl, c2 + 1, file);
+		else
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s", c2 + 1, file);
+		FILE *g = fopen(path, "r");
+
+		if (g) {
+			if (fgets(buf, sizeof(buf), g))
+				v = strncmp(buf, "max", 3) == 0 ? 0 : atoll(buf);
+			fclose(g);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+static bool host_v2(void)
+{
+	return access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+TestSuite(lxc, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(lxc, health_and_version)
+{
+	struct sbuf v = SBUF_INIT(4096);
+	struct nerr err = { 0 };
+
+	cr_assert_eq(ops->health(H, &v, &err), 0, "health: %s", err.msg);
+	cr_assert(strncmp(v.buf, "liblxc ", 7) == 0, "version '%s'", v.buf);
+	sbuf_free(&v);
+}
+
+Test(lxc, bad_config_rejected)
+{
+	struct rt_kv kv[] = { { (char *)"no_such_key", (char *)"1" } };
+	struct rt_kv kv2[] = { { (char *)"stop_timeout", (char *)"soon" } };
+	struct rt_config cfg = { kv, 1 }, cfg2 = { kv2, 1 };
+	struct nerr err = { 0 };
+	void *h2 = NULL;
+
+	cr_assert_eq(ops->open(&cfg, &h2, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "no_such_key"), "%s", err.msg);
+	cr_assert_eq(ops->open(&cfg2, &h2, &err), -EINVAL);
+}
+
+Test(lxc, lifecycle_exec_stop_destroy)
+{
+	struct rt_spec s;
+	struct sbuf out = SBUF_INIT(1u << 20);
+	struct nerr err = { 0 };
+	struct rt_status st;
+	char *echo[] = { "echo", "hi", NULL };
+	char *exit3[] = { "sh", "-c", "exit 3", NULL };
+	char *errout[] = { "sh", "-c", "echo oops >&2; exit 0", NULL };
+	double t0;
+	int i;
+
+	spec_init(&s, "life");
+	make(&s);
+	st = status_of("life");
+	cr_assert_eq(st.state, RT_STATE_CREATED);
+	cr_assert_eq(ops->start(H, "life", &err), 0, "start: %s", err.msg);
+	st = status_of("life");
+	cr_assert_eq(st.state, RT_STATE_RUNNING);
+	cr_assert_gt(st.pid, 0);
+	cr_assert_eq(kill(st.pid, 0), 0);
+	cr_assert_gt(st.started_at, 0);
+	cr_assert_geq(wait_event(RT_EV_START, "life", 2), 0);
+	cr_assert_eq(ops->start(H, "life", &err), -EBUSY);
+
+	cr_assert_eq(exec_in("life", echo, &out), 0);
+	cr_assert_str_eq(out.buf, "hi\n");
+	cr_assert_eq(exec_in("life", exit3, &out), 3);
+	cr_assert_eq(exec_in("life", errout, &out), 0);
+	cr_assert_str_eq(out.buf, "oops\n");
+
+	/* A clean halt of the busybox init: quick without udhcpc. */
+	t0 = now_s();
+	cr_assert_eq(ops->stop(H, "life", 10, &err), 0, "stop: %s", err.msg);
+	cr_assert_lt(now_s() - t0, 5.0, "clean stop took %.1f s", now_s() - t0);
+	i = wait_event(RT_EV_DIE, "life", 2);
+	cr_assert_geq(i, 0);
+	st = status_of("life");
+	cr_assert_eq(st.state, RT_STATE_EXITED);
+	cr_assert_eq(st.pid, 0);
+	cr_assert_eq(st.exit_code, evs.ev[i].exit_code);
+	cr_assert_gt(st.finished_at, 0);
+	cr_assert_eq(ops->stop(H, "life", 10, &err), 0, "stop of a stopped container");
+	cr_assert_eq(ops->exec(H, "life", echo, &out, &i, &err), -EBUSY);
+
+	/* It starts again after a stop. */
+	cr_assert_eq(ops->start(H, "life", &err), 0, "restart: %s", err.msg);
+	cr_assert_eq(status_of("life").state, RT_STATE_RUNNING);
+
+	cr_assert_eq(ops->destroy(H, "life", &err), 0, "destroy: %s", err.msg);
+	cr_assert_geq(wait_event(RT_EV_DESTROY, "life", 2), 0);
+	cr_assert_eq(ops->inspect(H, "life", &st, &err), -ENOENT);
+	cr_assert_eq(ops->destroy(H, "life", &err), 0, "destroy of a gone container");
+	cr_assert_eq(count_entries(lxcpath), 0, "lxcpath not empty after destroy");
+	sbuf_free(&out);
+}
+
+Test(lxc, kill_sigkill_gives_die_137)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	struct rt_status st;
+	double t0;
+	int i;
+
+	spec_init(&s, "killme");
+	make_start(&s);
+	cr_assert_eq(ops->kill(H, "killme", 0, &err), -EINVAL);
+	t0 = now_s();
+	cr_assert_eq(ops->kill(H, "killme", SIGKILL, &err), 0, "kill: %s", err.msg);
+	i = wait_event(RT_EV_DIE, "killme", 2);
+	cr_assert_geq(i, 0, "no DIE after SIGKILL");
+	cr_assert_lt(now_s() - t0, 1.0);
+	cr_assert_eq(evs.ev[i].exit_code, 137);
+	st = status_of("killme");
+	cr_assert_eq(st.state, RT_STATE_EXITED);
+	cr_assert_eq(st.exit_code, 137);
+	cr_assert_not(st.oom_killed);
+	cr_assert_eq(ops->kill(H, "killme", SIGKILL, &err), -EBUSY);
+}
+
+Test(lxc, init_cmd_real_exit_code_and_logs)
+{
+	struct rt_spec s;
+	struct sbuf logs = SBUF_INIT(1u << 20);
+	struct nerr err = { 0 };
+	char *argv[] = { "/bin/sh", "-c", "echo hello-from-init $GREETING; sleep 0.3; exit 7", NULL };
+	struct rt_kv env[] = { { (char *)"GREETING", (char *)"salut" } };
+	int i;
+
+	spec_init(&s, "app");
+	s.argv = argv;
+	s.env = env;
+	s.nenv = 1;
+	make_start(&s);
+	i = wait_event(RT_EV_DIE, "app", 5);
+	cr_assert_geq(i, 0);
+	cr_assert_eq(evs.ev[i].exit_code, 7, "exit code %d", evs.ev[i].exit_code);
+	cr_assert_eq(status_of("app").exit_code, 7);
+	cr_assert_eq(ops->logs(H, "app", 0, &logs, &err), 0, "logs: %s", err.msg);
+	cr_assert(logs.buf && strstr(logs.buf, "hello-from-init salut"), "logs: '%s'",
+		  logs.buf ? logs.buf : "");
+	sbuf_reset(&logs);
+	cr_assert_eq(ops->logs(H, "app", 8, &logs, &err), 0);
+	cr_assert_leq(logs.len, 8);
+	sbuf_free(&logs);
+}
+
+Test(lxc, app_stop_uses_sigterm)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	char *argv[] = { "/bin/sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.1; done", NULL };
+	double t0;
+	int i;
+
+	spec_init(&s, "apps");
+	s.argv = argv;
+	make_start(&s);
+	t0 = now_s();
+	cr_assert_eq(ops->stop(H, "apps", 10, &err), 0, "stop: %s", err.msg);
+	cr_assert_lt(now_s() - t0, 3.0);
+	i = wait_event(RT_EV_DIE, "apps", 2);
+	cr_assert_geq(i, 0);
+	cr_assert_eq(evs.ev[i].exit_code, 143);
+}
+
+Test(lxc, pause_resume)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	struct sbuf out = SBUF_INIT(4096);
+	char *echo[] = { "echo", "x", NULL };
+	int code;
+
+	spec_init(&s, "pz");
+	make_start(&s);
+	cr_assert_eq(ops->pause(H, "pz", &err), 0, "pause: %s", err.msg);
+	cr_assert_eq(status_of("pz").state, RT_STATE_PAUSED);
+	cr_assert_geq(wait_event(RT_EV_PAUSE, "pz", 2), 0);
+	cr_assert_eq(ops->exec(H, "pz", echo, &out, &code, &err), -EBUSY);
+	cr_assert_eq(ops->resume(H, "pz", &err), 0, "resume: %s", err.msg);
+	cr_assert_eq(status_of("pz").state, RT_STATE_RUNNING);
+	cr_assert_geq(wait_event(RT_EV_UNPAUSE, "pz", 2), 0);
+	cr_assert_eq(exec_in("pz", echo, &out), 0);
+	/* A paused container still stops. */
+	cr_assert_eq(ops->pause(H, "pz", &err), 0);
+	cr_assert_eq(ops->stop(H, "pz", 5, &err), 0, "stop paused: %s", err.msg);
+	cr_assert_eq(status_of("pz").state, RT_STATE_EXITED);
+	sbuf_free(&out);
+}
+
+Test(lxc, limits_update_and_stats)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	struct rt_stats stt;
+	struct rt_limits lim = { .cpus = 0.5, .memory = 96u << 20, .pids = 50,
+				 .set = RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS };
+	pid_t pid;
+
+	spec_init(&s, "lim");
+	s.memory = 64u << 20;
+	s.cpus = 1.5;
+	s.pids = 100;
+	make_start(&s);
+	pid = status_of("lim").pid;
+	if (host_v2()) {
+		cr_assert_eq(cg_read(pid, "memory", "memory.max"), 64ll << 20);
+		cr_assert_eq(cg_read(pid, "pids", "pids.max"), 100);
+	} else {
+		cr_assert_eq(cg_read(pid, "memory", "memory.limit_in_bytes"), 64ll << 20);
+		cr_assert_eq(cg_read(pid, "cpu", "cpu.shares"), 1536);
+		cr_assert_eq(cg_read(pid, "cpu", "cpu.cfs_quota_us"), 150000);
+		cr_assert_eq(cg_read(pid, "pids", "pids.max"), 100);
+	}
+	cr_assert_eq(ops->stats(H, "lim", &stt, &err), 0, "stats: %s", err.msg);
+	cr_assert_gt(stt.memory_bytes, 0);
+	cr_assert_lt(stt.memory_bytes, 64ull << 20);
+	cr_assert_eq(stt.memory_limit_bytes, 64ull << 20);
+	cr_assert_geq(stt.pids, 1);
+	cr_assert_lt(stt.pids, 100);
+	cr_assert_geq(stt.cpu_user_seconds + stt.cpu_system_seconds, 0);
+
+	/* Up and down, so both v1 memory/memsw orders are exercised. */
+	cr_assert_eq(ops->update(H, "lim", &lim, &err), 0, "update: %s", err.msg);
+	if (host_v2()) {
+		cr_assert_eq(cg_read(pid, "memory", "memory.max"), 96ll << 20);
+		cr_assert_eq(cg_read(pid, "pids", "pids.max"), 50);
+	} else {
+		cr_assert_eq(cg_read(pid, "memory", "memory.limit_in_bytes"), 96ll << 20);
+		cr_assert_eq(cg_read(pid, "cpu", "cpu.shares"), 512);
+		cr_assert_eq(cg_read(pid, "cpu", "cpu.cfs_quota_us"), 50000);
+		cr_assert_eq(cg_read(pid, "pids", "pids.max"), 50);
+	}
+	lim.memory = 32u << 20;
+	lim.set = RT_LIMIT_MEMORY;
+	cr_assert_eq(ops->update(H, "lim", &lim, &err), 0, "update down: %s", err.msg);
+	cr_assert_eq(cg_read(pid, "memory", host_v2() ? "memory.max" : "memory.limit_in_bytes"),
+		     32ll << 20);
+	cr_assert_eq(ops->stats(H, "lim", &stt, &err), 0);
+	cr_assert_eq(stt.memory_limit_bytes, 32ull << 20);
+
+	lim.memory = 1;
+	cr_assert_eq(ops->update(H, "lim", &lim, &err), -EINVAL);
+	lim.set = RT_LIMIT_CPUS;
+	lim.cpus = -1;
+	cr_assert_eq(ops->update(H, "lim", &lim, &err), -EINVAL);
+
+	/* The updated limits survive a restart. */
+	cr_assert_eq(ops->stop(H, "lim", 0, &err), 0);
+	cr_assert_eq(ops->start(H, "lim", &err), 0, "restart: %s", err.msg);
+	pid = status_of("lim").pid;
+	cr_assert_eq(cg_read(pid, "memory", host_v2() ? "memory.max" : "memory.limit_in_bytes"),
+		     32ll << 20);
+	cr_assert_eq(cg_read(pid, "pids", "pids.max"), 50);
+}
+
+Test(lxc, bind_mounts_rw_and_ro)
+{
+	struct rt_spec s;
+	struct sbuf out = SBUF_INIT(4096);
+	char rw[600], ro[600], path[700];
+	struct rt_mount m[2];
+	char *cat[] = { "cat", "/data/ro/hello", NULL };
+	char *touch_ro[] = { "touch", "/data/ro/new", NULL };
+	char *touch_rw[] = { "sh", "-c", "echo written > /mnt/rw/new", NULL };
+	FILE *f;
+
+	snprintf(rw, sizeof(rw), "%s/host-rw", lxcpath);
+	snprintf(ro, sizeof(ro), "%s/host-ro", lxcpath);
+	cr_assert_eq(mkdir(rw, 0755), 0);
+	cr_assert_eq(mkdir(ro, 0755), 0);
+	snprintf(path, sizeof(path), "%s/hello", ro);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("from-host\n", f);
+	fclose(f);
+	m[0] = (struct rt_mount){ .source = rw, .target = "/mnt/rw", .ro = false };
+	m[1] = (struct rt_mount){ .source = ro, .target = "/data/ro", .ro = true };
+	spec_init(&s, "mnt");
+	s.mounts = m;
+	s.nmounts = 2;
+	make_start(&s);
+	cr_assert_eq(exec_in("mnt", cat, &out), 0);
+	cr_assert_str_eq(out.buf, "from-host\n");
+	cr_assert_neq(exec_in("mnt", touch_ro, &out), 0, "ro mount was writable");
+	cr_assert_eq(exec_in("mnt", touch_rw, &out), 0, "%s", out.buf);
+	snprintf(path, sizeof(path), "%s/new", rw);
+	cr_assert_eq(access(path, F_OK), 0, "write through rw bind not on the host");
+	snprintf(path, sizeof(path), "%s/new", ro);
+	cr_assert_neq(access(path, F_OK), 0);
+	sbuf_free(&out);
+	/* The container goes before the host dirs (teardown removes them). */
+	struct nerr err = { 0 };
+
+	cr_assert_eq(ops->destroy(H, "mnt", &err), 0, "%s", err.msg);
+	cr_assert_eq(count_entries(lxcpath), 2, "only the two host dirs remain");
+}
+
+Test(lxc, oom_kill_gives_die_with_flag)
+{
+	struct rt_spec s;
+	struct rt_status st;
+	/* init itself grows past 16M: the OOM killer picks it. */
+	char *argv[] = { "/bin/sh", "-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' x); echo survived", NULL };
+	int i;
+
+	spec_init(&s, "oom");
+	s.memory = 16u << 20;
+	s.argv = argv;
+	make_start(&s);
+	i = wait_event(RT_EV_DIE, "oom", 20);
+	cr_assert_geq(i, 0, "no DIE");
+	cr_assert_geq(wait_event(RT_EV_OOM, "oom", 1), 0, "no OOM event");
+	st = status_of("oom");
+	cr_assert(st.oom_killed, "oom flag not set");
+	cr_assert_eq(st.exit_code, 137, "exit %d", st.exit_code);
+}
+
+Test(lxc, lxc_stop_k_from_outside_gives_die_within_a_second)
+{
+	struct rt_spec s;
+	double t0;
+	int i;
+
+	spec_init(&s, "outside");
+	make_start(&s);
+	t0 = now_s();
+	cr_assert_eq(run_cmd("lxc-stop -k -P '%s' -n outside", lxcpath), 0);
+	i = wait_event(RT_EV_DIE, "outside", 1.0);
+	cr_assert_geq(i, 0, "no DIE within a second");
+	cr_assert_lt(now_s() - t0, 1.5);
+	cr_assert_eq(evs.ev[i].exit_code, 137);
+	cr_assert_eq(status_of("outside").state, RT_STATE_EXITED);
+}
+
+Test(lxc, list_only_marked_and_foreign_untouched)
+{
+	struct rt_spec s;
+	struct rt_listing *l = NULL;
+	size_t n = 0;
+	struct nerr err = { 0 };
+	struct rt_status st;
+	char *echo[] = { "echo", NULL };
+	struct sbuf out = SBUF_INIT(4096);
+	int code;
+
+	spec_init(&s, "mine");
+	make_start(&s);
+	cr_assert_eq(run_cmd("lxc-create -q -P '%s' -n foreign -t busybox >/dev/null 2>&1", lxcpath), 0);
+	cr_assert_eq(ops->list(H, &l, &n, &err), 0, "list: %s", err.msg);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(l[0].id, "mine");
+	cr_assert_str_eq(l[0].name, "mine");
+	cr_assert_eq(l[0].status.state, RT_STATE_RUNNING);
+	rt_listing_free(l, n);
+
+	cr_assert_eq(ops->inspect(H, "foreign", &st, &err), -ENOENT);
+	cr_assert(strstr(err.msg, "not managed"), "%s", err.msg);
+	cr_assert_eq(ops->start(H, "foreign", &err), -ENOENT);
+	cr_assert_eq(ops->exec(H, "foreign", echo, &out, &code, &err), -ENOENT);
+	cr_assert_eq(ops->destroy(H, "foreign", &err), -ENOENT);
+	cr_assert_eq(ops->create(H, &(struct rt_spec){ .name = "foreign", .template_name = "busybox" },
+				 NULL, &(char *){ NULL }, &err), -EEXIST);
+	char cfg[700];
+
+	snprintf(cfg, sizeof(cfg), "%s/foreign/config", lxcpath);
+	cr_assert_eq(access(cfg, F_OK), 0, "foreign container was touched");
+	sbuf_free(&out);
+}
+
+Test(lxc, bad_input_leaves_nothing)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	char *id = NULL;
+	char tmpl[700];
+	FILE *f;
+	struct rt_mount m = { .source = "/nonexistent/dir", .target = "/x" };
+	struct rt_mount mbad = { .source = "/tmp", .target = "/x/../etc" };
+
+	spec_init(&s, "bad");
+	s.template_name = "no-such-template";
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -ENOENT);
+	cr_assert(strstr(err.msg, "unknown template"), "%s", err.msg);
+
+	spec_init(&s, "bad");
+	s.distro = "alpine";	/* only for download */
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+
+	spec_init(&s, "bad/name");
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+	spec_init(&s, ".hidden");
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+
+	spec_init(&s, "bad");
+	s.mounts = &m;
+	s.nmounts = 1;
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -ENOENT);
+	s.mounts = &mbad;
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+
+	spec_init(&s, "bad");
+	s.memory = 1000;
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+	cr_assert_eq(count_entries(lxcpath), 0, "a rejected create left files");
+
+	/* The download template, pointed at a local port where nothing
+	 * listens (nothing leaves this machine): fails with its own words. */
+	spec_init(&s, "dl");
+	s.template_name = "download";
+	s.distro = "alpine";
+	s.release = "3.19";
+	s.arch = "amd64";
+	s.image_server = "127.0.0.1:1";
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EIO);
+	cr_assert(strstr(err.msg, "Failed to download"), "%s", err.msg);
+	cr_assert_eq(count_entries(lxcpath), 0, "a failed download left files");
+
+	/* A template that fails half way: nothing half-made stays. */
+	snprintf(tmpl, sizeof(tmpl), "%s/../failing-template-%d", lxcpath, (int)getpid());
+	f = fopen(tmpl, "w");
+	cr_assert_not_null(f);
+	fputs("#!/bin/sh\nfor a; do case $a in --rootfs=*) r=${a#--rootfs=};; esac; done\n"
+	      "mkdir -p \"$r/etc\" && echo half > \"$r/etc/half\"\necho 'boom: disk on fire' >&2\nexit 1\n", f);
+	fclose(f);
+	chmod(tmpl, 0755);
+	char real[PATH_MAX];
+
+	cr_assert_not_null(realpath(tmpl, real));
+	spec_init(&s, "half");
+	s.template_name = real;
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EIO);
+	unlink(real);
+	cr_assert(strstr(err.msg, "boom: disk on fire"), "%s", err.msg);
+	cr_assert_eq(count_entries(lxcpath), 0, "a failed template left files");
+
+	/* Name taken. */
+	spec_init(&s, "taken");
+	make(&s);
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EEXIST);
+	cr_assert_null(id);
+}
+
+#define NPAR 10
+static void *par_create_start(void *arg)
+{
+	long i = (long)arg;
+	char name[16];
+	struct rt_spec s = { .template_name = "busybox", .name = name };
+	struct nerr err = { 0 };
+	char *id = NULL;
+
+	snprintf(name, sizeof(name), "par%ld", i);
+	if (ops->create(H, &s, NULL, &id, &err) < 0) {
+		fprintf(stderr, "create %s: %s\n", name, err.msg);
+		return (void *)1;
+	}
+	free(id);
+	if (ops->start(H, name, &err) < 0) {
+		fprintf(stderr, "start %s: %s\n", name, err.msg);
+		return (void *)1;
+	}
+	return NULL;
+}
+
+static void *par_destroy(void *arg)
+{
+	char name[16];
+	struct nerr err = { 0 };
+
+	snprintf(name, sizeof(name), "par%ld", (long)arg);
+	if (ops->destroy(H, name, &err) < 0) {
+		fprintf(stderr, "destroy %s: %s\n", name, err.msg);
+		return (void *)1;
+	}
+	return NULL;
+}
+
+Test(lxc, ten_in_parallel, .timeout = 300)
+{
+	pthread_t th[NPAR];
+	void *res;
+	char name[16];
+	struct rt_listing *l = NULL;
+	size_t n = 0;
+	struct nerr err = { 0 };
+
+	for (long i = 0; i < NPAR; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, par_create_start, (void *)i), 0);
+	for (int i = 0; i < NPAR; i++) {
+		pthread_join(th[i], &res);
+		cr_assert_null(res, "container %d failed", i);
+	}
+	for (int i = 0; i < NPAR; i++) {
+		struct rt_status st;
+
+		snprintf(name, sizeof(name), "par%d", i);
+		st = status_of(name);
+		cr_assert_eq(st.state, RT_STATE_RUNNING, "%s not running", name);
+		cr_assert_gt(st.pid, 0);
+		cr_assert_geq(wait_event(RT_EV_START, name, 1), 0);
+	}
+	cr_assert_eq(ops->list(H, &l, &n, &err), 0);
+	cr_assert_eq(n, NPAR);
+	rt_listing_free(l, n);
+	for (long i = 0; i < NPAR; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, par_destroy, (void *)i), 0);
+	for (int i = 0; i < NPAR; i++) {
+		pthread_join(th[i], &res);
+		cr_assert_null(res, "destroy %d failed", i);
+	}
+	cr_assert_eq(count_entries(lxcpath), 0, "lxcpath not empty after destroying all");
+}
+
+Test(lxc, recovery_after_reopen)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath } };
+	struct rt_config cfg = { kv, 1 };
+	struct rt_listing *l = NULL;
+	size_t n = 0;
+	int i;
+
+	spec_init(&s, "survivor");
+	make_start(&s);
+	ops->close(H);
+	H = NULL;
+	evs.n = 0;
+	cr_assert_eq(ops->open(&cfg, &H, &err), 0, "%s", err.msg);
+	cr_assert_eq(ops->list(H, &l, &n, &err), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(l[0].status.state, RT_STATE_RUNNING);
+	cr_assert_gt(l[0].status.pid, 0);
+	rt_listing_free(l, n);
+	cr_assert_eq(ops->watch(H, on_event, NULL, &err), 0);
+	cr_assert_eq(ops->kill(H, "survivor", SIGKILL, &err), 0, "%s", err.msg);
+	i = wait_event(RT_EV_DIE, "survivor", 2);
+	cr_assert_geq(i, 0, "the reopened driver missed the death");
+	cr_assert_eq(evs.ev[i].exit_code, 137);
+}
+
+/* ---- main: skip probe and run-wide cleanup ------------------------------ */
+
+static int can_run_containers(void)
+{
+	char path[512];
+	struct lxc_container *c;
+	bool ok;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip: needs root\n");
+		return 0;
+	}
+	if (access("/usr/share/lxc/templates/lxc-busybox", X_OK) != 0 ||
+	    run_cmd("command -v busybox >/dev/null") != 0) {
+		fprintf(stderr, "skip: no busybox template or busybox\n");
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/probe", run_root);
+	mkdir(path, 0755);
+	if (run_cmd("lxc-create -q -P '%s' -n probe -t busybox >/dev/null 2>&1", path) != 0) {
+		fprintf(stderr, "skip: lxc-create fails here\n");
+		wipe_lxcpath(path);
+		return 0;
+	}
+	c = lxc_container_new("probe", path);
+	ok = c && c->set_config_item(c, "lxc.net.0.type", "none") &&
+	     c->set_config_item(c, "lxc.apparmor.profile", "unconfined") &&
+	     c->set_config_item(c, "lxc.init.cmd", "/bin/sleep 60");
+	if (ok) {
+		c->clear_config_item(c, "lxc.net");
+		c->set_config_item(c, "lxc.net.0.type", "none");
+		c->want_daemonize(c, true);
+		ok = c->start(c, 0, NULL);
+		if (ok)
+			c->stop(c);
+	}
+	if (c)
+		lxc_container_put(c);
+	wipe_lxcpath(path);
+	if (!ok)
+		fprintf(stderr, "skip: liblxc cannot start a container here\n");
+	return ok;
+}
+
+int main(int argc, char *argv[])
+{
+	struct criterion_test_set *tests;
+	int result;
+
+	snprintf(run_root, sizeof(run_root), "/tmp/nodefs-lxc-test.XXXXXX");
+	if (!mkdtemp(run_root)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	if (!can_run_containers()) {
+		run_cmd("rm -rf --one-file-system '%s'", run_root);
+		return 77;
+	}
+	tests = criterion_initialize();
+	result = 0;
+	if (criterion_handle_args(argc, argv, true))
+		result = !criterion_run_all_tests(tests);
+	criterion_finalize(tests);
+
+	/* Whatever a crashed test left: every lxcpath under the root. */
+	DIR *d = opendir(run_root);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char p[700];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", run_root, de->d_name);
+		wipe_lxcpath(p);
+	}
+	if (d)
+		closedir(d);
+	run_cmd("rm -rf --one-file-system '%s'", run_root);
+	return result;
+}
