@@ -399,13 +399,24 @@ Test(lxc, app_stop_uses_sigterm)
 {
 	struct rt_spec s;
 	struct nerr err = { 0 };
-	char *argv[] = { "/bin/sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.1; done", NULL };
+	char *argv[] = { "/bin/sh", "-c", "trap 'exit 143' TERM; echo trap-set; while :; do sleep 0.1; done", NULL };
+	struct sbuf logs = SBUF_INIT(1u << 20);
 	double t0;
 	int i;
 
 	spec_init(&s, "apps");
 	s.argv = argv;
 	make_start(&s);
+	/* A pid-namespace init ignores SIGTERM until it has a handler:
+	 * stop only once the trap is in place. */
+	t0 = now_s();
+	do {
+		usleep(20000);
+		sbuf_reset(&logs);
+		cr_assert_eq(ops->logs(H, "apps", 0, &logs, &err), 0);
+	} while (!(logs.buf && strstr(logs.buf, "trap-set")) && now_s() - t0 < 10);
+	cr_assert(logs.buf && strstr(logs.buf, "trap-set"), "the command never ran");
+	sbuf_free(&logs);
 	t0 = now_s();
 	cr_assert_eq(ops->stop(H, "apps", 10, &err), 0, "stop: %s", err.msg);
 	cr_assert_lt(now_s() - t0, 3.0);
