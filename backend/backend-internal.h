@@ -11,6 +11,8 @@
 #include "backend.h"
 #include "bctl.h"
 #include "config.h"
+#include "csi.h"
+#include "loop.h"
 #include "events.h"
 #include "runtime.h"
 #include "tree.h"
@@ -37,6 +39,9 @@ struct backend {
 	struct bnode *volumes, *operations, *containers;
 	struct events *events;
 	struct work_pool *work;
+	struct loop *loop;		/* the CSI connections; its own thread */
+	pthread_t loop_thread;
+	bool loop_running;
 	struct engine *engines;
 	size_t nengines;
 	atomic_int state;
@@ -60,6 +65,9 @@ const char *backend_state_to_string(enum backend_state s);
 int engines_init(struct backend *b, struct nerr *err);
 int engines_start(struct backend *b, struct nerr *err);
 void engines_stop(struct backend *b);
+void engines_stop_monitor(struct backend *b);
+int volumes_render_metrics(struct backend *b, struct sbuf *out);
+int containers_render_metrics(struct backend *b, struct sbuf *out);
 struct engine *engine_find(struct backend *b, const char *name);
 
 /* The collections' types and their set-up, one module each. */
@@ -71,6 +79,37 @@ extern const struct btype containers_type;	/* container.c */
 
 int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);
+int plugins_start(struct backend *b, struct nerr *err);
+void plugins_tick(struct backend *b);
+int plugins_render_metrics(struct backend *b, struct sbuf *out);
+
+/* A plugin by name (its node referenced in *ret_node), or NULL. */
+struct plugin;
+struct plugin *plugin_get(struct backend *b, const char *name, struct bnode **ret_node);
+int plugin_caps(struct plugin *p, struct csi_caps *ret, struct nerr *err);
+int plugin_node_id(struct plugin *p, char *buf, size_t len, struct nerr *err);
+struct csi_plugin *plugin_csi(struct plugin *p);
+const char *plugin_name(struct plugin *p);
+
+/* volume.c: helpers the plugin module shares */
+bool volume_name_by_id(struct backend *b, const char *plugin, const char *id, char *buf, size_t len);
+bool volume_uses_plugin(struct backend *b, const char *plugin, char *buf, size_t len);
+int volumes_recover(struct backend *b, struct nerr *err);
+
+/* Protobuf map fields (string to string) built from "k=v" strings. */
+struct csi_kv_array {
+	void **v;	/* entries, all of one map-entry type */
+	size_t n;
+};
+int csi_kv_array_from_strv(struct csi_kv_array *a, char *const *kv);
+int csi_kv_array_add(struct csi_kv_array *a, const char *k, const char *v);
+void csi_kv_array_free(struct csi_kv_array *a);
+/* A mount VolumeCapability from an access mode name (NULL: single-node-writer),
+ * an fs type and mount flags; the three structs are the caller's. */
+void volume_capability_build(const char *access_mode, const char *fs_type, char **mount_flags,
+			     Csi__V1__VolumeCapability *cap,
+			     Csi__V1__VolumeCapability__MountVolume *mnt,
+			     Csi__V1__VolumeCapability__AccessMode *am);
 int profiles_init(struct backend *b, struct nerr *err);
 
 /* container.c */

@@ -241,15 +241,35 @@ fail:
 	return r;
 }
 
+static void *loop_main(void *arg)
+{
+	struct backend *b = arg;
+
+	loop_run(b->loop);
+	return NULL;
+}
+
 int backend_start(struct backend *b, struct nerr *err)
 {
 	int r;
 
 	events_emit(b->events, "daemon", NULL, NULL, "RECOVERING", NULL, "nodefs starting");
+	r = loop_new(&b->loop);
+	if (r < 0)
+		return nerr_set(err, -r, "cannot make the event loop: %s", strerror(-r));
+	if (pthread_create(&b->loop_thread, NULL, loop_main, b) != 0)
+		return nerr_set(err, EAGAIN, "cannot start the event loop thread");
+	b->loop_running = true;
+	r = plugins_start(b, err);
+	if (r < 0)
+		return r;
 	r = engines_start(b, err);
 	if (r < 0)
 		return r;
 	r = ops_recover(b, err);
+	if (r < 0)
+		return r;
+	r = volumes_recover(b, err);
 	if (r < 0)
 		return r;
 	r = containers_recover(b, err);
@@ -270,9 +290,16 @@ void backend_free(struct backend *b)
 	if (!b)
 		return;
 	atomic_store(&b->state, BACKEND_STOPPING);
-	engines_stop(b);
-	work_pool_free(b->work);
+	/* no new work, then no blocked call, then no worker, then no engine */
+	engines_stop_monitor(b);
 	plugins_stop(b);
+	work_pool_free(b->work);
+	engines_stop(b);
+	if (b->loop_running) {
+		loop_stop(b->loop);
+		pthread_join(b->loop_thread, NULL);
+	}
+	loop_free(b->loop);
 	if (b->root)
 		bnode_remove(b->root);
 	bnode_unref(b->metrics);

@@ -1630,3 +1630,50 @@ int containers_watch(struct backend *b)
 	}
 	return 0;
 }
+
+int containers_render_metrics(struct backend *b, struct sbuf *out)
+{
+	struct bnode **v;
+	size_t n;
+	int r;
+
+	if (bnode_list(b->containers, &v, &n) < 0)
+		return -ENOMEM;
+	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
+			   "# TYPE nodefs_containers gauge\n");
+	for (size_t e = 0; r >= 0 && e < b->nengines; e++)
+		for (int s = 0; r >= 0 && s <= C_DESTROYING; s++) {
+			size_t count = 0;
+			for (size_t i = 0; i < n; i++)
+				count += cof(v[i])->eng == &b->engines[e] && cof(v[i])->state == (enum cstate)s;
+			if (count)
+				r = sbuf_printf(out, "nodefs_containers{runtime=\"%s\",state=\"%s\"} %zu\n",
+						b->engines[e].ops->name, cstate_names[s], count);
+		}
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_container_memory_bytes Memory the container uses.\n"
+				   "# TYPE nodefs_container_memory_bytes gauge\n"
+				   "# HELP nodefs_container_cpu_seconds_total CPU time the container used.\n"
+				   "# TYPE nodefs_container_cpu_seconds_total counter\n");
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct container *c = cof(v[i]);
+		struct rt_stats st = { 0 };
+		struct nerr err = { 0 };
+		char id[256];
+		bool running;
+
+		pthread_mutex_lock(&c->lock);
+		running = c->state == C_RUNNING || c->state == C_PAUSED;
+		pthread_mutex_unlock(&c->lock);
+		if (!running || !current_id(c, id, sizeof(id)) || !c->eng->h ||
+		    c->eng->ops->stats(c->eng->h, id, &st, &err) < 0)
+			continue;
+		r = sbuf_printf(out, "nodefs_container_memory_bytes{container=\"%s\"} %llu\n"
+				"nodefs_container_cpu_seconds_total{container=\"%s\",mode=\"user\"} %.6f\n"
+				"nodefs_container_cpu_seconds_total{container=\"%s\",mode=\"system\"} %.6f\n",
+				c->name, (unsigned long long)st.memory_bytes, c->name, st.cpu_user_seconds,
+				c->name, st.cpu_system_seconds);
+	}
+	bnode_list_free(v, n);
+	return r;
+}

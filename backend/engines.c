@@ -113,6 +113,7 @@ static void *monitor_main(void *arg)
 		pthread_mutex_unlock(&b->mlock);
 		for (size_t i = 0; i < b->nengines; i++)
 			engine_probe(&b->engines[i]);
+		plugins_tick(b);
 		pthread_mutex_lock(&b->mlock);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += ENGINE_PROBE_SECONDS;
@@ -189,7 +190,7 @@ int engines_start(struct backend *b, struct nerr *err)
 	return 0;
 }
 
-void engines_stop(struct backend *b)
+void engines_stop_monitor(struct backend *b)
 {
 	pthread_mutex_lock(&b->mlock);
 	b->stopping = true;
@@ -198,6 +199,11 @@ void engines_stop(struct backend *b)
 	if (b->monitor_running)
 		pthread_join(b->monitor, NULL);
 	b->monitor_running = false;
+}
+
+void engines_stop(struct backend *b)
+{
+	engines_stop_monitor(b);
 	for (size_t i = 0; i < b->nengines; i++) {
 		struct engine *e = &b->engines[i];
 

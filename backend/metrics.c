@@ -59,5 +59,11 @@ int metrics_render(struct backend *b, struct sbuf *out)
 		pthread_mutex_unlock(&e->lock);
 		r = sbuf_printf(out, "nodefs_runtime_up{runtime=\"%s\"} %d\n", e->ops->name, up);
 	}
+	if (r >= 0)
+		r = plugins_render_metrics(b, out);
+	if (r >= 0)
+		r = volumes_render_metrics(b, out);
+	if (r >= 0)
+		r = containers_render_metrics(b, out);
 	return r;
 }

@@ -1,110 +1,1535 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * volume: volumes/ and volumes/NAME/, CSI volumes and their lifecycle.
+ *
+ * What the Mesos storage local resource provider does, as files: create
+ * (CreateVolume) or import (ValidateVolumeCapabilities), publish (walking
+ * CREATED -> CONTROLLER_PUBLISH -> NODE_READY -> NODE_STAGE -> VOL_READY ->
+ * NODE_PUBLISH -> PUBLISHED, skipping what the plugin's capabilities do not
+ * have), unpublish, stage, unstage, expand, destroy (walking back down:
+ * NodeUnpublish before NodeUnstage before ControllerUnpublish before
+ * DeleteVolume).
+ *
+ * Rules kept (from Mesos and kubelet): the calls of one volume run strictly
+ * in order on its action queue; CreateVolume's name derives from the
+ * operation id, so a retried create never makes two volumes; the transient
+ * state is checkpointed before each call and the stable state after it; a
+ * call whose outcome is unknown (deadline, unavailable, aborted) leaves the
+ * volume in its transient state and the next command re-drives that call
+ * (NodeStage is re-sent after a failed NodeUnstage); a call that failed for
+ * certain puts the volume back where it was.
  */
 #include "backend-internal.h"
 
-#include <stdio.h>
-#include <string.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "log.h"
+#include "operation.h"
+#include "store.h"
 #include "units.h"
 #include "valid.h"
 
-/* Everything a create names, checked before anything happens. */
-struct volume_req {
-	const char *name;
-	const char *plugin;
-	const char *profile;
+enum vstate {
+	V_CREATING, V_CREATED, V_CONTROLLER_PUBLISH, V_NODE_READY, V_NODE_STAGE, V_VOL_READY,
+	V_NODE_PUBLISH, V_PUBLISHED, V_NODE_UNPUBLISH, V_NODE_UNSTAGE, V_CONTROLLER_UNPUBLISH,
+	V_DELETING,
+};
+
+static const char *const vstate_names[] = {
+	"CREATING", "CREATED", "CONTROLLER_PUBLISH", "NODE_READY", "NODE_STAGE", "VOL_READY",
+	"NODE_PUBLISH", "PUBLISHED", "NODE_UNPUBLISH", "NODE_UNSTAGE", "CONTROLLER_UNPUBLISH",
+	"DELETING",
+};
+
+static const char *vstate_to_string(enum vstate s)
+{
+	return s <= V_DELETING ? vstate_names[s] : "UNKNOWN";
+}
+
+static int vstate_from_string(const char *s)
+{
+	for (int i = 0; i <= V_DELETING; i++)
+		if (s && strcmp(s, vstate_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+struct volume {
+	struct backend *b;
+	struct bnode *node;		/* borrowed: the node owns the volume */
+	char name[65];
+	struct actq q;
+
+	/* what it was made with; immutable after create */
+	char *plugin;
+	char *profile;
+	char *access_mode;
+	char *fs_type;
+	char **mount_flags;
+	char **params;			/* "k=v" */
+	uint64_t size_req;
+	bool imported;
+
+	pthread_mutex_t lock;		/* everything below */
+	enum vstate state;
+	char *csi_name;			/* CreateVolume name: nodefs-OPID */
+	char *id;			/* CSI volume id */
+	int64_t capacity;
+	char **vctx;			/* volume context, "k=v" */
+	char **pctx;			/* publish context, "k=v" */
+	bool ctl_published, staged;
+	char *target;
+	bool ro;
+	char staging[PATH_MAX];
+	int last_code;			/* gRPC code of the last call */
+};
+
+static struct volume *vof(struct bnode *n)
+{
+	return n->priv;
+}
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int strv_push(char ***v, const char *s)
+{
+	size_t n = 0;
+	char **nv;
+
+	while (*v && (*v)[n])
+		n++;
+	nv = realloc(*v, (n + 2) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	nv[n] = strdup(s);
+	nv[n + 1] = NULL;
+	return nv[n] ? 0 : -ENOMEM;
+}
+
+static char **strv_dup(char *const *v)
+{
+	char **r = calloc(1, sizeof(*r));
+
+	for (size_t i = 0; r && v && v[i]; i++)
+		if (strv_push(&r, v[i]) < 0) {
+			strv_free(r);
+			return NULL;
+		}
+	return r;
+}
+
+static void volume_free(struct volume *v)
+{
+	if (!v)
+		return;
+	free(v->plugin);
+	free(v->profile);
+	free(v->access_mode);
+	free(v->fs_type);
+	strv_free(v->mount_flags);
+	strv_free(v->params);
+	free(v->csi_name);
+	free(v->id);
+	strv_free(v->vctx);
+	strv_free(v->pctx);
+	free(v->target);
+	pthread_mutex_destroy(&v->lock);
+	free(v);
+}
+
+/* ---- protobuf helpers shared with plugin.c ---- */
+
+int csi_kv_array_add(struct csi_kv_array *a, const char *k, const char *val)
+{
+	Csi__V1__CreateVolumeRequest__ParametersEntry *e;
+	void **nv = realloc(a->v, (a->n + 1) * sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	a->v = nv;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	/* every string map entry of csi.proto has this layout: key = 1, value = 2 */
+	*e = (Csi__V1__CreateVolumeRequest__ParametersEntry)CSI__V1__CREATE_VOLUME_REQUEST__PARAMETERS_ENTRY__INIT;
+	e->key = strdup(k);
+	e->value = strdup(val);
+	a->v[a->n++] = e;
+	return e->key && e->value ? 0 : -ENOMEM;
+}
+
+int csi_kv_array_from_strv(struct csi_kv_array *a, char *const *kv)
+{
+	for (size_t i = 0; kv && kv[i]; i++) {
+		char buf[4096], *eq;
+		int r;
+
+		snprintf(buf, sizeof(buf), "%s", kv[i]);
+		eq = strchr(buf, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		r = csi_kv_array_add(a, buf, eq + 1);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void csi_kv_array_free(struct csi_kv_array *a)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		Csi__V1__CreateVolumeRequest__ParametersEntry *e = a->v[i];
+		free(e->key);
+		free(e->value);
+		free(e);
+	}
+	free(a->v);
+	a->v = NULL;
+	a->n = 0;
+}
+
+static int access_mode_value(const char *m)
+{
+	for (int i = 0; config_access_modes[i]; i++)
+		if (m && strcmp(m, config_access_modes[i]) == 0)
+			return i + 1;	/* the config lists them in proto order */
+	return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+}
+
+void volume_capability_build(const char *access_mode, const char *fs_type, char **mount_flags,
+			     Csi__V1__VolumeCapability *cap,
+			     Csi__V1__VolumeCapability__MountVolume *mnt,
+			     Csi__V1__VolumeCapability__AccessMode *am)
+{
+	size_t n = 0;
+
+	*cap = (Csi__V1__VolumeCapability)CSI__V1__VOLUME_CAPABILITY__INIT;
+	*mnt = (Csi__V1__VolumeCapability__MountVolume)CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
+	*am = (Csi__V1__VolumeCapability__AccessMode)CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
+	am->mode = access_mode_value(access_mode);
+	mnt->fs_type = (char *)(fs_type ? fs_type : "");
+	while (mount_flags && mount_flags[n])
+		n++;
+	mnt->n_mount_flags = n;
+	mnt->mount_flags = mount_flags;
+	cap->access_mode = am;
+	cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+	cap->mount = mnt;
+}
+
+/* ---- state and checkpoints ---- */
+
+static json_t *strv_json(char **v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static char **json_strv(json_t *a)
+{
+	char **v = calloc(1, sizeof(*v));
+	size_t i;
+	json_t *x;
+
+	json_array_foreach(a, i, x)
+		if (v && json_string_value(x) && strv_push(&v, json_string_value(x)) < 0) {
+			strv_free(v);
+			return NULL;
+		}
+	return v;
+}
+
+static json_t *volume_json_locked(struct volume *v)
+{
+	json_t *j = json_object();
+
+	if (!j)
+		return NULL;
+	json_object_set_new(j, "name", json_string(v->name));
+	json_object_set_new(j, "plugin", json_string(v->plugin));
+	if (v->profile)
+		json_object_set_new(j, "profile", json_string(v->profile));
+	if (v->access_mode)
+		json_object_set_new(j, "access_mode", json_string(v->access_mode));
+	if (v->fs_type)
+		json_object_set_new(j, "fs_type", json_string(v->fs_type));
+	json_object_set_new(j, "mount_flags", strv_json(v->mount_flags));
+	json_object_set_new(j, "parameters", strv_json(v->params));
+	json_object_set_new(j, "size_requested", json_integer((json_int_t)v->size_req));
+	json_object_set_new(j, "imported", json_boolean(v->imported));
+	json_object_set_new(j, "state", json_string(vstate_to_string(v->state)));
+	if (v->csi_name)
+		json_object_set_new(j, "csi_name", json_string(v->csi_name));
+	if (v->id)
+		json_object_set_new(j, "id", json_string(v->id));
+	json_object_set_new(j, "capacity", json_integer(v->capacity));
+	json_object_set_new(j, "volume_context", strv_json(v->vctx));
+	json_object_set_new(j, "publish_context", strv_json(v->pctx));
+	json_object_set_new(j, "controller_published", json_boolean(v->ctl_published));
+	json_object_set_new(j, "staged", json_boolean(v->staged));
+	if (v->target)
+		json_object_set_new(j, "target", json_string(v->target));
+	json_object_set_new(j, "readonly", json_boolean(v->ro));
+	json_object_set_new(j, "staging_path", json_string(v->staging));
+	return j;
+}
+
+static int checkpoint(struct volume *v, struct nerr *err)
+{
+	json_t *j;
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	j = volume_json_locked(v);
+	pthread_mutex_unlock(&v->lock);
+	if (!j)
+		return nerr_set(err, ENOMEM, "out of memory");
+	r = store_put(v->b->cfg->state_dir, "volumes", v->name, j, err);
+	json_decref(j);
+	return r;
+}
+
+static enum vstate get_state(struct volume *v)
+{
+	enum vstate s;
+
+	pthread_mutex_lock(&v->lock);
+	s = v->state;
+	pthread_mutex_unlock(&v->lock);
+	return s;
+}
+
+static void set_state(struct volume *v, enum vstate s)
+{
+	enum vstate old;
+
+	pthread_mutex_lock(&v->lock);
+	old = v->state;
+	v->state = s;
+	pthread_mutex_unlock(&v->lock);
+	if (old == s)
+		return;
+	bnode_changed(v->node);
+	events_emit(v->b->events, "volume", v->name, vstate_to_string(old), vstate_to_string(s),
+		    NULL, NULL);
+}
+
+/* ---- the steps: one CSI call each ---- */
+
+struct vctx {
+	struct volume *v;
+	struct plugin *p;
+	struct bnode *pnode;
+	struct csi_caps caps;
+	struct operation *op;
+	unsigned attempts;
+	char node_id[256];
+};
+
+static void note_result(struct vctx *x, const struct csi_result *res)
+{
+	x->v->last_code = res->code;
+	x->attempts += res->attempts;
+	if (x->op) {
+		char remote[64];
+		op_set_attempts(x->op, x->attempts);
+		snprintf(remote, sizeof(remote), "%d %s", res->code, grpc_code_to_string(res->code));
+		op_set_remote(x->op, remote);
+	}
+}
+
+static bool uncertain(int code)
+{
+	return code == GRPC_DEADLINE_EXCEEDED || code == GRPC_UNAVAILABLE || code == GRPC_ABORTED ||
+	       code == GRPC_CANCELLED;
+}
+
+#define HAS_CTL(x, c) CSI_CAP((x)->caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__##c)
+#define HAS_NODE(x, c) CSI_CAP((x)->caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__##c)
+
+static int call(struct vctx *x, enum csi_rpc rpc, ProtobufCMessage *req, ProtobufCMessage **resp,
+		struct nerr *err)
+{
+	struct csi_result res = { 0 };
+	ProtobufCMessage *r0 = NULL;
+	int r = csi_call(plugin_csi(x->p), rpc, req, resp ? resp : &r0, &res, err);
+
+	note_result(x, &res);
+	if (r >= 0 && !resp && r0)
+		protobuf_c_message_free_unpacked(r0, NULL);
+	if (r < 0)
+		nerr_prefix(err, "%s", csi_rpc_to_string(rpc));
+	return r;
+}
+
+static void cap_of(struct volume *v, Csi__V1__VolumeCapability *cap,
+		   Csi__V1__VolumeCapability__MountVolume *mnt,
+		   Csi__V1__VolumeCapability__AccessMode *am)
+{
+	volume_capability_build(v->access_mode, v->fs_type, v->mount_flags, cap, mnt, am);
+}
+
+static int kv_to_strv(char ***dst, size_t n, void **entries)
+{
+	char **v = calloc(1, sizeof(*v));
+
+	for (size_t i = 0; v && i < n; i++) {
+		Csi__V1__CreateVolumeRequest__ParametersEntry *e = entries[i];
+		char buf[8192];
+		snprintf(buf, sizeof(buf), "%s=%s", e->key ? e->key : "", e->value ? e->value : "");
+		if (strv_push(&v, buf) < 0) {
+			strv_free(v);
+			return -ENOMEM;
+		}
+	}
+	if (!v)
+		return -ENOMEM;
+	strv_free(*dst);
+	*dst = v;
+	return 0;
+}
+
+static int do_create_volume(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+	Csi__V1__VolumeCapability cap, *caps[1] = { &cap };
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode am;
+	struct csi_kv_array params = { 0 };
+	Csi__V1__CreateVolumeResponse *resp;
+	int r;
+
+	cap_of(v, &cap, &mnt, &am);
+	req.name = v->csi_name;
+	if (v->size_req) {
+		range.required_bytes = (int64_t)v->size_req;
+		req.capacity_range = &range;
+	}
+	req.n_volume_capabilities = 1;
+	req.volume_capabilities = caps;
+	r = csi_kv_array_from_strv(&params, v->params);
+	if (r < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
+	req.n_parameters = params.n;
+	req.parameters = (Csi__V1__CreateVolumeRequest__ParametersEntry **)params.v;
+	r = call(x, CSI_RPC_CREATE_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+	csi_kv_array_free(&params);
+	if (r < 0)
+		return r;
+	if (!resp->volume || !resp->volume->volume_id || !resp->volume->volume_id[0]) {
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		return nerr_set(err, EIO, "CreateVolume: the plugin returned no volume id");
+	}
+	pthread_mutex_lock(&v->lock);
+	free(v->id);
+	v->id = strdup(resp->volume->volume_id);
+	v->capacity = resp->volume->capacity_bytes;
+	kv_to_strv(&v->vctx, resp->volume->n_volume_context, (void **)resp->volume->volume_context);
+	pthread_mutex_unlock(&v->lock);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return v->id ? 0 : nerr_set(err, ENOMEM, "out of memory");
+}
+
+static int do_validate(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	Csi__V1__ValidateVolumeCapabilitiesRequest req = CSI__V1__VALIDATE_VOLUME_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__VolumeCapability cap, *caps[1] = { &cap };
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode am;
+	struct csi_kv_array params = { 0 };
+	Csi__V1__ValidateVolumeCapabilitiesResponse *resp;
+	int r;
+
+	cap_of(v, &cap, &mnt, &am);
+	req.volume_id = v->id;
+	req.n_volume_capabilities = 1;
+	req.volume_capabilities = caps;
+	if (csi_kv_array_from_strv(&params, v->params) < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
+	req.n_parameters = params.n;
+	req.parameters = (Csi__V1__ValidateVolumeCapabilitiesRequest__ParametersEntry **)params.v;
+	r = call(x, CSI_RPC_VALIDATE_VOLUME_CAPABILITIES, &req.base, (ProtobufCMessage **)&resp, err);
+	csi_kv_array_free(&params);
+	if (r < 0)
+		return r;
+	if (!resp->confirmed) {
+		r = nerr_set(err, EINVAL, "the plugin does not confirm volume %s for these capabilities%s%s",
+			     v->id, resp->message && resp->message[0] ? ": " : "",
+			     resp->message ? resp->message : "");
+	}
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return r;
+}
+
+static int do_controller_publish(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	Csi__V1__ControllerPublishVolumeRequest req = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
+	Csi__V1__VolumeCapability cap;
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode am;
+	struct csi_kv_array vc = { 0 };
+	Csi__V1__ControllerPublishVolumeResponse *resp;
+	int r;
+
+	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
+	if (r < 0)
+		return r;
+	cap_of(v, &cap, &mnt, &am);
+	req.volume_id = v->id;
+	req.node_id = x->node_id;
+	req.volume_capability = &cap;
+	req.readonly = v->ro;
+	if (csi_kv_array_from_strv(&vc, v->vctx) < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
+	req.n_volume_context = vc.n;
+	req.volume_context = (Csi__V1__ControllerPublishVolumeRequest__VolumeContextEntry **)vc.v;
+	r = call(x, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+	csi_kv_array_free(&vc);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&v->lock);
+	kv_to_strv(&v->pctx, resp->n_publish_context, (void **)resp->publish_context);
+	v->ctl_published = true;
+	pthread_mutex_unlock(&v->lock);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return 0;
+}
+
+static int do_controller_unpublish(struct vctx *x, struct nerr *err)
+{
+	Csi__V1__ControllerUnpublishVolumeRequest req = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
+	int r;
+
+	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
+	if (r < 0)
+		return r;
+	req.volume_id = x->v->id;
+	req.node_id = x->node_id;
+	r = call(x, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &req.base, NULL, err);
+	if (r >= 0) {
+		pthread_mutex_lock(&x->v->lock);
+		x->v->ctl_published = false;
+		strv_free(x->v->pctx);
+		x->v->pctx = NULL;
+		pthread_mutex_unlock(&x->v->lock);
+	}
+	return r;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int do_stage(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	Csi__V1__NodeStageVolumeRequest req = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
+	Csi__V1__VolumeCapability cap;
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode am;
+	struct csi_kv_array pc = { 0 }, vc = { 0 };
+	int r;
+
+	r = mkdir_p(v->staging, 0750);
+	if (r < 0)
+		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
+	cap_of(v, &cap, &mnt, &am);
+	req.volume_id = v->id;
+	req.staging_target_path = v->staging;
+	req.volume_capability = &cap;
+	if (csi_kv_array_from_strv(&pc, v->pctx) < 0 || csi_kv_array_from_strv(&vc, v->vctx) < 0) {
+		csi_kv_array_free(&pc);
+		csi_kv_array_free(&vc);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	req.n_publish_context = pc.n;
+	req.publish_context = (Csi__V1__NodeStageVolumeRequest__PublishContextEntry **)pc.v;
+	req.n_volume_context = vc.n;
+	req.volume_context = (Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **)vc.v;
+	r = call(x, CSI_RPC_NODE_STAGE_VOLUME, &req.base, NULL, err);
+	csi_kv_array_free(&pc);
+	csi_kv_array_free(&vc);
+	if (r >= 0) {
+		pthread_mutex_lock(&v->lock);
+		v->staged = true;
+		pthread_mutex_unlock(&v->lock);
+	}
+	return r;
+}
+
+static int do_unstage(struct vctx *x, struct nerr *err)
+{
+	Csi__V1__NodeUnstageVolumeRequest req = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
+	int r;
+
+	req.volume_id = x->v->id;
+	req.staging_target_path = x->v->staging;
+	r = call(x, CSI_RPC_NODE_UNSTAGE_VOLUME, &req.base, NULL, err);
+	if (r >= 0) {
+		pthread_mutex_lock(&x->v->lock);
+		x->v->staged = false;
+		pthread_mutex_unlock(&x->v->lock);
+		rmdir(x->v->staging);
+	}
+	return r;
+}
+
+static int do_publish(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	Csi__V1__NodePublishVolumeRequest req = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
+	Csi__V1__VolumeCapability cap;
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode am;
+	struct csi_kv_array pc = { 0 }, vc = { 0 };
+	char parent[PATH_MAX], *slash;
+	int r;
+
+	/* the target's parent must exist (some plugins need it) */
+	snprintf(parent, sizeof(parent), "%s", v->target);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		r = mkdir_p(parent, 0755);
+		if (r < 0)
+			return nerr_set(err, -r, "cannot make %s: %s", parent, strerror(-r));
+	}
+	cap_of(v, &cap, &mnt, &am);
+	req.volume_id = v->id;
+	req.staging_target_path = v->staged ? v->staging : (char *)"";
+	req.target_path = v->target;
+	req.volume_capability = &cap;
+	req.readonly = v->ro;
+	if (csi_kv_array_from_strv(&pc, v->pctx) < 0 || csi_kv_array_from_strv(&vc, v->vctx) < 0) {
+		csi_kv_array_free(&pc);
+		csi_kv_array_free(&vc);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	req.n_publish_context = pc.n;
+	req.publish_context = (Csi__V1__NodePublishVolumeRequest__PublishContextEntry **)pc.v;
+	req.n_volume_context = vc.n;
+	req.volume_context = (Csi__V1__NodePublishVolumeRequest__VolumeContextEntry **)vc.v;
+	r = call(x, CSI_RPC_NODE_PUBLISH_VOLUME, &req.base, NULL, err);
+	csi_kv_array_free(&pc);
+	csi_kv_array_free(&vc);
+	return r;
+}
+
+static int do_unpublish(struct vctx *x, struct nerr *err)
+{
+	Csi__V1__NodeUnpublishVolumeRequest req = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+
+	req.volume_id = x->v->id;
+	req.target_path = x->v->target;
+	return call(x, CSI_RPC_NODE_UNPUBLISH_VOLUME, &req.base, NULL, err);
+}
+
+static int do_delete(struct vctx *x, struct nerr *err)
+{
+	Csi__V1__DeleteVolumeRequest req = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+
+	req.volume_id = x->v->id;
+	return call(x, CSI_RPC_DELETE_VOLUME, &req.base, NULL, err);
+}
+
+/*
+ * One step: the transient state is checkpointed before the call and the
+ * stable state after it. A call whose outcome is unknown leaves the volume
+ * in the transient state (the next command re-drives it); a call that
+ * failed for certain puts it back to `back`.
+ */
+static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, struct nerr *),
+		enum vstate done, enum vstate back, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct nerr cerr = { 0 };
+	int r;
+
+	set_state(v, transient);
+	r = checkpoint(v, err);
+	if (r < 0) {
+		set_state(v, back);
+		return r;
+	}
+	v->last_code = 0;
+	r = fn(x, err);
+	if (r < 0) {
+		if (!uncertain(v->last_code)) {
+			set_state(v, back);
+			checkpoint(v, &cerr);
+		} else {
+			nerr_prefix(err, "left in %s, the next command retries", vstate_to_string(transient));
+		}
+		return r;
+	}
+	set_state(v, done);
+	r = checkpoint(v, err);
+	return r;
+}
+
+/* The state an up-walk resumes from: a transient state of either
+ * direction re-drives the call that goes up from there. */
+static int walk_up(struct vctx *x, bool want_publish, struct nerr *err)
+{
+	struct volume *v = x->v;
+	bool stage = HAS_NODE(x, STAGE_UNSTAGE_VOLUME);
+	bool ctl = HAS_CTL(x, PUBLISH_UNPUBLISH_VOLUME);
+	int r = 0;
+
+	for (int guard = 0; guard < 16 && r >= 0; guard++) {
+		switch (get_state(v)) {
+		case V_CREATING:
+			r = step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+			break;
+		case V_CREATED:
+		case V_CONTROLLER_PUBLISH:
+		case V_CONTROLLER_UNPUBLISH:
+			if (ctl)
+				r = step(x, V_CONTROLLER_PUBLISH, do_controller_publish, V_NODE_READY,
+					 V_CREATED, err);
+			else {
+				set_state(v, V_NODE_READY);
+				r = checkpoint(v, err);
+			}
+			break;
+		case V_NODE_READY:
+		case V_NODE_STAGE:
+		case V_NODE_UNSTAGE:
+			if (!stage) {
+				if (!want_publish)
+					return 0;
+				r = step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED, V_NODE_READY, err);
+			} else {
+				r = step(x, V_NODE_STAGE, do_stage, V_VOL_READY, V_NODE_READY, err);
+			}
+			break;
+		case V_VOL_READY:
+			if (!want_publish)
+				return 0;
+			r = step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED, V_VOL_READY, err);
+			break;
+		case V_NODE_PUBLISH:
+		case V_NODE_UNPUBLISH:
+			r = step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED,
+				 v->staged ? V_VOL_READY : V_NODE_READY, err);
+			break;
+		case V_PUBLISHED:
+			return 0;
+		case V_DELETING:
+			return nerr_set(err, EBUSY, "volume %s is being deleted: destroy it", v->name);
+		}
+	}
+	return r;
+}
+
+enum down_goal { DOWN_UNPUBLISHED, DOWN_CREATED, DOWN_DELETED };
+
+static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
+{
+	struct volume *v = x->v;
+	int r = 0;
+
+	for (int guard = 0; guard < 16 && r >= 0; guard++) {
+		switch (get_state(v)) {
+		case V_PUBLISHED:
+		case V_NODE_PUBLISH:
+		case V_NODE_UNPUBLISH:
+			r = step(x, V_NODE_UNPUBLISH, do_unpublish, v->staged ? V_VOL_READY : V_NODE_READY,
+				 V_PUBLISHED, err);
+			if (r >= 0) {
+				pthread_mutex_lock(&v->lock);
+				free(v->target);
+				v->target = NULL;
+				v->ro = false;
+				pthread_mutex_unlock(&v->lock);
+				r = checkpoint(v, err);
+			}
+			if (r >= 0 && goal == DOWN_UNPUBLISHED)
+				return 0;
+			break;
+		case V_VOL_READY:
+		case V_NODE_STAGE:
+		case V_NODE_UNSTAGE:
+			if (goal == DOWN_UNPUBLISHED)
+				return 0;
+			r = step(x, V_NODE_UNSTAGE, do_unstage, V_NODE_READY, V_VOL_READY, err);
+			break;
+		case V_NODE_READY:
+		case V_CONTROLLER_PUBLISH:
+		case V_CONTROLLER_UNPUBLISH:
+			if (goal == DOWN_UNPUBLISHED)
+				return 0;
+			if (v->ctl_published || get_state(v) != V_NODE_READY)
+				r = step(x, V_CONTROLLER_UNPUBLISH, do_controller_unpublish, V_CREATED,
+					 V_NODE_READY, err);
+			else {
+				set_state(v, V_CREATED);
+				r = checkpoint(v, err);
+			}
+			break;
+		case V_CREATING:
+			/* a create whose outcome is unknown: finish it to learn the id */
+			r = step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+			break;
+		case V_CREATED:
+			if (goal != DOWN_DELETED)
+				return 0;
+			/* fall through */
+		case V_DELETING:
+			r = step(x, V_DELETING, do_delete, V_DELETING, V_CREATED, err);
+			return r < 0 ? r : 1;
+		}
+	}
+	return r;
+}
+
+/* ---- actions ---- */
+
+enum { VA_CREATE, VA_IMPORT, VA_PUBLISH, VA_STAGE, VA_UNPUBLISH, VA_UNSTAGE, VA_EXPAND,
+       VA_DESTROY };
+
+struct vact {
+	struct action a;
+	struct volume *v;
+	struct bnode *node;
+	int kind;
+	char *target;
+	bool ro;
 	uint64_t size;
 };
 
-static int resolve_create(struct backend *b, const struct ctl_cmd *c, const char *name,
-			  struct volume_req *ret, struct nerr *err)
+static void vact_free(struct action *a)
 {
-	struct volume_req v = { .name = name };
-	const char *s;
-	struct bnode *k;
+	struct vact *x = (struct vact *)a;
+
+	free(x->target);
+	bnode_unref(x->node);
+	free(x);
+}
+
+static void volume_forget(struct volume *v)
+{
+	store_del(v->b->cfg->state_dir, "volumes", v->name, NULL);
+	bnode_remove(v->node);
+}
+
+static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
+{
+	struct volume *v = x->v;
+	bool node_needed = HAS_NODE(x, EXPAND_VOLUME);
+	int r;
+
+	if ((int64_t)size <= v->capacity)
+		return nerr_set(err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
+				(unsigned long long)size, (long long)v->capacity);
+	if (!HAS_CTL(x, EXPAND_VOLUME) && !node_needed)
+		return nerr_set(err, ENOTSUP, "plugin %s cannot expand volumes", v->plugin);
+	if (HAS_CTL(x, EXPAND_VOLUME)) {
+		Csi__V1__ControllerExpandVolumeRequest req = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
+		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+		Csi__V1__VolumeCapability cap;
+		Csi__V1__VolumeCapability__MountVolume mnt;
+		Csi__V1__VolumeCapability__AccessMode am;
+		Csi__V1__ControllerExpandVolumeResponse *resp;
+
+		cap_of(v, &cap, &mnt, &am);
+		range.required_bytes = (int64_t)size;
+		req.volume_id = v->id;
+		req.capacity_range = &range;
+		req.volume_capability = &cap;
+		r = call(x, CSI_RPC_CONTROLLER_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+		if (r < 0)
+			return r;
+		pthread_mutex_lock(&v->lock);
+		v->capacity = resp->capacity_bytes ? resp->capacity_bytes : (int64_t)size;
+		pthread_mutex_unlock(&v->lock);
+		node_needed = node_needed && resp->node_expansion_required;
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
+	if (node_needed && (v->staged || v->target)) {
+		Csi__V1__NodeExpandVolumeRequest req = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
+		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+		Csi__V1__NodeExpandVolumeResponse *resp;
+
+		range.required_bytes = (int64_t)size;
+		req.volume_id = v->id;
+		req.volume_path = v->target ? v->target : v->staging;
+		req.staging_target_path = v->staged ? v->staging : (char *)"";
+		req.capacity_range = &range;
+		r = call(x, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+		if (r < 0)
+			return r;
+		pthread_mutex_lock(&v->lock);
+		if (resp->capacity_bytes)
+			v->capacity = resp->capacity_bytes;
+		else if (!HAS_CTL(x, EXPAND_VOLUME))
+			v->capacity = (int64_t)size;
+		pthread_mutex_unlock(&v->lock);
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
+	bnode_changed(v->node);
+	return checkpoint(v, err);
+}
+
+static int run_action(struct action *a, struct nerr *err)
+{
+	struct vact *act = (struct vact *)a;
+	struct volume *v = act->v;
+	struct vctx x = { .v = v, .op = a->op };
+	int r;
+
+	x.p = plugin_get(v->b, v->plugin, &x.pnode);
+	if (!x.p)
+		return nerr_set(err, ENOENT, "plugin %s of volume %s is gone", v->plugin, v->name);
+	r = plugin_caps(x.p, &x.caps, err);
+	if (r < 0) {
+		nerr_prefix(err, "plugin %s", v->plugin);
+		if (act->kind == VA_CREATE || act->kind == VA_IMPORT)
+			volume_forget(v);
+		goto out;
+	}
+	switch (act->kind) {
+	case VA_CREATE:
+		if (!HAS_CTL(&x, CREATE_DELETE_VOLUME)) {
+			r = nerr_set(err, ENOTSUP, "plugin %s cannot create volumes (no CREATE_DELETE_VOLUME); use import",
+				     v->plugin);
+			volume_forget(v);
+			break;
+		}
+		r = step(&x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+		if (r < 0 && !uncertain(v->last_code))
+			volume_forget(v);	/* it never existed: nothing changed */
+		break;
+	case VA_IMPORT:
+		r = do_validate(&x, err);
+		if (r >= 0)
+			r = checkpoint(v, err);
+		if (r < 0)
+			volume_forget(v);
+		else {
+			set_state(v, V_CREATED);
+			events_emit(v->b->events, "volume", v->name, NULL, "CREATED", a->op ? a->op->id : NULL,
+				    "imported");
+		}
+		break;
+	case VA_PUBLISH:
+		if (get_state(v) == V_PUBLISHED) {
+			r = nerr_set(err, EBUSY, "volume %s is already published at %s", v->name, v->target);
+			break;
+		}
+		pthread_mutex_lock(&v->lock);
+		free(v->target);
+		v->target = act->target;
+		act->target = NULL;
+		v->ro = act->ro;
+		pthread_mutex_unlock(&v->lock);
+		r = walk_up(&x, true, err);
+		break;
+	case VA_STAGE:
+		r = walk_up(&x, false, err);
+		break;
+	case VA_UNPUBLISH: {
+		enum vstate s = get_state(v);
+		if (s != V_PUBLISHED && s != V_NODE_PUBLISH && s != V_NODE_UNPUBLISH) {
+			r = nerr_set(err, EINVAL, "volume %s is not published (%s)", v->name, vstate_to_string(s));
+			break;
+		}
+		r = walk_down(&x, DOWN_UNPUBLISHED, err);
+		break;
+	}
+	case VA_UNSTAGE:
+		if (get_state(v) == V_PUBLISHED) {
+			r = nerr_set(err, EBUSY, "volume %s is published at %s: unpublish it first",
+				     v->name, v->target);
+			break;
+		}
+		r = walk_down(&x, DOWN_CREATED, err);
+		break;
+	case VA_EXPAND:
+		r = do_expand(&x, act->size, err);
+		break;
+	case VA_DESTROY:
+		r = walk_down(&x, DOWN_DELETED, err);
+		if (r > 0) {
+			volume_forget(v);
+			r = 0;
+		}
+		break;
+	}
+out:
+	bnode_unref(x.pnode);
+	return r < 0 ? r : 0;
+}
+
+static int submit(struct volume *v, int kind, const char *cmdline, struct breq *rq, struct vact *t)
+{
+	static const char *const types[] = {
+		"volume.create", "volume.import", "volume.publish", "volume.stage", "volume.unpublish",
+		"volume.unstage", "volume.expand", "volume.destroy",
+	};
+	struct vact *x = calloc(1, sizeof(*x));
+	char object[80];
+	int r;
+
+	if (!x) {
+		if (t)
+			free(t->target);
+		return nerr_set(&rq->err, ENOMEM, "out of memory");
+	}
+	if (t)
+		*x = *t;
+	if (rq->nonblock && actq_busy(&v->q)) {
+		free(x->target);
+		free(x);
+		return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
+	}
+	x->v = v;
+	x->node = bnode_ref(v->node);
+	x->kind = kind;
+	x->a.b = v->b;
+	x->a.rq = rq;
+	x->a.run = run_action;
+	x->a.free = vact_free;
+	snprintf(object, sizeof(object), "volumes/%s", v->name);
+	r = op_begin(v->b, types[kind], object, cmdline, &x->a.op, &rq->err);
+	if (r < 0) {
+		vact_free(&x->a);
+		return r;
+	}
+	if (kind == VA_CREATE) {
+		/* the name CreateVolume gets: retried, it makes the same volume */
+		char cn[160];
+		snprintf(cn, sizeof(cn), "nodefs-%s-%s", v->name, x->a.op->id);
+		pthread_mutex_lock(&v->lock);
+		free(v->csi_name);
+		v->csi_name = strdup(cn);
+		pthread_mutex_unlock(&v->lock);
+	}
+	r = actq_submit(&v->q, &x->a);
+	if (r == -EBUSY) {
+		op_drop(x->a.op, "the volume had a command in flight");
+		op_unref(x->a.op);
+		x->a.op = NULL;
+		vact_free(&x->a);
+		return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
+	}
+	return r;
+}
+
+/* ---- files ---- */
+
+static int show_state(struct bnode *n, struct sbuf *out)
+{
+	return sbuf_printf(out, "%s\n", vstate_to_string(get_state(vof(n))));
+}
+
+#define V_SHOW_STR(fname, expr)						\
+	static int fname(struct bnode *n, struct sbuf *out)		\
+	{								\
+		struct volume *v = vof(n);				\
+		int r = 0;						\
+		pthread_mutex_lock(&v->lock);				\
+		if (expr)						\
+			r = sbuf_printf(out, "%s\n", expr);		\
+		pthread_mutex_unlock(&v->lock);				\
+		return r;						\
+	}
+V_SHOW_STR(show_id, v->id)
+V_SHOW_STR(show_plugin, v->plugin)
+V_SHOW_STR(show_profile, v->profile)
+V_SHOW_STR(show_target, v->target)
+
+static int show_capacity(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	r = sbuf_printf(out, "%lld\n", (long long)v->capacity);
+	pthread_mutex_unlock(&v->lock);
+	return r;
+}
+
+/* NodeGetVolumeStats for a volume on this node: one quick call with a short
+ * deadline and no retries (a read must not hang on a plugin). */
+static int show_stats(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	Csi__V1__NodeGetVolumeStatsRequest req = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
+	Csi__V1__NodeGetVolumeStatsResponse *resp;
+	struct csi_result res;
+	struct nerr err = { 0 };
+	struct bnode *pn = NULL;
+	struct plugin *p;
+	struct csi_caps caps;
+	char path[PATH_MAX] = "", id[1024] = "", staging[PATH_MAX];
+	long long used[3] = { -1, -1, -1 }, ino[3] = { -1, -1, -1 };
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	if (v->target && v->state == V_PUBLISHED)
+		snprintf(path, sizeof(path), "%s", v->target);
+	else if (v->staged && v->state == V_VOL_READY)
+		snprintf(path, sizeof(path), "%s", v->staging);
+	if (v->id)
+		snprintf(id, sizeof(id), "%s", v->id);
+	snprintf(staging, sizeof(staging), "%s", v->staged ? v->staging : "");
+	pthread_mutex_unlock(&v->lock);
+	if (!path[0])
+		return 0;	/* not on this node: nothing to measure */
+	p = plugin_get(v->b, v->plugin, &pn);
+	if (!p)
+		return 0;
+	r = plugin_caps(p, &caps, &err);
+	if (r < 0 || !CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS)) {
+		bnode_unref(pn);
+		return r < 0 ? 0 : sbuf_printf(out, "unsupported: plugin has no GET_VOLUME_STATS\n");
+	}
+	req.volume_id = id;
+	req.volume_path = path;
+	req.staging_target_path = staging;
+	r = csi_call_ex(plugin_csi(p), CSI_RPC_NODE_GET_VOLUME_STATS, &req.base, 5000, 1,
+			(ProtobufCMessage **)&resp, &res, &err);
+	bnode_unref(pn);
+	if (r < 0) {
+		bnode_set_error(n, err.msg);
+		return 0;
+	}
+	for (size_t i = 0; i < resp->n_usage; i++) {
+		Csi__V1__VolumeUsage *u = resp->usage[i];
+		long long *d = u->unit == CSI__V1__VOLUME_USAGE__UNIT__INODES ? ino : used;
+		d[0] = u->used;
+		d[1] = u->available;
+		d[2] = u->total;
+	}
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	r = 0;
+	if (used[0] >= 0)
+		r = sbuf_printf(out, "bytes_used %lld\nbytes_available %lld\nbytes_total %lld\n",
+				used[0], used[1], used[2]);
+	if (r >= 0 && ino[0] >= 0)
+		r = sbuf_printf(out, "inodes_used %lld\ninodes_available %lld\ninodes_total %lld\n",
+				ino[0], ino[1], ino[2]);
+	return r;
+}
+
+static int show_info(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	json_t *j;
+	char *s;
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	j = volume_json_locked(v);
+	pthread_mutex_unlock(&v->lock);
+	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(j);
+	if (!s)
+		return -ENOMEM;
+	r = sbuf_printf(out, "%s\n", s);
+	free(s);
+	return r;
+}
+
+/* ---- volumes/NAME/ctl ---- */
+
+static char *cmdline_of(const struct ctl_cmd *cmd, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < cmd->argc && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", cmd->argv[i]);
+	for (size_t i = 0; i < cmd->nopts && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, " %s=%s", cmd->opts[i].key,
+					cmd->opts[i].val);
+	return buf;
+}
+
+/* A publish target: absolute, normalized, under allowed_targets, and no
+ * symlink on the way (a link could lead the mount anywhere). */
+static int check_target(struct backend *b, const char *t, struct nerr *err)
+{
+	const char *const *allowed = (const char *const *)b->cfg->allowed_targets;
+	char buf[PATH_MAX], real[PATH_MAX];
+	size_t n = 0;
+	int r;
+
+	while (allowed && allowed[n])
+		n++;
+	r = valid_path(t, allowed, n, err);
+	if (r < 0)
+		return r;
+	snprintf(buf, sizeof(buf), "%s", t);
+	for (;;) {
+		struct stat st;
+
+		if (lstat(buf, &st) == 0) {
+			if (S_ISLNK(st.st_mode))
+				return nerr_set(err, EINVAL, "target %s: %s is a symlink", t, buf);
+			if (!realpath(buf, real))
+				return nerr_set(err, errno, "target %s: %s", t, strerror(errno));
+			if (strcmp(real, buf) != 0)
+				return nerr_set(err, EINVAL, "target %s: %s resolves to %s through a symlink",
+						t, buf, real);
+			return 0;
+		}
+		char *slash = strrchr(buf, '/');
+		if (!slash || slash == buf)
+			return 0;
+		*slash = '\0';
+	}
+}
+
+static bool target_taken(struct backend *b, const char *t, const struct volume *self,
+			 char *who, size_t len)
+{
+	struct bnode **v;
+	size_t n;
+	bool taken = false;
+
+	if (bnode_list(b->volumes, &v, &n) < 0)
+		return false;
+	for (size_t i = 0; i < n && !taken; i++) {
+		struct volume *o = vof(v[i]);
+		if (o == self)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		if (o->target && strcmp(o->target, t) == 0) {
+			taken = true;
+			snprintf(who, len, "%s", o->name);
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+	bnode_list_free(v, n);
+	return taken;
+}
+
+static int cmd_publish(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	struct volume *v = vof(n);
+	struct vact t = { 0 };
+	char line[512], who[80];
+	int r;
+
+	if (cmd->argc > 2 && strcmp(cmd->argv[2], "ro") != 0 && strcmp(cmd->argv[2], "rw") != 0)
+		return nerr_set(&rq->err, EINVAL, "publish: '%s' is not ro or rw", cmd->argv[2]);
+	r = check_target(v->b, cmd->argv[1], &rq->err);
+	if (r < 0)
+		return r;
+	if (target_taken(v->b, cmd->argv[1], v, who, sizeof(who)))
+		return nerr_set(&rq->err, EBUSY, "target %s is where volume %s is published",
+				cmd->argv[1], who);
+	pthread_mutex_lock(&v->lock);
+	if (v->state == V_PUBLISHED) {
+		r = nerr_set(&rq->err, EBUSY, "volume %s is already published at %s", v->name, v->target);
+	} else if (v->target && (v->state == V_NODE_PUBLISH || v->state == V_NODE_UNPUBLISH) &&
+		   strcmp(v->target, cmd->argv[1]) != 0) {
+		r = nerr_set(&rq->err, EBUSY, "volume %s has an unfinished publish at %s: unpublish it first",
+			     v->name, v->target);
+	}
+	pthread_mutex_unlock(&v->lock);
+	if (r < 0)
+		return r;
+	t.target = strdup(cmd->argv[1]);
+	t.ro = cmd->argc > 2 && strcmp(cmd->argv[2], "ro") == 0;
+	if (!t.target)
+		return nerr_set(&rq->err, ENOMEM, "out of memory");
+	return submit(v, VA_PUBLISH, cmdline_of(cmd, line, sizeof(line)), rq, &t);
+}
+
+static int cmd_unpublish(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	struct volume *v = vof(n);
+	enum vstate s = get_state(v);
+	char line[512];
+
+	if (s != V_PUBLISHED && s != V_NODE_PUBLISH && s != V_NODE_UNPUBLISH && !actq_busy(&v->q))
+		return nerr_set(&rq->err, EINVAL, "volume %s is not published (%s)", v->name,
+				vstate_to_string(s));
+	return submit(v, VA_UNPUBLISH, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
+}
+
+static int cmd_stage(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	char line[512];
+
+	return submit(vof(n), VA_STAGE, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
+}
+
+static int cmd_unstage(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	struct volume *v = vof(n);
+	char line[512];
+
+	if (get_state(v) == V_PUBLISHED && !actq_busy(&v->q))
+		return nerr_set(&rq->err, EBUSY, "volume %s is published at %s: unpublish it first",
+				v->name, v->target);
+	return submit(v, VA_UNSTAGE, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
+}
+
+static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	struct vact t = { 0 };
+	char line[512];
+	int r = parse_size(cmd->argv[1], &t.size, &rq->err);
+
+	if (r < 0) {
+		nerr_prefix(&rq->err, "expand");
+		return -EINVAL;
+	}
+	return submit(vof(n), VA_EXPAND, cmdline_of(cmd, line, sizeof(line)), rq, &t);
+}
+
+static int cmd_destroy(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	char line[512];
+
+	return submit(vof(n), VA_DESTROY, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
+}
+
+static const struct ctl_spec volume_specs[] = {
+	{ .name = "publish", .min_args = 1, .max_args = 2, .usage = "publish TARGET [ro]" },
+	{ .name = "unpublish", .min_args = 0, .max_args = 0, .usage = "unpublish" },
+	{ .name = "stage", .min_args = 0, .max_args = 0, .usage = "stage" },
+	{ .name = "unstage", .min_args = 0, .max_args = 0, .usage = "unstage" },
+	{ .name = "expand", .min_args = 1, .max_args = 1, .usage = "expand SIZE" },
+	{ .name = "destroy", .min_args = 0, .max_args = 0, .usage = "destroy" },
+};
+static const bctl_fn volume_fns[] = {
+	cmd_publish, cmd_unpublish, cmd_stage, cmd_unstage, cmd_expand, cmd_destroy,
+};
+static const struct bctl_table volume_ctl = { volume_specs, volume_fns, 6 };
+BCTL_FUNCS(volume_ctl, volume_ctl)
+
+static const struct battr volume_attrs[] = {
+	BCTL_ATTR(volume_ctl),
+	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
+	{ .name = "id", .show = show_id },
+	{ .name = "plugin", .show = show_plugin },
+	{ .name = "profile", .show = show_profile },
+	{ .name = "capacity", .show = show_capacity },
+	{ .name = "target", .show = show_target },
+	{ .name = "stats", .show = show_stats },
+	{ .name = "error", .show = battr_show_error },
+	{ .name = "info.json", .show = show_info },
+};
+
+static void volume_node_free(struct bnode *n)
+{
+	volume_free(n->priv);
+}
+
+static const struct btype volume_type = {
+	.name = "volume",
+	.attrs = volume_attrs,
+	.nattrs = sizeof(volume_attrs) / sizeof(volume_attrs[0]),
+	.free = volume_node_free,
+};
+
+/* ---- volumes/ctl: create, import; mkdir, rmdir ---- */
+
+static struct volume *volume_alloc(struct backend *b, const char *name)
+{
+	struct volume *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v->b = b;
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	actq_init(&v->q);
+	pthread_mutex_init(&v->lock, NULL);
+	snprintf(v->staging, sizeof(v->staging), "%s/staging/%s", b->cfg->state_dir, name);
+	return v;
+}
+
+/* Everything a create or import names, checked before anything happens. */
+static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *name,
+			const char *id, struct volume **ret, struct nerr *err)
+{
+	const struct config_profile *prof = NULL;
+	const char *s, *plugin = NULL, *mode = NULL, *fs = NULL;
+	struct bnode *k, *pn;
+	char only[65];
+	uint64_t size = 0;
+	struct volume *v;
 	int r;
 
 	r = valid_name(name, err);
 	if (r < 0)
 		return r;
+	if (c && (s = ctl_opt_get(c, "size"))) {
+		r = parse_size(s, &size, err);
+		if (r < 0) {
+			nerr_prefix(err, "size");
+			return -EINVAL;
+		}
+	}
+	if (c && (mode = ctl_opt_get(c, "mode"))) {
+		size_t i;
+		for (i = 0; config_access_modes[i] && strcmp(config_access_modes[i], mode); i++)
+			;
+		if (!config_access_modes[i])
+			return nerr_set(err, EINVAL, "unknown access mode '%s' (one of: single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)", mode);
+	}
+	if (c && (fs = ctl_opt_get(c, "fs")) && (r = valid_name(fs, err)) < 0) {
+		nerr_prefix(err, "fs");
+		return r;
+	}
+	if (c && (s = ctl_opt_get(c, "profile"))) {
+		prof = config_profile_find(b->cfg, s);
+		if (!prof)
+			return nerr_set(err, EINVAL, "no profile '%s'", s);
+		plugin = prof->plugin;
+	}
+	if (c && (s = ctl_opt_get(c, "plugin")))
+		plugin = s;
+	if (!plugin) {
+		struct bnode **v2;
+		size_t n2;
+		const struct config_plugin *dp = config_default_plugin(b->cfg);
+		if (dp)
+			plugin = dp->name;
+		else if (bnode_list(b->plugins, &v2, &n2) == 0) {
+			/* with exactly one plugin, that one */
+			if (n2 == 1) {
+				snprintf(only, sizeof(only), "%s", v2[0]->name);
+				plugin = only;
+			}
+			bnode_list_free(v2, n2);
+		}
+	}
+	if (!plugin)
+		return nerr_set(err, EINVAL, "no plugin given and no default plugin configured");
+	if (!plugin_get(b, plugin, &pn))
+		return nerr_set(err, EINVAL, "no plugin '%s'", plugin);
+	bnode_unref(pn);
 	k = bnode_lookup(b->volumes, name);
 	if (k) {
 		bnode_unref(k);
 		return nerr_set(err, EEXIST, "volume '%s' exists", name);
 	}
-	if (c && (s = ctl_opt_get(c, "size"))) {
-		r = parse_size(s, &v.size, err);
-		if (r < 0)
-			return r;
+	v = volume_alloc(b, name);
+	if (!v)
+		return nerr_set(err, ENOMEM, "out of memory");
+	v->plugin = strdup(plugin);
+	v->profile = prof ? strdup(prof->name) : NULL;
+	v->access_mode = mode ? strdup(mode) : prof && prof->access_mode ? strdup(prof->access_mode) : NULL;
+	v->fs_type = fs ? strdup(fs) : prof && prof->fs_type ? strdup(prof->fs_type) : NULL;
+	v->mount_flags = strv_dup(prof ? prof->mount_flags : NULL);
+	v->params = strv_dup(prof ? prof->params : NULL);
+	v->size_req = size;
+	for (size_t i = 0; c && i < c->nopts; i++) {
+		char buf[4200];
+		if (strncmp(c->opts[i].key, "param.", 6) != 0)
+			continue;
+		if (!c->opts[i].key[6]) {
+			volume_free(v);
+			return nerr_set(err, EINVAL, "param.: empty parameter name");
+		}
+		snprintf(buf, sizeof(buf), "%s=%s", c->opts[i].key + 6, c->opts[i].val);
+		if (strv_push(&v->params, buf) < 0) {
+			volume_free(v);
+			return nerr_set(err, ENOMEM, "out of memory");
+		}
 	}
-	if (c && (s = ctl_opt_get(c, "mode"))) {
-		size_t i;
-		for (i = 0; config_access_modes[i] && strcmp(config_access_modes[i], s); i++)
-			;
-		if (!config_access_modes[i])
-			return nerr_set(err, EINVAL, "unknown access mode '%s' (one of: single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)", s);
+	if (id) {
+		v->id = strdup(id);
+		v->imported = true;
 	}
-	if (c && (s = ctl_opt_get(c, "fs")) && (r = valid_name(s, err)) < 0) {
-		nerr_prefix(err, "fs");
-		return r;
+	v->state = id ? V_CREATED : V_CREATING;
+	if (!v->plugin || !v->mount_flags || !v->params || (id && !v->id)) {
+		volume_free(v);
+		return nerr_set(err, ENOMEM, "out of memory");
 	}
-	v.profile = c ? ctl_opt_get(c, "profile") : NULL;
-	if (v.profile) {
-		const struct config_profile *p = NULL;
-		for (size_t i = 0; i < b->cfg->nprofiles; i++)
-			if (strcmp(b->cfg->profiles[i].name, v.profile) == 0)
-				p = &b->cfg->profiles[i];
-		if (!p)
-			return nerr_set(err, EINVAL, "no profile '%s'", v.profile);
-		v.plugin = p->plugin;
-	}
-	if (c && (s = ctl_opt_get(c, "plugin")))
-		v.plugin = s;
-	if (!v.plugin) {
-		for (size_t i = 0; i < b->cfg->nplugins; i++)
-			if (b->cfg->plugins[i].is_default)
-				v.plugin = b->cfg->plugins[i].name;
-	}
-	if (!v.plugin)
-		return nerr_set(err, EINVAL, "no plugin given and no default plugin configured");
-	k = bnode_lookup(b->plugins, v.plugin);
-	if (!k)
-		return nerr_set(err, EINVAL, "no plugin '%s'", v.plugin);
-	bnode_unref(k);
 	*ret = v;
 	return 0;
 }
 
-static int volume_create(struct backend *b, const struct volume_req *v, struct breq *rq)
+static int volume_start(struct backend *b, struct volume *v, int kind, const char *cmdline,
+			struct breq *rq)
 {
-	return nerr_set(&rq->err, ENOTSUP, "plugin '%s': the CSI client is not wired yet", v->plugin);
+	int r;
+
+	v->node = bnode_new(&volume_type, v->name, v);
+	if (!v->node) {
+		volume_free(v);
+		return nerr_set(&rq->err, ENOMEM, "out of memory");
+	}
+	r = bnode_add(b->volumes, v->node);
+	bnode_unref(v->node);	/* the tree holds it, or it is freed */
+	if (r < 0)
+		return nerr_set(&rq->err, -r, "volume '%s': %s", v->name,
+				r == -EEXIST ? "exists" : strerror(-r));
+	if (kind == VA_CREATE)
+		events_emit(b->events, "volume", v->name, NULL, "CREATING", NULL, NULL);
+	r = submit(v, kind, cmdline, rq, NULL);
+	if (r < 0 && r != -EINPROGRESS)
+		volume_forget(v);
+	return r;
 }
 
 static int cmd_create(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 {
 	struct backend *b = node_backend(n);
-	struct volume_req v;
-	int r = resolve_create(b, c, c->argv[1], &v, &rq->err);
+	struct volume *v;
+	char line[512];
+	int r = build_volume(b, c, c->argv[1], NULL, &v, &rq->err);
 
-	return r < 0 ? r : volume_create(b, &v, rq);
+	return r < 0 ? r : volume_start(b, v, VA_CREATE, cmdline_of(c, line, sizeof(line)), rq);
 }
 
 static int cmd_import(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 {
 	struct backend *b = node_backend(n);
-	struct volume_req v;
-	int r = resolve_create(b, c, c->argv[1], &v, &rq->err);
+	struct volume *v;
+	char line[512];
+	int r;
 
-	return r < 0 ? r : volume_create(b, &v, rq);
+	if (!c->argv[2][0] || strlen(c->argv[2]) > 1024)
+		return nerr_set(&rq->err, EINVAL, "import: bad volume id");
+	r = build_volume(b, c, c->argv[1], c->argv[2], &v, &rq->err);
+	return r < 0 ? r : volume_start(b, v, VA_IMPORT, cmdline_of(c, line, sizeof(line)), rq);
 }
 
 static const char *const create_opts[] = { "plugin", "size", "profile", "mode", "fs", "param.", NULL };
-static const char *const import_opts[] = { "plugin", "profile", NULL };
+static const char *const import_opts[] = { "plugin", "profile", "mode", "fs", "param.", NULL };
 
 static const struct ctl_spec volumes_specs[] = {
 	{ .name = "create", .min_args = 1, .max_args = 1, .opts = create_opts,
@@ -114,20 +1539,30 @@ static const struct ctl_spec volumes_specs[] = {
 };
 static const bctl_fn volumes_fns[] = { cmd_create, cmd_import };
 static const struct bctl_table volumes_ctl = { volumes_specs, volumes_fns, 2 };
-
 BCTL_FUNCS(volumes_ctl, volumes_ctl)
 
 static int volumes_mkdir(struct bnode *dir, const char *name, struct breq *rq)
 {
 	struct backend *b = node_backend(dir);
-	struct volume_req v;
-	int r = resolve_create(b, NULL, name, &v, &rq->err);
-	return r < 0 ? r : volume_create(b, &v, rq);
+	struct volume *v;
+	char line[128];
+	int r = build_volume(b, NULL, name, NULL, &v, &rq->err);
+
+	if (r < 0)
+		return r;
+	snprintf(line, sizeof(line), "mkdir %s", name);
+	return volume_start(b, v, VA_CREATE, line, rq);
 }
 
 static int volumes_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq)
 {
-	return nerr_set(&rq->err, ENOTSUP, "volume '%s': the CSI client is not wired yet", child->name);
+	struct volume *v = vof(child);
+	enum vstate s = get_state(v);
+
+	if (s == V_PUBLISHED || s == V_NODE_PUBLISH || s == V_NODE_UNPUBLISH)
+		return nerr_set(&rq->err, EBUSY, "volume %s is published at %s: unpublish it first",
+				v->name, v->target);
+	return submit(v, VA_DESTROY, "rmdir", rq, NULL);
 }
 
 static const struct battr volumes_attrs[] = {
@@ -144,12 +1579,162 @@ const struct btype volumes_type = {
 	.rmdir = volumes_rmdir,
 };
 
+/* ---- for the other modules ---- */
+
 int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err)
 {
 	struct bnode *k = bnode_lookup(b->volumes, name);
+	struct volume *v;
+	int r = 0;
 
 	if (!k)
 		return nerr_set(err, ENOENT, "no volume '%s'", name);
+	v = vof(k);
+	pthread_mutex_lock(&v->lock);
+	if (v->state != V_PUBLISHED || !v->target)
+		r = nerr_set(err, EBUSY, "volume '%s' is not published (%s): publish it first", name,
+			     vstate_to_string(v->state));
+	else if (!(*ret_path = strdup(v->target)))
+		r = nerr_set(err, ENOMEM, "out of memory");
+	pthread_mutex_unlock(&v->lock);
 	bnode_unref(k);
-	return nerr_set(err, EBUSY, "volume '%s' is not published", name);
+	return r;
+}
+
+static bool find_volume(struct backend *b, const char *plugin, const char *id, char *buf, size_t len)
+{
+	struct bnode **v;
+	size_t n;
+	bool found = false;
+
+	if (bnode_list(b->volumes, &v, &n) < 0)
+		return false;
+	for (size_t i = 0; i < n && !found; i++) {
+		struct volume *x = vof(v[i]);
+		pthread_mutex_lock(&x->lock);
+		if (strcmp(x->plugin, plugin) == 0 && (!id || (x->id && strcmp(x->id, id) == 0))) {
+			found = true;
+			snprintf(buf, len, "%s", x->name);
+		}
+		pthread_mutex_unlock(&x->lock);
+	}
+	bnode_list_free(v, n);
+	return found;
+}
+
+bool volume_name_by_id(struct backend *b, const char *plugin, const char *id, char *buf, size_t len)
+{
+	return find_volume(b, plugin, id, buf, len);
+}
+
+bool volume_uses_plugin(struct backend *b, const char *plugin, char *buf, size_t len)
+{
+	return find_volume(b, plugin, NULL, buf, len);
+}
+
+/* ---- recovery ---- */
+
+static void recover_one(void *ctx, const char *name, json_t *j)
+{
+	struct backend *b = ctx;
+	struct volume *v;
+	const char *s;
+	int st;
+
+	if (valid_name(name, NULL) < 0 || !json_string_value(json_object_get(j, "plugin"))) {
+		log_err("volume checkpoint %s: no plugin", name);
+		atomic_fetch_add(&b->bad_records, 1);
+		return;
+	}
+	v = volume_alloc(b, name);
+	if (!v)
+		return;
+#define S(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) v->field = strdup(s)
+	S(plugin, "plugin");
+	S(profile, "profile");
+	S(access_mode, "access_mode");
+	S(fs_type, "fs_type");
+	S(csi_name, "csi_name");
+	S(id, "id");
+	S(target, "target");
+#undef S
+	if ((s = json_string_value(json_object_get(j, "staging_path"))))
+		snprintf(v->staging, sizeof(v->staging), "%s", s);
+	v->mount_flags = json_strv(json_object_get(j, "mount_flags"));
+	v->params = json_strv(json_object_get(j, "parameters"));
+	v->vctx = json_strv(json_object_get(j, "volume_context"));
+	v->pctx = json_strv(json_object_get(j, "publish_context"));
+	v->size_req = (uint64_t)json_integer_value(json_object_get(j, "size_requested"));
+	v->imported = json_is_true(json_object_get(j, "imported"));
+	v->capacity = json_integer_value(json_object_get(j, "capacity"));
+	v->ctl_published = json_is_true(json_object_get(j, "controller_published"));
+	v->staged = json_is_true(json_object_get(j, "staged"));
+	v->ro = json_is_true(json_object_get(j, "readonly"));
+	st = vstate_from_string(json_string_value(json_object_get(j, "state")));
+	v->state = st < 0 ? V_CREATED : (enum vstate)st;
+	v->node = bnode_new(&volume_type, name, v);
+	if (!v->node) {
+		volume_free(v);
+		return;
+	}
+	if (bnode_add(b->volumes, v->node) < 0)
+		log_err("volume checkpoint %s: cannot add it", name);
+	bnode_unref(v->node);
+}
+
+static void recover_bad(void *ctx, const char *name, const char *why)
+{
+	struct backend *b = ctx;
+
+	log_err("checkpoint of volume %s is unreadable: %s", name, why);
+	atomic_fetch_add(&b->bad_records, 1);
+}
+
+int volumes_recover(struct backend *b, struct nerr *err)
+{
+	int r = store_load(b->cfg->state_dir, "volumes", recover_one, recover_bad, b);
+
+	if (r < 0)
+		return nerr_set(err, -r, "cannot read the volume checkpoints: %s", strerror(-r));
+	return 0;
+}
+
+int volumes_render_metrics(struct backend *b, struct sbuf *out)
+{
+	struct bnode **v;
+	size_t n;
+	int r;
+
+	if (bnode_list(b->volumes, &v, &n) < 0)
+		return -ENOMEM;
+	r = sbuf_adds(out, "# HELP nodefs_volumes Volumes by plugin and state.\n# TYPE nodefs_volumes gauge\n");
+	/* count (plugin, state) pairs: few plugins, few states */
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct volume *x = vof(v[i]);
+		bool seen = false;
+		size_t count = 0;
+		enum vstate s = get_state(x);
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = strcmp(vof(v[k])->plugin, x->plugin) == 0 && get_state(vof(v[k])) == s;
+		if (seen)
+			continue;
+		for (size_t k = i; k < n; k++)
+			count += strcmp(vof(v[k])->plugin, x->plugin) == 0 && get_state(vof(v[k])) == s;
+		r = sbuf_printf(out, "nodefs_volumes{plugin=\"%s\",state=\"%s\"} %zu\n", x->plugin,
+				vstate_to_string(s), count);
+	}
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_volume_capacity_bytes Capacity of the volume.\n"
+				   "# TYPE nodefs_volume_capacity_bytes gauge\n");
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct volume *x = vof(v[i]);
+		long long cap;
+		pthread_mutex_lock(&x->lock);
+		cap = x->capacity;
+		pthread_mutex_unlock(&x->lock);
+		r = sbuf_printf(out, "nodefs_volume_capacity_bytes{volume=\"%s\"} %lld\n", x->name, cap);
+	}
+	bnode_list_free(v, n);
+	return r;
 }
