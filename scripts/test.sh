@@ -103,6 +103,9 @@ shopt -s nullglob
 for f in "$src"/tests/fixtures/*.sh; do
 	[[ -x $f ]] || continue
 	name=$(basename "$f" .sh)
+	# rootfs-*.sh build test root filesystems for the fixtures; they are
+	# not services and take other arguments
+	[[ $name == rootfs-* ]] && continue
 	say "starting fixture $name"
 	started+=("$f")
 	if out=$("$f" start "$fixture_root/$name"); then
