@@ -124,6 +124,10 @@ for f in "$src"/tests/fixtures/*.sh; do
 done
 shopt -u nullglob
 
+# FUSE mounts of nodefs (fstype fuse.nodefs); tests must leave none behind.
+nodefs_mounts() { awk '$3 == "fuse.nodefs" { print $2 }' /proc/mounts | sort; }
+mounts_before=$(nodefs_mounts)
+
 for b in "${builds[@]}"; do
 	[[ -n ${built[$b]:-} ]] || continue
 	mult=1
@@ -136,6 +140,15 @@ done
 
 stop_fixtures
 trap - EXIT
+
+left=$(comm -13 <(printf '%s\n' "$mounts_before") <(nodefs_mounts) | awk 'NF')
+if [[ -n $left ]]; then
+	say "mounts left behind by the tests: $(echo $left)"
+	if [[ ${CI:-} == true ]]; then
+		extra_failed=$((extra_failed + 1))
+		failed_what+=("mounts left behind")
+	fi
+fi
 
 # Count over both builds. A build whose tests did not run has no testlog.
 counts=$(/usr/bin/python3 - "${builds[@]}" <<'PY'
