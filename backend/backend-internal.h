@@ -36,6 +36,8 @@ struct engine {
 struct backend {
 	struct config *cfg;
 	struct bnode *root, *metrics, *plugins, *profiles, *runtimes;
+	int (*metrics_hook)(void *ctx, struct sbuf *out);	/* backend_set_metrics_hook */
+	void *metrics_hook_ctx;
 	struct bnode *volumes, *operations, *containers;
 	struct events *events;
 	struct work_pool *work;

@@ -321,3 +321,9 @@ struct bnode *backend_root(struct backend *b)
 {
 	return b->root;
 }
+
+void backend_set_metrics_hook(struct backend *b, int (*fn)(void *ctx, struct sbuf *out), void *ctx)
+{
+	b->metrics_hook = fn;
+	b->metrics_hook_ctx = ctx;
+}

@@ -28,5 +28,10 @@ void backend_free(struct backend *b);
 
 struct bnode *backend_root(struct backend *b);
 
+/* Figures another layer renders itself (fs: FUSE requests), appended to
+ * metrics/nodefs.prom. Set once before backend_start. */
+struct sbuf;
+void backend_set_metrics_hook(struct backend *b, int (*fn)(void *ctx, struct sbuf *out), void *ctx);
+
 
 #endif

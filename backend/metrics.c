@@ -65,5 +65,7 @@ int metrics_render(struct backend *b, struct sbuf *out)
 		r = volumes_render_metrics(b, out);
 	if (r >= 0)
 		r = containers_render_metrics(b, out);
+	if (r >= 0 && b->metrics_hook)
+		r = b->metrics_hook(b->metrics_hook_ctx, out);	/* fs: FUSE requests */
 	return r;
 }
