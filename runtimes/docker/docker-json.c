@@ -507,6 +507,16 @@ int docker_json_parse_exec_inspect(const char *body, size_t len, int *ret_exit_c
 	return 0;
 }
 
+/* rt_listing_free() without runtime.c, so fuzz targets link this file alone */
+static void listing_free(struct rt_listing *l, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(l[i].id);
+		free(l[i].name);
+	}
+	free(l);
+}
+
 /* "Exited (137) 5 seconds ago" -> 137 */
 static int exit_code_from_status_text(const char *s)
 {
@@ -540,7 +550,7 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 		l[n].id = strdup(id);
 		l[n].name = strdup(name);
 		if (!l[n].id || !l[n].name) {
-			rt_listing_free(l, n + 1);
+			listing_free(l, n + 1);
 			return -ENOMEM;
 		}
 		l[n].status.state = docker_state_from_string(

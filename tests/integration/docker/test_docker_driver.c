@@ -7,8 +7,11 @@
  * dockerd-restart test starts and removes a second dockerd of its own.
  * Knows the driver only through runtime.h (and docker-internal.h nowhere).
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -669,6 +672,99 @@ Test(docker, bad_input_leaves_nothing)
 	struct rt_status st;
 	cr_assert_eq(ops->inspect(H, "../../version", &st, &err), -EINVAL);
 	cr_assert_eq(ops->inspect(H, "nosuchcontainer", &st, &err), -ENOENT);
+}
+
+/* A registry that accepts connections and never answers: the engine's pull
+ * hangs on it, so only closing our transfer can end the create. */
+struct blackhole {
+	int lfd;
+	int fds[16];
+	int n;
+	volatile int stop;
+};
+
+static void *blackhole_main(void *arg)
+{
+	struct blackhole *b = arg;
+
+	while (!b->stop) {
+		int fd = accept(b->lfd, NULL, NULL);
+
+		if (fd < 0)
+			break;
+		if (b->n < 16)
+			b->fds[b->n++] = fd;
+		else
+			close(fd);
+	}
+	return NULL;
+}
+
+struct cancel_ctx {
+	struct rt_progress *prog;
+	int lines;
+	double cancelled_at;
+};
+
+static void on_progress(void *ctx, const char *line)
+{
+	struct cancel_ctx *c = ctx;
+
+	c->lines++;
+}
+
+static void *cancel_later(void *arg)
+{
+	struct cancel_ctx *c = arg;
+
+	usleep(500000);
+	c->cancelled_at = now();
+	c->prog->cancel = 1;
+	return NULL;
+}
+
+Test(docker, pull_cancel_closes_transfer)
+{
+	struct blackhole b = { .lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	struct rt_progress prog = { .update = on_progress };
+	struct cancel_ctx cc = { .prog = &prog };
+	struct nerr err = { 0 };
+	char image[128], name[80];
+	pthread_t acc, canc;
+	char *id = NULL;
+	int r;
+
+	cr_assert_geq(b.lfd, 0);
+	cr_assert_eq(bind(b.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(b.lfd, 16), 0);
+	cr_assert_eq(getsockname(b.lfd, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(image, sizeof(image), "127.0.0.1:%d/nodefs/slow:latest", ntohs(sa.sin_port));
+	pthread_create(&acc, NULL, blackhole_main, &b);
+	prog.ctx = &cc;
+	pthread_create(&canc, NULL, cancel_later, &cc);
+
+	name_of(name, sizeof(name), "cancel");
+	struct rt_spec spec = { .name = name, .image = image };
+	r = ops->create(H, &spec, &prog, &id, &err);
+	double done = now();
+	pthread_join(canc, NULL);
+	b.stop = 1;
+	shutdown(b.lfd, SHUT_RDWR);
+	pthread_join(acc, NULL);
+	int accepted = b.n;
+	for (int i = 0; i < b.n; i++)
+		close(b.fds[i]);
+	close(b.lfd);
+
+	cr_assert_eq(r, -ECANCELED, "create: %d %s", r, err.msg);
+	cr_assert_null(id);
+	cr_assert_geq(cc.lines, 1, "no progress line");
+	cr_assert_gt(accepted, 0, "the engine never tried the registry");
+	fprintf(stderr, "pull cancelled %.3f s after cancel was set\n", done - cc.cancelled_at);
+	cr_assert_lt(done - cc.cancelled_at, 1.5);
+	cr_assert_not(listed(name));
 }
 
 Test(docker, bind_mount)

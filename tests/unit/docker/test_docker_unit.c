@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Unit tests of docker-internal.h: the HTTP status and curl tables, API
+ * version negotiation, timestamps, every JSON body built or parsed, image
+ * references, and the multiplexed log/exec stream decoder with its tail
+ * sink. Bodies are shaped as Docker 20.10 (API 1.41) sends them.
+ */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "docker-internal.h"
+#include "nerr.h"
+#include "sbuf.h"
+
+Test(status, table)
+{
+	cr_assert_eq(docker_status_to_errno(200, DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_status_to_errno(201, DOCKER_CALL_CREATE), 0);
+	cr_assert_eq(docker_status_to_errno(204, DOCKER_CALL_STARTSTOP), 0);
+	cr_assert_eq(docker_status_to_errno(304, DOCKER_CALL_STARTSTOP), 0);
+	cr_assert_eq(docker_status_to_errno(304, DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_status_to_errno(400, DOCKER_CALL_CREATE), EINVAL);
+	cr_assert_eq(docker_status_to_errno(401, DOCKER_CALL_OTHER), EACCES);
+	cr_assert_eq(docker_status_to_errno(403, DOCKER_CALL_OTHER), EACCES);
+	cr_assert_eq(docker_status_to_errno(404, DOCKER_CALL_OTHER), ENOENT);
+	cr_assert_eq(docker_status_to_errno(404, DOCKER_CALL_CREATE), ENOENT);
+	cr_assert_eq(docker_status_to_errno(409, DOCKER_CALL_CREATE), EEXIST);
+	cr_assert_eq(docker_status_to_errno(409, DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_status_to_errno(409, DOCKER_CALL_STARTSTOP), EBUSY);
+	cr_assert_eq(docker_status_to_errno(500, DOCKER_CALL_OTHER), EIO);
+	cr_assert_eq(docker_status_to_errno(501, DOCKER_CALL_OTHER), EOPNOTSUPP);
+	cr_assert_eq(docker_status_to_errno(503, DOCKER_CALL_OTHER), EIO);
+	cr_assert_eq(docker_status_to_errno(0, DOCKER_CALL_OTHER), EIO);
+	cr_assert_eq(docker_status_to_errno(101, DOCKER_CALL_OTHER), EIO);
+}
+
+Test(status, curl_codes)
+{
+	/* docker-json.c copies these values to stay free of curl.h */
+	cr_assert_eq(docker_curl_to_errno(CURLE_OK), 0);
+	cr_assert_eq(docker_curl_to_errno(CURLE_COULDNT_CONNECT), EHOSTDOWN);
+	cr_assert_eq(docker_curl_to_errno(CURLE_COULDNT_RESOLVE_HOST), EHOSTDOWN);
+	cr_assert_eq(docker_curl_to_errno(CURLE_GOT_NOTHING), EHOSTDOWN);
+	cr_assert_eq(docker_curl_to_errno(CURLE_SEND_ERROR), EHOSTDOWN);
+	cr_assert_eq(docker_curl_to_errno(CURLE_RECV_ERROR), EHOSTDOWN);
+	cr_assert_eq(docker_curl_to_errno(CURLE_OPERATION_TIMEDOUT), ETIMEDOUT);
+	cr_assert_eq(docker_curl_to_errno(CURLE_ABORTED_BY_CALLBACK), ECANCELED);
+	cr_assert_eq(docker_curl_to_errno(CURLE_WRITE_ERROR), E2BIG);
+	cr_assert_eq(docker_curl_to_errno(CURLE_OUT_OF_MEMORY), ENOMEM);
+	cr_assert_eq(docker_curl_to_errno(CURLE_PARTIAL_FILE), EIO);
+	cr_assert_eq(docker_curl_to_errno(CURLE_UNSUPPORTED_PROTOCOL), EIO);
+}
+
+Test(version, parse)
+{
+	unsigned ma, mi;
+
+	cr_assert_eq(docker_version_parse("1.41", &ma, &mi), 0);
+	cr_assert_eq(ma, 1);
+	cr_assert_eq(mi, 41);
+	cr_assert_eq(docker_version_parse("2.0", &ma, &mi), 0);
+	cr_assert_eq(docker_version_parse("1", &ma, &mi), -EINVAL);
+	cr_assert_eq(docker_version_parse("1.", &ma, &mi), -EINVAL);
+	cr_assert_eq(docker_version_parse("v1.41", &ma, &mi), -EINVAL);
+	cr_assert_eq(docker_version_parse("1.41.2", &ma, &mi), -EINVAL);
+	cr_assert_eq(docker_version_parse("", &ma, &mi), -EINVAL);
+	cr_assert_eq(docker_version_parse(NULL, &ma, &mi), -EINVAL);
+	cr_assert_eq(docker_version_parse("1.99999999999999999999", &ma, &mi), -EINVAL);
+}
+
+Test(version, negotiate)
+{
+	char v[16];
+
+	/* Debian 12's engine: speak its version */
+	cr_assert_eq(docker_version_negotiate("1.41", "1.12", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1.41");
+	/* a current engine (29: 1.52, minimum 1.44): our newest */
+	cr_assert_eq(docker_version_negotiate("1.52", "1.44", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1.47");
+	/* never below the server's minimum */
+	cr_assert_eq(docker_version_negotiate("1.60", "1.50", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1.50");
+	/* minimum unknown (from /_ping) */
+	cr_assert_eq(docker_version_negotiate("1.43", NULL, v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1.43");
+	cr_assert_eq(docker_version_negotiate("1.43", "", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1.43");
+	/* numeric, not lexical: 1.9 < 1.40 */
+	cr_assert_eq(docker_version_negotiate("1.9", NULL, v, sizeof(v)), -EPROTONOSUPPORT);
+	cr_assert_eq(docker_version_negotiate("1.39", "1.12", v, sizeof(v)), -EPROTONOSUPPORT);
+	cr_assert_eq(docker_version_negotiate("junk", "1.12", v, sizeof(v)), -EINVAL);
+	cr_assert_eq(docker_version_negotiate("1.41", "x", v, sizeof(v)), -EINVAL);
+	cr_assert_eq(docker_version_negotiate("1.41", "1.12", v, 3), -EINVAL);
+	cr_assert_eq(docker_version_negotiate("2.1", "1.24", v, sizeof(v)), 0);
+	cr_assert_str_eq(v, "1.47");
+}
+
+Test(version, parse_reply)
+{
+	static const char body[] =
+		"{\"Platform\":{\"Name\":\"\"},\"Version\":\"20.10.24+dfsg1\",\"ApiVersion\":\"1.41\","
+		"\"MinAPIVersion\":\"1.12\",\"GitCommit\":\"5d6db84\",\"Os\":\"linux\"}";
+	char api[16], min[16];
+	struct nerr err = { 0 };
+
+	cr_assert_eq(docker_json_parse_version(body, strlen(body), api, min, 16, &err), 0);
+	cr_assert_str_eq(api, "1.41");
+	cr_assert_str_eq(min, "1.12");
+	cr_assert_eq(docker_json_parse_version("{}", 2, api, min, 16, &err), -EBADMSG);
+	cr_assert_eq(err.code, EBADMSG);
+}
+
+Test(time, parse)
+{
+	time_t t;
+
+	cr_assert_eq(docker_time_parse("2026-11-29T17:44:36.556182322Z", &t), 0);
+	cr_assert_eq(t, 1795974276);
+	cr_assert_eq(docker_time_parse("2026-11-29T17:44:36Z", &t), 0);
+	cr_assert_eq(t, 1795974276);
+	cr_assert_eq(docker_time_parse("2026-11-29T18:44:36.1+01:00", &t), 0);
+	cr_assert_eq(t, 1795974276);
+	cr_assert_eq(docker_time_parse("0001-01-01T00:00:00Z", &t), 0);
+	cr_assert_eq(t, 0);
+	cr_assert_eq(docker_time_parse("1970-01-01T00:00:00Z", &t), 0);
+	cr_assert_eq(t, 0);
+	cr_assert_eq(docker_time_parse("2026-11-29", &t), -EINVAL);
+	cr_assert_eq(docker_time_parse("2026-13-29T17:44:36Z", &t), -EINVAL);
+	cr_assert_eq(docker_time_parse("2026-11-29T17:44:36.Z", &t), -EINVAL);
+	cr_assert_eq(docker_time_parse("2026-11-29T17:44:36", &t), -EINVAL);
+	cr_assert_eq(docker_time_parse("2026-11-29T17:44:36Zjunk", &t), -EINVAL);
+	cr_assert_eq(docker_time_parse("", &t), -EINVAL);
+	cr_assert_eq(docker_time_parse(NULL, &t), -EINVAL);
+}
+
+Test(json, create_body)
+{
+	char *argv[] = { "sleep", "1000", NULL };
+	struct rt_kv env[] = { { "MODE", "test" }, { "EMPTY", "" } };
+	struct rt_mount mounts[] = { { "/srv/data", "/data", true }, { "/mnt/x", "/x", false } };
+	struct rt_spec spec = { .name = "web", .image = "nodefs-test/busybox", .argv = argv,
+				.env = env, .nenv = 2, .cpus = 0.5, .memory = 64u << 20,
+				.pids = 100, .mounts = mounts, .nmounts = 2 };
+	struct nerr err = { 0 };
+	char *body = NULL;
+	json_error_t je;
+
+	cr_assert_eq(docker_json_create_body(&spec, &body, &err), 0, "%s", err.msg);
+	json_t *o = json_loads(body, 0, &je);
+	cr_assert_not_null(o);
+	json_t *hc = json_object_get(o, "HostConfig");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "Image")), "nodefs-test/busybox");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(o, "Cmd"), 1)), "1000");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(o, "Env"), 0)), "MODE=test");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(o, "Env"), 1)), "EMPTY=");
+	json_t *labels = json_object_get(o, "Labels");
+	cr_assert_str_eq(json_string_value(json_object_get(labels, RT_OWNER_LABEL)), "1");
+	cr_assert_str_eq(json_string_value(json_object_get(labels, RT_NAME_LABEL)), "web");
+	cr_assert_eq(json_integer_value(json_object_get(hc, "Memory")), 64 << 20);
+	cr_assert_eq(json_integer_value(json_object_get(hc, "MemorySwap")), 64 << 20);
+	cr_assert_eq(json_integer_value(json_object_get(hc, "NanoCpus")), 500000000);
+	cr_assert_eq(json_integer_value(json_object_get(hc, "PidsLimit")), 100);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "Binds"), 0)),
+			 "/srv/data:/data:ro");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "Binds"), 1)),
+			 "/mnt/x:/x");
+	json_decref(o);
+	free(body);
+
+	/* unset values are not sent: the image's defaults apply */
+	struct rt_spec bare = { .name = "b", .image = "img" };
+	cr_assert_eq(docker_json_create_body(&bare, &body, &err), 0);
+	o = json_loads(body, 0, &je);
+	cr_assert_null(json_object_get(o, "Cmd"));
+	cr_assert_null(json_object_get(o, "Env"));
+	cr_assert_eq(json_object_size(json_object_get(o, "HostConfig")), 0);
+	json_decref(o);
+	free(body);
+}
+
+Test(json, create_body_rejects)
+{
+	struct rt_kv badenv[] = { { "A=B", "x" } };
+	struct rt_mount colon[] = { { "/a:b", "/x", false } };
+	struct rt_mount rel[] = { { "a", "/x", false } };
+	struct rt_spec specs[] = {
+		{ .name = "x" },					/* no image */
+		{ .name = "x", .image = "" },
+		{ .image = "img" },					/* no name */
+		{ .name = "x", .image = "img", .env = badenv, .nenv = 1 },
+		{ .name = "x", .image = "img", .mounts = colon, .nmounts = 1 },
+		{ .name = "x", .image = "img", .mounts = rel, .nmounts = 1 },
+		{ .name = "x", .image = "img", .cpus = -1 },
+		{ .name = "x", .image = "img", .cpus = 0.0 / 0.0 },
+		{ .name = "x", .image = "img", .pids = -5 },
+		{ .name = "x", .image = "img", .memory = UINT64_MAX },
+		{ .name = "x", .image = "\xff\xfe" },			/* not UTF-8 */
+	};
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		struct nerr err = { 0 };
+		char *body = NULL;
+
+		cr_assert_eq(docker_json_create_body(&specs[i], &body, &err), -EINVAL, "spec %zu", i);
+		cr_assert_eq(err.code, EINVAL, "spec %zu", i);
+		cr_assert(err.msg[0], "spec %zu has no message", i);
+		cr_assert_null(body);
+	}
+}
+
+Test(json, update_and_exec_bodies)
+{
+	struct rt_limits lim = { .memory = 128u << 20, .cpus = 1, .set = RT_LIMIT_MEMORY | RT_LIMIT_CPUS };
+	struct nerr err = { 0 };
+	char *body = NULL;
+
+	cr_assert_eq(docker_json_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"Memory\":134217728,\"MemorySwap\":134217728,\"NanoCpus\":1000000000}");
+	free(body);
+	lim = (struct rt_limits){ .pids = 0, .set = RT_LIMIT_PIDS };
+	cr_assert_eq(docker_json_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"PidsLimit\":-1}");
+	free(body);
+	lim = (struct rt_limits){ .memory = 0, .set = RT_LIMIT_MEMORY };
+	cr_assert_eq(docker_json_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"Memory\":0,\"MemorySwap\":-1}");
+	free(body);
+	lim = (struct rt_limits){ .set = 0 };
+	cr_assert_eq(docker_json_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .cpus = -2, .set = RT_LIMIT_CPUS };
+	cr_assert_eq(docker_json_update_body(&lim, &body, &err), -EINVAL);
+
+	char *argv[] = { "printenv", "MODE", NULL };
+	cr_assert_eq(docker_json_exec_body(argv, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"Cmd\":[\"printenv\",\"MODE\"],\"AttachStdout\":true,"
+			       "\"AttachStderr\":true,\"AttachStdin\":false,\"Tty\":false}");
+	free(body);
+	char *empty[] = { NULL };
+	cr_assert_eq(docker_json_exec_body(empty, &body, &err), -EINVAL);
+	cr_assert_eq(docker_json_exec_body(NULL, &body, &err), -EINVAL);
+}
+
+Test(json, error_message)
+{
+	char buf[64], small[20];
+	static const char body[] = "{\"message\":\"Conflict. The container name \\\"/nodefs-web\\\" is\\nalready in use\"}";
+
+	docker_json_error_message(body, strlen(body), buf, sizeof(buf));
+	cr_assert_str_eq(buf, "Conflict. The container name \"/nodefs-web\" is already in use");
+	docker_json_error_message(body, strlen(body), small, sizeof(small));
+	cr_assert_str_eq(small, "Conflict. The conta");
+	docker_json_error_message("page not found\n", 15, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "page not found");
+	docker_json_error_message(NULL, 0, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "");
+}
+
+Test(json, inspect)
+{
+	static const char running[] =
+		"{\"Id\":\"abc\",\"State\":{\"Status\":\"running\",\"Running\":true,\"Paused\":false,"
+		"\"Restarting\":false,\"OOMKilled\":false,\"Dead\":false,\"Pid\":4242,\"ExitCode\":0,"
+		"\"Error\":\"\",\"StartedAt\":\"2026-11-29T17:44:36.556182322Z\","
+		"\"FinishedAt\":\"0001-01-01T00:00:00Z\"},\"Name\":\"/nodefs-web\"}";
+	static const char oom[] =
+		"{\"State\":{\"Status\":\"exited\",\"OOMKilled\":true,\"Pid\":0,\"ExitCode\":137,"
+		"\"StartedAt\":\"2026-11-29T17:44:36Z\",\"FinishedAt\":\"2026-11-29T17:44:40.5Z\"}}";
+	struct rt_status st;
+	struct nerr err = { 0 };
+
+	cr_assert_eq(docker_json_parse_inspect(running, strlen(running), &st, &err), 0, "%s", err.msg);
+	cr_assert_eq(st.state, RT_STATE_RUNNING);
+	cr_assert_eq(st.pid, 4242);
+	cr_assert_eq(st.started_at, 1795974276);
+	cr_assert_eq(st.finished_at, 0);
+	cr_assert_not(st.oom_killed);
+	cr_assert_eq(docker_json_parse_inspect(oom, strlen(oom), &st, &err), 0);
+	cr_assert_eq(st.state, RT_STATE_EXITED);
+	cr_assert_eq(st.exit_code, 137);
+	cr_assert(st.oom_killed);
+	cr_assert_eq(st.finished_at, 1795974280);
+	cr_assert_eq(docker_json_parse_inspect("{}", 2, &st, &err), -EBADMSG);
+	cr_assert_eq(docker_json_parse_inspect("[", 1, &st, &err), -EBADMSG);
+	static const char badpid[] = "{\"State\":{\"Status\":\"running\",\"Pid\":-1}}";
+	cr_assert_eq(docker_json_parse_inspect(badpid, strlen(badpid), &st, &err), -EBADMSG);
+	static const char badtime[] = "{\"State\":{\"Status\":\"running\",\"StartedAt\":\"soon\"}}";
+	cr_assert_eq(docker_json_parse_inspect(badtime, strlen(badtime), &st, &err), -EBADMSG);
+	cr_assert_eq(docker_state_from_string("paused"), RT_STATE_PAUSED);
+	cr_assert_eq(docker_state_from_string("created"), RT_STATE_CREATED);
+	cr_assert_eq(docker_state_from_string("dead"), RT_STATE_EXITED);
+	cr_assert_eq(docker_state_from_string("weird"), RT_STATE_UNKNOWN);
+	cr_assert_eq(docker_state_from_string(NULL), RT_STATE_UNKNOWN);
+}
+
+Test(json, exec_inspect_and_id)
+{
+	int code;
+	bool running;
+	char *id = NULL;
+	struct nerr err = { 0 };
+	static const char ei[] = "{\"ID\":\"e1\",\"Running\":false,\"ExitCode\":3,\"Pid\":77}";
+
+	cr_assert_eq(docker_json_parse_exec_inspect(ei, strlen(ei), &code, &running, &err), 0);
+	cr_assert_eq(code, 3);
+	cr_assert_not(running);
+	static const char ei2[] = "{\"Running\":true,\"ExitCode\":null}";
+	cr_assert_eq(docker_json_parse_exec_inspect(ei2, strlen(ei2), &code, &running, &err), 0);
+	cr_assert(running);
+	cr_assert_eq(code, -1);
+	cr_assert_eq(docker_json_parse_id("{\"Id\":\"deadbeef\",\"Warnings\":[]}", 31, &id, &err), 0);
+	cr_assert_str_eq(id, "deadbeef");
+	free(id);
+	cr_assert_eq(docker_json_parse_id("{\"Id\":\"\"}", 9, &id, &err), -EBADMSG);
+}
+
+Test(json, list)
+{
+	static const char body[] =
+		"[{\"Id\":\"aaa\",\"Names\":[\"/nodefs-web\"],\"State\":\"running\",\"Status\":\"Up 2 minutes\","
+		"\"Labels\":{\"io.nodefs.managed\":\"1\",\"io.nodefs.name\":\"web\"}},"
+		"{\"Id\":\"bbb\",\"State\":\"exited\",\"Status\":\"Exited (137) 5 seconds ago\","
+		"\"Labels\":{\"io.nodefs.managed\":\"1\",\"io.nodefs.name\":\"db\"}},"
+		"{\"Id\":\"ccc\",\"State\":\"running\",\"Labels\":{\"other\":\"1\"}},"
+		"{\"Id\":\"ddd\",\"State\":\"running\",\"Labels\":{\"io.nodefs.managed\":\"0\",\"io.nodefs.name\":\"x\"}}]";
+	struct rt_listing *l = NULL;
+	struct nerr err = { 0 };
+	size_t n = 0;
+
+	cr_assert_eq(docker_json_parse_list(body, strlen(body), &l, &n, &err), 0);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(l[0].id, "aaa");
+	cr_assert_str_eq(l[0].name, "web");
+	cr_assert_eq(l[0].status.state, RT_STATE_RUNNING);
+	cr_assert_str_eq(l[1].name, "db");
+	cr_assert_eq(l[1].status.state, RT_STATE_EXITED);
+	cr_assert_eq(l[1].status.exit_code, 137);
+	rt_listing_free(l, n);
+	cr_assert_eq(docker_json_parse_list("[]", 2, &l, &n, &err), 0);
+	cr_assert_eq(n, 0);
+	rt_listing_free(l, n);
+	cr_assert_eq(docker_json_parse_list("{}", 2, &l, &n, &err), -EBADMSG);
+}
+
+Test(json, events)
+{
+	static const char die[] =
+		"{\"status\":\"die\",\"id\":\"c0ffee\",\"from\":\"nodefs-test/busybox\",\"Type\":\"container\","
+		"\"Action\":\"die\",\"Actor\":{\"ID\":\"c0ffee\",\"Attributes\":{\"exitCode\":\"137\","
+		"\"io.nodefs.managed\":\"1\",\"name\":\"nodefs-web\"}},\"scope\":\"local\","
+		"\"time\":1795974276,\"timeNano\":1795974276556182322}";
+	static const char oom[] = "{\"Type\":\"container\",\"Action\":\"oom\",\"Actor\":{\"ID\":\"c1\"},\"time\":5}";
+	static const char exec[] = "{\"Type\":\"container\",\"Action\":\"exec_start: sh\",\"Actor\":{\"ID\":\"c1\"}}";
+	static const char net[] = "{\"Type\":\"network\",\"Action\":\"connect\",\"Actor\":{\"ID\":\"n1\"}}";
+	static const char old[] = "{\"status\":\"start\",\"id\":\"c2\",\"time\":7}";
+	static const char nocode[] = "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{\"ID\":\"c1\"}}";
+	struct rt_event ev;
+	char id[80];
+
+	cr_assert_eq(docker_json_parse_event(die, strlen(die), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_DIE);
+	cr_assert_str_eq(ev.id, "c0ffee");
+	cr_assert_eq(ev.exit_code, 137);
+	cr_assert_eq(ev.time, 1795974276);
+	cr_assert_eq(docker_json_parse_event(oom, strlen(oom), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_OOM);
+	cr_assert_eq(docker_json_parse_event(exec, strlen(exec), &ev, id, sizeof(id)), 0);
+	cr_assert_eq(docker_json_parse_event(net, strlen(net), &ev, id, sizeof(id)), 0);
+	cr_assert_eq(docker_json_parse_event(old, strlen(old), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_START);
+	cr_assert_str_eq(ev.id, "c2");
+	cr_assert_eq(docker_json_parse_event(nocode, strlen(nocode), &ev, id, sizeof(id)), -EBADMSG);
+	cr_assert_eq(docker_json_parse_event("{", 1, &ev, id, sizeof(id)), -EBADMSG);
+	cr_assert_eq(docker_json_parse_event(die, strlen(die), &ev, id, 4), -EBADMSG);
+	const char *kinds[] = { "pause", "unpause", "destroy" };
+	enum rt_event_kind want[] = { RT_EV_PAUSE, RT_EV_UNPAUSE, RT_EV_DESTROY };
+	for (int i = 0; i < 3; i++) {
+		char line[200];
+
+		snprintf(line, sizeof(line), "{\"Type\":\"container\",\"Action\":\"%s\",\"Actor\":{\"ID\":\"x\"}}", kinds[i]);
+		cr_assert_eq(docker_json_parse_event(line, strlen(line), &ev, id, sizeof(id)), 1);
+		cr_assert_eq(ev.kind, want[i]);
+	}
+}
+
+Test(json, pull_lines)
+{
+	char buf[128];
+	static const char prog[] = "{\"status\":\"Downloading\",\"progressDetail\":{\"current\":1,\"total\":5},"
+				   "\"progress\":\"[=>   ] 1B/5B\",\"id\":\"abc123\"}";
+	static const char err[] = "{\"errorDetail\":{\"message\":\"manifest unknown\"},\"error\":\"manifest unknown\"}";
+
+	cr_assert_eq(docker_json_parse_pull_line(prog, strlen(prog), buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "abc123: Downloading [=>   ] 1B/5B");
+	cr_assert_eq(docker_json_parse_pull_line(err, strlen(err), buf, sizeof(buf)), -ENOENT);
+	cr_assert_str_eq(buf, "manifest unknown");
+	cr_assert_eq(docker_json_parse_pull_line("nope", 4, buf, sizeof(buf)), -EBADMSG);
+}
+
+Test(image, split)
+{
+	char repo[64], tag[32];
+
+	cr_assert_eq(docker_image_split("busybox", repo, 64, tag, 32), 0);
+	cr_assert_str_eq(repo, "busybox");
+	cr_assert_str_eq(tag, "latest");
+	cr_assert_eq(docker_image_split("nodefs-test/busybox:1.36", repo, 64, tag, 32), 0);
+	cr_assert_str_eq(repo, "nodefs-test/busybox");
+	cr_assert_str_eq(tag, "1.36");
+	cr_assert_eq(docker_image_split("127.0.0.1:5000/a/b", repo, 64, tag, 32), 0);
+	cr_assert_str_eq(repo, "127.0.0.1:5000/a/b");
+	cr_assert_str_eq(tag, "latest");
+	cr_assert_eq(docker_image_split("127.0.0.1:5000/a/b:v2", repo, 64, tag, 32), 0);
+	cr_assert_str_eq(repo, "127.0.0.1:5000/a/b");
+	cr_assert_str_eq(tag, "v2");
+	cr_assert_eq(docker_image_split("a@sha256:abcd", repo, 64, tag, 32), 0);
+	cr_assert_str_eq(repo, "a@sha256:abcd");
+	cr_assert_str_eq(tag, "");
+	cr_assert_eq(docker_image_split("", repo, 64, tag, 32), -EINVAL);
+	cr_assert_eq(docker_image_split("a:", repo, 64, tag, 32), -EINVAL);
+	cr_assert_eq(docker_image_split(":x", repo, 64, tag, 32), -EINVAL);
+	cr_assert_eq(docker_image_split("aaaaaaaaaa", repo, 8, tag, 32), -EINVAL);
+}
+
+/* --- the multiplexed stream ---------------------------------------------- */
+
+struct collect {
+	struct sbuf out[3];
+	int calls;
+	int fail_at;
+};
+
+static int collect_sink(void *ctx, int stream, const char *p, size_t n)
+{
+	struct collect *c = ctx;
+
+	if (++c->calls == c->fail_at)
+		return -E2BIG;
+	return sbuf_add(&c->out[stream], p, n);
+}
+
+static size_t frame(char *dst, int stream, const char *payload)
+{
+	size_t n = strlen(payload);
+
+	dst[0] = (char)stream;
+	dst[1] = dst[2] = dst[3] = 0;
+	dst[4] = (char)(n >> 24);
+	dst[5] = (char)(n >> 16);
+	dst[6] = (char)(n >> 8);
+	dst[7] = (char)n;
+	memcpy(dst + 8, payload, n);
+	return n + 8;
+}
+
+static void collect_init(struct collect *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < 3; i++)
+		sbuf_init(&c->out[i], 1 << 20);
+}
+
+static void collect_free(struct collect *c)
+{
+	for (int i = 0; i < 3; i++)
+		sbuf_free(&c->out[i]);
+}
+
+Test(mux, whole_and_split)
+{
+	char stream[256];
+	size_t n = 0;
+
+	n += frame(stream + n, 1, "hello ");
+	n += frame(stream + n, 2, "oops\n");
+	n += frame(stream + n, 1, "");
+	n += frame(stream + n, 1, "world\n");
+	/* every way of cutting the stream gives the same result */
+	for (size_t step = 1; step <= n; step++) {
+		struct docker_mux m;
+		struct collect c;
+
+		collect_init(&c);
+		docker_mux_init(&m);
+		for (size_t off = 0; off < n; off += step) {
+			size_t k = n - off < step ? n - off : step;
+
+			cr_assert_eq(docker_mux_feed(&m, stream + off, k, collect_sink, &c), 0);
+		}
+		cr_assert_eq(docker_mux_finish(&m), 0);
+		cr_assert_str_eq(c.out[1].buf, "hello world\n", "step %zu", step);
+		cr_assert_str_eq(c.out[2].buf, "oops\n");
+		collect_free(&c);
+	}
+}
+
+Test(mux, errors)
+{
+	char stream[64];
+	struct docker_mux m;
+	struct collect c;
+	size_t n;
+
+	collect_init(&c);
+	docker_mux_init(&m);
+	n = frame(stream, 3, "x");
+	cr_assert_eq(docker_mux_feed(&m, stream, n, collect_sink, &c), -EBADMSG);
+	docker_mux_init(&m);
+	n = frame(stream, 1, "x");
+	stream[2] = 1;
+	cr_assert_eq(docker_mux_feed(&m, stream, n, collect_sink, &c), -EBADMSG);
+	/* a stream cut inside a header or a payload */
+	docker_mux_init(&m);
+	n = frame(stream, 1, "abc");
+	cr_assert_eq(docker_mux_feed(&m, stream, 5, collect_sink, &c), 0);
+	cr_assert_eq(docker_mux_finish(&m), -EBADMSG);
+	docker_mux_init(&m);
+	cr_assert_eq(docker_mux_feed(&m, stream, n - 1, collect_sink, &c), 0);
+	cr_assert_eq(docker_mux_finish(&m), -EBADMSG);
+	/* a sink's error stops the decoder and comes back */
+	docker_mux_init(&m);
+	c.calls = 0;
+	c.fail_at = 1;
+	cr_assert_eq(docker_mux_feed(&m, stream, n, collect_sink, &c), -E2BIG);
+	/* a TTY stream (raw text) is not multiplexed: rejected, not misread */
+	docker_mux_init(&m);
+	cr_assert_eq(docker_mux_feed(&m, "hello world\n", 12, collect_sink, &c), -EBADMSG);
+	collect_free(&c);
+}
+
+Test(mux, tail)
+{
+	struct docker_tail t;
+	const char *p;
+	size_t len;
+	char expect[16];
+
+	cr_assert_eq(docker_tail_init(&t, 8), 0);
+	p = docker_tail_data(&t, &len);
+	cr_assert_eq(len, 0);
+	cr_assert_eq(docker_tail_sink(&t, 1, "abc", 3), 0);
+	p = docker_tail_data(&t, &len);
+	cr_assert_eq(len, 3);
+	cr_assert_eq(memcmp(p, "abc", 3), 0);
+	/* many small writes, then one bigger than the window */
+	for (int i = 0; i < 1000; i++) {
+		char ch = (char)('a' + i % 26);
+
+		cr_assert_eq(docker_tail_sink(&t, 1, &ch, 1), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		expect[i] = (char)('a' + (992 + i) % 26);
+	p = docker_tail_data(&t, &len);
+	cr_assert_eq(len, 8);
+	cr_assert_eq(memcmp(p, expect, 8), 0);
+	cr_assert_eq(docker_tail_sink(&t, 2, "0123456789", 10), 0);
+	p = docker_tail_data(&t, &len);
+	cr_assert_eq(len, 8);
+	cr_assert_eq(memcmp(p, "23456789", 8), 0);
+	cr_assert_eq(docker_tail_sink(&t, 2, "xyz", 3), 0);
+	p = docker_tail_data(&t, &len);
+	cr_assert_eq(len, 8);
+	cr_assert_eq(memcmp(p, "56789xyz", 8), 0);
+	docker_tail_free(&t);
+	cr_assert_eq(docker_tail_init(&t, 0), -EINVAL);
+}
