@@ -110,9 +110,9 @@ int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
 /* Read the mark: 0 ours, -ENOENT no such container or not ours, -EIO bad
  * file. ret may be NULL. */
 int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_meta *ret);
-/* Write atomically (temp file + rename) under h->meta_lock. */
+/* Write the mark and a fresh run record (at create), under h->meta_lock. */
 int rt_lxc_meta_write(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m);
-/* Read-modify-write of the run record, under h->meta_lock. */
+/* Read-modify-write of the run record, in place, under h->meta_lock. */
 int rt_lxc_meta_started(struct rt_lxc *h, const char *name, time_t t);
 int rt_lxc_meta_finished(struct rt_lxc *h, const char *name, time_t t, int exit_code,
 			 bool oom);

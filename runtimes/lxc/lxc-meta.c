@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * lxc-meta: the owner mark of a container nodefs made, and the record of its
- * last run, kept in LXCPATH/NAME/nodefs.json beside lxc's own config:
+ * last run, kept beside lxc's own config in LXCPATH/NAME/:
  *
- *   {"io.nodefs.managed": "true", "io.nodefs.name": "box",
- *    "created_at": T, "started_at": T, "finished_at": T,
- *    "exit_code": N, "oom_killed": false}
+ *   nodefs.json      {"io.nodefs.managed": "true", "io.nodefs.name": "box",
+ *                     "created_at": T}
+ *   nodefs-run.json  {"started_at": T, "finished_at": T, "exit_code": N,
+ *                     "oom_killed": false}   padded with blanks to 256 bytes
  *
- * A container without this file (made by lxc-create, by hand, by another
- * tool) is never listed, inspected or touched. Writes go to a temp file
- * renamed into place, so a crash leaves the old or the new record, never a
- * torn one. No liblxc calls here.
+ * A container without the mark (made by lxc-create, by hand, by another
+ * tool) is never listed, inspected or touched. The mark is written once, to
+ * a temp file renamed into place. The run record changes at every start and
+ * exit, so it is rewritten in place with one pwrite() of a fixed size: a
+ * crashed writer leaves the old or the new record, and no replace-by-rename
+ * (which ext4 turns into a synchronous flush, 4 ms here, on every start and
+ * stop). No liblxc calls here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +26,9 @@
 #include "lxc-internal.h"
 #include "macro.h"
 
+#define RUN_FILE "nodefs-run.json"
+#define RUN_SIZE 256
+
 int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
 	       char *buf, size_t size)
 {
@@ -31,25 +38,46 @@ int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_meta *ret)
+static json_t *load(const struct rt_lxc *h, const char *name, const char *file, int *ret_r)
 {
 	char path[PATH_MAX], buf[RT_LXC_META_CAP];
-	struct rt_lxc_meta m = { .exit_code = -1 };
-	json_t *j, *v;
 	json_error_t jerr;
-	const char *owner, *nm;
+	json_t *j;
 	int r;
 
-	if (rt_lxc_dir(h, name, RT_LXC_META_FILE, path, sizeof(path)) < 0)
-		return -ENOENT;
+	*ret_r = 0;
+	if (rt_lxc_dir(h, name, file, path, sizeof(path)) < 0) {
+		*ret_r = -ENOENT;
+		return NULL;
+	}
 	r = rt_lxc_read_file(path, buf, sizeof(buf));
-	if (r < 0)
-		return r == -ENOENT || r == -ENOTDIR ? -ENOENT : r;
-	if ((size_t)r >= sizeof(buf) - 1)
-		return -EIO;
+	if (r < 0) {
+		*ret_r = r == -ENOTDIR ? -ENOENT : r;
+		return NULL;
+	}
+	if ((size_t)r >= sizeof(buf) - 1) {
+		*ret_r = -EIO;
+		return NULL;
+	}
 	j = json_loads(buf, 0, &jerr);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		*ret_r = -EIO;
+		return NULL;
+	}
+	return j;
+}
+
+int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_meta *ret)
+{
+	struct rt_lxc_meta m = { .exit_code = -1 };
+	const char *owner, *nm;
+	json_t *j, *v;
+	int r;
+
+	j = load(h, name, RT_LXC_META_FILE, &r);
 	if (!j)
-		return -EIO;
+		return r;
 	owner = json_string_value(json_object_get(j, RT_OWNER_LABEL));
 	nm = json_string_value(json_object_get(j, RT_NAME_LABEL));
 	if (!owner || strcmp(owner, "true") != 0 || !nm || strlen(nm) > RT_LXC_NAME_MAX) {
@@ -58,59 +86,87 @@ int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_met
 	}
 	snprintf(m.name, sizeof(m.name), "%s", nm);
 	m.created_at = (time_t)json_integer_value(json_object_get(j, "created_at"));
-	m.started_at = (time_t)json_integer_value(json_object_get(j, "started_at"));
-	m.finished_at = (time_t)json_integer_value(json_object_get(j, "finished_at"));
-	v = json_object_get(j, "exit_code");
-	m.exit_code = json_is_integer(v) ? (int)json_integer_value(v) : -1;
-	m.oom_killed = json_is_true(json_object_get(j, "oom_killed"));
 	json_decref(j);
-	if (ret)
-		*ret = m;
+	if (!ret)
+		return 0;
+
+	/* No run record yet (never started) reads as zeros. */
+	j = load(h, name, RUN_FILE, &r);
+	if (j) {
+		m.started_at = (time_t)json_integer_value(json_object_get(j, "started_at"));
+		m.finished_at = (time_t)json_integer_value(json_object_get(j, "finished_at"));
+		v = json_object_get(j, "exit_code");
+		m.exit_code = json_is_integer(v) ? (int)json_integer_value(v) : -1;
+		m.oom_killed = json_is_true(json_object_get(j, "oom_killed"));
+		json_decref(j);
+	}
+	*ret = m;
 	return 0;
 }
 
-static int meta_write_locked(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m)
+static int write_all_at(int fd, const char *s, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t w = pwrite(fd, s + off, len - off, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+static int run_write_locked(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m)
+{
+	char path[PATH_MAX], rec[RUN_SIZE + 1];
+	int fd, n, r;
+
+	if (rt_lxc_dir(h, name, RUN_FILE, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
+	n = snprintf(rec, sizeof(rec),
+		     "{\"started_at\": %lld, \"finished_at\": %lld, \"exit_code\": %d, \"oom_killed\": %s}",
+		     (long long)m->started_at, (long long)m->finished_at, m->exit_code,
+		     m->oom_killed ? "true" : "false");
+	if (n < 0 || n >= RUN_SIZE)
+		return -E2BIG;
+	memset(rec + n, ' ', (size_t)(RUN_SIZE - 1 - n));
+	rec[RUN_SIZE - 1] = '\n';
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	/* One write of the whole fixed-size record over the old one. */
+	r = write_all_at(fd, rec, RUN_SIZE);
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+static int mark_write(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	_cleanup_free_ char *s = NULL;
 	json_t *j;
-	int fd, r = 0;
-	size_t len, off = 0;
+	int fd, r;
 
 	if (rt_lxc_dir(h, name, RT_LXC_META_FILE, path, sizeof(path)) < 0)
 		return -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:b}",
-		      RT_OWNER_LABEL, "true", RT_NAME_LABEL, m->name,
-		      "created_at", (json_int_t)m->created_at,
-		      "started_at", (json_int_t)m->started_at,
-		      "finished_at", (json_int_t)m->finished_at,
-		      "exit_code", m->exit_code, "oom_killed", (int)m->oom_killed);
+	j = json_pack("{s:s, s:s, s:I}", RT_OWNER_LABEL, "true", RT_NAME_LABEL, m->name,
+		      "created_at", (json_int_t)m->created_at);
 	if (!j)
 		return -ENOMEM;
 	s = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!s)
 		return -ENOMEM;
-	len = strlen(s);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	while (off < len) {
-		ssize_t w = write(fd, s + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			r = -errno;
-			break;
-		}
-		off += (size_t)w;
-	}
-	/* No fsync: the backend's checkpoints are the durable record; this
-	 * file only has to be whole (rename), and start/stop stay cheap. */
-	if (r == 0 && write(fd, "\n", 1) != 1)
-		r = -EIO;
+	r = write_all_at(fd, s, strlen(s));
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
@@ -125,7 +181,10 @@ int rt_lxc_meta_write(struct rt_lxc *h, const char *name, const struct rt_lxc_me
 	int r;
 
 	pthread_mutex_lock(&h->meta_lock);
-	r = meta_write_locked(h, name, m);
+	/* The run record first: a mark never points at a missing record. */
+	r = run_write_locked(h, name, m);
+	if (r == 0)
+		r = mark_write(h, name, m);
 	pthread_mutex_unlock(&h->meta_lock);
 	return r;
 }
@@ -142,7 +201,7 @@ int rt_lxc_meta_started(struct rt_lxc *h, const char *name, time_t t)
 		m.finished_at = 0;
 		m.exit_code = -1;
 		m.oom_killed = false;
-		r = meta_write_locked(h, name, &m);
+		r = run_write_locked(h, name, &m);
 	}
 	pthread_mutex_unlock(&h->meta_lock);
 	return r;
@@ -160,9 +219,8 @@ int rt_lxc_meta_finished(struct rt_lxc *h, const char *name, time_t t, int exit_
 		m.finished_at = t;
 		m.exit_code = exit_code;
 		m.oom_killed = oom;
-		r = meta_write_locked(h, name, &m);
+		r = run_write_locked(h, name, &m);
 	}
 	pthread_mutex_unlock(&h->meta_lock);
 	return r;
 }
-
