@@ -7,6 +7,7 @@
  * unless stated); anything else is -EINVAL, a value that does not fit is
  * -ERANGE. The message quotes the value and says what was expected; callers
  * prefix it with the key once. Out-parameters are written only on success.
+ * Any thread.
  * Nothing here knows about the layers above common/.
  */
 #ifndef NODEFS_UNITS_H
