@@ -13,9 +13,10 @@
  * The real exit status: init's parent is lxc's monitor, so waitid() on the
  * pidfd is refused to us. Since Linux 6.15 the kernel keeps the exit status
  * of a reaped task for any pidfd holder (PIDFD_GET_INFO, PIDFD_INFO_EXIT);
- * that is read once the monitor has reaped init. On older kernels the status
- * is read from /proc/PID/stat (field 52) while init is still a zombie, and is
- * -1 (unknown) if the monitor reaped it first.
+ * that is read once the monitor has reaped init. On older kernels, whose
+ * pidfd signals only once (at the zombie), the status is read then from
+ * /proc/PID/stat (field 52), and is -1 (unknown) if the monitor reaped init
+ * first.
  *
  * On death the record in nodefs.json is written before RT_EV_DIE goes out, so
  * an inspect after the event sees the exit code. Callbacks run on this
@@ -30,10 +31,12 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "lxc-internal.h"
+#include "nodefs-config.h"
 #include "macro.h"
 
 /* linux/pidfd.h of Debian 12 predates PIDFD_GET_INFO (6.13) and
@@ -89,7 +92,7 @@ struct rt_lxc_watch {
 	struct qevent *qhead, **qtail;
 	uint64_t next_id;
 	bool stop;
-	int pidfd_info;		/* 1 supported, 0 unknown, -1 not supported */
+	bool exit_info;		/* kernel >= 6.15: PIDFD_INFO_EXIT after reap */
 };
 
 static void wake(struct rt_lxc_watch *w)
@@ -354,39 +357,29 @@ static void check_oom_locked(struct rt_lxc_watch *w, struct wentry *e, bool noti
 /* Handle an edge on a pidfd. Returns true when the entry died (removed). */
 static bool pidfd_edge_locked(struct rt_lxc_watch *w, struct wentry *e, uint32_t events)
 {
-	struct rt_lxc_pidfd_info info = { .mask = RT_LXC_PIDFD_INFO_EXIT };
 	int status = -1;
 	int code;
 
 	/* The cgroup still exists until the monitor tears it down: look now. */
 	check_oom_locked(w, e, false);
+	/* While init is a zombie its status is in /proc: keep it in case the
+	 * pidfd cannot tell us later. */
+	if (e->zombie_status < 0)
+		e->zombie_status = zombie_status(e->pid);
 
-	if (w->pidfd_info >= 0) {
-		if (ioctl(e->pidfd, RT_LXC_PIDFD_GET_INFO, &info) == 0) {
-			w->pidfd_info = 1;
-			if (info.mask & RT_LXC_PIDFD_INFO_EXIT)
-				status = info.exit_code;
-			else if (!(events & EPOLLHUP))
-				return false;	/* zombie: wait for the reap edge */
-		} else if (errno == ENOTTY || errno == EINVAL || errno == EOPNOTSUPP) {
-			w->pidfd_info = -1;
-		} else if (errno == ESRCH && !(events & EPOLLHUP)) {
-			return false;
-		}
+	if (w->exit_info) {
+		struct rt_lxc_pidfd_info info = { .mask = RT_LXC_PIDFD_INFO_EXIT };
+
+		if (ioctl(e->pidfd, RT_LXC_PIDFD_GET_INFO, &info) == 0 &&
+		    (info.mask & RT_LXC_PIDFD_INFO_EXIT))
+			status = info.exit_code;
+		else if (!(events & EPOLLHUP))
+			return false;	/* a zombie: the reap edge follows */
 	}
-	if (w->pidfd_info < 0 && status < 0) {
-		int zs = zombie_status(e->pid);
-
-		if (zs >= 0)
-			e->zombie_status = zs;
-		if (!(events & EPOLLHUP) && zs >= 0)
-			return false;	/* reaped soon; the status is kept */
+	/* Before 6.15 a pidfd signals once, at the zombie, and never at the
+	 * reap: take /proc's status now. */
+	if (status < 0)
 		status = e->zombie_status;
-	}
-	if (status < 0 && !(events & EPOLLHUP)) {
-		/* A spurious edge while init is alive. */
-		return false;
-	}
 	code = status >= 0 ? status_to_code(status) : -1;
 	(void)rt_lxc_meta_finished(w->h, e->name, time(NULL), code, e->oom);
 	queue_locked(w, RT_EV_DIE, e->name, code);
@@ -477,6 +470,16 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+static bool kernel_at_least(int major, int minor)
+{
+	struct utsname u;
+	int ma = 0, mi = 0;
+
+	if (uname(&u) < 0 || sscanf(u.release, "%d.%d", &ma, &mi) != 2)
+		return false;
+	return ma > major || (ma == major && mi >= minor);
+}
+
 int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret)
 {
 	struct rt_lxc_watch *w = calloc(1, sizeof(*w));
@@ -487,6 +490,12 @@ int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret)
 		return -ENOMEM;
 	w->h = h;
 	w->qtail = &w->qhead;
+	w->exit_info = kernel_at_least(6, 15);
+#if NODEFS_TEST_HOOKS
+	/* Exercise the pre-6.15 path on a new kernel. */
+	if (getenv("NODEFS_LXC_NO_PIDFD_EXIT"))
+		w->exit_info = false;
+#endif
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&w->lock, NULL);
