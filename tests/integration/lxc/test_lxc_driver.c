@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lxc-internal.h"
 #include "nerr.h"
 #include "runtime.h"
 #include "sbuf.h"
@@ -808,6 +809,121 @@ Test(lxc, recovery_after_reopen)
 	i = wait_event(RT_EV_DIE, "survivor", 2);
 	cr_assert_geq(i, 0, "the reopened driver missed the death");
 	cr_assert_eq(evs.ev[i].exit_code, 137);
+}
+
+/* ---- cgroup v1 and v2 names and files, without a v2 host --------------- */
+
+static const char *item(const struct rt_lxc_item *it, int n, const char *key)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(it[i].key, key) == 0)
+			return it[i].val;
+	return NULL;
+}
+
+Test(lxc, cgroup_items_v1_and_v2)
+{
+	struct rt_lxc_cgroup v1 = { .mode = RT_LXC_CG_V1, .memsw = true };
+	struct rt_lxc_cgroup v2 = { .mode = RT_LXC_CG_V2, .swap_max = true };
+	struct rt_limits lim = { .cpus = 1.5, .memory = 64u << 20, .pids = 42,
+				 .set = RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS };
+	struct rt_lxc_item it[RT_LXC_LIMIT_ITEMS_MAX];
+	struct nerr err = { 0 };
+	int n;
+
+	n = rt_lxc_cg_items(&v1, &lim, true, it, RT_LXC_LIMIT_ITEMS_MAX, &err);
+	cr_assert_eq(n, 6, "%s", err.msg);
+	cr_assert_str_eq(item(it, n, "lxc.cgroup.memory.limit_in_bytes"), "67108864");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup.memory.memsw.limit_in_bytes"), "67108864");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup.cpu.shares"), "1536");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup.cpu.cfs_quota_us"), "150000");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup.cpu.cfs_period_us"), "100000");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup.pids.max"), "42");
+
+	n = rt_lxc_cg_items(&v2, &lim, true, it, RT_LXC_LIMIT_ITEMS_MAX, &err);
+	cr_assert_eq(n, 5, "%s", err.msg);
+	cr_assert_str_eq(item(it, n, "lxc.cgroup2.memory.max"), "67108864");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup2.memory.swap.max"), "0");
+	/* shares 1536 -> weight 1 + (1536 - 2) * 9999 / 262142 = 59 */
+	cr_assert_str_eq(item(it, n, "lxc.cgroup2.cpu.weight"), "59");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup2.cpu.max"), "150000 100000");
+	cr_assert_str_eq(item(it, n, "lxc.cgroup2.pids.max"), "42");
+
+	/* set_cgroup_item takes the bare names. */
+	n = rt_lxc_cg_items(&v2, &lim, false, it, RT_LXC_LIMIT_ITEMS_MAX, &err);
+	cr_assert_not_null(item(it, n, "cpu.weight"));
+	/* The ends of the weight range. */
+	lim.set = RT_LIMIT_CPUS;
+	lim.cpus = 0.001;
+	n = rt_lxc_cg_items(&v2, &lim, false, it, RT_LXC_LIMIT_ITEMS_MAX, &err);
+	cr_assert_str_eq(item(it, n, "cpu.weight"), "1");
+	lim.cpus = 512;
+	n = rt_lxc_cg_items(&v2, &lim, false, it, RT_LXC_LIMIT_ITEMS_MAX, &err);
+	cr_assert_str_eq(item(it, n, "cpu.weight"), "10000");
+	lim.set = RT_LIMIT_PIDS;
+	lim.pids = 0;
+	cr_assert_eq(rt_lxc_cg_items(&v2, &lim, false, it, RT_LXC_LIMIT_ITEMS_MAX, &err), -EINVAL);
+}
+
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[700];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+Test(lxc, cgroup_files_v1_and_v2)
+{
+	struct rt_lxc_cgroup v1 = { .mode = RT_LXC_CG_V1 }, v2 = { .mode = RT_LXC_CG_V2 };
+	struct rt_lxc_cgpaths p = { 0 };
+	struct rt_stats st;
+	uint64_t kills = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	char ticks[128];
+
+	/* v2: one directory with the unified files. */
+	snprintf(p.unified, sizeof(p.unified), "%s", lxcpath);
+	put_file(lxcpath, "cpu.stat", "usage_usec 3000000\nuser_usec 2500000\nsystem_usec 500000\n");
+	put_file(lxcpath, "memory.current", "12345\n");
+	put_file(lxcpath, "memory.max", "max\n");
+	put_file(lxcpath, "pids.current", "3\n");
+	put_file(lxcpath, "memory.events", "low 0\nhigh 0\nmax 4\noom 2\noom_kill 1\n");
+	cr_assert_eq(rt_lxc_cg_stats(&v2, &p, &st), 0);
+	cr_assert_float_eq(st.cpu_user_seconds, 2.5, 1e-9);
+	cr_assert_float_eq(st.cpu_system_seconds, 0.5, 1e-9);
+	cr_assert_eq(st.memory_bytes, 12345);
+	cr_assert_eq(st.memory_limit_bytes, 0, "max reads as unlimited");
+	cr_assert_eq(st.pids, 3);
+	cr_assert_eq(rt_lxc_cg_oom_kills(&v2, &p, &kills), 0);
+	cr_assert_eq(kills, 1);
+
+	/* v1: a directory per controller (one here), ticks in USER_HZ. */
+	memset(&p, 0, sizeof(p));
+	snprintf(p.memory, sizeof(p.memory), "%s", lxcpath);
+	snprintf(p.cpuacct, sizeof(p.cpuacct), "%s", lxcpath);
+	snprintf(p.pids, sizeof(p.pids), "%s", lxcpath);
+	snprintf(ticks, sizeof(ticks), "user %ld\nsystem %ld\n", 3 * hz, hz / 2);
+	put_file(lxcpath, "cpuacct.stat", ticks);
+	put_file(lxcpath, "memory.usage_in_bytes", "4096\n");
+	put_file(lxcpath, "memory.limit_in_bytes", "9223372036854771712\n");
+	put_file(lxcpath, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+	put_file(lxcpath, "pids.current", "7\n");
+	cr_assert_eq(rt_lxc_cg_stats(&v1, &p, &st), 0);
+	cr_assert_float_eq(st.cpu_user_seconds, 3.0, 1e-9);
+	cr_assert_float_eq(st.cpu_system_seconds, (double)(hz / 2) / (double)hz, 1e-9);
+	cr_assert_eq(st.memory_bytes, 4096);
+	cr_assert_eq(st.memory_limit_bytes, 0, "v1 unlimited reads as 0");
+	cr_assert_eq(st.pids, 7);
+	cr_assert_eq(rt_lxc_cg_oom_kills(&v1, &p, &kills), 0);
+	cr_assert_eq(kills, 3);
+	put_file(lxcpath, "memory.limit_in_bytes", "16777216\n");
+	cr_assert_eq(rt_lxc_cg_stats(&v1, &p, &st), 0);
+	cr_assert_eq(st.memory_limit_bytes, 16u << 20);
 }
 
 /* ---- main: skip probe and run-wide cleanup ------------------------------ */
