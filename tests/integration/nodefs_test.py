@@ -9,6 +9,32 @@ checks that the mount is gone and removes everything it made. A daemon that
 does not unmount, does not exit, or exits non-zero (a sanitizer finding exits
 non-zero) fails the test that used it, with the daemon's log attached.
 
+Use:
+
+    import nodefs_test as nt
+
+    class T(unittest.TestCase):
+        def test_x(self):
+            with nt.Nodefs(nt.offline_config()) as fs:
+                self.assertEqual(fs.status()["state"], "READY")
+                ok, err = fs.write_ctl("volumes/ctl", "bogus")
+                self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
+
+    if __name__ == "__main__":
+        nt.main()          # exits 77 when root, FUSE or the binary is missing
+
+Nodefs(config, args=(), env=None, start_timeout, stop_timeout, state_dir):
+  .mnt .state_dir .config_path .tmp .proc .returncode; .path(*parts),
+  .read(*parts), .status() -> dict, .write_ctl(rel, line, flags) -> (ok,
+  errno), .error(dir), .listdir(*parts), .sh(script) (bash, cwd = mount),
+  .log(), .stop(sig) -> [problems], .restart(), .kill9().
+Module: skip(reason), require_root/fuse/bin/all(), read_file(path),
+  write_line(path, line, flags) -> (ok, errno), errname(e), parse_kv(text),
+  run_as(argv, uid, gid, groups) (setpriv; nobody by default),
+  syscall_as(op, path, data, uid, gid, groups) -> (ok, errno, data),
+  mount_entry(path), is_mounted(path), find_pids_with_arg(arg),
+  wait_until(pred, timeout), offline_config(), main().
+
 It knows nothing of CSI, Docker or LXC: tests bring their own config and
 services. Stdlib only; runs under /usr/bin/python3. Environment (set by meson
 through integration_env): NODEFS_BIN, NODEFS_SRC, NODEFS_BUILD.
