@@ -193,6 +193,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nodefs: %s\n", err.msg);
 		goto out;
 	}
+	backend_set_metrics_hook(b, fs_render_metrics, f);
 	r = fs_mount(f, o.mountpoint, &err);
 	if (r < 0) {
 		fprintf(stderr, "nodefs: %s\n", err.msg);

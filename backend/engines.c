@@ -124,6 +124,44 @@ static void *monitor_main(void *arg)
 	return NULL;
 }
 
+/* Open e's driver with its [runtime NAME] section. -EINVAL (a config
+ * error, with FILE:LINE) is the only failure that stops the daemon; any
+ * other leaves the runtime present and unhealthy with the reason. */
+static int engine_open(struct engine *e, struct nerr *err)
+{
+	struct backend *b = e->b;
+	const struct config_section *s = config_section_find(b->cfg, "runtime", e->ops->name);
+	struct rt_config rc = { 0 };
+	struct nerr oerr = { 0 };
+	struct rt_kv *kv = NULL;
+	int r;
+
+	if (s && s->nkv) {
+		kv = calloc(s->nkv, sizeof(*kv));
+		if (!kv)
+			return nerr_set(err, ENOMEM, "out of memory");
+		for (size_t k = 0; k < s->nkv; k++) {
+			kv[k].key = s->kv[k].key;
+			kv[k].val = s->kv[k].val;
+		}
+		rc.kv = kv;
+		rc.nkv = s->nkv;
+	}
+	r = e->ops->open ? e->ops->open(&rc, &e->h, &oerr) : -ENOTSUP;
+	free(kv);
+	if (r == -EINVAL)
+		return nerr_set(err, EINVAL, "%s:%d: [runtime %s]: %s",
+				b->cfg->path ? b->cfg->path : "config", s ? s->line : 0,
+				e->ops->name, oerr.msg);
+	if (r < 0) {
+		e->h = NULL;
+		pthread_mutex_lock(&e->lock);
+		snprintf(e->reason, sizeof(e->reason), "%s", oerr.msg[0] ? oerr.msg : strerror(-r));
+		pthread_mutex_unlock(&e->lock);
+	}
+	return 0;
+}
+
 int engines_init(struct backend *b, struct nerr *err)
 {
 	size_t n = sizeof(engine_names) / sizeof(engine_names[0]);
@@ -133,10 +171,6 @@ int engines_init(struct backend *b, struct nerr *err)
 		return nerr_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		struct engine *e = &b->engines[b->nengines];
-		const struct config_section *s;
-		struct rt_config rc = { 0 };
-		struct nerr oerr = { 0 };
-		struct rt_kv *kv = NULL;
 		int r;
 
 		e->ops = runtime_find(engine_names[i]);
@@ -144,30 +178,15 @@ int engines_init(struct backend *b, struct nerr *err)
 			continue;
 		e->b = b;
 		pthread_mutex_init(&e->lock, NULL);
-		s = config_section_find(b->cfg, "runtime", engine_names[i]);
-		if (s && s->nkv) {
-			kv = calloc(s->nkv, sizeof(*kv));
-			if (!kv)
-				return nerr_set(err, ENOMEM, "out of memory");
-			for (size_t k = 0; k < s->nkv; k++) {
-				kv[k].key = s->kv[k].key;
-				kv[k].val = s->kv[k].val;
-			}
-			rc.kv = kv;
-			rc.nkv = s->nkv;
-		}
-		r = e->ops->open ? e->ops->open(&rc, &e->h, &oerr) : -ENOTSUP;
-		free(kv);
-		if (r == -EINVAL) {
-			/* a bad key or value is a config error, refused at start */
-			return nerr_set(err, EINVAL, "%s:%d: [runtime %s]: %s",
-					b->cfg->path ? b->cfg->path : "config", s ? s->line : 0,
-					engine_names[i], oerr.msg);
-		}
-		if (r < 0) {
-			e->h = NULL;
-			snprintf(e->reason, sizeof(e->reason), "%s", oerr.msg[0] ? oerr.msg : strerror(-r));
-		}
+		/* open once to refuse a bad section before mounting; drivers may
+		 * start threads, which do not survive the daemon's fork, so the
+		 * handle is made again in engines_start */
+		r = engine_open(e, err);
+		if (r < 0)
+			return r;
+		if (e->h)
+			e->ops->close(e->h);
+		e->h = NULL;
 		e->node = bnode_new(&engine_type, engine_names[i], e);
 		if (!e->node)
 			return nerr_set(err, ENOMEM, "out of memory");
@@ -181,6 +200,11 @@ int engines_init(struct backend *b, struct nerr *err)
 
 int engines_start(struct backend *b, struct nerr *err)
 {
+	for (size_t i = 0; i < b->nengines; i++) {
+		int r = engine_open(&b->engines[i], err);
+		if (r < 0)
+			return r;
+	}
 	/* a first probe before anything asks an engine for work */
 	for (size_t i = 0; i < b->nengines; i++)
 		engine_probe(&b->engines[i]);

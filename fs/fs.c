@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,59 @@
 #define FILE_SNAPSHOT_CAP (16u << 20)
 #define DIR_OFF_ATTRS 3			/* 1 ".", 2 "..", then attributes */
 #define DIR_OFF_KIDS (1ull << 40)	/* children: base + serial */
+
+/* ---- request metrics ---- */
+
+enum fs_op {
+	FSOP_LOOKUP, FSOP_FORGET, FSOP_GETATTR, FSOP_SETATTR, FSOP_MKDIR, FSOP_RMDIR, FSOP_OPEN,
+	FSOP_READ, FSOP_WRITE, FSOP_RELEASE, FSOP_OPENDIR, FSOP_READDIR, FSOP_READDIRPLUS,
+	FSOP_STATFS, FSOP_POLL, FSOP_MAX,
+};
+
+static const char *const fs_op_names[FSOP_MAX] = {
+	"lookup", "forget", "getattr", "setattr", "mkdir", "rmdir", "open", "read", "write",
+	"release", "opendir", "readdir", "readdirplus", "statfs", "poll",
+};
+
+/* seconds; a handler's own time (an action a ctl write starts is timed by
+ * its operation) */
+static const double fs_buckets[] = {
+	0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
+};
+#define FS_NBUCKETS (sizeof(fs_buckets) / sizeof(fs_buckets[0]))
+
+struct fs_opstat {
+	atomic_uint_fast64_t count;
+	atomic_uint_fast64_t sum_ns;
+	atomic_uint_fast64_t hist[FS_NBUCKETS];
+};
+
+struct fs_optimer {
+	struct fs_opstat *st;
+	struct timespec t0;
+};
+
+static void fs_optimer_done(struct fs_optimer *t)
+{
+	struct timespec t1;
+	uint64_t ns;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ns = (uint64_t)(t1.tv_sec - t->t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t->t0.tv_nsec);
+	atomic_fetch_add_explicit(&t->st->count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->st->sum_ns, ns, memory_order_relaxed);
+	for (size_t k = 0; k < FS_NBUCKETS; k++)
+		if ((double)ns / 1e9 <= fs_buckets[k]) {
+			atomic_fetch_add_explicit(&t->st->hist[k], 1, memory_order_relaxed);
+			break;
+		}
+}
+
+/* Time the rest of the handler: the timer stops when the scope ends. */
+#define FS_OP(req, op)								\
+	struct fs_optimer _fs_timer_ __attribute__((cleanup(fs_optimer_done))) = { \
+		.st = &((struct fs *)fuse_req_userdata(req))->opstat[op] };	\
+	clock_gettime(CLOCK_MONOTONIC, &_fs_timer_.t0)
 
 struct fs_inode {
 	fuse_ino_t ino;
@@ -84,6 +138,7 @@ struct fs {
 	bool stop;
 	pthread_t notifier;
 	bool notifier_running;
+	struct fs_opstat opstat[FSOP_MAX];
 };
 
 struct fs_file {
@@ -285,6 +340,7 @@ static struct fs_inode *live_dir(struct fs *f, fuse_ino_t ino, int *err)
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	FS_OP(req, FSOP_LOOKUP);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_inode *p, *i;
 	struct bnode *kid;
@@ -316,12 +372,14 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	FS_OP(req, FSOP_FORGET);
 	inode_forget(fuse_req_userdata(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *v)
 {
+	FS_OP(req, FSOP_FORGET);
 	struct fs *f = fuse_req_userdata(req);
 
 	for (size_t k = 0; k < count; k++)
@@ -331,6 +389,7 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_GETATTR);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_inode *i = inode_get(f, ino);
 	struct stat st;
@@ -346,6 +405,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_SETATTR);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_inode *i = inode_get(f, ino);
 	struct stat st;
@@ -374,6 +434,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_OPENDIR);
 	struct fs *f = fuse_req_userdata(req);
 	int err;
 
@@ -384,15 +445,13 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_open(req, fi);
 }
 
-static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_inode *i;
 	struct bnode *n;
 	char *buf;
 	size_t used = 0;
-	struct stat st = { 0 };
 	uint64_t o = (uint64_t)off;
 	int err;
 
@@ -409,23 +468,22 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* offsets: 1 ".", 2 "..", 3.. attributes, then DIR_OFF_KIDS + serial */
 	for (;;) {
+		struct fuse_entry_param e = { 0 };
+		struct fs_inode *ei = NULL;
 		const char *name;
 		uint64_t next;
 		struct bnode *kid = NULL;
+		int attr = -1;
 		size_t len;
 
-		if (o == 0) {
-			name = ".";
-			st.st_mode = S_IFDIR;
-			next = 1;
-		} else if (o == 1) {
-			name = "..";
-			st.st_mode = S_IFDIR;
-			next = 2;
+		if (o == 0 || o == 1) {
+			name = o == 0 ? "." : "..";
+			e.attr.st_mode = S_IFDIR;
+			next = o + 1;
 		} else if (o < DIR_OFF_KIDS && o - 2 < n->type->nattrs) {
-			const struct battr *a = &n->type->attrs[o - 2];
-			name = a->name;
-			st.st_mode = file_mode(f, a);
+			attr = (int)(o - 2);
+			name = n->type->attrs[attr].name;
+			e.attr.st_mode = file_mode(f, &n->type->attrs[attr]);
 			next = o + 1;
 		} else {
 			uint64_t after = o >= DIR_OFF_KIDS ? o - DIR_OFF_KIDS : 0;
@@ -433,11 +491,26 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			if (!kid)
 				break;
 			name = kid->name;
-			st.st_mode = S_IFDIR;
+			e.attr.st_mode = S_IFDIR;
 			next = DIR_OFF_KIDS + kid->serial;
 		}
-		st.st_ino = 0xffffffff;	/* readdir inodes are not used without use_ino */
-		len = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)next);
+		if (!plus) {
+			e.attr.st_ino = 0xffffffff;	/* unused without use_ino */
+			len = fuse_add_direntry(req, buf + used, size - used, name, &e.attr, (off_t)next);
+		} else {
+			/* readdirplus hands the kernel an entry: a lookup, except
+			 * for "." and ".." which it does not keep */
+			if (o >= 2 && inode_lookup(f, kid ? kid : n, kid ? -1 : attr, &ei) == 0) {
+				e.ino = ei->ino;
+				e.generation = (uint64_t)f->mount_time;
+				e.attr_timeout = f->opts.attr_timeout;
+				e.entry_timeout = f->opts.entry_timeout;
+				fill_stat(f, ei, &e.attr);
+			}
+			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)next);
+			if (len > size - used && ei)
+				inode_forget(f, ei->ino, 1);	/* did not fit: not handed over */
+		}
 		bnode_unref(kid);
 		if (len > size - used)
 			break;
@@ -448,6 +521,20 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	FS_OP(req, FSOP_READDIR);
+	readdir_common(req, ino, size, off, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	FS_OP(req, FSOP_READDIRPLUS);
+	readdir_common(req, ino, size, off, true);
 }
 
 /* ---- requests handed to the backend (ctl writes, mkdir, rmdir) ---- */
@@ -680,11 +767,13 @@ static void dir_request(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+	FS_OP(req, FSOP_MKDIR);
 	dir_request(req, parent, name, FSR_MKDIR);
 }
 
 static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	FS_OP(req, FSOP_RMDIR);
 	dir_request(req, parent, name, FSR_RMDIR);
 }
 
@@ -717,6 +806,7 @@ static void watch_del_locked(struct fs *f, struct fs_file *h)
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_OPEN);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_inode *i = inode_get(f, ino);
 	const struct battr *a;
@@ -775,6 +865,7 @@ static struct fs_file *file_of(struct fuse_file_info *fi)
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_RELEASE);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_file *h = file_of(fi);
 
@@ -836,6 +927,7 @@ static int stream_try(struct fs_file *h, fuse_req_t req, size_t size)
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_READ);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_file *h = file_of(fi);
 	int r = 0;
@@ -916,6 +1008,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		     off_t off, struct fuse_file_info *fi)
 {
+	FS_OP(req, FSOP_WRITE);
 	struct fs_file *h = file_of(fi);
 	struct fs_req *r;
 
@@ -952,6 +1045,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		    struct fuse_pollhandle *ph)
 {
+	FS_OP(req, FSOP_POLL);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_file *h = file_of(fi);
 	unsigned revents = 0;
@@ -986,6 +1080,7 @@ static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	FS_OP(req, FSOP_STATFS);
 	struct statvfs st = { 0 };
 
 	st.f_bsize = 4096;
@@ -1017,6 +1112,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.release = fs_release,
 	.opendir = fs_opendir,
 	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
 	.statfs = fs_statfs,
 	.poll = fs_poll,
 };
@@ -1227,4 +1323,38 @@ void fs_free(struct fs *f)
 	pthread_mutex_destroy(&f->wlock);
 	pthread_cond_destroy(&f->wcond);
 	free(f);
+}
+
+int fs_render_metrics(void *ctx, struct sbuf *out)
+{
+	struct fs *f = ctx;
+	int r;
+
+	r = sbuf_adds(out, "# HELP nodefs_fuse_requests_total FUSE requests served, by operation.\n"
+			   "# TYPE nodefs_fuse_requests_total counter\n");
+	for (int op = 0; r >= 0 && op < FSOP_MAX; op++)
+		r = sbuf_printf(out, "nodefs_fuse_requests_total{op=\"%s\"} %llu\n", fs_op_names[op],
+				(unsigned long long)atomic_load(&f->opstat[op].count));
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_fuse_request_duration_seconds Time a FUSE request spent in its handler.\n"
+				   "# TYPE nodefs_fuse_request_duration_seconds histogram\n");
+	for (int op = 0; r >= 0 && op < FSOP_MAX; op++) {
+		const struct fs_opstat *s = &f->opstat[op];
+		uint64_t cum = 0, count = atomic_load(&s->count);
+
+		for (size_t k = 0; r >= 0 && k < FS_NBUCKETS; k++) {
+			cum += atomic_load(&s->hist[k]);
+			r = sbuf_printf(out, "nodefs_fuse_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
+					fs_op_names[op], fs_buckets[k], (unsigned long long)cum);
+		}
+		if (r >= 0)
+			r = sbuf_printf(out,
+				"nodefs_fuse_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n"
+				"nodefs_fuse_request_duration_seconds_sum{op=\"%s\"} %.9f\n"
+				"nodefs_fuse_request_duration_seconds_count{op=\"%s\"} %llu\n",
+				fs_op_names[op], (unsigned long long)(cum > count ? cum : count),
+				fs_op_names[op], (double)atomic_load(&s->sum_ns) / 1e9,
+				fs_op_names[op], (unsigned long long)(cum > count ? cum : count));
+	}
+	return r;
 }

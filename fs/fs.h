@@ -32,6 +32,11 @@ int fs_mount(struct fs *f, const char *mnt, struct nerr *err);
 /* Serve requests until unmounted or a signal (SIGTERM, SIGINT, SIGHUP).
  * Returns 0 on a clean exit. Runs the notifier thread meanwhile. */
 int fs_loop(struct fs *f);
+/* Render the FUSE request figures (Prometheus text) for metrics/nodefs.prom;
+ * ctx is the struct fs. Any thread. */
+struct sbuf;
+int fs_render_metrics(void *ctx, struct sbuf *out);
+
 /* Unmount (if mounted) and free. NULL-safe. */
 void fs_free(struct fs *f);
 
