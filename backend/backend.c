@@ -61,13 +61,14 @@ static int show_status(struct bnode *n, struct sbuf *out)
 		"runtimes_healthy: %zu\n"
 		"volumes: %zu\n"
 		"operations: %zu\n"
-		"containers: %zu\n",
+		"containers: %zu\n"
+		"checkpoint_errors: %u\n",
 		backend_state_to_string(atomic_load(&b->state)), NODEFS_VERSION,
 		(long long)(now.tv_sec - b->started_mono.tv_sec),
 		b->cfg->state_dir,
 		bnode_count(b->plugins), bnode_count(b->profiles), b->nengines, healthy,
 		bnode_count(b->volumes), bnode_count(b->operations),
-		bnode_count(b->containers));
+		bnode_count(b->containers), atomic_load(&b->bad_records));
 }
 
 struct events_reader {

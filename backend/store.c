@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,46 @@
 #include <unistd.h>
 
 #include "nerr.h"
+#include "nodefs-config.h"
+
+#if NODEFS_TEST_HOOKS
+/*
+ * Crash tests (test builds only, -Dtest_hooks=true): NODEFS_CRASH_AT=
+ * "KIND:STATE[:N]" kills the daemon with SIGKILL right after the Nth (default
+ * first) checkpoint of a KIND record (volumes, containers, operations) whose
+ * "state" is STATE has reached the disk: the moment a real crash would lose
+ * the most.
+ */
+static void crash_hook(const char *kind, const char *name, json_t *obj)
+{
+	static atomic_int seen;
+	const char *spec = getenv("NODEFS_CRASH_AT");
+	const char *state = json_string_value(json_object_get(obj, "state"));
+	char want[128];
+	int nth = 1;
+	char *c2;
+
+	if (!spec || !state)
+		return;
+	snprintf(want, sizeof(want), "%s", spec);
+	c2 = strchr(want, ':');
+	if (!c2)
+		return;
+	*c2++ = '\0';
+	char *c3 = strchr(c2, ':');
+	if (c3) {
+		*c3++ = '\0';
+		nth = atoi(c3);
+	}
+	if (strcmp(want, kind) != 0 || strcmp(c2, state) != 0)
+		return;
+	if (atomic_fetch_add(&seen, 1) + 1 == nth) {
+		fprintf(stderr, "nodefs: test hook: crashing after checkpoint %s/%s state %s\n",
+			kind, name, state);
+		kill(getpid(), SIGKILL);
+	}
+}
+#endif
 
 static const char *const kinds[] = { "volumes", "containers", "operations" };
 
@@ -82,6 +124,10 @@ int store_put(const char *state_dir, const char *kind, const char *name, json_t 
 		nerr_set(err, -r, "checkpoint %s: fsync: %s", dir, strerror(-r));
 	if (r < 0)
 		unlink(tmp);
+#if NODEFS_TEST_HOOKS
+	else
+		crash_hook(kind, name, obj);
+#endif
 	return r;
 }
 
