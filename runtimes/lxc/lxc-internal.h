@@ -125,6 +125,8 @@ void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx);
 int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid);
 void rt_lxc_watch_del(struct rt_lxc_watch *w, const char *name);
 bool rt_lxc_watch_has(struct rt_lxc_watch *w, const char *name);
+/* stop() asked init to halt (true), or is about to kill it (false). */
+void rt_lxc_watch_halting(struct rt_lxc_watch *w, const char *name, bool halting);
 /* Queue an event for delivery from the watcher thread. */
 void rt_lxc_watch_post(struct rt_lxc_watch *w, enum rt_event_kind kind, const char *name,
 		       int exit_code);

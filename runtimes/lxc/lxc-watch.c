@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ struct wentry {
 	struct rt_lxc_cgpaths cgp;
 	bool have_cgp;
 	bool oom;
+	bool halting;		/* our stop asked init to halt, no kill since */
 	uint64_t oom_kills;	/* last oom_kill count seen */
 	int zombie_status;	/* from /proc on old kernels; -1 */
 };
@@ -267,6 +269,17 @@ void rt_lxc_watch_del(struct rt_lxc_watch *w, const char *name)
 	pthread_mutex_unlock(&w->lock);
 }
 
+void rt_lxc_watch_halting(struct rt_lxc_watch *w, const char *name, bool halting)
+{
+	struct wentry *e;
+
+	pthread_mutex_lock(&w->lock);
+	e = find_locked(w, name);
+	if (e)
+		e->halting = halting;
+	pthread_mutex_unlock(&w->lock);
+}
+
 bool rt_lxc_watch_has(struct rt_lxc_watch *w, const char *name)
 {
 	bool r;
@@ -380,6 +393,13 @@ static bool pidfd_edge_locked(struct rt_lxc_watch *w, struct wentry *e, uint32_t
 	 * reap: take /proc's status now. */
 	if (status < 0)
 		status = e->zombie_status;
+	/* A system init halts with reboot(2), which in a pid namespace ends
+	 * it with SIGKILL in its own record while its parent, lxc's monitor,
+	 * is told SIGINT ("halt"). Report what the parent sees when our stop
+	 * asked for the halt and nothing killed it since. */
+	if (status >= 0 && e->halting && !e->oom && WIFSIGNALED(status) &&
+	    WTERMSIG(status) == SIGKILL)
+		status = SIGINT;
 	code = status >= 0 ? status_to_code(status) : -1;
 	(void)rt_lxc_meta_finished(w->h, e->name, time(NULL), code, e->oom);
 	queue_locked(w, RT_EV_DIE, e->name, code);

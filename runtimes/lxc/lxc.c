@@ -882,7 +882,9 @@ static int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err
 	if (state_of(c, NULL) == RT_STATE_PAUSED && !c->unfreeze(c))
 		return lxc_fail(h, c, id, LF_UNFREEZE, err);
 	/* shutdown() sends lxc.signal.halt and waits on init's pidfd. */
+	rt_lxc_watch_halting(h->watch, id, timeout_s > 0);
 	if (timeout_s == 0 || !c->shutdown(c, timeout_s)) {
+		rt_lxc_watch_halting(h->watch, id, false);
 		if (c->is_running(c) && !c->stop(c) && c->is_running(c))
 			return lxc_fail(h, c, id, LF_STOP, err);
 	}
@@ -908,6 +910,7 @@ static int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err)
 	pidfd = init_pidfd(c, NULL);
 	if (pidfd < 0)
 		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
+	rt_lxc_watch_halting(h->watch, id, false);
 	if (pidfd_send_signal_(pidfd, sig) < 0)
 		return nerr_set(err, errno == ESRCH ? EBUSY : EIO, "lxc %s: signal %d: %s", id, sig,
 				strerror(errno));

@@ -337,6 +337,8 @@ Test(lxc, lifecycle_exec_stop_destroy)
 	cr_assert_eq(st.state, RT_STATE_EXITED);
 	cr_assert_eq(st.pid, 0);
 	cr_assert_eq(st.exit_code, evs.ev[i].exit_code);
+	/* A halt is SIGINT to init's parent: 128 + 2. */
+	cr_assert_eq(st.exit_code, 130, "exit %d after a clean halt", st.exit_code);
 	cr_assert_gt(st.finished_at, 0);
 	cr_assert_eq(ops->stop(H, "life", 10, &err), 0, "stop of a stopped container");
 	cr_assert_eq(ops->exec(H, "life", echo, &out, &i, &err), -EBUSY);
