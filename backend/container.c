@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "macro.h"
 #include "operation.h"
 #include "store.h"
 #include "units.h"
@@ -90,7 +91,25 @@ struct container {
 	int exec_exit;
 	struct rt_progress prog;	/* cancel is set by destroy */
 	bool removed;
+	uint64_t exits[5];		/* nodefs_container_exits_total, by exit_reasons[] */
 };
+
+/* Why a container reached EXITED, for nodefs_container_exits_total. */
+static const char *const exit_reasons[] = { "completed", "error", "signal", "oom", "lost" };
+_Static_assert(ARRAY_SIZE(exit_reasons) == ARRAY_SIZE(((struct container *)0)->exits),
+	       "one exit counter per reason");
+
+/* Lock held. */
+static int exit_reason_locked(const struct container *c)
+{
+	if (c->oom_killed)
+		return 3;
+	if (!c->has_exit || c->exit_code < 0)
+		return 4;	/* gone from the engine, removed outside nodefs */
+	if (c->exit_code == 0)
+		return 0;
+	return c->exit_code > 128 ? 2 : 1;
+}
 
 static struct container *cof(struct bnode *n)
 {
@@ -252,6 +271,8 @@ static void set_state(struct container *c, enum cstate s, const char *msg)
 	pthread_mutex_lock(&c->lock);
 	old = c->state;
 	c->state = s;
+	if (s == C_EXITED && old != C_EXITED)
+		c->exits[exit_reason_locked(c)]++;
 	pthread_mutex_unlock(&c->lock);
 	if (old == s)
 		return;
@@ -1195,8 +1216,6 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd,
 	r = parse_limits(cmd, &lim, err);
 	if (r < 0)
 		return r;
-	if (strcmp(rt, "docker") == 0 && !ctl_opt_get(cmd, "image"))
-		return nerr_set(err, EINVAL, "%s: image=IMG is required for runtime=docker", cmd->argv[0]);
 	if (strcmp(rt, "docker") == 0) {
 		static const char *const lxc_only[] = { "template", "distro", "release", "arch",
 			"image_variant", "image_server", "template_args", "flush_cache", "force_cache",
@@ -1289,6 +1308,10 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd,
 				c->volumes[nvol] = NULL;
 			}
 		}
+	}
+	if (strcmp(rt, "docker") == 0 && !c->image) {
+		r = nerr_set(err, EINVAL, "%s: image=IMG is required for runtime=docker", cmd->argv[0]);
+		goto fail;
 	}
 	*ret = c;
 	return 0;
@@ -1633,12 +1656,37 @@ int containers_watch(struct backend *b)
 
 int containers_render_metrics(struct backend *b, struct sbuf *out)
 {
+	struct cm {
+		bool has_stats;
+		struct rt_stats st;
+		uint64_t exits[ARRAY_SIZE(exit_reasons)];
+	} *m;
 	struct bnode **v;
 	size_t n;
 	int r;
 
 	if (bnode_list(b->containers, &v, &n) < 0)
 		return -ENOMEM;
+	m = calloc(n ? n : 1, sizeof(*m));
+	if (!m) {
+		bnode_list_free(v, n);
+		return -ENOMEM;
+	}
+	/* one pass collects, so every family shows the same moment and each
+	 * family's samples stay together, as the format requires */
+	for (size_t i = 0; i < n; i++) {
+		struct container *c = cof(v[i]);
+		struct nerr err = { 0 };
+		char id[256];
+		bool running;
+
+		pthread_mutex_lock(&c->lock);
+		running = c->state == C_RUNNING || c->state == C_PAUSED;
+		memcpy(m[i].exits, c->exits, sizeof(m[i].exits));
+		pthread_mutex_unlock(&c->lock);
+		m[i].has_stats = running && current_id(c, id, sizeof(id)) && c->eng->h &&
+				 c->eng->ops->stats(c->eng->h, id, &m[i].st, &err) >= 0;
+	}
 	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
 			   "# TYPE nodefs_containers gauge\n");
 	for (size_t e = 0; r >= 0 && e < b->nengines; e++)
@@ -1652,28 +1700,29 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		}
 	if (r >= 0)
 		r = sbuf_adds(out, "# HELP nodefs_container_memory_bytes Memory the container uses.\n"
-				   "# TYPE nodefs_container_memory_bytes gauge\n"
-				   "# HELP nodefs_container_cpu_seconds_total CPU time the container used.\n"
+				   "# TYPE nodefs_container_memory_bytes gauge\n");
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		if (m[i].has_stats)
+			r = sbuf_printf(out, "nodefs_container_memory_bytes{container=\"%s\"} %llu\n",
+					cof(v[i])->name, (unsigned long long)m[i].st.memory_bytes);
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_container_cpu_seconds_total CPU time the container used, by mode.\n"
 				   "# TYPE nodefs_container_cpu_seconds_total counter\n");
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		struct container *c = cof(v[i]);
-		struct rt_stats st = { 0 };
-		struct nerr err = { 0 };
-		char id[256];
-		bool running;
-
-		pthread_mutex_lock(&c->lock);
-		running = c->state == C_RUNNING || c->state == C_PAUSED;
-		pthread_mutex_unlock(&c->lock);
-		if (!running || !current_id(c, id, sizeof(id)) || !c->eng->h ||
-		    c->eng->ops->stats(c->eng->h, id, &st, &err) < 0)
-			continue;
-		r = sbuf_printf(out, "nodefs_container_memory_bytes{container=\"%s\"} %llu\n"
-				"nodefs_container_cpu_seconds_total{container=\"%s\",mode=\"user\"} %.6f\n"
-				"nodefs_container_cpu_seconds_total{container=\"%s\",mode=\"system\"} %.6f\n",
-				c->name, (unsigned long long)st.memory_bytes, c->name, st.cpu_user_seconds,
-				c->name, st.cpu_system_seconds);
-	}
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		if (m[i].has_stats)
+			r = sbuf_printf(out, "nodefs_container_cpu_seconds_total{container=\"%s\",mode=\"user\"} %.6f\n"
+					"nodefs_container_cpu_seconds_total{container=\"%s\",mode=\"system\"} %.6f\n",
+					cof(v[i])->name, m[i].st.cpu_user_seconds,
+					cof(v[i])->name, m[i].st.cpu_system_seconds);
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_container_exits_total Times the container reached EXITED "
+				   "since the daemon started, by reason (completed, error, signal, oom, lost).\n"
+				   "# TYPE nodefs_container_exits_total counter\n");
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(exit_reasons); k++)
+			r = sbuf_printf(out, "nodefs_container_exits_total{container=\"%s\",reason=\"%s\"} %llu\n",
+					cof(v[i])->name, exit_reasons[k], (unsigned long long)m[i].exits[k]);
+	free(m);
 	bnode_list_free(v, n);
 	return r;
 }

@@ -1,16 +1,31 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* events: a bounded ring of JSON event lines; see events.h. */
+/*
+ * events: a bounded ring of JSON event lines and the tallies kept beside
+ * it; see events.h. One mutex guards both; nothing is ever done under it
+ * that waits on a reader.
+ */
 #include "events.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "hmap.h"
 #include "sbuf.h"
 #include "tree.h"
+#include "valid.h"
+
+#define TALLY_NAME_MAX 255
+
+struct tally {
+	char *series;
+	size_t family_len;	/* bytes before '{' */
+	int64_t value;
+};
 
 struct events {
 	pthread_mutex_t lock;
@@ -18,22 +33,33 @@ struct events {
 	size_t cap;
 	uint64_t head;		/* next seq to emit; first seq is 1 */
 	struct bnode *wake;
+
+	struct hmap tallies_by_name;	/* struct tally *, by series */
+	struct tally **tallies;		/* in the order made */
+	size_t ntallies;
 };
 
 struct events *events_new(size_t cap, struct bnode *wake)
 {
-	struct events *ev = calloc(1, sizeof(*ev));
+	struct events *ev;
 
+	if (cap == 0 || cap > EVENTS_RING_MAX)
+		return NULL;
+	ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return NULL;
 	ev->ring = calloc(cap, sizeof(*ev->ring));
-	if (!ev->ring) {
+	ev->tallies = calloc(EVENTS_TALLIES_MAX, sizeof(*ev->tallies));
+	if (!ev->ring || !ev->tallies) {
+		free(ev->ring);
+		free(ev->tallies);
 		free(ev);
 		return NULL;
 	}
 	ev->cap = cap;
 	ev->head = 1;
 	ev->wake = wake;
+	hmap_init(&ev->tallies_by_name);
 	pthread_mutex_init(&ev->lock, NULL);
 	return ev;
 }
@@ -45,14 +71,51 @@ void events_free(struct events *ev)
 	for (size_t i = 0; i < ev->cap; i++)
 		free(ev->ring[i]);
 	free(ev->ring);
+	for (size_t i = 0; i < ev->ntallies; i++) {
+		free(ev->tallies[i]->series);
+		free(ev->tallies[i]);
+	}
+	free(ev->tallies);
+	hmap_free(&ev->tallies_by_name);
 	pthread_mutex_destroy(&ev->lock);
 	free(ev);
 }
 
-static void set_opt(json_t *o, const char *k, const char *v)
+/* A JSON string of v: malformed UTF-8 bytes become U+FFFD (jansson takes
+ * only well-formed text), cut at a character boundary after max bytes. */
+static json_t *text(const char *v, size_t max)
 {
-	if (v)
-		json_object_set_new(o, k, json_string(v));
+	const unsigned char *s = (const unsigned char *)v;
+	size_t len = strlen(v), i = 0;
+	struct sbuf sb = SBUF_INIT(3 * max + 8);
+	json_t *j;
+	int r = 0;
+
+	if (valid_utf8(v, len) && len <= max)
+		return json_stringn(v, len);
+	while (r >= 0 && i < len && sb.len < max) {
+		size_t k = valid_utf8_seq(s + i, len - i);
+
+		if (k == 0) {
+			r = sbuf_adds(&sb, "\xef\xbf\xbd");
+			i++;
+		} else {
+			r = sbuf_add(&sb, s + i, k);
+			i += k;
+		}
+	}
+	j = r >= 0 ? json_stringn(sb.buf ? sb.buf : "", sb.len) : NULL;
+	sbuf_free(&sb);
+	return j;
+}
+
+static int set_opt(json_t *o, const char *k, const char *v, size_t max)
+{
+	json_t *s = v ? text(v, max) : json_null();
+
+	if (!s)
+		return -ENOMEM;
+	return json_object_set_new(o, k, s) < 0 ? -ENOMEM : 0;
 }
 
 void events_emit(struct events *ev, const char *kind, const char *name,
@@ -62,26 +125,27 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 	struct timespec ts;
 	char when[64];
 	struct tm tm;
-	json_t *o;
-	char *line;
+	json_t *o, *seq;
+	char *line = NULL;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%06ldZ", ts.tv_nsec / 1000);
 
+	/* everything but the sequence number is built outside the lock */
 	o = json_object();
-	if (!o)
-		return;
+	seq = json_integer(0);
+	if (!o || !seq || json_object_set_new(o, "time", json_string(when)) < 0 ||
+	    json_object_set(o, "seq", seq) < 0 ||
+	    set_opt(o, "kind", kind, 64) < 0 || set_opt(o, "name", name, 256) < 0 ||
+	    set_opt(o, "old", old_state, 64) < 0 || set_opt(o, "new", new_state, 64) < 0 ||
+	    set_opt(o, "operation", op, 64) < 0 ||
+	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0)
+		goto out;
+
 	pthread_mutex_lock(&ev->lock);
-	json_object_set_new(o, "time", json_string(when));
-	json_object_set_new(o, "seq", json_integer((json_int_t)ev->head));
-	set_opt(o, "kind", kind);
-	set_opt(o, "name", name);
-	set_opt(o, "old", old_state);
-	set_opt(o, "new", new_state);
-	set_opt(o, "operation", op);
-	set_opt(o, "message", msg);
+	json_integer_set(seq, (json_int_t)ev->head);
 	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (line) {
 		size_t slot = ev->head % ev->cap;
@@ -90,6 +154,8 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 		ev->head++;
 	}
 	pthread_mutex_unlock(&ev->lock);
+out:
+	json_decref(seq);
 	json_decref(o);
 	if (line && ev->wake)
 		bnode_changed(ev->wake);
@@ -115,7 +181,8 @@ int events_read(struct events *ev, uint64_t *pos, struct sbuf *out, size_t max)
 	oldest = ev->head > ev->cap ? ev->head - ev->cap : 1;
 	if (*pos < oldest) {
 		r = sbuf_printf(out, "{\"lost\":%llu}\n", (unsigned long long)(oldest - *pos));
-		*pos = oldest;
+		if (r >= 0)
+			*pos = oldest;
 	}
 	while (r >= 0 && *pos < ev->head) {
 		const char *l = ev->ring[*pos % ev->cap];
@@ -133,4 +200,63 @@ int events_read(struct events *ev, uint64_t *pos, struct sbuf *out, size_t max)
 	if (r < 0)
 		return r;
 	return (int)(out->len - start);
+}
+
+/* ---- tallies ---- */
+
+static bool tally_eq(const void *val, const void *key)
+{
+	return strcmp(((const struct tally *)val)->series, key) == 0;
+}
+
+int events_tally(struct events *ev, const char *series, int64_t delta)
+{
+	size_t len = strlen(series);
+	uint64_t h = hmap_hash_str(series);
+	struct tally *t;
+	int r = 0;
+
+	if (len == 0 || len > TALLY_NAME_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&ev->lock);
+	t = hmap_get(&ev->tallies_by_name, h, series, tally_eq);
+	if (!t) {
+		if (ev->ntallies >= EVENTS_TALLIES_MAX) {
+			r = -ENOSPC;
+			goto out;
+		}
+		t = calloc(1, sizeof(*t));
+		if (!t || !(t->series = strdup(series))) {
+			free(t);
+			r = -ENOMEM;
+			goto out;
+		}
+		t->family_len = strcspn(series, "{");
+		if ((r = hmap_put(&ev->tallies_by_name, h, t)) < 0) {
+			free(t->series);
+			free(t);
+			goto out;
+		}
+		ev->tallies[ev->ntallies++] = t;
+	}
+	t->value += delta;
+out:
+	pthread_mutex_unlock(&ev->lock);
+	return r;
+}
+
+int events_render_tallies(struct events *ev, const char *family, struct sbuf *out)
+{
+	size_t flen = strlen(family);
+	int r = 0;
+
+	pthread_mutex_lock(&ev->lock);
+	for (size_t i = 0; r >= 0 && i < ev->ntallies; i++) {
+		struct tally *t = ev->tallies[i];
+
+		if (t->family_len == flen && memcmp(t->series, family, flen) == 0)
+			r = sbuf_printf(out, "%s %lld\n", t->series, (long long)t->value);
+	}
+	pthread_mutex_unlock(&ev->lock);
+	return r;
 }

@@ -1,8 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * metrics: metrics/nodefs.prom in the Prometheus text exposition format
- * (HELP and TYPE lines, escaped label values, a trailing newline). Each
- * module's figures are rendered here from one snapshot per read.
+ * (version 0.0.4: HELP and TYPE once per family, before its samples, the
+ * samples of a family together, escaped label values, base units, _total
+ * counters, a trailing newline).
+ *
+ * One read renders the whole file once (fs serves later offsets from that
+ * snapshot), so a reader sees one consistent set of figures. The daemon's
+ * own figures are rendered here; each module renders its families
+ * (plugins_render_metrics, volumes_render_metrics, containers_render_metrics)
+ * and counters that outlive their objects are kept as tallies beside the
+ * event stream (events.h); fs appends its FUSE request figures through the
+ * metrics hook. Rendering never calls a plugin or an engine over the
+ * network: it reads what the modules keep.
  */
 #include "backend-internal.h"
 
@@ -10,44 +20,36 @@
 #include <string.h>
 #include "nodefs-config.h"
 
-/* Label values escape backslash, double quote and newline. */
-int metrics_label(struct sbuf *out, const char *v)
-{
-	int r = 0;
-
-	for (; r >= 0 && *v; v++) {
-		switch (*v) {
-		case '\\': r = sbuf_adds(out, "\\\\"); break;
-		case '"': r = sbuf_adds(out, "\\\""); break;
-		case '\n': r = sbuf_adds(out, "\\n"); break;
-		default: r = sbuf_addc(out, *v);
-		}
-	}
-	return r;
-}
-
 static int family(struct sbuf *out, const char *name, const char *type, const char *help)
 {
 	return sbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-int metrics_render(struct backend *b, struct sbuf *out)
+static int render_daemon(struct backend *b, struct sbuf *out)
 {
 	struct timespec now;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	r = family(out, "nodefs_build_info", "gauge", "Build of the running nodefs daemon.");
+	r = family(out, "nodefs_build_info", "gauge",
+		   "Build of the running nodefs daemon; the value is always 1.");
 	if (r >= 0)
 		r = sbuf_printf(out, "nodefs_build_info{version=\"%s\"} 1\n", NODEFS_VERSION);
 	if (r >= 0)
-		r = family(out, "nodefs_up", "gauge", "1 when the daemon is READY.");
+		r = family(out, "nodefs_up", "gauge", "1 when the daemon is READY, 0 while it recovers.");
 	if (r >= 0)
 		r = sbuf_printf(out, "nodefs_up %d\n", atomic_load(&b->state) == BACKEND_READY);
 	if (r >= 0)
-		r = family(out, "nodefs_start_time_seconds", "gauge", "Start time of the daemon since the epoch.");
+		r = family(out, "nodefs_start_time_seconds", "gauge",
+			   "Start time of the daemon in seconds since the epoch.");
 	if (r >= 0)
 		r = sbuf_printf(out, "nodefs_start_time_seconds %lld\n", (long long)b->started);
+	if (r >= 0)
+		r = family(out, "nodefs_events_total", "counter",
+			   "Events emitted on the events file since the daemon started.");
+	if (r >= 0)
+		r = sbuf_printf(out, "nodefs_events_total %llu\n",
+				(unsigned long long)(events_head(b->events) - 1));
 	if (r >= 0)
 		r = family(out, "nodefs_runtime_up", "gauge", "1 when the container runtime answers.");
 	for (size_t i = 0; r >= 0 && i < b->nengines; i++) {
@@ -59,6 +61,35 @@ int metrics_render(struct backend *b, struct sbuf *out)
 		pthread_mutex_unlock(&e->lock);
 		r = sbuf_printf(out, "nodefs_runtime_up{runtime=\"%s\"} %d\n", e->ops->name, up);
 	}
+	return r;
+}
+
+/* Operations: tallied by operation.c as they begin and end (ended ones are
+ * trimmed from operations/, so counting the directory would go backwards). */
+static int render_operations(struct backend *b, struct sbuf *out)
+{
+	int r;
+
+	r = family(out, "nodefs_operations_pending", "gauge",
+		   "Operations checkpointed and not yet ended, by type.");
+	if (r >= 0)
+		r = events_render_tallies(b->events, "nodefs_operations_pending", out);
+	if (r >= 0)
+		r = family(out, "nodefs_operations_total", "counter",
+			   "Operations ended since the daemon started, by type and outcome "
+			   "(finished, failed, dropped).");
+	if (r >= 0)
+		r = events_render_tallies(b->events, "nodefs_operations_total", out);
+	return r;
+}
+
+int metrics_render(struct backend *b, struct sbuf *out)
+{
+	int r;
+
+	r = render_daemon(b, out);
+	if (r >= 0)
+		r = render_operations(b, out);
 	if (r >= 0)
 		r = plugins_render_metrics(b, out);
 	if (r >= 0)

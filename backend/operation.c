@@ -181,6 +181,24 @@ static int op_checkpoint(struct operation *op, struct nerr *err)
 	return r;
 }
 
+/* Metrics: nodefs_operations_pending{type} and
+ * nodefs_operations_total{type,outcome}, kept as tallies (events.h) since
+ * ended operations are trimmed. Types are ours ("volume.publish"): no label
+ * escaping is needed. */
+static void op_tally(struct operation *op, int pending_delta, enum op_state outcome)
+{
+	char series[160];
+
+	snprintf(series, sizeof(series), "nodefs_operations_pending{type=\"%s\"}", op->type);
+	events_tally(op->b->events, series, pending_delta);
+	if (pending_delta < 0) {
+		snprintf(series, sizeof(series), "nodefs_operations_total{type=\"%s\",outcome=\"%s\"}",
+			 op->type, outcome == OP_FINISHED ? "finished" :
+			 outcome == OP_FAILED ? "failed" : "dropped");
+		events_tally(op->b->events, series, 1);
+	}
+}
+
 static struct operation *op_alloc(struct backend *b, const char *id)
 {
 	struct operation *op = calloc(1, sizeof(*op));
@@ -228,6 +246,7 @@ int op_begin(struct backend *b, const char *type, const char *object, const char
 		bnode_unref(op->node);
 		return nerr_set(err, -r, "operation %s: %s", id, strerror(-r));
 	}
+	op_tally(op, 1, OP_PENDING);
 	events_emit(b->events, "operation", id, NULL, "PENDING", id, command);
 	*ret = op;	/* the caller's reference is the node's */
 	return 0;
@@ -272,9 +291,11 @@ static void ops_trim(struct backend *b)
 static void op_finish(struct operation *op, enum op_state st, const char *msg)
 {
 	struct nerr cerr = { 0 };
+	enum op_state was;
 	const char *old;
 
 	pthread_mutex_lock(&op->lock);
+	was = op->state;
 	old = op_state_to_string(op->state);
 	op->state = st;
 	op->finished = time(NULL);
@@ -282,6 +303,8 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	pthread_mutex_unlock(&op->lock);
 	if (op_checkpoint(op, &cerr) < 0)
 		log_err("operation %s: %s", op->id, cerr.msg);
+	if (was == OP_PENDING && st != OP_PENDING)
+		op_tally(op, -1, st);
 	events_emit(op->b->events, "operation", op->id, old, op_state_to_string(st), op->id, msg);
 	bnode_changed(op->node);
 	ops_trim(op->b);
@@ -332,6 +355,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		bnode_unref(op->node);
 		return;
 	}
+	if (op->state == OP_PENDING)
+		op_tally(op, 1, OP_PENDING);
 	bnode_unref(op->node);
 }
 
