@@ -39,6 +39,7 @@ struct plugin {
 	time_t refreshed;
 	bool refreshing;
 	bool have_lists;		/* capacity and volumes fetched once */
+	bool lists_stale;		/* a volume changed since the fetch */
 	enum csi_health last_health;
 	char refresh_error[NERR_MSG_MAX];
 };
@@ -98,6 +99,20 @@ int plugin_caps(struct plugin *p, struct csi_caps *ret, struct nerr *err)
 	pthread_mutex_unlock(&p->lock);
 	*ret = caps;
 	return 0;
+}
+
+/* The capabilities as last fetched, without a call: for checks on FUSE
+ * threads, which must not wait on a plugin. false when never fetched. */
+bool plugin_caps_cached(struct plugin *p, struct csi_caps *ret)
+{
+	bool have;
+
+	pthread_mutex_lock(&p->lock);
+	have = p->have_caps;
+	if (have)
+		*ret = p->caps;
+	pthread_mutex_unlock(&p->lock);
+	return have;
 }
 
 int plugin_node_id(struct plugin *p, char *buf, size_t len, struct nerr *err)
@@ -233,6 +248,9 @@ static void plugin_refresh(void *arg)
 
 	if (atomic_load(&n->dead))
 		goto out;
+	pthread_mutex_lock(&p->lock);
+	p->lists_stale = false;		/* a change from now on marks it again */
+	pthread_mutex_unlock(&p->lock);
 	r = csi_get_plugin_info(p->csi, &iname, &iver, &err);
 	if (r >= 0) {
 		pthread_mutex_lock(&p->lock);
@@ -423,13 +441,41 @@ static int show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
 	return r;
 }
 
+/* A volume of plugin `name` was made, adopted or deleted: the capacity and
+ * volume lists are refreshed when next read (in the background: that read
+ * still shows the cached lists). Any thread. */
+void plugin_lists_stale(struct backend *b, const char *name)
+{
+	struct bnode *n = bnode_lookup(b->plugins, name);
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&pof(n)->lock);
+	pof(n)->lists_stale = true;
+	pthread_mutex_unlock(&pof(n)->lock);
+	bnode_unref(n);
+}
+
+static void refresh_if_stale(struct plugin *p)
+{
+	bool stale;
+
+	pthread_mutex_lock(&p->lock);
+	stale = p->lists_stale;
+	pthread_mutex_unlock(&p->lock);
+	if (stale)
+		plugin_refresh_soon(p);
+}
+
 static int show_capacity(struct bnode *n, struct sbuf *out)
 {
+	refresh_if_stale(pof(n));
 	return show_cached(pof(n), &pof(n)->capacity, out);
 }
 
 static int show_volumes(struct bnode *n, struct sbuf *out)
 {
+	refresh_if_stale(pof(n));
 	return show_cached(pof(n), &pof(n)->volumes, out);
 }
 

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,12 @@
 #include "store.h"
 #include "units.h"
 #include "valid.h"
+
+/* plugin.c: the capabilities as last fetched, without a call; false when
+ * never fetched. (To move to backend-internal.h beside plugin_caps.) */
+bool plugin_caps_cached(struct plugin *p, struct csi_caps *ret);
+/* plugin.c: a volume of the plugin was made, adopted or deleted. */
+void plugin_lists_stale(struct backend *b, const char *name);
 
 enum vstate {
 	V_CREATING, V_CREATED, V_CONTROLLER_PUBLISH, V_NODE_READY, V_NODE_STAGE, V_VOL_READY,
@@ -286,8 +293,34 @@ static json_t *volume_json_locked(struct volume *v)
 	if (v->target)
 		json_object_set_new(j, "target", json_string(v->target));
 	json_object_set_new(j, "readonly", json_boolean(v->ro));
-	json_object_set_new(j, "staging_path", json_string(v->staging));
+	if (v->staging[0])
+		json_object_set_new(j, "staging_path", json_string(v->staging));
 	return j;
+}
+
+/* The staging path of a volume: one per volume id under the state dir.
+ * Ids are the plugin's strings: bytes outside [A-Za-z0-9._-] are written
+ * %XX, so any id is one path component. Lock held or v not yet shared. */
+static void staging_from_id_locked(struct volume *v)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t off;
+
+	if (v->staging[0] || !v->id)
+		return;
+	off = (size_t)snprintf(v->staging, sizeof(v->staging), "%s/staging/",
+			       v->b->cfg->state_dir);
+	for (const unsigned char *c = (const unsigned char *)v->id; *c && off + 4 < sizeof(v->staging); c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		    *c == '_' || *c == '-' || (*c == '.' && c != (const unsigned char *)v->id)) {
+			v->staging[off++] = (char)*c;
+		} else {
+			v->staging[off++] = '%';
+			v->staging[off++] = hex[*c >> 4];
+			v->staging[off++] = hex[*c & 15];
+		}
+	}
+	v->staging[off] = '\0';
 }
 
 static int checkpoint(struct volume *v, struct nerr *err)
@@ -443,6 +476,8 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 	v->id = strdup(resp->volume->volume_id);
 	v->capacity = resp->volume->capacity_bytes;
 	kv_to_strv(&v->vctx, resp->volume->n_volume_context, (void **)resp->volume->volume_context);
+	if (v->id)
+		staging_from_id_locked(v);
 	pthread_mutex_unlock(&v->lock);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return v->id ? 0 : nerr_set(err, ENOMEM, "out of memory");
@@ -565,6 +600,8 @@ static int do_stage(struct vctx *x, struct nerr *err)
 	struct csi_kv_array pc = { 0 }, vc = { 0 };
 	int r;
 
+	if (!v->staging[0])
+		return nerr_set(err, EINVAL, "volume %s has no id to stage", v->name);
 	r = mkdir_p(v->staging, 0750);
 	if (r < 0)
 		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
@@ -858,7 +895,8 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 		return nerr_set(err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
 				(unsigned long long)size, (long long)v->capacity);
 	if (!HAS_CTL(x, EXPAND_VOLUME) && !node_needed)
-		return nerr_set(err, ENOTSUP, "plugin %s cannot expand volumes", v->plugin);
+		return nerr_set(err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
+				v->plugin);
 	if (HAS_CTL(x, EXPAND_VOLUME)) {
 		Csi__V1__ControllerExpandVolumeRequest req = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
 		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
@@ -992,6 +1030,8 @@ static int run_action(struct action *a, struct nerr *err)
 		break;
 	}
 out:
+	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY)
+		plugin_lists_stale(v->b, v->plugin);
 	bnode_unref(x.pnode);
 	return r < 0 ? r : 0;
 }
@@ -1034,7 +1074,13 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	if (kind == VA_CREATE) {
 		/* the name CreateVolume gets: retried, it makes the same volume */
 		char cn[160];
-		snprintf(cn, sizeof(cn), "nodefs-%s-%s", v->name, x->a.op->id);
+		uint32_t salt = 0;
+
+		/* the salt keeps a lost state dir (operation ids restarting at
+		 * 000000) from adopting an old volume of the same name */
+		if (getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != sizeof(salt))
+			salt = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+		snprintf(cn, sizeof(cn), "nodefs-%s-%s-%08x", v->name, x->a.op->id, salt);
 		pthread_mutex_lock(&v->lock);
 		free(v->csi_name);
 		v->csi_name = strdup(cn);
@@ -1306,14 +1352,35 @@ static int cmd_unstage(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 
 static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 {
+	struct volume *v = vof(n);
 	struct vact t = { 0 };
+	struct csi_caps caps;
+	struct bnode *pn = NULL;
+	struct plugin *p;
 	char line[512];
+	int64_t cap;
+	bool known;
 	int r = parse_size(cmd->argv[1], &t.size, &rq->err);
 
 	if (r < 0) {
 		nerr_prefix(&rq->err, "expand");
 		return -EINVAL;
 	}
+	/* checked again by the action, which sees the capacity a queued
+	 * command leaves; here only what is certain now is refused */
+	pthread_mutex_lock(&v->lock);
+	cap = v->capacity;
+	pthread_mutex_unlock(&v->lock);
+	if (!actq_busy(&v->q) && t.size > 0 && (int64_t)t.size <= cap)
+		return nerr_set(&rq->err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
+				(unsigned long long)t.size, (long long)cap);
+	p = plugin_get(v->b, v->plugin, &pn);
+	known = p && plugin_caps_cached(p, &caps);
+	bnode_unref(pn);
+	if (known && !CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME) &&
+	    !CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME))
+		return nerr_set(&rq->err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
+				v->plugin);
 	return submit(vof(n), VA_EXPAND, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 }
 
@@ -1375,7 +1442,6 @@ static struct volume *volume_alloc(struct backend *b, const char *name)
 	snprintf(v->name, sizeof(v->name), "%s", name);
 	actq_init(&v->q);
 	pthread_mutex_init(&v->lock, NULL);
-	snprintf(v->staging, sizeof(v->staging), "%s/staging/%s", b->cfg->state_dir, name);
 	return v;
 }
 
@@ -1418,8 +1484,12 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 			return nerr_set(err, EINVAL, "no profile '%s'", s);
 		plugin = prof->plugin;
 	}
-	if (c && (s = ctl_opt_get(c, "plugin")))
+	if (c && (s = ctl_opt_get(c, "plugin"))) {
+		if (prof && prof->plugin && strcmp(prof->plugin, s) != 0)
+			return nerr_set(err, EINVAL, "profile %s is for plugin %s, not %s", prof->name,
+					prof->plugin, s);
 		plugin = s;
+	}
 	if (!plugin) {
 		struct bnode **v2;
 		size_t n2;
@@ -1472,6 +1542,8 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	if (id) {
 		v->id = strdup(id);
 		v->imported = true;
+		if (v->id)
+			staging_from_id_locked(v);
 	}
 	v->state = id ? V_CREATED : V_CREATING;
 	if (!v->plugin || !v->mount_flags || !v->params || (id && !v->id)) {
@@ -1660,6 +1732,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 #undef S
 	if ((s = json_string_value(json_object_get(j, "staging_path"))))
 		snprintf(v->staging, sizeof(v->staging), "%s", s);
+	staging_from_id_locked(v);
 	v->mount_flags = json_strv(json_object_get(j, "mount_flags"));
 	v->params = json_strv(json_object_get(j, "parameters"));
 	v->vctx = json_strv(json_object_get(j, "volume_context"));

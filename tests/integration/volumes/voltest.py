@@ -1,0 +1,334 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""voltest: what the volume tests share, on top of nodefs_test.
+
+A VolEnv is one temp dir holding a real CSI plugin (tests/fixtures/csi/
+plugin.py on python3-grpcio, real bind mounts), the allowed publish root
+(pub/), nodefs's state dir and a real nodefs mount configured for that
+plugin. Leaving it stops nodefs, stops the plugin, lazily unmounts whatever
+is still mounted under the temp dir (deepest first: targets, staging paths)
+and removes it, on every exit path. It knows the plugin only by its command
+line, its socket and its state file (BASE/state.json).
+
+CSI calls nodefs made are counted from metrics/nodefs.prom
+(nodefs_csi_rpcs_total, per attempt on the wire), so a test can say "no CSI
+call was made" without instrumenting the plugin.
+"""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import nodefs_test as nt
+
+PLUGIN_PY = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
+
+# The RPCs a volume command makes (the refresh and Probe run on their own).
+VOLUME_RPCS = ("CreateVolume", "DeleteVolume", "ControllerPublishVolume",
+               "ControllerUnpublishVolume", "ValidateVolumeCapabilities",
+               "ControllerExpandVolume", "NodeStageVolume",
+               "NodeUnstageVolume", "NodePublishVolume",
+               "NodeUnpublishVolume", "NodeExpandVolume")
+
+
+def require_plugin():
+    """The preamble of every volume test: nodefs, root, FUSE, grpcio."""
+    nt.require_all()
+    p = subprocess.run(["/usr/bin/python3", "-c", "import grpc, google.protobuf"],
+                       capture_output=True)
+    if p.returncode != 0:
+        nt.skip("python3-grpcio or python3-protobuf missing")
+    for prog in ("protoc", "/usr/bin/grpc_python_plugin"):
+        if shutil.which(prog) is None:
+            nt.skip("%s missing (protobuf-compiler, protobuf-compiler-grpc)" % prog)
+    if not os.path.exists(PLUGIN_PY):
+        nt.skip("no %s" % PLUGIN_PY)
+
+
+def mounts_under(path):
+    """Mount points at or below path, deepest first."""
+    path = os.path.realpath(path)
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = nt._unescape_mount_field(line.split()[4])
+            if mp == path or mp.startswith(path + "/"):
+                out.append(mp)
+    return sorted(set(out), key=lambda m: -m.count("/"))
+
+
+def unmount_all_under(path):
+    for _ in range(8):
+        left = mounts_under(path)
+        if not left:
+            return
+        for m in left:
+            subprocess.run(["umount", "-l", m], capture_output=True)
+
+
+class Plugin:
+    """The test CSI plugin as a child process (one at a time per env)."""
+
+    def __init__(self, tmp):
+        self.sock = os.path.join(tmp, "csi.sock")
+        self.base = os.path.join(tmp, "base")
+        self.log_path = os.path.join(tmp, "plugin.log")
+        self.endpoint = "unix://" + self.sock
+        self.proc = None
+        self.flags = []
+
+    def start(self, flags=(), timeout=30):
+        self.flags = list(flags)
+        os.makedirs(self.base, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", PLUGIN_PY, "--endpoint", self.endpoint,
+             "--base", self.base] + self.flags,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/")
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError("plugin exited (%d): %s"
+                                     % (self.proc.returncode, self.log()))
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(self.sock)
+                return
+            except OSError:
+                pass
+            finally:
+                s.close()
+            if time.monotonic() > deadline:
+                raise AssertionError("plugin did not listen: " + self.log())
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self, flags=()):
+        self.stop()
+        self.start(flags)
+
+    def state(self):
+        try:
+            with open(os.path.join(self.base, "state.json")) as f:
+                return json.load(f)["volumes"]
+        except FileNotFoundError:
+            return {}
+
+    def volume_dir(self, vid):
+        return os.path.join(self.base, "volumes", vid)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-8000:]
+        except OSError:
+            return ""
+
+
+def config_text(tmp, plugin, extra_nodefs="", extra=""):
+    return """[nodefs]
+allowed_targets = {tmp}/pub
+csi_timeout = 2s
+retry_backoff = 50ms
+retry_max = 400ms
+reconcile_interval = 2s
+{extra_nodefs}
+
+[plugin hostpath]
+endpoint = {ep}
+default = yes
+
+[profile fast]
+plugin = hostpath
+access_mode = single-node-writer
+fs_type = ext4
+mount_flags = noatime nodiratime
+parameters = tier=fast replicas=1
+
+[profile ro]
+plugin = hostpath
+access_mode = multi-node-reader-only
+{extra}
+""".format(tmp=tmp, ep=plugin.endpoint, extra_nodefs=extra_nodefs, extra=extra)
+
+
+class VolEnv:
+    """A plugin (started with plugin_flags) and a nodefs mount using it."""
+
+    def __init__(self, plugin_flags=(), extra_nodefs="", extra=""):
+        self.plugin_flags = list(plugin_flags)
+        self.extra_nodefs = extra_nodefs
+        self.extra = extra
+        self.tmp = None
+        self.fs = None
+        self.plugin = None
+
+    def __enter__(self):
+        self.tmp = tempfile.mkdtemp(prefix="nodefs-vol-")
+        try:
+            os.chmod(self.tmp, 0o755)
+            self.pub = os.path.join(self.tmp, "pub")
+            os.mkdir(self.pub)
+            self.state_dir = os.path.join(self.tmp, "state")
+            self.plugin = Plugin(self.tmp)
+            self.plugin.start(self.plugin_flags)
+            self.fs = nt.Nodefs(config_text(self.tmp, self.plugin,
+                                            self.extra_nodefs, self.extra),
+                                state_dir=self.state_dir)
+            self.fs.__enter__()
+            self.wait_plugin_ready()
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def _teardown(self):
+        problems = []
+        try:
+            if self.fs is not None and self.fs.proc is not None:
+                problems = self.fs.stop()
+                self.fs._cleanup()
+        finally:
+            if self.plugin is not None:
+                self.plugin.stop()
+            if self.tmp:
+                unmount_all_under(self.tmp)
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        return problems
+
+    def __exit__(self, exc_type, exc, tb):
+        log = self.fs.log() if self.fs is not None else ""
+        plog = self.plugin.log() if self.plugin is not None else ""
+        problems = self._teardown()
+        if problems and exc_type is None:
+            raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + log +
+                                 "\nplugin log:\n" + plog)
+        return False
+
+    # ---- helpers -------------------------------------------------------
+    def wait_plugin_ready(self, timeout=15):
+        ok = nt.wait_until(
+            lambda: self.fs.read("plugins", "hostpath", "health").startswith("READY")
+            and "not fetched" not in self.fs.read("plugins", "hostpath", "capabilities"),
+            timeout)
+        if not ok:
+            raise AssertionError("plugin not READY: %r\n%s" % (
+                self.fs.read("plugins", "hostpath", "health"), self.plugin.log()))
+
+    def restart_plugin(self, flags=()):
+        """Restart the plugin with other flags (its volumes persist in
+        state.json) and wait until nodefs sees it READY again."""
+        self.plugin.restart(flags)
+        self.wait_plugin_ready()
+
+    def target(self, *parts):
+        return os.path.join(self.pub, *parts)
+
+    def ctl(self, rel, line, flags=0):
+        """(ok, errname) of writing one line to rel (a ctl file)."""
+        ok, err = self.fs.write_ctl(rel, line, flags)
+        return ok, nt.errname(err)
+
+    def sh(self, script, timeout=60):
+        """bash -c script at the mountpoint -> (rc, stderr)."""
+        p = self.fs.sh(script, timeout=timeout)
+        return p.returncode, p.stderr
+
+    def vread(self, name, f):
+        return self.fs.read("volumes", name, f).strip()
+
+    def state(self, name):
+        return self.vread(name, "state")
+
+    def volumes(self):
+        return [v for v in self.fs.listdir("volumes") if v not in ("ctl", "error")]
+
+    def calls(self):
+        """{rpc: attempts} nodefs made, from the metrics file."""
+        out = {}
+        for line in self.fs.read("metrics", "nodefs.prom").splitlines():
+            if not line.startswith("nodefs_csi_rpcs_total{"):
+                continue
+            labels, _, val = line.rpartition(" ")
+            rpc = labels.split('rpc="', 1)[1].split('"', 1)[0]
+            out[rpc] = out.get(rpc, 0) + int(float(val))
+        return out
+
+    def volume_calls(self):
+        c = self.calls()
+        return {k: c.get(k, 0) for k in VOLUME_RPCS}
+
+    def ops(self):
+        """Operation ids as listed (the directory's order)."""
+        return [o for o in os.listdir(self.fs.path("operations"))]
+
+    def op(self, oid):
+        d = {}
+        for f in ("type", "object", "command", "state", "error", "attempts",
+                  "created", "finished", "remote_status"):
+            try:
+                d[f] = self.fs.read("operations", oid, f).strip()
+            except OSError:
+                d[f] = None
+        return d
+
+    def last_op(self, obj=None):
+        ids = self.ops()
+        for oid in reversed(ids):
+            if obj is None or self.op(oid)["object"] == obj:
+                return oid, self.op(oid)
+        return None, None
+
+    def open_events(self):
+        return os.open(self.fs.path("events"), os.O_RDONLY | os.O_NONBLOCK)
+
+    def drain_events(self, fd):
+        """Every event line readable now from fd, as dicts."""
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as e:
+                if e.errno == errno.EAGAIN:
+                    break
+                raise
+            if not chunk:
+                break
+            buf += chunk
+        return [json.loads(l) for l in buf.decode().splitlines() if l.strip()]
+
+    def volume_walk(self, events, name):
+        """The states volume name went through, in order, from events."""
+        return [e["new"] for e in events
+                if e.get("kind") == "volume" and e.get("name") == name and e.get("new")]
+
+    def vol_id(self, name):
+        return self.vread(name, "id")
+
+    def snapshot(self, name=None):
+        """What a rejected command must not change."""
+        snap = {"volumes": self.volumes(), "plugin_state": self.plugin.state(),
+                "calls": self.volume_calls(),
+                "mounts": mounts_under(self.pub), "operations": self.ops()}
+        if name:
+            snap["vstate"] = self.state(name)
+            snap["target"] = self.vread(name, "target")
+            snap["info"] = json.loads(self.fs.read("volumes", name, "info.json"))
+        return snap
