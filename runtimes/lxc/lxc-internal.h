@@ -80,6 +80,7 @@ struct rt_lxc {
 	char apparmor_profile[128];
 	char log_level[16];
 	int stop_timeout;		/* seconds */
+	uint64_t console_size;		/* lxc.console.size, rotated once */
 	struct rt_lxc_cgroup cg;
 	pthread_mutex_t meta_lock;	/* serialises nodefs.json rewrites */
 	struct rt_lxc_watch *watch;

@@ -10,7 +10,9 @@
  *
  * What a create writes into the container config: lxc.net.0.type from
  * network_type (default none), lxc.apparmor.profile (default unconfined),
- * lxc.console.logfile (the logs), lxc.log.file/level (the reason a start
+ * lxc.console.logfile (the logs: at a start, a file past console_size, 1M by
+ * default, moves to console.log.1; liblxc 5.0.2's own lxc.console.size
+ * rotation duplicates and drops output, measured), lxc.log.file/level (the reason a start
  * failed), cgroup limits under the host's names (v1 lxc.cgroup.*, v2
  * lxc.cgroup2.*), lxc.mount.entry bind mounts, lxc.environment, and
  * lxc.init.cmd with lxc.signal.halt = SIGTERM when argv is given (an
@@ -295,9 +297,13 @@ static int init_cmd(struct rt_lxc *h, const struct rt_spec *s, char *buf, size_t
 	int r = 0;
 
 	/* A daemonized liblxc 5.0 start gives init /dev/null for stdio;
-	 * the console (and so the console log) is /dev/console. */
+	 * the console (and so the console log) is /dev/console, a tty: no
+	 * \r before each \n in the logs, where stty exists. */
 	r = sbuf_adds(&sh, "#!/bin/sh\n# written by nodefs: the container's command\n"
-		     "[ -w /dev/console ] && exec </dev/null >/dev/console 2>&1\nexec");
+		     "if [ -w /dev/console ]; then\n"
+		     "\tstty -onlcr </dev/console 2>/dev/null\n"
+		     "\texec </dev/null >/dev/console 2>&1\n"
+		     "fi\nexec");
 	for (char *const *a = s->argv; *a && r >= 0; a++) {
 		r = sbuf_adds(&sh, " '");
 		for (const char *p = *a; *p && r >= 0; p++)
@@ -353,6 +359,30 @@ static int parse_duration_s(const char *v, int *ret)
 	return 0;
 }
 
+/* 4 KiB to 1 GiB, bytes or with K, M, G. */
+static int parse_size(const char *v, uint64_t *ret)
+{
+	char *end;
+	unsigned long long n;
+
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return -EINVAL;
+	if (strcasecmp(end, "k") == 0)
+		n <<= 10;
+	else if (strcasecmp(end, "m") == 0)
+		n <<= 20;
+	else if (strcasecmp(end, "g") == 0)
+		n <<= 30;
+	else if (*end)
+		return -EINVAL;
+	if (n < 4096 || n > (1ull << 30))
+		return -EINVAL;
+	*ret = n;
+	return 0;
+}
+
 static bool path_ok(const char *p)
 {
 	return p[0] == '/' && !strpbrk(p, "'\"\n\\") && strlen(p) < PATH_MAX - 128;
@@ -386,6 +416,7 @@ static int rt_lxc_open(const struct rt_config *cfg, void **ret_h, struct nerr *e
 	snprintf(h->apparmor_profile, sizeof(h->apparmor_profile), "unconfined");
 	snprintf(h->log_level, sizeof(h->log_level), "ERROR");
 	h->stop_timeout = 10;
+	h->console_size = 1u << 20;
 
 	for (size_t i = 0; cfg && i < cfg->nkv; i++) {
 		const char *k = cfg->kv[i].key, *v = cfg->kv[i].val ? cfg->kv[i].val : "";
@@ -410,6 +441,10 @@ static int rt_lxc_open(const struct rt_config *cfg, void **ret_h, struct nerr *e
 		} else if (strcmp(k, "stop_timeout") == 0) {
 			if (parse_duration_s(v, &h->stop_timeout) < 0)
 				return nerr_set(err, EINVAL, "lxc: bad stop_timeout '%.40s' (seconds, or Ns/Nm/Nh)", v);
+		} else if (strcmp(k, "console_size") == 0) {
+			if (parse_size(v, &h->console_size) < 0)
+				return nerr_set(err, EINVAL,
+						"lxc: bad console_size '%.40s' (4K to 1G, K/M/G)", v);
 		} else if (strcmp(k, "log_level") == 0) {
 			bool ok = false;
 
@@ -820,6 +855,20 @@ static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+/* Keep the console log bounded across runs: past console_size, the last
+ * runs' output becomes console.log.1 (replacing the one before). */
+static void rotate_console_log(struct rt_lxc *h, const char *id)
+{
+	char path[PATH_MAX], old[PATH_MAX + 8];
+	struct stat st;
+
+	if (rt_lxc_dir(h, id, RT_LXC_CONSOLE_LOG, path, sizeof(path)) < 0 ||
+	    stat(path, &st) < 0 || (uint64_t)st.st_size <= h->console_size)
+		return;
+	snprintf(old, sizeof(old), "%s.1", path);
+	(void)rename(path, old);
+}
+
 static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
@@ -832,6 +881,7 @@ static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 		return r;
 	if (c->is_running(c))
 		return lxc_fail(h, c, id, LF_RUNNING, err);
+	rotate_console_log(h, id);
 	/* A stale watch from the last run must not see this one. */
 	rt_lxc_watch_del(h->watch, id);
 	c->want_daemonize(c, true);
@@ -1136,41 +1186,62 @@ static int rt_lxc_stats(void *hv, const char *id, struct rt_stats *ret, struct n
 	return 0;
 }
 
+/* Append file[from..] to out. */
+static int append_file(int fd, off_t from, struct sbuf *out)
+{
+	if (lseek(fd, from, SEEK_SET) < 0)
+		return -errno;
+	for (;;) {
+		char buf[16384];
+		ssize_t n = read(fd, buf, sizeof(buf));
+		int r;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		r = sbuf_add(out, buf, (size_t)n);
+		if (r < 0)
+			return r;
+	}
+}
+
 static int rt_lxc_logs(void *hv, const char *id, size_t max, struct sbuf *out, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
 	_cleanup_lxc_ struct lxc_container *c = NULL;
-	char path[PATH_MAX];
-	_cleanup_close_ int fd = -1;
-	struct stat st;
-	off_t from;
+	char path[PATH_MAX], old[PATH_MAX + 8];
+	_cleanup_close_ int fd = -1, ofd = -1;
+	struct stat st = { 0 }, ost = { 0 };
+	size_t want;
 	int r = open_ours(h, id, &c, NULL, err);
 
 	if (r < 0)
 		return r;
 	rt_lxc_dir(h, id, RT_LXC_CONSOLE_LOG, path, sizeof(path));
+	snprintf(old, sizeof(old), "%s.1", path);
+	/* The rotated part first (older), then the live file. */
+	ofd = open(old, O_RDONLY | O_CLOEXEC);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
-	if (fstat(fd, &st) < 0)
+	if (fd < 0 && errno != ENOENT)
 		return nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
-	from = max && (size_t)st.st_size > max ? st.st_size - (off_t)max : 0;
-	if (lseek(fd, from, SEEK_SET) < 0)
-		return nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
-	for (;;) {
-		char buf[16384];
-		ssize_t n = read(fd, buf, sizeof(buf));
+	if ((ofd >= 0 && fstat(ofd, &ost) < 0) || (fd >= 0 && fstat(fd, &st) < 0))
+		return nerr_set(err, errno, "lxc %s: console log: %s", id, strerror(errno));
+	want = max ? max : (size_t)ost.st_size + (size_t)st.st_size;
+	r = 0;
+	if (ofd >= 0 && want > (size_t)st.st_size) {
+		size_t from_old = want - (size_t)st.st_size;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return nerr_set(err, errno, "lxc %s: %s: %s", id, path, strerror(errno));
-		if (n == 0)
-			break;
-		r = sbuf_add(out, buf, (size_t)n);
-		if (r < 0)
-			return nerr_set(err, -r, "lxc %s: logs exceed the buffer", id);
+		r = append_file(ofd, from_old < (size_t)ost.st_size ? ost.st_size - (off_t)from_old : 0, out);
 	}
+	if (r == 0 && fd >= 0)
+		r = append_file(fd, want < (size_t)st.st_size ? st.st_size - (off_t)want : 0, out);
+	if (r == -E2BIG || r == -ENOMEM)
+		return nerr_set(err, -r, "lxc %s: logs exceed the buffer", id);
+	if (r < 0)
+		return nerr_set(err, -r, "lxc %s: console log: %s", id, strerror(-r));
 	return 0;
 }
 

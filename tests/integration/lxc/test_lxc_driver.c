@@ -406,6 +406,57 @@ Test(lxc, init_cmd_real_exit_code_and_logs)
 	sbuf_free(&logs);
 }
 
+Test(lxc, console_log_rotated_at_start)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	struct sbuf logs = SBUF_INIT(1u << 20);
+	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath }, { (char *)"console_size", (char *)"4K" } };
+	struct rt_config cfg = { kv, 2 };
+	char *argv[] = { "/bin/sh", "-c", "for i in $(seq 1 3000); do echo line-$i; done", NULL };
+	char path[700];
+	struct stat st;
+	int i;
+
+	ops->close(H);
+	H = NULL;
+	cr_assert_eq(ops->open(&cfg, &H, &err), 0, "%s", err.msg);
+	cr_assert_eq(ops->watch(H, on_event, NULL, &err), 0);
+	spec_init(&s, "chatty");
+	s.argv = argv;
+	make_start(&s);
+	cr_assert_geq(wait_event(RT_EV_DIE, "chatty", 10), 0);
+	/* One run's output, whole and in order, with plain \n line ends. */
+	cr_assert_eq(ops->logs(H, "chatty", 0, &logs, &err), 0, "%s", err.msg);
+	cr_assert(strncmp(logs.buf, "line-1\nline-2\n", 14) == 0, "head: %.20s", logs.buf);
+	cr_assert(logs.len > 10 && strcmp(logs.buf + logs.len - 10, "line-3000\n") == 0,
+		  "tail: %s", logs.buf + (logs.len > 20 ? logs.len - 20 : 0));
+	cr_assert_null(strchr(logs.buf, '\r'));
+
+	/* Past 4K: the next start moves it to console.log.1. */
+	evs.n = 0;
+	cr_assert_eq(ops->start(H, "chatty", &err), 0, "%s", err.msg);
+	i = wait_event(RT_EV_DIE, "chatty", 10);
+	cr_assert_geq(i, 0);
+	snprintf(path, sizeof(path), "%s/chatty/console.log.1", lxcpath);
+	cr_assert_eq(stat(path, &st), 0, "no rotated log");
+	cr_assert_eq((size_t)st.st_size, logs.len);
+	sbuf_reset(&logs);
+	cr_assert_eq(ops->logs(H, "chatty", 0, &logs, &err), 0);
+	cr_assert_eq(logs.len, 2 * (size_t)st.st_size, "both runs");
+	sbuf_reset(&logs);
+	cr_assert_eq(ops->logs(H, "chatty", (size_t)st.st_size + 10, &logs, &err), 0);
+	cr_assert_eq(logs.len, (size_t)st.st_size + 10, "a tail across both files");
+	cr_assert(strncmp(logs.buf, "line-3000\n", 10) == 0);
+	sbuf_free(&logs);
+
+	struct rt_kv bad[] = { { (char *)"console_size", (char *)"100" } };
+	struct rt_config bcfg = { bad, 1 };
+	void *h2 = NULL;
+
+	cr_assert_eq(ops->open(&bcfg, &h2, &err), -EINVAL);
+}
+
 Test(lxc, app_stop_uses_sigterm)
 {
 	struct rt_spec s;
