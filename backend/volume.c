@@ -91,6 +91,7 @@ struct volume {
 	char **vctx;			/* volume context, "k=v" */
 	char **pctx;			/* publish context, "k=v" */
 	bool ctl_published, staged;
+	int64_t node_expand_to;		/* ControllerExpand done, NodeExpand owed */
 	char *target;
 	bool ro;
 	char staging[PATH_MAX];
@@ -290,6 +291,8 @@ static json_t *volume_json_locked(struct volume *v)
 	json_object_set_new(j, "publish_context", strv_json(v->pctx));
 	json_object_set_new(j, "controller_published", json_boolean(v->ctl_published));
 	json_object_set_new(j, "staged", json_boolean(v->staged));
+	if (v->node_expand_to)
+		json_object_set_new(j, "node_expand_to", json_integer(v->node_expand_to));
 	if (v->target)
 		json_object_set_new(j, "target", json_string(v->target));
 	json_object_set_new(j, "readonly", json_boolean(v->ro));
@@ -378,7 +381,10 @@ struct vctx {
 static void note_result(struct vctx *x, const struct csi_result *res)
 {
 	x->v->last_code = res->code;
-	x->attempts += res->attempts;
+	/* the operation shows the most attempts one call of it needed: a
+	 * retried step stays visible after the steps that followed it */
+	if (res->attempts > x->attempts)
+		x->attempts = res->attempts;
 	if (x->op) {
 		char remote[64];
 		op_set_attempts(x->op, x->attempts);
@@ -885,60 +891,95 @@ static void volume_forget(struct volume *v)
 	bnode_remove(v->node);
 }
 
+/*
+ * expand: ControllerExpandVolume when the plugin has the controller
+ * capability, then NodeExpandVolume when it has the node one (and the
+ * controller says the node must act) while the volume is on this node.
+ * A NodeExpand that failed after the ControllerExpand went through is owed
+ * (node_expand_to, checkpointed): `expand` to that size again makes only
+ * the node call. Off the node, NodeStage/NodePublish see the new size.
+ */
 static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 {
 	struct volume *v = x->v;
-	bool node_needed = HAS_NODE(x, EXPAND_VOLUME);
+	bool ctl = HAS_CTL(x, EXPAND_VOLUME), node = HAS_NODE(x, EXPAND_VOLUME);
+	bool node_needed = node, finish_node, on_node;
+	int64_t cap, owed;
 	int r;
 
-	if ((int64_t)size <= v->capacity)
+	pthread_mutex_lock(&v->lock);
+	cap = v->capacity;
+	owed = v->node_expand_to;
+	on_node = v->staged || (v->target && v->state == V_PUBLISHED);
+	pthread_mutex_unlock(&v->lock);
+	finish_node = owed && owed == (int64_t)size;
+	if (!finish_node && (int64_t)size <= cap)
 		return nerr_set(err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
-				(unsigned long long)size, (long long)v->capacity);
-	if (!HAS_CTL(x, EXPAND_VOLUME) && !node_needed)
+				(unsigned long long)size, (long long)cap);
+	if (!ctl && !node)
 		return nerr_set(err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
 				v->plugin);
-	if (HAS_CTL(x, EXPAND_VOLUME)) {
+	if (ctl && !finish_node) {
 		Csi__V1__ControllerExpandVolumeRequest req = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
 		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
-		Csi__V1__VolumeCapability cap;
+		Csi__V1__VolumeCapability vcap;
 		Csi__V1__VolumeCapability__MountVolume mnt;
 		Csi__V1__VolumeCapability__AccessMode am;
 		Csi__V1__ControllerExpandVolumeResponse *resp;
 
-		cap_of(v, &cap, &mnt, &am);
+		cap_of(v, &vcap, &mnt, &am);
 		range.required_bytes = (int64_t)size;
 		req.volume_id = v->id;
 		req.capacity_range = &range;
-		req.volume_capability = &cap;
+		req.volume_capability = &vcap;
 		r = call(x, CSI_RPC_CONTROLLER_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
 		if (r < 0)
 			return r;
+		node_needed = node && resp->node_expansion_required;
 		pthread_mutex_lock(&v->lock);
 		v->capacity = resp->capacity_bytes ? resp->capacity_bytes : (int64_t)size;
+		v->node_expand_to = node_needed && on_node ? (int64_t)size : 0;
 		pthread_mutex_unlock(&v->lock);
-		node_needed = node_needed && resp->node_expansion_required;
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
-	}
-	if (node_needed && (v->staged || v->target)) {
-		Csi__V1__NodeExpandVolumeRequest req = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
-		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
-		Csi__V1__NodeExpandVolumeResponse *resp;
-
-		range.required_bytes = (int64_t)size;
-		req.volume_id = v->id;
-		req.volume_path = v->target ? v->target : v->staging;
-		req.staging_target_path = v->staged ? v->staging : (char *)"";
-		req.capacity_range = &range;
-		r = call(x, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+		bnode_changed(v->node);
+		r = checkpoint(v, err);
 		if (r < 0)
 			return r;
+	}
+	if (node_needed && on_node) {
+		Csi__V1__NodeExpandVolumeRequest req = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
+		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+		Csi__V1__VolumeCapability vcap;
+		Csi__V1__VolumeCapability__MountVolume mnt;
+		Csi__V1__VolumeCapability__AccessMode am;
+		Csi__V1__NodeExpandVolumeResponse *resp;
+
+		cap_of(v, &vcap, &mnt, &am);
+		range.required_bytes = (int64_t)size;
+		req.volume_id = v->id;
+		req.volume_path = v->target && v->state == V_PUBLISHED ? v->target : v->staging;
+		req.staging_target_path = v->staged ? v->staging : (char *)"";
+		req.capacity_range = &range;
+		req.volume_capability = &vcap;
+		r = call(x, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+		if (r < 0) {
+			if (ctl)
+				nerr_prefix(err, "the controller expanded it; `expand %llu` finishes on the node",
+					    (unsigned long long)size);
+			return r;
+		}
 		pthread_mutex_lock(&v->lock);
 		if (resp->capacity_bytes)
 			v->capacity = resp->capacity_bytes;
-		else if (!HAS_CTL(x, EXPAND_VOLUME))
+		else if (!ctl)
 			v->capacity = (int64_t)size;
+		v->node_expand_to = 0;
 		pthread_mutex_unlock(&v->lock);
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	} else if (finish_node) {
+		pthread_mutex_lock(&v->lock);
+		v->node_expand_to = 0;
+		pthread_mutex_unlock(&v->lock);
 	}
 	bnode_changed(v->node);
 	return checkpoint(v, err);
@@ -1358,7 +1399,7 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 	struct bnode *pn = NULL;
 	struct plugin *p;
 	char line[512];
-	int64_t cap;
+	int64_t cap, owed;
 	bool known;
 	int r = parse_size(cmd->argv[1], &t.size, &rq->err);
 
@@ -1370,8 +1411,9 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 	 * command leaves; here only what is certain now is refused */
 	pthread_mutex_lock(&v->lock);
 	cap = v->capacity;
+	owed = v->node_expand_to;
 	pthread_mutex_unlock(&v->lock);
-	if (!actq_busy(&v->q) && t.size > 0 && (int64_t)t.size <= cap)
+	if (!actq_busy(&v->q) && t.size > 0 && (int64_t)t.size <= cap && (int64_t)t.size != owed)
 		return nerr_set(&rq->err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
 				(unsigned long long)t.size, (long long)cap);
 	p = plugin_get(v->b, v->plugin, &pn);
@@ -1742,6 +1784,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	v->capacity = json_integer_value(json_object_get(j, "capacity"));
 	v->ctl_published = json_is_true(json_object_get(j, "controller_published"));
 	v->staged = json_is_true(json_object_get(j, "staged"));
+	v->node_expand_to = json_integer_value(json_object_get(j, "node_expand_to"));
 	v->ro = json_is_true(json_object_get(j, "readonly"));
 	st = vstate_from_string(json_string_value(json_object_get(j, "state")));
 	v->state = st < 0 ? V_CREATED : (enum vstate)st;

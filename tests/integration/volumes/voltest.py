@@ -142,10 +142,10 @@ class Plugin:
             return ""
 
 
-def config_text(tmp, plugin, extra_nodefs="", extra=""):
+def config_text(tmp, plugin, extra_nodefs="", extra="", csi_timeout="2s"):
     return """[nodefs]
 allowed_targets = {tmp}/pub
-csi_timeout = 2s
+csi_timeout = {csi_timeout}
 retry_backoff = 50ms
 retry_max = 400ms
 reconcile_interval = 2s
@@ -166,14 +166,16 @@ parameters = tier=fast replicas=1
 plugin = hostpath
 access_mode = multi-node-reader-only
 {extra}
-""".format(tmp=tmp, ep=plugin.endpoint, extra_nodefs=extra_nodefs, extra=extra)
+""".format(tmp=tmp, ep=plugin.endpoint, extra_nodefs=extra_nodefs, extra=extra,
+           csi_timeout=csi_timeout)
 
 
 class VolEnv:
     """A plugin (started with plugin_flags) and a nodefs mount using it."""
 
-    def __init__(self, plugin_flags=(), extra_nodefs="", extra=""):
+    def __init__(self, plugin_flags=(), extra_nodefs="", extra="", csi_timeout="2s"):
         self.plugin_flags = list(plugin_flags)
+        self.csi_timeout = csi_timeout
         self.extra_nodefs = extra_nodefs
         self.extra = extra
         self.tmp = None
@@ -190,7 +192,8 @@ class VolEnv:
             self.plugin = Plugin(self.tmp)
             self.plugin.start(self.plugin_flags)
             self.fs = nt.Nodefs(config_text(self.tmp, self.plugin,
-                                            self.extra_nodefs, self.extra),
+                                            self.extra_nodefs, self.extra,
+                                            self.csi_timeout),
                                 state_dir=self.state_dir)
             self.fs.__enter__()
             self.wait_plugin_ready()

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Plugin errors injected at every step of a volume's life (the test
+plugin's --fail RPC=CODE[:COUNT] and --delay RPC=SECONDS).
+
+What it proves:
+- A certain failure (INTERNAL, INVALID_ARGUMENT, FAILED_PRECONDITION) of
+  any call - CreateVolume, ControllerPublish, NodeStage, NodePublish,
+  ControllerExpand, NodeExpand, NodeUnpublish, NodeUnstage,
+  ControllerUnpublish, DeleteVolume - fails the command with the errno of
+  the table (EIO, EINVAL, EBUSY), the plugin's message in the error file,
+  the operation FAILED with the raw gRPC status and 1 attempt (these codes
+  are not retried), and leaves the volume in the stable state it was in
+  before that call, from which the same command, sent again, continues
+  (a failed create leaves no volume at all). A NodeExpand that fails after
+  the ControllerExpand went through is finished by the same expand.
+- UNAVAILABLE twice per call is retried: every command succeeds and its
+  operation shows attempts = 3.
+- A call slower than csi_timeout fails with ETIMEDOUT and leaves the volume
+  in the transient state (CREATING, NODE_STAGE, NODE_UNSTAGE); the next
+  command re-drives that call: a re-driven CreateVolume makes no second
+  volume, and NodeStage is re-sent after a NodeUnstage that timed out.
+"""
+
+import os
+import unittest
+
+import nodefs_test as nt
+import voltest as vt
+
+STEP_RPCS = ("CreateVolume", "ControllerPublishVolume", "NodeStageVolume",
+             "NodePublishVolume", "ControllerExpandVolume", "NodeExpandVolume",
+             "NodeUnpublishVolume", "NodeUnstageVolume",
+             "ControllerUnpublishVolume", "DeleteVolume")
+
+GIB = 1 << 30
+
+
+class FaultsTest(unittest.TestCase):
+    def failed(self, env, ctl, line, want_errno, rpc, code, state_after, vol="db"):
+        before_ops = env.ops()
+        ok, e = env.ctl(ctl, line)
+        self.assertEqual((ok, e), (False, want_errno), "%s <- %r (%s)" % (ctl, line, rpc))
+        err_dir = "volumes" if ctl == "volumes/ctl" else "volumes/" + vol
+        text = env.fs.error(err_dir)
+        self.assertIn("injected", text, text)
+        self.assertIn(rpc, text, text)
+        new = [o for o in env.ops() if o not in before_ops]
+        self.assertEqual(len(new), 1, new)
+        op = env.op(new[0])
+        self.assertEqual(op["state"], "FAILED", op)
+        self.assertIn(code, op["remote_status"], op)
+        self.assertIn("injected", op["error"], op)
+        self.assertEqual(op["attempts"], "1", op)
+        if state_after is None:
+            self.assertNotIn(vol, env.volumes())
+        else:
+            self.assertEqual(env.state(vol), state_after, "after %s failed" % rpc)
+
+    def succeeded(self, env, ctl, line, state_after, vol="db"):
+        ok, e = env.ctl(ctl, line)
+        if not ok:
+            err_dir = "volumes" if ctl == "volumes/ctl" else "volumes/" + vol
+            self.fail("%s <- %r: %s: %s" % (ctl, line, e, env.fs.error(err_dir)))
+        if state_after is None:
+            self.assertNotIn(vol, env.volumes())
+        else:
+            self.assertEqual(env.state(vol), state_after)
+
+    def walk_with_failures(self, code, want_errno):
+        flags = []
+        for rpc in STEP_RPCS:
+            flags += ["--fail", "%s=%s:1" % (rpc, code)]
+        with vt.VolEnv(flags) as env:
+            tgt = env.target("db")
+            f, s = self.failed, self.succeeded
+            f(env, "volumes/ctl", "create db size=1G", want_errno, "CreateVolume", code, None)
+            self.assertEqual(env.plugin.state(), {})
+            s(env, "volumes/ctl", "create db size=1G", "CREATED")
+            vid = env.vol_id("db")
+            pub = "publish " + tgt
+            f(env, "volumes/db/ctl", pub, want_errno, "ControllerPublishVolume", code, "CREATED")
+            f(env, "volumes/db/ctl", pub, want_errno, "NodeStageVolume", code, "NODE_READY")
+            f(env, "volumes/db/ctl", pub, want_errno, "NodePublishVolume", code, "VOL_READY")
+            self.assertFalse(nt.is_mounted(tgt))
+            s(env, "volumes/db/ctl", pub, "PUBLISHED")
+            self.assertTrue(nt.is_mounted(tgt))
+            f(env, "volumes/db/ctl", "expand 2G", want_errno, "ControllerExpandVolume", code,
+              "PUBLISHED")
+            self.assertEqual(env.vread("db", "capacity"), str(GIB))
+            f(env, "volumes/db/ctl", "expand 2G", want_errno, "NodeExpandVolume", code,
+              "PUBLISHED")
+            s(env, "volumes/db/ctl", "expand 2G", "PUBLISHED")
+            self.assertEqual(env.vread("db", "capacity"), str(2 * GIB))
+            self.assertEqual(env.plugin.state()[vid]["capacity"], 2 * GIB)
+            f(env, "volumes/db/ctl", "unpublish", want_errno, "NodeUnpublishVolume", code,
+              "PUBLISHED")
+            self.assertTrue(nt.is_mounted(tgt))
+            s(env, "volumes/db/ctl", "unpublish", "VOL_READY")
+            self.assertFalse(nt.is_mounted(tgt))
+            f(env, "volumes/db/ctl", "unstage", want_errno, "NodeUnstageVolume", code, "VOL_READY")
+            f(env, "volumes/db/ctl", "unstage", want_errno, "ControllerUnpublishVolume", code,
+              "NODE_READY")
+            s(env, "volumes/db/ctl", "unstage", "CREATED")
+            f(env, "volumes/db/ctl", "destroy", want_errno, "DeleteVolume", code, "CREATED")
+            self.assertIn(vid, env.plugin.state())
+            s(env, "volumes/db/ctl", "destroy", None)
+            self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
+    def test_internal_everywhere(self):
+        self.walk_with_failures("INTERNAL", "EIO")
+
+    def test_invalid_argument_everywhere(self):
+        self.walk_with_failures("INVALID_ARGUMENT", "EINVAL")
+
+    def test_failed_precondition_everywhere(self):
+        self.walk_with_failures("FAILED_PRECONDITION", "EBUSY")
+
+    def test_unavailable_retried(self):
+        flags = []
+        for rpc in STEP_RPCS:
+            flags += ["--fail", "%s=UNAVAILABLE:2" % rpc]
+        with vt.VolEnv(flags) as env:
+            tgt = env.target("db")
+            for ctl, line, state in (
+                    ("volumes/ctl", "create db size=1G", "CREATED"),
+                    ("volumes/db/ctl", "publish " + tgt, "PUBLISHED"),
+                    ("volumes/db/ctl", "expand 2G", "PUBLISHED"),
+                    ("volumes/db/ctl", "unpublish", "VOL_READY"),
+                    ("volumes/db/ctl", "unstage", "CREATED"),
+                    ("volumes/db/ctl", "destroy", None)):
+                before = env.ops()
+                self.succeeded(env, ctl, line, state)
+                new = [o for o in env.ops() if o not in before]
+                op = env.op(new[0])
+                self.assertEqual((op["state"], op["attempts"]), ("FINISHED", "3"), (line, op))
+            calls = env.calls()
+            for rpc in STEP_RPCS:
+                self.assertEqual(calls.get(rpc, 0), 3, rpc)
+            self.assertEqual(env.plugin.state(), {})
+
+    def test_timeouts_leave_transient_state_and_are_redriven(self):
+        with vt.VolEnv(["--delay", "CreateVolume=2"], csi_timeout="500ms") as env:
+            tgt = env.target("db")
+            # CreateVolume slower than csi_timeout: every attempt times out
+            ok, e = env.ctl("volumes/ctl", "create db size=1G")
+            self.assertEqual((ok, e), (False, "ETIMEDOUT"), env.fs.error("volumes"))
+            self.assertIn("DEADLINE_EXCEEDED", env.fs.error("volumes"))
+            self.assertEqual(env.state("db"), "CREATING")
+            _, op = env.last_op("volumes/db")
+            self.assertEqual(op["state"], "FAILED")
+            self.assertGreater(int(op["attempts"]), 1)
+            # the plugin made it meanwhile, once, whatever the attempts
+            self.assertTrue(nt.wait_until(lambda: len(env.plugin.state()) == 1, 10))
+            env.restart_plugin(["--delay", "NodeStageVolume=2"])
+            # the next command re-drives CreateVolume: the same volume
+            ok, e = env.ctl("volumes/db/ctl", "publish " + tgt)
+            self.assertEqual((ok, e), (False, "ETIMEDOUT"), env.fs.error("volumes/db"))
+            self.assertEqual(len(env.plugin.state()), 1)
+            vid = env.vol_id("db")
+            self.assertIn(vid, env.plugin.state())
+            self.assertEqual(env.state("db"), "NODE_STAGE")
+            env.restart_plugin(["--delay", "NodeUnstageVolume=2"])
+            stage_calls = env.calls().get("NodeStageVolume", 0)
+            ok, e = env.ctl("volumes/db/ctl", "publish " + tgt)
+            self.assertTrue(ok, env.fs.error("volumes/db"))
+            self.assertEqual(env.calls().get("NodeStageVolume", 0), stage_calls + 1)
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            ok, e = env.ctl("volumes/db/ctl", "unpublish")
+            self.assertTrue(ok, env.fs.error("volumes/db"))
+            ok, e = env.ctl("volumes/db/ctl", "unstage")
+            self.assertEqual((ok, e), (False, "ETIMEDOUT"), env.fs.error("volumes/db"))
+            self.assertEqual(env.state("db"), "NODE_UNSTAGE")
+            env.restart_plugin([])
+            # after a NodeUnstage of unknown outcome, NodeStage is sent again
+            stage_calls = env.calls().get("NodeStageVolume", 0)
+            ok, e = env.ctl("volumes/db/ctl", "publish " + tgt)
+            self.assertTrue(ok, env.fs.error("volumes/db"))
+            self.assertEqual(env.calls().get("NodeStageVolume", 0), stage_calls + 1)
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            rc, err = env.sh("echo still > %s/f" % tgt)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(env.plugin.volume_dir(vid), "f")) as f:
+                self.assertEqual(f.read(), "still\n")
+            self.succeeded(env, "volumes/db/ctl", "destroy", None)
+            self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
+
+if __name__ == "__main__":
+    nt.main(requires=vt.require_plugin)
