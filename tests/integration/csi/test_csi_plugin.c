@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -67,12 +69,19 @@ static void plugin_start(const char *const *flags)
 		_exit(127);
 	}
 	plugin_pid = pid;
+	/* The socket file exists from bind(); wait until it accepts. */
 	for (int i = 0; i < 200; i++) {
-		if (access(sock, F_OK) == 0)
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+		int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (r == 0)
 			return;
 		usleep(50000);
 	}
-	cr_assert_fail("plugin did not create %s", sock);
+	cr_assert_fail("plugin did not listen on %s", sock);
 }
 
 static void plugin_kill(int sig)
