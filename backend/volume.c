@@ -521,6 +521,46 @@ static int do_validate(struct vctx *x, struct nerr *err)
 	return r;
 }
 
+/* An imported volume's capacity and context, from ListVolumes when the
+ * plugin lists volumes; best effort (the volume is usable without them). */
+static void import_listed(struct vctx *x)
+{
+	struct volume *v = x->v;
+	Csi__V1__ListVolumesRequest req = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
+	char *token = NULL;
+	bool found = false;
+
+	if (!HAS_CTL(x, LIST_VOLUMES))
+		return;
+	for (int pages = 0; pages < 1000 && !found; pages++) {
+		Csi__V1__ListVolumesResponse *lr;
+		ProtobufCMessage *resp;
+		struct csi_result res;
+		struct nerr e = { 0 };
+
+		req.starting_token = token ? token : (char *)"";
+		if (csi_call(plugin_csi(x->p), CSI_RPC_LIST_VOLUMES, &req.base, &resp, &res, &e) < 0)
+			break;
+		lr = (Csi__V1__ListVolumesResponse *)resp;
+		for (size_t i = 0; i < lr->n_entries && !found; i++) {
+			Csi__V1__Volume *lv = lr->entries[i]->volume;
+			if (!lv || !lv->volume_id || strcmp(lv->volume_id, v->id) != 0)
+				continue;
+			found = true;
+			pthread_mutex_lock(&v->lock);
+			v->capacity = lv->capacity_bytes;
+			kv_to_strv(&v->vctx, lv->n_volume_context, (void **)lv->volume_context);
+			pthread_mutex_unlock(&v->lock);
+		}
+		free(token);
+		token = lr->next_token && lr->next_token[0] ? strdup(lr->next_token) : NULL;
+		protobuf_c_message_free_unpacked(resp, NULL);
+		if (!token)
+			break;
+	}
+	free(token);
+}
+
 static int do_controller_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
@@ -1016,8 +1056,10 @@ static int run_action(struct action *a, struct nerr *err)
 		break;
 	case VA_IMPORT:
 		r = do_validate(&x, err);
-		if (r >= 0)
+		if (r >= 0) {
+			import_listed(&x);
 			r = checkpoint(v, err);
+		}
 		if (r < 0)
 			volume_forget(v);
 		else {
@@ -1556,6 +1598,12 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	if (k) {
 		bnode_unref(k);
 		return nerr_set(err, EEXIST, "volume '%s' exists", name);
+	}
+	if (id) {
+		char known[80];
+		if (volume_name_by_id(b, plugin, id, known, sizeof(known)))
+			return nerr_set(err, EEXIST, "volume id %s of plugin %s is volume '%s' already",
+					id, plugin, known);
 	}
 	v = volume_alloc(b, name);
 	if (!v)
