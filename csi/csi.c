@@ -231,17 +231,18 @@ static void metrics_done(struct csi_plugin *p, enum csi_rpc rpc, int code, uint6
 	m->pending--;
 	if (code == GRPC_OK)
 		m->successes++;
-	else if (code == GRPC_CANCELLED)
-		m->cancelled++;
-	else if (code >= 0 && code < _GRPC_CODE_MAX)
+	else if (code > 0 && code < _GRPC_CODE_MAX)
 		m->errors[code]++;
 	else
 		m->errors[GRPC_UNKNOWN]++;
+	if (code == GRPC_CANCELLED)
+		m->cancelled++;
 	m->count++;
 	m->latency_sum += s;
-	for (int i = 0; i <= CSI_LATENCY_BUCKETS; i++)
-		if (i == CSI_LATENCY_BUCKETS || s <= csi_latency_buckets[i])
-			m->hist[i]++;
+	int k = 0;
+	while (k < CSI_LATENCY_BUCKETS && s > csi_latency_buckets[k])
+		k++;
+	m->hist[k]++;
 	pthread_mutex_unlock(&p->lock);
 }
 

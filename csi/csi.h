@@ -196,9 +196,12 @@ void csi_plugin_health(struct csi_plugin *p, struct csi_health_info *ret);
 #define CSI_LATENCY_BUCKETS 12
 extern const double csi_latency_buckets[CSI_LATENCY_BUCKETS];
 
-/* Per RPC, counted per attempt on the wire. Histogram counts are
- * cumulative (le=bucket) as Prometheus wants; hist[CSI_LATENCY_BUCKETS] is
- * +Inf == count. cancelled attempts are not in errors[]. */
+/* Per RPC, counted per attempt on the wire (a retried call counts each
+ * attempt). hist[k] counts attempts with latency in (bucket[k-1], bucket[k]]
+ * (NOT cumulative: sum them for Prometheus's le= buckets);
+ * hist[CSI_LATENCY_BUCKETS] counts those above the last bucket, so the hist[]
+ * entries add up to count. errors[] holds every non-OK code, CANCELLED
+ * included; cancelled repeats errors[GRPC_CANCELLED] for convenience. */
 struct csi_rpc_metrics {
 	uint64_t pending;
 	uint64_t successes;
