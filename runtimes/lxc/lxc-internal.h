@@ -22,7 +22,8 @@ struct sbuf;
 
 #define RT_LXC_NAME_MAX 64
 #define RT_LXC_META_FILE "nodefs.json"	/* the owner mark, beside config */
-#define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, when it needs quoting */
+#define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, run by /bin/sh */
+#define RT_LXC_GATE_FILE "nodefs-gate"	/* FIFO the command waits on */
 #define RT_LXC_CONSOLE_LOG "console.log"
 #define RT_LXC_LXC_LOG "lxc.log"
 #define RT_LXC_EXEC_CAP (1u << 20)	/* exec output cap: 1 MiB */
@@ -122,8 +123,10 @@ int rt_lxc_meta_finished(struct rt_lxc *h, const char *name, time_t t, int exit_
 int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret);
 void rt_lxc_watch_free(struct rt_lxc_watch *w);
 void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx);
-/* Start watching a running container; takes ownership of pidfd. */
-int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid);
+/* Start watching a running container; takes ownership of pidfd and of
+ * gate_fd (-1 if none), which stays open until init dies. */
+int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid,
+		     int gate_fd);
 void rt_lxc_watch_del(struct rt_lxc_watch *w, const char *name);
 bool rt_lxc_watch_has(struct rt_lxc_watch *w, const char *name);
 /* stop() asked init to halt (true), or is about to kill it (false). */

@@ -64,6 +64,7 @@ struct wentry {
 	pid_t pid;
 	int pidfd;
 	int oom_fd;		/* v1 eventfd or v2 memory.events; -1 */
+	int gate_fd;		/* the open start gate (see lxc.c); -1 */
 	struct rt_lxc_cgpaths cgp;
 	bool have_cgp;
 	bool oom;
@@ -154,6 +155,8 @@ static void entry_free(struct rt_lxc_watch *w, struct wentry *e)
 		epoll_ctl(w->epfd, EPOLL_CTL_DEL, e->oom_fd, NULL);
 		close(e->oom_fd);
 	}
+	if (e->gate_fd >= 0)
+		close(e->gate_fd);
 	free(e);
 }
 
@@ -209,7 +212,8 @@ static int oom_subscribe(struct rt_lxc_watch *w, struct wentry *e)
 	return fd;
 }
 
-int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid)
+int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid,
+		     int gate_fd)
 {
 	struct wentry *e, *old;
 	struct epoll_event ev = { 0 };
@@ -218,8 +222,11 @@ int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t 
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		close(pidfd);
+		if (gate_fd >= 0)
+			close(gate_fd);
 		return -ENOMEM;
 	}
+	e->gate_fd = gate_fd;
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->pidfd = pidfd;
 	e->pid = pid;

@@ -20,9 +20,11 @@
  * space and ignores quotes, and a daemonized start gives init /dev/null for
  * stdio, so argv goes through a script: nodefs-cmd.sh beside the config,
  * bind-mounted read-only at /.nodefs-cmd.sh, run as "/bin/sh
- * /.nodefs-cmd.sh"; it points stdio at /dev/console (the console log) and
- * execs the quoted argv, so init is the command itself and its exit status
- * is the command's. The rootfs needs /bin/sh for a command. A busybox-template container without a network
+ * /.nodefs-cmd.sh"; it waits at a FIFO (nodefs-gate, bind-mounted at
+ * /.nodefs-gate) until start() holds init's pidfd, points stdio at
+ * /dev/console (the console log) and execs the quoted argv, so init is the
+ * command itself and its exit status is the command's, even when it exits
+ * at once. The rootfs needs /bin/sh for a command. A busybox-template container without a network
  * gets an rcS without udhcpc, which otherwise never returns and makes a
  * clean halt wait out its whole timeout.
  *
@@ -300,6 +302,7 @@ static int init_cmd(struct rt_lxc *h, const struct rt_spec *s, char *buf, size_t
 	 * the console (and so the console log) is /dev/console, a tty: no
 	 * \r before each \n in the logs, where stty exists. */
 	r = sbuf_adds(&sh, "#!/bin/sh\n# written by nodefs: the container's command\n"
+		     "if [ -p /.nodefs-gate ]; then read _ </.nodefs-gate; fi\n"
 		     "if [ -w /dev/console ]; then\n"
 		     "\tstty -onlcr </dev/console 2>/dev/null\n"
 		     "\texec </dev/null >/dev/console 2>&1\n"
@@ -759,6 +762,14 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 
 			snprintf(mnt, sizeof(mnt), "%s .nodefs-cmd.sh none bind,ro,create=file 0 0", src);
 			SET("lxc.mount.entry", mnt);
+			rt_lxc_dir(h, s->name, RT_LXC_GATE_FILE, path, sizeof(path));
+			if (mkfifo(path, 0600) < 0 && errno != EEXIST)
+				return nerr_set(err, errno, "lxc %s: mkfifo %s: %s", s->name, path,
+						strerror(errno));
+			if (fstab_escape(path, src, sizeof(src)) < 0)
+				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
+			snprintf(mnt, sizeof(mnt), "%s .nodefs-gate none bind,ro,create=file 0 0", src);
+			SET("lxc.mount.entry", mnt);
 		}
 		SET("lxc.init.cmd", entry);
 		/* An application, not a system init: stop it the way
@@ -869,12 +880,35 @@ static void rotate_console_log(struct rt_lxc *h, const char *id)
 	(void)rename(path, old);
 }
 
+/* Open the gate a command container's script waits on before it execs
+ * the command, and put a line in it: the script goes on only once we hold
+ * init's pidfd, so even a command that exits at once leaves its status to
+ * us. The fd stays open (in the watch) until init dies, so the line is not
+ * lost if the script reaches the gate after we return. -1 if no gate. */
+static int open_gate(struct rt_lxc *h, const char *id)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (rt_lxc_dir(h, id, RT_LXC_GATE_FILE, path, sizeof(path)) < 0)
+		return -1;
+	/* O_RDWR: never blocks and never waits for a reader. */
+	fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (write(fd, "\n", 1) != 1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
 	_cleanup_lxc_ struct lxc_container *c = NULL;
 	pid_t pid = 0;
-	int r, fd;
+	int r, fd, gate;
 
 	r = open_ours(h, id, &c, NULL, err);
 	if (r < 0)
@@ -889,12 +923,22 @@ static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 	/* Returns once the container is RUNNING (or failed). */
 	if (!c->start(c, 0, NULL))
 		return lxc_fail(h, c, id, LF_START, err);
-	(void)rt_lxc_meta_started(h, id, time(NULL));
+	/* The pidfd first: the sooner it is held, the less chance a command
+	 * that exits at once takes its status with it. */
 	fd = init_pidfd(c, &pid);
-	if (fd < 0)
-		return nerr_set(err, -fd, "lxc %s: started, but its init is gone: %s", id,
-				strerror(-fd));
-	r = rt_lxc_watch_add(h->watch, id, fd, pid);
+	gate = open_gate(h, id);
+	(void)rt_lxc_meta_started(h, id, time(NULL));
+	if (fd < 0) {
+		if (gate >= 0)
+			close(gate);
+		/* It ran and is gone already: its status went to lxc's
+		 * monitor alone. Started, then exited, code unknown. */
+		(void)rt_lxc_meta_finished(h, id, time(NULL), -1, false);
+		rt_lxc_watch_post(h->watch, RT_EV_START, id, 0);
+		rt_lxc_watch_post(h->watch, RT_EV_DIE, id, -1);
+		return 0;
+	}
+	r = rt_lxc_watch_add(h->watch, id, fd, pid, gate);
 	if (r < 0)
 		return nerr_set(err, -r, "lxc %s: cannot watch init: %s", id, strerror(-r));
 	rt_lxc_watch_post(h->watch, RT_EV_START, id, 0);
@@ -1357,8 +1401,11 @@ static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
 			continue;
 		if (c->is_defined(c) && c->is_running(c)) {
 			fd = init_pidfd(c, &pid);
+			/* A start we crashed in left its command at the
+			 * gate: let it go now that the pidfd is held. */
 			if (fd >= 0)
-				(void)rt_lxc_watch_add(h->watch, de->d_name, fd, pid);
+				(void)rt_lxc_watch_add(h->watch, de->d_name, fd, pid,
+						       open_gate(h, de->d_name));
 		}
 		lxc_container_put(c);
 	}

@@ -406,6 +406,29 @@ Test(lxc, init_cmd_real_exit_code_and_logs)
 	sbuf_free(&logs);
 }
 
+Test(lxc, command_exiting_at_once_keeps_its_code)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	char *argv[] = { "/bin/false", NULL };
+
+	/* The command waits at the gate until start() holds init's pidfd,
+	 * so its status is never lost to a race with lxc's monitor. */
+	spec_init(&s, "quick");
+	s.argv = argv;
+	make(&s);
+	for (int round = 0; round < 10; round++) {
+		int i;
+
+		evs.n = 0;
+		cr_assert_eq(ops->start(H, "quick", &err), 0, "start %d: %s", round, err.msg);
+		i = wait_event(RT_EV_DIE, "quick", 5);
+		cr_assert_geq(i, 0, "no DIE in round %d", round);
+		cr_assert_eq(evs.ev[i].exit_code, 1, "round %d: exit %d", round, evs.ev[i].exit_code);
+		cr_assert_eq(status_of("quick").exit_code, 1);
+	}
+}
+
 Test(lxc, console_log_rotated_at_start)
 {
 	struct rt_spec s;
