@@ -162,4 +162,24 @@ const char *docker_tail_data(const struct docker_tail *t, size_t *ret_len);
 int docker_image_split(const char *ref, char *ret_repo, size_t nrepo,
 		       char *ret_tag, size_t ntag);
 
+/* --- cgroup files (stats) ---------------------------------------------- */
+
+/* From the text of /proc/PID/cgroup, the directories under root (normally
+ * "/sys/fs/cgroup") holding the cpu accounting, memory and pids files: v2
+ * takes the "0::PATH" line, v1 the cpuacct, memory and pids hierarchies
+ * (co-mounted ones such as "cpu,cpuacct" included). Each ret_* has n bytes.
+ * 0, or -ENOENT when one is missing or does not fit. Thread-safe. */
+int docker_cg_dirs_from_proc(const char *text, bool v2, const char *root, char *ret_cpu,
+			     char *ret_mem, char *ret_pids, size_t n);
+
+/* CPU time from v1 cpuacct.stat ("user T\nsystem T", ticks of hz) or v2
+ * cpu.stat ("user_usec U\nsystem_usec U"): seconds; a missing key gives 0. */
+void docker_cg_parse_cpu(const char *text, bool v2, long hz, double *ret_user,
+			 double *ret_system);
+
+/* A cgroup number file: a decimal, or v2's "max" (unlimited) as 0. v1 says
+ * unlimited with a huge page-rounded number: callers treat >= 2^62 as 0.
+ * 0 or -EIO. */
+int docker_cg_parse_u64(const char *text, uint64_t *ret);
+
 #endif

@@ -779,3 +779,106 @@ int docker_image_split(const char *ref, char *ret_repo, size_t nrepo, char *ret_
 	}
 	return 0;
 }
+
+/* "key value" lines: the value of key, or -ENOENT */
+static int find_key(const char *text, const char *key, uint64_t *ret)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+			*ret = strtoull(p + kl + 1, NULL, 10);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+void docker_cg_parse_cpu(const char *text, bool v2, long hz, double *ret_user, double *ret_system)
+{
+	uint64_t v;
+
+	*ret_user = *ret_system = 0;
+	if (v2) {
+		if (find_key(text, "user_usec", &v) == 0)
+			*ret_user = (double)v / 1e6;
+		if (find_key(text, "system_usec", &v) == 0)
+			*ret_system = (double)v / 1e6;
+	} else if (hz > 0) {
+		if (find_key(text, "user", &v) == 0)
+			*ret_user = (double)v / (double)hz;
+		if (find_key(text, "system", &v) == 0)
+			*ret_system = (double)v / (double)hz;
+	}
+}
+
+int docker_cg_parse_u64(const char *text, uint64_t *ret)
+{
+	char *end;
+
+	if (strncmp(text, "max", 3) == 0 && (text[3] == '\0' || text[3] == '\n')) {
+		*ret = 0;
+		return 0;
+	}
+	if (*text < '0' || *text > '9')
+		return -EIO;
+	errno = 0;
+	*ret = strtoull(text, &end, 10);
+	if (errno || (*end != '\0' && *end != '\n'))
+		return -EIO;
+	return 0;
+}
+
+static int put_dir(char *dst, size_t n, const char *root, const char *hier, const char *path)
+{
+	int k = hier ? snprintf(dst, n, "%s/%s%s", root, hier, path)
+		     : snprintf(dst, n, "%s%s", root, path);
+
+	return k < 0 || (size_t)k >= n ? -ENOENT : 0;
+}
+
+int docker_cg_dirs_from_proc(const char *text, bool v2, const char *root, char *ret_cpu,
+			     char *ret_mem, char *ret_pids, size_t n)
+{
+	const char *line = text;
+	bool cpu = false, mem = false, pids = false;
+
+	while (line && *line) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		char buf[1024], *c1, *c2;
+
+		if (len < sizeof(buf)) {
+			memcpy(buf, line, len);
+			buf[len] = '\0';
+			c1 = strchr(buf, ':');
+			c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+			if (c2 && c2[1] == '/') {
+				const char *ctrls = c1 + 1, *path = c2 + 1;
+
+				*c2 = '\0';
+				if (v2 && !*ctrls && c1 == buf + 1 && buf[0] == '0') {
+					if (put_dir(ret_cpu, n, root, NULL, path) < 0 ||
+					    put_dir(ret_mem, n, root, NULL, path) < 0 ||
+					    put_dir(ret_pids, n, root, NULL, path) < 0)
+						return -ENOENT;
+					cpu = mem = pids = true;
+				} else if (!v2 && *ctrls) {
+					char list[256], *save = NULL;
+
+					snprintf(list, sizeof(list), "%s", ctrls);
+					for (char *t = strtok_r(list, ",", &save); t;
+					     t = strtok_r(NULL, ",", &save)) {
+						if (strcmp(t, "cpuacct") == 0)
+							cpu = put_dir(ret_cpu, n, root, ctrls, path) == 0;
+						else if (strcmp(t, "memory") == 0)
+							mem = put_dir(ret_mem, n, root, ctrls, path) == 0;
+						else if (strcmp(t, "pids") == 0)
+							pids = put_dir(ret_pids, n, root, ctrls, path) == 0;
+					}
+				}
+			}
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	return cpu && mem && pids ? 0 : -ENOENT;
+}

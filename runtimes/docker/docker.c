@@ -955,19 +955,6 @@ static int read_small(const char *dir, const char *file, char *buf, size_t n)
 	return 0;
 }
 
-/* "key value" lines: the value of key, or -ENOENT */
-static int find_key(const char *text, const char *key, uint64_t *ret)
-{
-	size_t kl = strlen(key);
-
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-		if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
-			*ret = strtoull(p + kl + 1, NULL, 10);
-			return 0;
-		}
-	return -ENOENT;
-}
-
 static bool is_dir(const char *p)
 {
 	struct stat st;
@@ -1018,32 +1005,8 @@ static int cg_resolve(struct docker *d, const char *id, struct dk_cgpath *cg, st
 	r = read_small(path, "cgroup", buf, sizeof(buf));
 	if (r < 0)
 		return nerr_set(err, EBUSY, "container init %d gone: no stats", (int)st.pid);
-	cg->cpu[0] = cg->mem[0] = cg->pids[0] = '\0';
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-
-		if (!c2)
-			continue;
-		*c2 = '\0';
-		const char *ctrls = c1 + 1, *cgpath = c2 + 1;
-		if (cg->v2 && !*ctrls) {
-			snprintf(cg->cpu, sizeof(cg->cpu), "/sys/fs/cgroup%s", cgpath);
-			strcpy(cg->mem, cg->cpu);
-			strcpy(cg->pids, cg->cpu);
-		} else if (!cg->v2 && *ctrls) {
-			char list[256], *save = NULL;
-
-			snprintf(list, sizeof(list), "%s", ctrls);
-			for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-				char *dst = strcmp(t, "memory") == 0 ? cg->mem :
-					    strcmp(t, "cpuacct") == 0 ? cg->cpu :
-					    strcmp(t, "pids") == 0 ? cg->pids : NULL;
-				if (dst)
-					snprintf(dst, DK_CG_PATH, "/sys/fs/cgroup/%s%s", ctrls, cgpath);
-			}
-		}
-	}
-	if (!cg->cpu[0] || !cg->mem[0] || !cg->pids[0])
+	if (docker_cg_dirs_from_proc(buf, cg->v2, "/sys/fs/cgroup", cg->cpu, cg->mem, cg->pids,
+				     sizeof(cg->cpu)) < 0)
 		return nerr_set(err, ENOENT, "cannot find the cgroups of container %s", id);
 	return 0;
 }
@@ -1060,18 +1023,12 @@ static int pread_text(int fd, char *buf, size_t n)
 
 static int pread_u64(int fd, uint64_t *ret)
 {
-	char buf[64], *end;
+	char buf[64];
 	int r = pread_text(fd, buf, sizeof(buf));
 
 	if (r < 0)
 		return r;
-	if (strncmp(buf, "max", 3) == 0) {	/* v2: unlimited */
-		*ret = 0;
-		return 0;
-	}
-	errno = 0;
-	*ret = strtoull(buf, &end, 10);
-	return errno || end == buf ? -EIO : 0;
+	return docker_cg_parse_u64(buf, ret);
 }
 
 /* Open the four files stats reads; kept open, since an open of a cgroup
@@ -1114,28 +1071,15 @@ static void cg_close(struct dk_cg *cg)
 
 static int cg_read(const struct dk_cg *cg, struct rt_stats *s)
 {
-	static long hz;
+	long hz = sysconf(_SC_CLK_TCK);
 	char buf[1024];
-	uint64_t v;
 	int r;
 
 	memset(s, 0, sizeof(*s));
 	r = pread_text(cg->fd[0], buf, sizeof(buf));
 	if (r < 0)
 		return r;
-	if (cg->v2) {
-		if (find_key(buf, "user_usec", &v) == 0)
-			s->cpu_user_seconds = v / 1e6;
-		if (find_key(buf, "system_usec", &v) == 0)
-			s->cpu_system_seconds = v / 1e6;
-	} else {
-		if (!hz)
-			hz = sysconf(_SC_CLK_TCK);
-		if (find_key(buf, "user", &v) == 0)
-			s->cpu_user_seconds = (double)v / hz;
-		if (find_key(buf, "system", &v) == 0)
-			s->cpu_system_seconds = (double)v / hz;
-	}
+	docker_cg_parse_cpu(buf, cg->v2, hz, &s->cpu_user_seconds, &s->cpu_system_seconds);
 	r = pread_u64(cg->fd[1], &s->memory_bytes);
 	if (r == 0)
 		r = pread_u64(cg->fd[2], &s->memory_limit_bytes);

@@ -3,7 +3,8 @@
  * fuzz_docker_json: every parser of engine replies in the Docker driver
  * (runtimes/docker/docker-json.c): container inspect, exec inspect, /events
  * objects, container lists, /version, pull progress lines, error bodies, ids,
- * timestamps and version negotiation. The first byte picks the parser, the
+ * timestamps, version negotiation, and the cgroup texts stats reads
+ * (/proc/PID/cgroup, cpu accounting, number files). The first byte picks the parser, the
  * rest is the body. Aborts when an output contract breaks (a parsed id that
  * does not fit, a message with a newline, a listing without its mark);
  * sanitizers catch the rest.
@@ -41,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	copy[len] = '\0';
 	body = copy;
 
-	switch (data[0] % 10) {
+	switch (data[0] % 12) {
 	case 0: {
 		struct rt_status st;
 
@@ -103,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	case 5: {
-		char buf[128];
+		char buf[128] = "";	/* untouched on -EBADMSG */
 
 		docker_json_parse_pull_line(body, len, buf, sizeof(buf));
 		if (strlen(buf) >= sizeof(buf))
@@ -140,6 +141,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (docker_image_split(body, repo, sizeof(repo), tag, sizeof(tag)) == 0 &&
 		    (!repo[0] || strlen(repo) > strlen(body)))
 			abort();
+		break;
+	}
+	case 10: {
+		char cpu[64], mem[64], pids[64];
+		bool v2 = len && body[0] == '0';
+
+		if (docker_cg_dirs_from_proc(body, v2, "/sys/fs/cgroup", cpu, mem, pids, sizeof(cpu)) == 0 &&
+		    (strncmp(cpu, "/sys/fs/cgroup", 14) != 0 || strlen(mem) >= sizeof(mem) ||
+		     strlen(pids) >= sizeof(pids)))
+			abort();
+		break;
+	}
+	case 11: {
+		double u, s;
+		uint64_t v;
+
+		docker_cg_parse_cpu(body, len & 1, 100, &u, &s);
+		if (u < 0 || s < 0)
+			abort();
+		docker_cg_parse_u64(body, &v);
 		break;
 	}
 	}

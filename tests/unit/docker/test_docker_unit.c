@@ -566,3 +566,70 @@ Test(mux, tail)
 	docker_tail_free(&t);
 	cr_assert_eq(docker_tail_init(&t, 0), -EINVAL);
 }
+
+/* --- cgroup files ------------------------------------------------------- */
+
+Test(cgroup, proc_v1)
+{
+	static const char text[] =
+		"12:pids:/docker/abc\n11:cpu,cpuacct:/docker/abc\n10:memory:/docker/abc\n"
+		"9:name=systemd:/docker/abc\n0::/docker/abc\n";
+	char cpu[128], mem[128], pids[128];
+
+	cr_assert_eq(docker_cg_dirs_from_proc(text, false, "/sys/fs/cgroup", cpu, mem, pids, 128), 0);
+	cr_assert_str_eq(cpu, "/sys/fs/cgroup/cpu,cpuacct/docker/abc");
+	cr_assert_str_eq(mem, "/sys/fs/cgroup/memory/docker/abc");
+	cr_assert_str_eq(pids, "/sys/fs/cgroup/pids/docker/abc");
+	/* this machine's layout: separate hierarchies */
+	static const char sep[] = "8:pids:/docker/x\n4:memory:/docker/x\n2:cpuacct:/docker/x\n1:cpu:/docker/x";
+	cr_assert_eq(docker_cg_dirs_from_proc(sep, false, "/sys/fs/cgroup", cpu, mem, pids, 128), 0);
+	cr_assert_str_eq(cpu, "/sys/fs/cgroup/cpuacct/docker/x");
+	/* a hierarchy missing, or a path that does not fit */
+	cr_assert_eq(docker_cg_dirs_from_proc("4:memory:/a\n2:cpuacct:/a\n", false, "/r", cpu, mem, pids, 128), -ENOENT);
+	cr_assert_eq(docker_cg_dirs_from_proc(text, false, "/sys/fs/cgroup", cpu, mem, pids, 16), -ENOENT);
+	cr_assert_eq(docker_cg_dirs_from_proc("", false, "/r", cpu, mem, pids, 128), -ENOENT);
+	cr_assert_eq(docker_cg_dirs_from_proc("garbage\n::\n1:x\n", false, "/r", cpu, mem, pids, 128), -ENOENT);
+}
+
+Test(cgroup, proc_v2)
+{
+	static const char text[] = "0::/system.slice/docker-abc.scope\n";
+	char cpu[128], mem[128], pids[128];
+
+	cr_assert_eq(docker_cg_dirs_from_proc(text, true, "/sys/fs/cgroup", cpu, mem, pids, 128), 0);
+	cr_assert_str_eq(cpu, "/sys/fs/cgroup/system.slice/docker-abc.scope");
+	cr_assert_str_eq(mem, cpu);
+	cr_assert_str_eq(pids, cpu);
+	/* a v1 line is not a v2 answer */
+	cr_assert_eq(docker_cg_dirs_from_proc("4:memory:/a\n", true, "/r", cpu, mem, pids, 128), -ENOENT);
+}
+
+Test(cgroup, values)
+{
+	double u, s;
+	uint64_t v;
+
+	docker_cg_parse_cpu("user 250\nsystem 100\n", false, 100, &u, &s);
+	cr_assert_float_eq(u, 2.5, 1e-9);
+	cr_assert_float_eq(s, 1.0, 1e-9);
+	docker_cg_parse_cpu("usage_usec 3500000\nuser_usec 2500000\nsystem_usec 1000000\n"
+			    "nr_periods 0\n", true, 100, &u, &s);
+	cr_assert_float_eq(u, 2.5, 1e-9);
+	cr_assert_float_eq(s, 1.0, 1e-9);
+	/* "user_usec" must not be read as v1's "user" */
+	docker_cg_parse_cpu("user_usec 5\n", false, 100, &u, &s);
+	cr_assert_float_eq(u, 0, 1e-9);
+	docker_cg_parse_cpu("", true, 100, &u, &s);
+	cr_assert_float_eq(u + s, 0, 1e-9);
+
+	cr_assert_eq(docker_cg_parse_u64("67108864\n", &v), 0);
+	cr_assert_eq(v, 67108864);
+	cr_assert_eq(docker_cg_parse_u64("max\n", &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(docker_cg_parse_u64("9223372036854771712\n", &v), 0);
+	cr_assert_eq(v, 9223372036854771712ull);
+	cr_assert_eq(docker_cg_parse_u64("", &v), -EIO);
+	cr_assert_eq(docker_cg_parse_u64("12abc", &v), -EIO);
+	cr_assert_eq(docker_cg_parse_u64("-1", &v), -EIO);
+	cr_assert_eq(docker_cg_parse_u64("maximum", &v), -EIO);
+}
