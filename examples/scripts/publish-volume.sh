@@ -59,7 +59,6 @@ if [[ $state == PUBLISHED ]]; then
 	exit 0
 fi
 
-mkdir -p "$target"
 echo "publishing $name at $target${ro}"
 timeout "$timeout" bash -c 'echo "publish $1$2" >"$3/ctl"' _ "$target" "$ro" "$vol" 2>/dev/null ||
 	fail "publish $name failed (state $(<"$vol/state")):" "$vol/error"
