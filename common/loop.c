@@ -24,6 +24,7 @@ struct loop_fd {
 
 struct loop_timer {
 	uint64_t when_ms;
+	uint64_t seq;		/* arming order */
 	loop_timer_fn fn;
 	void *userdata;
 	struct loop_timer *prev, *next;
@@ -42,6 +43,7 @@ struct loop {
 	int nfds;		/* size of fds[] */
 	struct loop_timer *timers;	/* sorted by when_ms, earliest first */
 	struct loop_timer *timers_tail;
+	uint64_t timer_seq;
 	loop_work_fn before_sleep;
 	void *before_sleep_ud;
 	pthread_mutex_t lock;	/* guards work queue */
@@ -201,6 +203,7 @@ struct loop_timer *loop_add_timer(struct loop *l, uint64_t ms, loop_timer_fn fn,
 	if (!t)
 		return NULL;
 	t->when_ms = loop_now_ms() + ms;
+	t->seq = l->timer_seq++;
 	t->fn = fn;
 	t->userdata = userdata;
 	/* Deadlines mostly arrive in order: search from the tail. */
@@ -284,18 +287,20 @@ void loop_stop(struct loop *l)
 static void loop_run_timers(struct loop *l)
 {
 	uint64_t now = loop_now_ms();
+	uint64_t horizon = l->timer_seq;
 
-	/* Timers added by callbacks for "now" run on the next iteration. */
-	struct loop_timer *last = l->timers_tail;
-	while (l->timers && l->timers->when_ms <= now) {
-		struct loop_timer *t = l->timers;
-		bool was_last = t == last;
+	/* Timers armed by these callbacks (seq >= horizon) wait for the next
+	 * iteration, so a callback re-arming itself at 0 ms cannot spin here. */
+	for (;;) {
+		struct loop_timer *t;
 
+		for (t = l->timers; t && t->when_ms <= now && t->seq >= horizon; t = t->next)
+			;
+		if (!t || t->when_ms > now)
+			break;
 		timer_unlink(l, t);
 		t->fn(l, t, t->userdata);
 		free(t);
-		if (was_last)
-			break;
 	}
 }
 

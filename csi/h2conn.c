@@ -436,13 +436,9 @@ void h2_conn_free(struct h2_conn *c)
 	if (!c)
 		return;
 	c->opts.on_state = NULL;
-	loop_del_timer(c->loop, c->kick);
-	loop_del_timer(c->loop, c->backoff);
-	c->kick = c->backoff = NULL;
 	if (c->sess || c->fd >= 0)
 		conn_close(c, GRPC_CANCELLED, "connection shut down", false);
-	loop_del_timer(c->loop, c->kick);
-	c->kick = NULL;
+	/* Queued calls (never on the wire) end here, each exactly once. */
 	while (c->calls)
 		call_fail(c->calls, GRPC_CANCELLED, "connection shut down");
 	loop_del_timer(c->loop, c->kick);

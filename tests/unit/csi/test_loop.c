@@ -148,3 +148,26 @@ Test(loop, free_runs_queued_work)
 	l = NULL;
 	cr_assert_eq(freed_work, 2);
 }
+
+static int rearms, sleeps_seen[5];
+
+static void rearm(struct loop *lp, struct loop_timer *t, void *ud)
+{
+	sleeps_seen[rearms] = sleeps;
+	if (++rearms == 5)
+		loop_stop(lp);
+	else
+		loop_add_timer(lp, 0, rearm, NULL);
+}
+
+Test(loop, zero_ms_timer_rearmed_runs_next_iteration)
+{
+	sleeps = 0;
+	loop_set_before_sleep(l, before_sleep, NULL);
+	loop_add_timer(l, 0, rearm, NULL);
+	cr_assert(loop_run(l) == 0);
+	cr_assert_eq(rearms, 5);
+	/* One run per iteration: the before-sleep hook ran between them. */
+	for (int i = 1; i < 5; i++)
+		cr_assert_gt(sleeps_seen[i], sleeps_seen[i - 1]);
+}
