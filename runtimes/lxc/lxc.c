@@ -923,16 +923,16 @@ static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 	/* Returns once the container is RUNNING (or failed). */
 	if (!c->start(c, 0, NULL))
 		return lxc_fail(h, c, id, LF_START, err);
-	/* The pidfd first: the sooner it is held, the less chance a command
-	 * that exits at once takes its status with it. */
+	/* The pidfd first, then the gate that lets a command run. */
 	fd = init_pidfd(c, &pid);
 	gate = open_gate(h, id);
 	(void)rt_lxc_meta_started(h, id, time(NULL));
 	if (fd < 0) {
 		if (gate >= 0)
 			close(gate);
-		/* It ran and is gone already: its status went to lxc's
-		 * monitor alone. Started, then exited, code unknown. */
+		/* A system init gone already (there is no gate for it):
+		 * its status went to lxc's monitor alone. Started, then
+		 * exited, code unknown. */
 		(void)rt_lxc_meta_finished(h, id, time(NULL), -1, false);
 		rt_lxc_watch_post(h->watch, RT_EV_START, id, 0);
 		rt_lxc_watch_post(h->watch, RT_EV_DIE, id, -1);
