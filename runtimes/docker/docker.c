@@ -157,6 +157,42 @@ static size_t body_write(char *p, size_t sz, size_t nm, void *ctx)
 	return sz * nm;
 }
 
+/* A transfer with a progress callback (a pull) runs on a private multi handle
+ * polled every 50 ms, so the callback sees a cancel within that time rather
+ * than at curl's idle pace of up to a second; its nonzero return ends the
+ * transfer and closes the connection, which is what stops the engine's pull. */
+static CURLcode perform(CURL *c, const struct dk_req *rq)
+{
+	CURLcode cc = CURLE_OK;
+	int running = 1, q;
+	CURLMsg *msg;
+	CURLM *m;
+
+	if (!rq->xfer)
+		return curl_easy_perform(c);
+	m = curl_multi_init();
+	if (!m)
+		return CURLE_OUT_OF_MEMORY;
+	if (curl_multi_add_handle(m, c) != CURLM_OK) {
+		curl_multi_cleanup(m);
+		return CURLE_OUT_OF_MEMORY;
+	}
+	while (running) {
+		if (curl_multi_perform(m, &running) != CURLM_OK) {
+			cc = CURLE_RECV_ERROR;
+			break;
+		}
+		if (running)
+			curl_multi_poll(m, NULL, 0, 50, NULL);
+	}
+	while ((msg = curl_multi_info_read(m, &q)))
+		if (msg->msg == CURLMSG_DONE)
+			cc = msg->data.result;
+	curl_multi_remove_handle(m, c);
+	curl_multi_cleanup(m);
+	return cc;
+}
+
 static void forget_version(struct docker *d)
 {
 	pthread_mutex_lock(&d->lock);
@@ -176,7 +212,7 @@ static int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long 
 	char api[16] = "", url[1024], ebuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdrs = NULL;
 	struct sbuf tmp = SBUF_INIT(DOCKER_BODY_CAP);
-	long status = 0, tmo;
+	long status = 0, tmo, oserr = 0;
 	CURLcode cc;
 	CURL *c;
 	int r;
@@ -230,8 +266,9 @@ static int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long 
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, rq->xfer);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, rq->xfer_ctx);
 	}
-	cc = curl_easy_perform(c);
+	cc = perform(c, rq);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &oserr);
 	/* the handle must not point at our stack once back in the pool */
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
@@ -249,6 +286,9 @@ static int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long 
 			forget_version(d);
 		if (e == E2BIG && !rq->write)
 			r = nerr_set(err, E2BIG, "engine reply larger than %u bytes", DOCKER_BODY_CAP);
+		else if (e == EHOSTDOWN && oserr)	/* "Connection refused" says more */
+			r = nerr_set(err, e, "docker engine unreachable at %s: %s", d->sock,
+				     strerror((int)oserr));
 		else if (e == EHOSTDOWN)
 			r = nerr_set(err, e, "docker engine unreachable at %s: %s", d->sock,
 				     ebuf[0] ? ebuf : curl_easy_strerror(cc));
@@ -921,7 +961,10 @@ static int dk_logs(void *h, const char *id, size_t max, struct sbuf *out, struct
 	r = docker_tail_init(&tail, max);
 	if (r < 0)
 		return nerr_set(err, -r, "logs: cannot keep %zu bytes", max);
-	snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1&follow=0", id);
+	/* a line has at least one byte, so the last max lines hold the last
+	 * max bytes: the engine need not send the whole log */
+	snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1&follow=0&tail=%zu", id,
+		 max);
 	r = mux_call(h, "GET", path, NULL, 0, docker_tail_sink, &tail, err);
 	if (r == 0) {
 		data = docker_tail_data(&tail, &len);

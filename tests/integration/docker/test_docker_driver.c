@@ -172,6 +172,7 @@ Test(docker, absent_engine_fails_fast)
 
 	cr_assert_eq(r, -EHOSTDOWN, "health: %d %s", r, err.msg);
 	cr_assert(strstr(err.msg, "unreachable") != NULL, "msg: %s", err.msg);
+	cr_assert(strstr(err.msg, "No such file or directory") != NULL, "msg: %s", err.msg);
 	r = ops->inspect(h, "abc", &st, &err);
 	cr_assert_eq(r, -EHOSTDOWN);
 	cr_assert_lt(now() - t0, 1.0);
@@ -763,7 +764,7 @@ Test(docker, pull_cancel_closes_transfer)
 	cr_assert_geq(cc.lines, 1, "no progress line");
 	cr_assert_gt(accepted, 0, "the engine never tried the registry");
 	fprintf(stderr, "pull cancelled %.3f s after cancel was set\n", done - cc.cancelled_at);
-	cr_assert_lt(done - cc.cancelled_at, 1.5);
+	cr_assert_lt(done - cc.cancelled_at, 0.5);
 	cr_assert_not(listed(name));
 }
 
