@@ -631,6 +631,38 @@ Test(csi, plugin_killed_mid_call_then_reconnect)
 	cr_assert_geq(m.disconnects, 1);
 }
 
+Test(csi, goaway_lets_calls_in_flight_finish)
+{
+	const char *flags[] = { "--delay", "NodeGetInfo=1", "--grace", "5", NULL };
+	struct bg_call b = { .max_attempts = 1 };
+	struct nerr err = { 0 };
+	struct csi_result res;
+	pthread_t t;
+
+	plugin_start(flags);
+	client_start(10, 1, 10000);
+	csi_plugin_set_probe_interval(plugin, 0);
+	cr_assert(pthread_create(&t, NULL, bg_node_get_info, &b) == 0);
+	usleep(300000);
+	/* The server sends GOAWAY and stops taking new streams, but finishes
+	 * the one in flight. */
+	kill(plugin_pid, SIGTERM);
+	usleep(200000);
+	pthread_join(t, NULL);
+	cr_assert_eq(b.r, 0, "in-flight call: %s", b.err.msg);
+	cr_assert_eq(b.res.code, GRPC_OK);
+	plugin_kill(SIGTERM);
+	/* The server is gone: a new call fails fast with UNAVAILABLE. */
+	cr_assert_eq(node_get_info(&res, &err, NULL), -EAGAIN);
+	cr_assert_eq(res.code, GRPC_UNAVAILABLE);
+	/* And a restarted server is used again on a new connection. */
+	plugin_start(NULL);
+	cr_assert(node_get_info(&res, &err, NULL) == 0, "%s", err.msg);
+	struct csi_metrics m;
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.connects, 2);
+}
+
 #define NTHREADS 16
 #define NCALLS 50
 
