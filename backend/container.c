@@ -648,11 +648,17 @@ static void progress_update(void *ctx, const char *line)
 
 static void container_forget(struct container *c)
 {
+	enum cstate last;
+
 	pthread_mutex_lock(&c->lock);
 	c->removed = true;
+	last = c->state;
 	pthread_mutex_unlock(&c->lock);
 	store_del(c->b->cfg->state_dir, "containers", c->name, NULL);
 	bnode_remove(c->node);
+	/* the stream's last word on it: containers/NAME is gone */
+	events_emit(c->b->events, "container", c->name, cstate_to_string(last), "DESTROYED",
+		    NULL, NULL);
 }
 
 static int do_create(struct cact *x, struct nerr *err)

@@ -1,0 +1,363 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The events file with real volumes (CSI test plugin) and containers
+(dockerd):
+- each open starts at the present: what happened before is not replayed;
+- a read blocks until the next event and returns whole lines, one JSON
+  object each with time, seq, kind, name, old, new, operation, message;
+- two readers at once both see every state change of a volume's life
+  (create, publish, unpublish, destroy) and of a container's (run, stop,
+  start, kill, destroy), in order, each change continuing the last;
+- poll() and select() report readability only when an event is waiting;
+- `head -n 1 events` returns after one event; a shell `while read` loop
+  and Python's buffered `for line in f` follow the stream as tail -f would;
+- a reader that does not read gets {"lost":N} once the ring (4096 lines)
+  has passed it, then the following lines; meanwhile the daemon answers
+  other requests at once and its memory stays bounded.
+"""
+
+import json
+import os
+import re
+import select
+import subprocess
+import threading
+import time
+import unittest
+
+import nodefs_test as nt
+import observe as ob
+
+KEYS = ("time", "seq", "kind", "name", "old", "new", "operation", "message")
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class EventsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.w = ob.World(docker=True)
+        cls.w.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.w.__exit__(None, None, None)
+
+    def reader(self):
+        r = ob.EventReader(self.w.fs.path("events"))
+        self.addCleanup(r.close)
+        return r
+
+    def check_line(self, ev):
+        self.assertEqual(tuple(ev.keys()), KEYS, ev)
+        self.assertRegex(ev["time"], TIME_RE)
+        self.assertIsInstance(ev["seq"], int)
+        self.assertIn(ev["kind"], ("volume", "container", "operation",
+                                   "plugin", "runtime", "daemon"))
+
+    def test_open_starts_now(self):
+        self.w.volume("early")
+        r = self.reader()
+        self.w.volume("late")
+        ev = r.read_until(lambda e: e["kind"] == "volume"
+                          and e["name"] == "late" and e["new"] == "CREATED")
+        self.assertIsNotNone(ev, r.seen)
+        self.assertFalse([e for e in r.seen if e["name"] == "early"],
+                         "replayed an event from before the open")
+        # the first thing seen is the making of "late" (the volume or its
+        # create operation)
+        first = r.seen[0]
+        self.assertTrue(first["name"] == "late" or "create late"
+                        in (first["message"] or ""), first)
+
+    def test_blocking_read_whole_lines(self):
+        fd = os.open(self.w.fs.path("events"), os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        got = {}
+
+        def read():
+            t0 = time.monotonic()
+            got["data"] = os.read(fd, 65536)
+            got["took"] = time.monotonic() - t0
+        t = threading.Thread(target=read)
+        t.start()
+        time.sleep(0.5)
+        self.assertTrue(t.is_alive(), "read returned with nothing new")
+        self.w.volume("blk")
+        t.join(10)
+        self.assertFalse(t.is_alive(), "read did not return after an event")
+        self.assertGreaterEqual(got["took"], 0.4)
+        data = got["data"]
+        self.assertTrue(data.endswith(b"\n"), data)
+        for line in data.splitlines():
+            self.check_line(json.loads(line))
+
+    def test_seq_contiguous_and_keys(self):
+        r = self.reader()
+        self.w.volume("keys", publish=True)
+        self.w.ctl("volumes/keys/ctl", "unpublish")
+        r.read_until(lambda e: e["name"] == "keys" and e["old"] ==
+                     "NODE_UNPUBLISH")
+        self.assertTrue(r.seen)
+        for ev in r.seen:
+            self.check_line(ev)
+        seqs = [e["seq"] for e in r.seen]
+        self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))),
+                         "gaps or disorder in seq")
+        # operation events carry the operation id, ended ones their outcome
+        ops = [e for e in r.seen if e["kind"] == "operation"]
+        self.assertTrue(ops)
+        for e in ops:
+            self.assertEqual(e["operation"], e["name"], e)
+            self.assertTrue(os.path.isdir(self.w.fs.path("operations",
+                                                         e["name"])))
+
+    def lifecycle(self, readers, kind, name, final_pred):
+        out = []
+        for r in readers:
+            ev = r.read_until(lambda e: e["kind"] == kind
+                              and e["name"] == name and final_pred(e), 60)
+            self.assertIsNotNone(ev, "%s %s: no final event; saw %r"
+                                 % (kind, name, r.seen[-20:]))
+            out.append(ob.state_changes(r.seen, kind, name))
+        self.assertEqual(out[0], out[1], "the two readers disagree")
+        chain = out[0]
+        for prev, cur in zip(chain, chain[1:]):
+            if cur[0] is not None:
+                self.assertEqual(cur[0], prev[1],
+                                 "%s %s: %r does not follow %r in %r"
+                                 % (kind, name, cur, prev, chain))
+        return [new for _, new in chain]
+
+    def test_volume_lifecycle_two_readers(self):
+        readers = [self.reader(), self.reader()]
+        w = self.w
+        w.volumes.append("life")
+        w.ctl("volumes/ctl", "create life size=8M")
+        target = os.path.join(w.tmp, "life-target")
+        w.ctl("volumes/life/ctl", "publish " + target)
+        w.ctl("volumes/life/ctl", "unpublish")
+        w.ctl("volumes/life/ctl", "destroy")
+        states = self.lifecycle(readers, "volume", "life",
+                                lambda e: e["new"] == "DELETING")
+        for s in ("CREATING", "CREATED", "NODE_STAGE", "NODE_PUBLISH",
+                  "PUBLISHED", "NODE_UNPUBLISH", "DELETING"):
+            self.assertIn(s, states, states)
+        self.assertLess(states.index("CREATED"), states.index("PUBLISHED"))
+        self.assertLess(states.index("PUBLISHED"),
+                        states.index("NODE_UNPUBLISH"))
+        self.assertLess(states.index("NODE_UNPUBLISH"),
+                        states.index("DELETING"))
+
+    def test_volume_removal_event(self):
+        """Destroying a volume ends its story on the stream: a last event
+        whose new state says it is gone (DELETED), as containers have
+        DESTROYED."""
+        r = self.reader()
+        self.w.volume("gone")
+        self.w.ctl("volumes/gone/ctl", "destroy")
+        ev = r.read_until(lambda e: e["kind"] == "volume"
+                          and e["name"] == "gone" and e["new"] == "DELETED",
+                          10)
+        self.assertIsNotNone(ev, "no DELETED event for a destroyed volume; "
+                             "saw %r" % ob.state_changes(r.seen, "volume",
+                                                         "gone"))
+        self.assertEqual(ev["old"], "DELETING")
+
+    def test_container_lifecycle_two_readers(self):
+        readers = [self.reader(), self.reader()]
+        w = self.w
+        w.container("clife")
+        w.ctl("containers/clife/ctl", "stop 1")
+        w.ctl("containers/clife/ctl", "start")
+        w.ctl("containers/clife/ctl", "kill")
+        nt.wait_until(lambda: w.state("containers", "clife") == "EXITED", 20)
+        w.ctl("containers/clife/ctl", "destroy")
+        states = self.lifecycle(readers, "container", "clife",
+                                lambda e: e["new"] == "DESTROYED")
+        want = ["CREATED", "STARTING", "RUNNING", "STOPPING", "EXITED",
+                "STARTING", "RUNNING", "EXITED", "DESTROYING", "DESTROYED"]
+        it = iter(states)
+        self.assertTrue(all(s in it for s in want),
+                        "expected %r in order within %r" % (want, states))
+
+    def test_poll_and_select(self):
+        fd = os.open(self.w.fs.path("events"), os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        self.assertEqual(p.poll(200), [], "readable with nothing new")
+        r, _, _ = select.select([fd], [], [], 0.2)
+        self.assertEqual(r, [])
+        t0 = time.monotonic()
+        threading.Timer(0.3, lambda: self.w.volume("sel")).start()
+        r, _, _ = select.select([fd], [], [], 10)
+        self.assertEqual(r, [fd], "select did not wake on an event")
+        self.assertGreater(time.monotonic() - t0, 0.2)
+        data = os.read(fd, 65536)
+        self.assertTrue(data.endswith(b"\n"))
+        ev = json.loads(data.splitlines()[0])
+        self.check_line(ev)
+        # drained: not readable again until the next event
+        time.sleep(0.5)   # the rest of the create's events
+        while p.poll(0):
+            os.read(fd, 65536)
+        self.assertEqual(p.poll(200), [])
+
+    def test_head_n1(self):
+        proc = subprocess.Popen(["head", "-n", "1", self.w.fs.path("events")],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            self.assertIsNone(proc.poll(), "head returned with no event")
+            self.w.volume("hd")
+            out, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(proc.returncode, 0, err)
+        if err:
+            print("head said: " + err.strip())
+        self.assertEqual(out.count("\n"), 1, out)
+        self.check_line(json.loads(out))
+
+    def test_shell_while_read_follows(self):
+        """`while read -r l; do ...; done < events` sees lines as they come
+        (what `tail -f` does for a growing file; see nodefs(5) on tail)."""
+        script = ('n=0; while IFS= read -r l; do printf "%s\\n" "$l"; '
+                  'n=$((n+1)); [ $n -ge 3 ] && exit 0; done < "$1"')
+        proc = subprocess.Popen(["bash", "-c", script, "sh",
+                                 self.w.fs.path("events")],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.3)
+            self.w.volume("wr")
+            try:
+                out, _ = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+                self.fail("bash read saw no whole line in 20 s (it reads "
+                          "1 byte at a time from a nonseekable file); got %r"
+                          % out[:200])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 3, out)
+        for l in lines:
+            self.check_line(json.loads(l))
+
+    def test_python_readline_follows(self):
+        with open(self.w.fs.path("events")) as f:
+            threading.Timer(0.3, lambda: self.w.volume("rl")).start()
+            first = f.readline()
+            second = f.readline()
+        for l in (first, second):
+            self.assertTrue(l.endswith("\n"))
+            self.check_line(json.loads(l))
+        self.assertEqual(json.loads(second)["seq"],
+                         json.loads(first)["seq"] + 1)
+
+    def flood(self, n_lines):
+        """Emit about n_lines events fast: plugins added and removed, many
+        command lines per write (their sockets are absent: that is fine)."""
+        made = 0
+        i = 0
+        while made < n_lines:
+            lines = ""
+            while len(lines) < 3500:
+                lines += ("add fl%d unix:///nonexistent/fl.sock\n"
+                          "remove fl%d\n" % (i, i))
+                i += 1
+                made += 2
+            ok, err = nt.write_line(self.w.fs.path("plugins", "ctl"), lines)
+            self.assertTrue(ok, "%s: %s" % (nt.errname(err),
+                                           self.w.fs.error("plugins")))
+
+    def test_slow_reader_gets_lost_marker(self):
+        pid = self.w.fs.proc.pid
+        slow = os.open(self.w.fs.path("events"), os.O_RDONLY)
+        self.addCleanup(os.close, slow)
+        # the first floods grow the daemon's thread arenas (64 workers
+        # start); memory is measured across the floods after those
+        self.flood(4 * 4096)
+        rss0 = rss_kib(pid)
+        fast = self.reader()
+        worst = 0.0
+        stop = threading.Event()
+        fast_done = {}
+
+        def keep_up():
+            fast_done["ev"] = fast.read_until(
+                lambda e: e["name"] == "fl-end" and e["new"] == "removed", 120)
+        ft = threading.Thread(target=keep_up)
+        ft.start()
+
+        def probe():
+            nonlocal worst
+            while not stop.is_set():
+                t0 = time.monotonic()
+                self.w.fs.read("status")
+                worst = max(worst, time.monotonic() - t0)
+                time.sleep(0.01)
+        t = threading.Thread(target=probe)
+        t.start()
+        try:
+            self.flood(4 * 4096)
+            nt.write_line(self.w.fs.path("plugins", "ctl"),
+                          "add fl-end unix:///nonexistent/fl.sock\n"
+                          "remove fl-end\n")
+            ft.join(120)
+        finally:
+            stop.set()
+            t.join()
+            ft.join(120)
+        # a reader that keeps reading loses nothing, whatever the slow one does
+        self.assertIsNotNone(fast_done.get("ev"), "fast reader missed the end")
+        self.assertEqual(fast.lost, [], "the fast reader lost lines")
+        self.assertLess(worst, 1.0, "status took %.3f s during the flood"
+                        % worst)
+        grown = rss_kib(pid) - rss0
+        # a sanity bound (thread arenas make RSS noisy); the proof that
+        # nothing queues per reader is below: at most the ring is kept
+        self.assertLess(grown, 32 * 1024, "daemon RSS grew by %d KiB across "
+                        "16384 events with a reader that does not read"
+                        % grown)
+        data = b""
+        p = select.poll()
+        p.register(slow, select.POLLIN)
+        while p.poll(300):
+            data += os.read(slow, 1 << 20)
+        lines = data.splitlines()
+        lost = json.loads(lines[0])
+        self.assertEqual(list(lost), ["lost"], lines[0])
+        self.assertGreater(lost["lost"], 2 * 4096)
+        after = [json.loads(l) for l in lines[1:]]
+        self.assertTrue(after, "nothing after the lost marker")
+        for e in after:
+            self.check_line(e)
+        seqs = [e["seq"] for e in after]
+        self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))))
+        self.assertGreaterEqual(seqs[-1], fast_done["ev"]["seq"],
+                                "the slow reader did not catch up")
+        self.assertLessEqual(len(after), 4096, "more than the ring was kept")
+        print("flood: status worst %.1f ms, RSS +%d KiB, lost %d"
+              % (worst * 1e3, grown, lost["lost"]))
+
+
+if __name__ == "__main__":
+    def requires():
+        nt.require_all()
+        ob.require_plugin()
+        ob.require_docker()
+    nt.main(requires)
