@@ -57,6 +57,7 @@
 #define DEFAULT_LXCPATH "/var/lib/lxc"
 #define DEFAULT_TEMPLATE_DIR "/usr/share/lxc/templates"
 #define DEFAULT_TEMPLATE "busybox"
+#define RT_LXC_EXEC_ENV_MAX 256
 #define ATTACH_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static inline void lxc_putp(struct lxc_container **c)
@@ -148,7 +149,10 @@ static void last_log_error(struct rt_lxc *h, const char *name, char *buf, size_t
 	if (n <= 0)
 		return;
 	data[n] = '\0';
-	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+	char *save = NULL;
+
+	/* strtok_r: worker threads run this concurrently. */
+	for (char *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *e = strstr(line, " ERROR ");
 
 		if (e) {
@@ -683,7 +687,10 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 		int n = rt_lxc_read_file(out, buf, sizeof(buf));
 
 		/* The last non-empty line is what the template said last. */
-		for (char *line = n > 0 ? strtok(buf, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+		char *save = NULL;
+
+		for (char *line = n > 0 ? strtok_r(buf, "\n", &save) : NULL; line;
+		     line = strtok_r(NULL, "\n", &save)) {
 			while (*line == ' ' || *line == '\t')
 				line++;
 			if (*line)
@@ -1098,7 +1105,9 @@ static int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf
 	pid_t pid = -1;
 	size_t base, total = 0;
 	bool over = false;
-	char *env[] = { (char *)ATTACH_PATH, (char *)"TERM=dumb", NULL };
+	char *env[RT_LXC_EXEC_ENV_MAX + 3];
+	char envbuf[16384];
+	size_t nenv = 0;
 	lxc_attach_options_t opts = LXC_ATTACH_OPTIONS_DEFAULT;
 	lxc_attach_command_t cmd;
 
@@ -1120,6 +1129,19 @@ static int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf
 	null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null < 0)
 		return nerr_set(err, errno, "lxc: /dev/null: %s", strerror(errno));
+	/* A clean environment: PATH, TERM and the container's own
+	 * (lxc.environment, as its init got), never the daemon's. */
+	env[nenv++] = (char *)ATTACH_PATH;
+	env[nenv++] = (char *)"TERM=dumb";
+	if (c->get_config_item(c, "lxc.environment", envbuf, sizeof(envbuf)) > 0) {
+		char *save = NULL;
+
+		for (char *p = strtok_r(envbuf, "\n", &save); p && nenv < RT_LXC_EXEC_ENV_MAX + 2;
+		     p = strtok_r(NULL, "\n", &save))
+			if (strchr(p, '='))
+				env[nenv++] = p;
+	}
+	env[nenv] = NULL;
 	opts.env_policy = LXC_ATTACH_CLEAR_ENV;
 	opts.extra_env_vars = env;
 	opts.stdin_fd = null;

@@ -308,7 +308,12 @@ Test(lxc, lifecycle_exec_stop_destroy)
 	double t0;
 	int i;
 
+	struct rt_kv env[] = { { (char *)"GREETING", (char *)"salut" } };
+	char *printenv[] = { "sh", "-c", "echo $GREETING ${NODEFS_SECRET:-clean}", NULL };
+
 	spec_init(&s, "life");
+	s.env = env;
+	s.nenv = 1;
 	make(&s);
 	st = status_of("life");
 	cr_assert_eq(st.state, RT_STATE_CREATED);
@@ -324,6 +329,10 @@ Test(lxc, lifecycle_exec_stop_destroy)
 	cr_assert_eq(exec_in("life", echo, &out), 0);
 	cr_assert_str_eq(out.buf, "hi\n");
 	cr_assert_eq(exec_in("life", exit3, &out), 3);
+	/* The container's environment, not the caller's. */
+	setenv("NODEFS_SECRET", "leaked", 1);
+	cr_assert_eq(exec_in("life", printenv, &out), 0);
+	cr_assert_str_eq(out.buf, "salut clean\n");
 	cr_assert_eq(exec_in("life", errout, &out), 0);
 	cr_assert_str_eq(out.buf, "oops\n");
 
