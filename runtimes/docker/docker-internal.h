@@ -115,8 +115,9 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 			    char *ret_id, size_t n);
 
 /* One line of the pull progress stream. Returns 0 and a one-line summary in
- * buf ("Downloading abc123 [=>  ] 1MB/5MB"), or -ENOENT with the engine's
- * error text in buf when the line reports an error; -EBADMSG. */
+ * buf ("abc123: Downloading [=>  ] 1MB/5MB"), or -ENOENT with the engine's
+ * error text in buf when the line reports an error (an "error" line, or the
+ * {"message": ...} of an error reply); -EBADMSG, buf untouched. */
 int docker_json_parse_pull_line(const char *line, size_t len, char *buf, size_t n);
 
 /*

@@ -636,6 +636,8 @@ int docker_json_parse_pull_line(const char *line, size_t len, char *buf, size_t 
 	e = json_string_value(json_object_get(o, "error"));
 	if (!e)
 		e = json_string_value(json_object_get(json_object_get(o, "errorDetail"), "message"));
+	if (!e)	/* an error reply before the stream began: {"message": ...} */
+		e = json_string_value(json_object_get(o, "message"));
 	if (e) {
 		copy_line(buf, n, e, strlen(e));
 		return -ENOENT;

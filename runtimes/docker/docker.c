@@ -16,10 +16,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +112,7 @@ struct dk_req {
 	void *xfer_ctx;
 	size_t (*header)(char *p, size_t sz, size_t nm, void *ctx);
 	void *header_ctx;
-	int cb_err;		/* a callback's -errno, preferred over curl's code */
+	int cb_err;		/* a callback's errno, preferred over curl's code */
 	char cb_msg[NERR_MSG_MAX];
 };
 
@@ -553,6 +550,7 @@ static int pull_image(struct docker *d, const char *image, struct rt_progress *p
 	struct dk_req rq = { .method = "POST", .timeout_ms = -1, .write = pull_write,
 			     .xfer = pull_xfer };
 	_cleanup_free_ struct pull_ctx *pc = calloc(1, sizeof(*pc));
+	struct nerr e = { 0 };
 	char *er = NULL, *et = NULL;
 	CURL *c;
 	int r, n;
@@ -580,21 +578,15 @@ static int pull_image(struct docker *d, const char *image, struct rt_progress *p
 	rq.xfer_ctx = pc;
 	if (prog && prog->update)
 		prog->update(prog->ctx, "pulling");
-	r = dk_call(d, &rq, NULL, NULL, err);
-	if (r == 0) {
-		pull_line(pc);	/* a last line without newline */
-		if (pc->error[0])
-			r = nerr_set(err, ENOENT, "%s", pc->error);
-	}
+	r = dk_call(d, &rq, NULL, NULL, &e);
+	pull_line(pc);	/* a last line without newline: often an error reply */
 	if (r == -ECANCELED || r == -EHOSTDOWN)
-		return r;
-	if (r < 0) {
-		/* the engine answered before streaming: its message is in err */
-		nerr_prefix(err, "image %s not found locally and cannot be pulled", image);
-		err->code = ENOENT;
-		return -ENOENT;
-	}
-	return 0;
+		return nerr_set(err, -r, "%s", e.msg);
+	if (r == 0 && !pc->error[0])
+		return 0;
+	/* the engine's reason: from the stream, else from the reply */
+	return nerr_set(err, ENOENT, "image %s not found locally and cannot be pulled: %s", image,
+			pc->error[0] ? pc->error : e.msg);
 }
 
 static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *prog, char **ret_id,

@@ -637,6 +637,8 @@ Test(docker, bad_input_leaves_nothing)
 	r = ops->create(H, &s1, NULL, &id, &err);
 	cr_assert_eq(r, -ENOENT, "missing image: %d %s", r, err.msg);
 	cr_assert(strstr(err.msg, "127.0.0.1:1/nodefs/missing") != NULL, "msg: %s", err.msg);
+	/* the engine's reason is kept */
+	cr_assert(strstr(err.msg, "connection refused") != NULL, "msg: %s", err.msg);
 	cr_assert_lt(now() - t0, 10);
 	cr_assert_not(listed(name));
 

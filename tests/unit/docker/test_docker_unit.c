@@ -397,6 +397,9 @@ Test(json, pull_lines)
 	cr_assert_eq(docker_json_parse_pull_line(err, strlen(err), buf, sizeof(buf)), -ENOENT);
 	cr_assert_str_eq(buf, "manifest unknown");
 	cr_assert_eq(docker_json_parse_pull_line("nope", 4, buf, sizeof(buf)), -EBADMSG);
+	static const char reply[] = "{\"message\":\"Get \\\"https://127.0.0.1:1/v2/\\\": connection refused\"}";
+	cr_assert_eq(docker_json_parse_pull_line(reply, strlen(reply), buf, sizeof(buf)), -ENOENT);
+	cr_assert_str_eq(buf, "Get \"https://127.0.0.1:1/v2/\": connection refused");
 }
 
 Test(image, split)
