@@ -672,7 +672,9 @@ int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *
 			break;
 
 		/* Wait out the backoff, unless the plugin is shut down meanwhile. */
+		pthread_mutex_lock(&p->lock);	/* p->rng is shared by callers */
 		uint64_t delay = csi_retry_delay_ms(&p->retry, attempt, &p->rng);
+		pthread_mutex_unlock(&p->lock);
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += (time_t)(delay / 1000);

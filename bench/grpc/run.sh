@@ -4,7 +4,8 @@
 # connection to the same libgrpc++ Identity server, 1 caller and 8 concurrent
 # callers: nodefs's client (bench_grpc) against the libgrpc++ client
 # (ref_client), interleaved in one run. Prints both medians and the ratio
-# ours/reference (target: <= 0.8). Cleans up its socket dir and server.
+# ours/reference (target: <= 0.8; exits 1 when a ratio misses it). Cleans
+# up its socket dir and server.
 set -eu
 build=${1:?usage: run.sh BUILD_DIR [CALLS]}
 calls=${2:-10000}
@@ -24,6 +25,7 @@ server=$!
 for _ in $(seq 100); do [ -S "$dir/id.sock" ] && break; sleep 0.05; done
 [ -S "$dir/id.sock" ] || { echo "server did not start" >&2; exit 1; }
 
+status=0
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '%-8s %-10s %12s %12s\n' callers client median_us p99_us
 for t in 1 8; do
@@ -39,5 +41,8 @@ for t in 1 8; do
 	o=$(printf '%s\n' "${ours[@]}" | median)
 	printf '%-8s %-10s %12s %12s\n' "$t" libgrpc++ "$r" "$refp"
 	printf '%-8s %-10s %12s %12s\n' "$t" nodefs "$o" "$oursp"
-	printf '%-8s ratio nodefs/libgrpc++ = %s\n' "$t" "$(awk -v o="$o" -v r="$r" 'BEGIN {printf "%.2f", o / r}')"
+	ratio=$(awk -v o="$o" -v r="$r" 'BEGIN {printf "%.2f", o / r}')
+	printf '%-8s ratio nodefs/libgrpc++ = %s\n' "$t" "$ratio"
+	awk -v x="$ratio" 'BEGIN {exit !(x > 0.8)}' && status=1
 done
+exit $status
