@@ -663,6 +663,65 @@ Test(csi, goaway_lets_calls_in_flight_finish)
 	cr_assert_eq(m.connects, 2);
 }
 
+Test(csi, large_messages_both_ways_and_the_cap)
+{
+	const char *flags[] = { "--pad-info", "3000000", NULL };
+	struct nerr err = { 0 };
+	struct csi_result res;
+	ProtobufCMessage *resp;
+
+	plugin_start(flags);
+	client_start(10, 1, 10000);
+	/* A 3 MB reply crosses many DATA frames and window updates. */
+	Csi__V1__GetPluginInfoRequest ir = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	cr_assert(csi_call(plugin, CSI_RPC_GET_PLUGIN_INFO, &ir.base, &resp, &res, &err) == 0, "%s", err.msg);
+	Csi__V1__GetPluginInfoResponse *info = (void *)resp;
+	size_t padded = 0;
+	for (size_t i = 0; i < info->n_manifest; i++)
+		if (strcmp(info->manifest[i]->key, "pad") == 0)
+			padded = strlen(info->manifest[i]->value);
+	cr_assert_eq(padded, 3000000);
+	protobuf_c_message_free_unpacked(resp, NULL);
+
+	/* A 2 MB request: our DATA frames paced by the server's windows. */
+	Csi__V1__VolumeCapability cap;
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode mode;
+	Csi__V1__VolumeCapability *caps[1] = { mount_cap(&cap, &mnt, &mode) };
+	Csi__V1__CreateVolumeRequest__ParametersEntry kv = CSI__V1__CREATE_VOLUME_REQUEST__PARAMETERS_ENTRY__INIT;
+	Csi__V1__CreateVolumeRequest__ParametersEntry *kvs[1] = { &kv };
+	char *big = malloc(2000001);
+	memset(big, 'b', 2000000);
+	big[2000000] = 0;
+	kv.key = "blob";
+	kv.value = big;
+	Csi__V1__CreateVolumeRequest cr = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+	cr.name = "big";
+	cr.n_volume_capabilities = 1;
+	cr.volume_capabilities = caps;
+	cr.n_parameters = 1;
+	cr.parameters = kvs;
+	cr_assert(csi_call(plugin, CSI_RPC_CREATE_VOLUME, &cr.base, NULL, &res, &err) == 0, "%s", err.msg);
+
+	/* Over 4 MiB is refused before anything is sent. */
+	big = realloc(big, 5000001);
+	memset(big, 'b', 5000000);
+	big[5000000] = 0;
+	kv.value = big;
+	cr_assert_eq(csi_call(plugin, CSI_RPC_CREATE_VOLUME, &cr.base, NULL, &res, &err), -E2BIG);
+	free(big);
+
+	/* A reply over 4 MiB is cut off: RESOURCE_EXHAUSTED, the connection lives. */
+	plugin_kill(SIGTERM);
+	const char *huge[] = { "--pad-info", "5000000", NULL };
+	plugin_start(huge);
+	cr_assert_eq(csi_call_ex(plugin, CSI_RPC_GET_PLUGIN_INFO, &ir.base, 0, 1, &resp, &res, &err), -ENOSPC);
+	cr_assert_eq(res.code, GRPC_RESOURCE_EXHAUSTED);
+	cr_assert(strstr(res.message, "4 MiB"), "%s", res.message);
+	bool ready;
+	cr_assert(csi_probe(plugin, &ready, &err) == 0, "%s", err.msg);
+}
+
 #define NTHREADS 16
 #define NCALLS 50
 
