@@ -229,6 +229,17 @@ Test(docker, run_env_cmd_exec)
 	cr_assert_eq(r, 0);
 	cr_assert_eq(memcmp(out.buf, "sleep\0" "1000", 10), 0, "cmd not honoured");
 
+	/* output past the 1 MiB cap is an error, not a silent cut; the
+	 * driver stays usable */
+	char *big[] = { "head", "-c", "2000000", "/dev/zero", NULL };
+	sbuf_reset(&out);
+	r = ops->exec(H, id, big, &out, &code, &err);
+	cr_assert_eq(r, -E2BIG, "exec of 2 MB output: %d %s", r, err.msg);
+	cr_assert_eq(out.len, 0);
+	r = ops->exec(H, id, pe, &out, &code, &err);
+	cr_assert_eq(r, 0);
+	cr_assert_str_eq(out.buf, "test\n");
+
 	/* a command that does not exist: the engine reports 126/127 */
 	char *bad[] = { "/no/such/program", NULL };
 	sbuf_reset(&out);
