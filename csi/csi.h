@@ -112,7 +112,8 @@ struct csi_result {
  * deadline (csi_timeout; 0: 120 s). Connecting starts at once, on the loop;
  * a missing socket is not an error (the plugin reads DOWN and reconnects
  * with backoff). Returns 0, -EINVAL (bad endpoint, name), -ENOMEM.
- * Any thread but the loop's (the loop must be running). */
+ * Any thread; from a thread other than the loop's, the loop must be running
+ * (the connection is set up on it and this waits for that). */
 int csi_plugin_new(struct loop *loop, const char *name, const char *endpoint,
 		   const struct csi_retry *retry, uint64_t timeout_ms,
 		   struct csi_plugin **ret_plugin, struct nerr *err);
@@ -129,7 +130,9 @@ const char *csi_plugin_socket(const struct csi_plugin *p);
 /* Probe every ms milliseconds while connected (default 10000; 0 stops). */
 void csi_plugin_set_probe_interval(struct csi_plugin *p, uint64_t ms);
 
-/* Make one unary call, retrying per the plugin's policy. req must be the
+/* Make one unary call, retrying per the plugin's policy (each attempt gets
+ * the per-attempt deadline; the whole call can take up to
+ * max_attempts * timeout plus the backoff waits). req must be the
  * RPC's request type. On success returns 0 and *ret_resp is the unpacked
  * response (free with protobuf_c_message_free_unpacked(resp, NULL)).
  * On failure returns -errno from grpc_code_to_errno (ENOENT, EEXIST, EINVAL,
