@@ -1502,9 +1502,37 @@ static const struct battr volume_attrs[] = {
 	{ .name = "info.json", .show = show_info },
 };
 
+/* The queue's runner (actq_run) still locks v->q once after the action
+ * that dropped the last reference was freed: free the volume only once the
+ * queue is idle. No reference is left, so nothing can queue meanwhile. */
+static bool volume_queue_busy(struct volume *v)
+{
+	bool busy;
+
+	pthread_mutex_lock(&v->q.lock);
+	busy = v->q.busy;
+	pthread_mutex_unlock(&v->q.lock);
+	return busy;
+}
+
+static void volume_free_when_idle(void *arg)
+{
+	struct volume *v = arg;
+
+	while (volume_queue_busy(v))
+		usleep(200);
+	volume_free(v);
+}
+
 static void volume_node_free(struct bnode *n)
 {
-	volume_free(n->priv);
+	struct volume *v = n->priv;
+
+	if (!volume_queue_busy(v))
+		volume_free(v);
+	else if (work_submit(v->b->work, volume_free_when_idle, v) < 0)
+		log_err("volume %s: freed while its queue runs and no worker is left: leaked",
+			v->name);
 }
 
 static const struct btype volume_type = {
