@@ -437,7 +437,7 @@ static void action_finish(struct action *a, int r)
 	}
 	op_unref(a->op);
 	a->op = NULL;
-	a->free(a);
+	/* a->free runs in actq_run, once the queue is no longer touched */
 }
 
 static void actq_run(void *arg)
@@ -464,6 +464,18 @@ static void actq_run(void *arg)
 		if (r < 0 && !a->err.msg[0])
 			nerr_set(&a->err, -r, "%s", strerror(-r));
 		action_finish(a, r);
+		/* a may hold the last reference to the object that owns q: free
+		 * it only after the last touch of q (the next action, if any,
+		 * holds its own reference) */
+		pthread_mutex_lock(&q->lock);
+		if (!q->head) {
+			q->busy = false;
+			pthread_mutex_unlock(&q->lock);
+			a->free(a);
+			return;
+		}
+		pthread_mutex_unlock(&q->lock);
+		a->free(a);
 	}
 }
 
