@@ -82,6 +82,29 @@ for b in "${builds[@]}"; do
 	built[$b]=1
 done
 
+# Every test of this run makes its temp dirs under run_tmp (TMPDIR), so
+# what they leave behind (mounts, files) is told apart from other runs.
+run_tmp=$(mktemp -d /tmp/nodefs-run.XXXXXX)
+chmod 0755 "$run_tmp"	# tests run some programs as nobody
+mounts_under() {	# deepest first
+	awk -v d="$1/" 'index($2, d) == 1 { print length($2), $2 }' /proc/mounts |
+		sort -rn | cut -d' ' -f2-
+}
+unmount_under() {
+	local m
+	while read -r m; do
+		[[ -n $m ]] || continue
+		umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
+	done < <(mounts_under "$1")
+}
+clear_run_tmp() {
+	[[ -d $run_tmp ]] || return 0
+	unmount_under "$run_tmp"
+	if [[ -z $(mounts_under "$run_tmp") ]]; then
+		rm -rf --one-file-system "$run_tmp"
+	fi
+}
+
 # Run-wide fixtures. Stopped in reverse order on every exit path.
 fixture_root=$(mktemp -d /tmp/nodefs-fixtures.XXXXXX)
 started=()
@@ -93,9 +116,10 @@ stop_fixtures() {
 			say "WARNING: $f stop failed"
 	done
 	started=()
-	rm -rf "$fixture_root"
+	unmount_under "$fixture_root"
+	rm -rf --one-file-system "$fixture_root"
 }
-trap stop_fixtures EXIT
+trap 'stop_fixtures; clear_run_tmp' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -124,9 +148,6 @@ for f in "$src"/tests/fixtures/*.sh; do
 done
 shopt -u nullglob
 
-# FUSE mounts of nodefs (fstype fuse.nodefs); tests must leave none behind.
-nodefs_mounts() { awk '$3 == "fuse.nodefs" { print $2 }' /proc/mounts | sort; }
-mounts_before=$(nodefs_mounts)
 
 for b in "${builds[@]}"; do
 	[[ -n ${built[$b]:-} ]] || continue
@@ -156,21 +177,30 @@ for t in json.load(sys.stdin):
 		fi
 	fi
 	say "running the tests of $b/"
-	meson test -C "$b" --no-rebuild --print-errorlogs \
+	TMPDIR=$run_tmp meson test -C "$b" --no-rebuild --print-errorlogs \
 		--timeout-multiplier "$mult" "${run_args[@]}" || true
 done
 
 stop_fixtures
 trap - EXIT
 
-left=$(comm -13 <(printf '%s\n' "$mounts_before") <(nodefs_mounts) | awk 'NF')
+# Tests clean up after themselves, even on failure: anything left under
+# run_tmp is a bug (a failure in CI), reported, then cleared here.
+left=$(mounts_under "$run_tmp")
 if [[ -n $left ]]; then
 	say "mounts left behind by the tests: $(echo $left)"
+	extra_failed=$((extra_failed + 1))
+	failed_what+=("mounts left behind")
+fi
+leftfiles=$(find "$run_tmp" -mindepth 1 -maxdepth 1 2>/dev/null | head -20)
+if [[ -n $leftfiles ]]; then
+	say "temp files left behind by the tests: $(echo $leftfiles)"
 	if [[ ${CI:-} == true ]]; then
 		extra_failed=$((extra_failed + 1))
-		failed_what+=("mounts left behind")
+		failed_what+=("temp files left behind")
 	fi
 fi
+clear_run_tmp
 
 # Count over both builds. A build whose tests did not run has no testlog.
 counts=$(/usr/bin/python3 - "${builds[@]}" <<'PY'
