@@ -1201,7 +1201,6 @@ struct watch_ctx {
 	bool connected;
 	char line[DOCKER_LINE_CAP];
 	size_t len;
-	bool overflow;
 };
 
 static void emit(struct docker *d, enum rt_event_kind kind)
@@ -1230,6 +1229,10 @@ static size_t watch_header(char *p, size_t sz, size_t nm, void *ctx)
 	return n;
 }
 
+/* Events arrive one JSON object per line. A line past its cap or one that
+ * does not parse means an event may be lost: the transfer is ended, so the
+ * watcher reconnects and reports ENGINE_DOWN then ENGINE_UP, and the backend
+ * resynchronises; nothing is silently dropped. */
 static size_t watch_write(char *p, size_t sz, size_t nm, void *ctx)
 {
 	struct watch_ctx *wc = ctx;
@@ -1238,26 +1241,25 @@ static size_t watch_write(char *p, size_t sz, size_t nm, void *ctx)
 	if (!wc->connected)
 		return n;
 	for (size_t i = 0; i < n; i++) {
+		struct rt_event ev;
+		char id[128];
+		int r;
+
 		if (p[i] != '\n') {
-			if (wc->len + 1 < sizeof(wc->line))
-				wc->line[wc->len++] = p[i];
-			else
-				wc->overflow = true;
+			if (wc->len + 1 >= sizeof(wc->line))
+				return 0;
+			wc->line[wc->len++] = p[i];
 			continue;
 		}
-		if (!wc->overflow && wc->len) {
-			struct rt_event ev;
-			char id[128];
-
-			if (docker_json_parse_event(wc->line, wc->len, &ev, id, sizeof(id)) == 1) {
-				if (ev.kind == RT_EV_OOM || ev.kind == RT_EV_START ||
-				    ev.kind == RT_EV_DESTROY)
-					oom_note(wc->d, &ev);
-				wc->d->fn(wc->d->fn_ctx, &ev);
-			}
-		}
+		r = wc->len ? docker_json_parse_event(wc->line, wc->len, &ev, id, sizeof(id)) : 0;
 		wc->len = 0;
-		wc->overflow = false;
+		if (r < 0)
+			return 0;
+		if (r == 1) {
+			if (ev.kind == RT_EV_OOM || ev.kind == RT_EV_START || ev.kind == RT_EV_DESTROY)
+				oom_note(wc->d, &ev);
+			wc->d->fn(wc->d->fn_ctx, &ev);
+		}
 	}
 	return n;
 }
