@@ -38,7 +38,7 @@ if ((EUID != 0)); then
 fi
 
 # Any sanitizer finding ends the process with a non-zero status.
-export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=23:print_summary=1:detect_stack_use_after_return=0:strict_string_checks=1
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=23:print_summary=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:print_summary=1
 export LSAN_OPTIONS=exitcode=23
 
