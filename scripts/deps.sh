@@ -45,8 +45,20 @@ if ((EUID != 0)); then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -q -y \
-	-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-	"${missing[@]}"
+# A registry that does not answer for a moment (a name that does not
+# resolve) is retried; a real "no" ends at once.
+for attempt in 1 2 3 4; do
+	if apt-get update -q &&
+	   apt-get install -q -y --no-install-recommends \
+		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+		"${missing[@]}"; then
+		break
+	fi
+	if ((attempt == 4)); then
+		echo "deps.sh: could not install: ${missing[*]}" >&2
+		exit 1
+	fi
+	echo "deps: attempt $attempt failed; retrying in $((attempt * 10)) s" >&2
+	sleep $((attempt * 10))
+done
 echo "deps: installed ${#missing[@]} packages"
