@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * bench_volumes: one volume's whole life, timed two ways against the same
+ * CSI plugin, so run.sh can compare them in one run.
+ *
+ *   bench_volumes csi SOCKET TARGET_DIR STAGING_DIR CYCLES
+ *	the CSI call sequence nodefs makes for create, publish, unpublish,
+ *	destroy (CreateVolume, ControllerPublishVolume, NodeStageVolume,
+ *	NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume,
+ *	ControllerUnpublishVolume, DeleteVolume), made directly with nodefs's
+ *	CSI client library (csi_call on one connection), with the staging and
+ *	target directories made as nodefs makes them.
+ *   bench_volumes fs MOUNTPOINT TARGET_DIR CYCLES
+ *	the same life through a mounted nodefs: "create" written to
+ *	volumes/ctl, then "publish TARGET", "unpublish", "destroy" to the
+ *	volume's ctl, each an open + write + close as `echo > ctl` does.
+ *
+ * Each prints one line: "median_us p90_us cycles". It knows the plugin only
+ * through csi.h and the mount only through its files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "csi.h"
+#include "loop.h"
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void report(double *lat, size_t n)
+{
+	qsort(lat, n, sizeof(double), cmp);
+	printf("%.1f %.1f %zu\n", lat[n / 2], lat[n * 9 / 10], n);
+}
+
+/* ---- direct CSI ---- */
+
+static struct csi_plugin *plugin;
+static char node_id[256];
+
+static void *loop_main(void *l)
+{
+	loop_run(l);
+	return NULL;
+}
+
+static int call(enum csi_rpc rpc, ProtobufCMessage *req, ProtobufCMessage **resp)
+{
+	ProtobufCMessage *r0 = NULL;
+	struct nerr err = { 0 };
+	int r = csi_call(plugin, rpc, req, resp ? resp : &r0, NULL, &err);
+
+	if (r < 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		exit(1);
+	}
+	if (!resp)
+		protobuf_c_message_free_unpacked(r0, NULL);
+	return r;
+}
+
+static void capability(Csi__V1__VolumeCapability *cap, Csi__V1__VolumeCapability__MountVolume *mnt,
+		       Csi__V1__VolumeCapability__AccessMode *am)
+{
+	*cap = (Csi__V1__VolumeCapability)CSI__V1__VOLUME_CAPABILITY__INIT;
+	*mnt = (Csi__V1__VolumeCapability__MountVolume)CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
+	*am = (Csi__V1__VolumeCapability__AccessMode)CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
+	am->mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	mnt->fs_type = (char *)"";
+	cap->access_mode = am;
+	cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+	cap->mount = mnt;
+}
+
+static void csi_cycle(const char *tdir, const char *sdir, int i)
+{
+	Csi__V1__VolumeCapability cap, *caps[1] = { &cap };
+	Csi__V1__VolumeCapability__MountVolume mnt;
+	Csi__V1__VolumeCapability__AccessMode am;
+	char name[64], target[512], staging[512];
+	char *id;
+
+	capability(&cap, &mnt, &am);
+	snprintf(name, sizeof(name), "bench-csi-%d-%d", (int)getpid(), i);
+
+	Csi__V1__CreateVolumeRequest cr = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+	Csi__V1__CreateVolumeResponse *cresp;
+	range.required_bytes = 1 << 20;
+	cr.name = name;
+	cr.capacity_range = &range;
+	cr.n_volume_capabilities = 1;
+	cr.volume_capabilities = caps;
+	call(CSI_RPC_CREATE_VOLUME, &cr.base, (ProtobufCMessage **)&cresp);
+	id = strdup(cresp->volume->volume_id);
+	protobuf_c_message_free_unpacked(&cresp->base, NULL);
+
+	Csi__V1__ControllerPublishVolumeRequest cp = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
+	cp.volume_id = id;
+	cp.node_id = node_id;
+	cp.volume_capability = &cap;
+	call(CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, NULL);
+
+	snprintf(staging, sizeof(staging), "%s/%s", sdir, id);
+	mkdir(staging, 0750);
+	Csi__V1__NodeStageVolumeRequest ns = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
+	ns.volume_id = id;
+	ns.staging_target_path = staging;
+	ns.volume_capability = &cap;
+	call(CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL);
+
+	snprintf(target, sizeof(target), "%s/b%d", tdir, i);
+	Csi__V1__NodePublishVolumeRequest np = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
+	np.volume_id = id;
+	np.staging_target_path = staging;
+	np.target_path = target;
+	np.volume_capability = &cap;
+	call(CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL);
+
+	Csi__V1__NodeUnpublishVolumeRequest nu = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+	nu.volume_id = id;
+	nu.target_path = target;
+	call(CSI_RPC_NODE_UNPUBLISH_VOLUME, &nu.base, NULL);
+
+	Csi__V1__NodeUnstageVolumeRequest nus = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
+	nus.volume_id = id;
+	nus.staging_target_path = staging;
+	call(CSI_RPC_NODE_UNSTAGE_VOLUME, &nus.base, NULL);
+	rmdir(staging);
+
+	Csi__V1__ControllerUnpublishVolumeRequest cu = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
+	cu.volume_id = id;
+	cu.node_id = node_id;
+	call(CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &cu.base, NULL);
+
+	Csi__V1__DeleteVolumeRequest dv = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+	dv.volume_id = id;
+	call(CSI_RPC_DELETE_VOLUME, &dv.base, NULL);
+	free(id);
+}
+
+static int run_csi(const char *sock, const char *tdir, const char *sdir, int cycles)
+{
+	struct loop *loop;
+	pthread_t lt;
+	char endpoint[512];
+	struct nerr err = { 0 };
+
+	snprintf(endpoint, sizeof(endpoint), "unix://%s", sock);
+	if (loop_new(&loop) < 0 || pthread_create(&lt, NULL, loop_main, loop) != 0)
+		return 1;
+	if (csi_plugin_new(loop, "bench", endpoint, NULL, 30000, &plugin, &err) < 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	csi_plugin_set_probe_interval(plugin, 0);
+	Csi__V1__NodeGetInfoRequest ni = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
+	ProtobufCMessage *resp;
+	call(CSI_RPC_NODE_GET_INFO, &ni.base, &resp);
+	snprintf(node_id, sizeof(node_id), "%s", ((Csi__V1__NodeGetInfoResponse *)resp)->node_id);
+	protobuf_c_message_free_unpacked(resp, NULL);
+
+	double *lat = calloc((size_t)cycles, sizeof(double));
+	csi_cycle(tdir, sdir, -1);	/* warm-up */
+	for (int i = 0; i < cycles; i++) {
+		uint64_t t0 = loop_now_us();
+		csi_cycle(tdir, sdir, i);
+		lat[i] = (double)(loop_now_us() - t0);
+	}
+	report(lat, (size_t)cycles);
+	free(lat);
+	csi_plugin_free(plugin);
+	loop_stop(loop);
+	pthread_join(lt, NULL);
+	loop_free(loop);
+	return 0;
+}
+
+/* ---- through nodefs ---- */
+
+static void ctl(const char *path, const char *line)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	if (fd < 0) {
+		fprintf(stderr, "open %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	n = write(fd, line, strlen(line));
+	if (n != (ssize_t)strlen(line)) {
+		fprintf(stderr, "%s <- %s: %s\n", path, line, n < 0 ? strerror(errno) : "short");
+		exit(1);
+	}
+	close(fd);
+}
+
+static void fs_cycle(const char *mnt, const char *tdir, int i)
+{
+	char path[512], line[600];
+
+	snprintf(path, sizeof(path), "%s/volumes/ctl", mnt);
+	snprintf(line, sizeof(line), "create bench-%d-%d size=1M\n", (int)getpid(), i + 1);
+	ctl(path, line);
+	snprintf(path, sizeof(path), "%s/volumes/bench-%d-%d/ctl", mnt, (int)getpid(), i + 1);
+	snprintf(line, sizeof(line), "publish %s/f%d\n", tdir, i + 1);
+	ctl(path, line);
+	ctl(path, "unpublish\n");
+	ctl(path, "destroy\n");
+}
+
+static int run_fs(const char *mnt, const char *tdir, int cycles)
+{
+	double *lat = calloc((size_t)cycles, sizeof(double));
+
+	fs_cycle(mnt, tdir, -1);	/* warm-up */
+	for (int i = 0; i < cycles; i++) {
+		uint64_t t0 = loop_now_us();
+		fs_cycle(mnt, tdir, i);
+		lat[i] = (double)(loop_now_us() - t0);
+	}
+	report(lat, (size_t)cycles);
+	free(lat);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && strcmp(argv[1], "csi") == 0 && atoi(argv[5]) > 0)
+		return run_csi(argv[2], argv[3], argv[4], atoi(argv[5]));
+	if (argc == 5 && strcmp(argv[1], "fs") == 0 && atoi(argv[4]) > 0)
+		return run_fs(argv[2], argv[3], atoi(argv[4]));
+	fprintf(stderr, "usage: %s csi SOCKET TARGET_DIR STAGING_DIR CYCLES\n"
+			"       %s fs MOUNTPOINT TARGET_DIR CYCLES\n", argv[0], argv[0]);
+	return 2;
+}

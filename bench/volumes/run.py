@@ -1,0 +1,320 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""bench/volumes/run.py BUILD_DIR [options]: nodefs's volume overhead,
+measured against baselines in the same run. Root (mounts). Not a test.
+
+1. lifecycle: create + publish + unpublish + destroy of one volume through a
+   mounted nodefs (bench_volumes fs: open/write/close of the ctl files, as
+   `echo > ctl` does) against the same CSI call sequence made directly with
+   nodefs's csi client library (bench_volumes csi), both on the same test
+   plugin (tests/fixtures/csi/plugin.py, real gRPC, real bind mounts),
+   interleaved in --rounds rounds of --cycles cycles. Target: <= 1.1x.
+2. listing: `ls -l MNT/volumes` with --volumes volumes against `ls -l` of as
+   many directories on tmpfs, interleaved, --ls-runs runs each. Target:
+   <= 1.2x. The volumes are made by the fast path (--seed, the default):
+   the plugin's state file and nodefs's checkpoints are written before both
+   start, as a restart would find them, so nodefs recovers them (the time
+   it takes to be READY is printed); --no-seed makes them through
+   volumes/ctl from --writers parallel writers instead (slow: the test
+   plugin rewrites its whole state file on every create).
+
+By default everything (plugin base, nodefs state dir, targets) lives on a
+private tmpfs, so the figures are the cost of nodefs's own work rather than
+of the disk; --disk puts it under /var/tmp, where nodefs's checkpoints
+(two fsyncs each; before and after every call, and per operation) weigh.
+Prints medians and ratios; exits 1 when a ratio misses its target, 77 when
+something it needs is missing. Cleans up on every exit path.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGIN = os.path.join(SRC, "tests", "fixtures", "csi", "plugin.py")
+
+
+def mounts_under(path):
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4]
+            if mp == path or mp.startswith(path + "/"):
+                out.append(mp)
+    return sorted(set(out), key=lambda m: -m.count("/"))
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.nodefs_bin = os.path.join(args.build, "nodefs")
+        self.bench_bin = os.path.join(args.build, "bench", "volumes", "bench_volumes")
+        self.dir = None
+        self.plugin = None
+        self.nodefs = None
+        self.tmpfs = []
+
+    # ---- set-up and clean-up --------------------------------------------
+    def setup(self):
+        root = "/var/tmp" if self.a.disk else "/tmp"
+        self.dir = tempfile.mkdtemp(prefix="nodefs-bench-vol-", dir=root)
+        if not self.a.disk:
+            self.mount_tmpfs(self.dir)
+        for d in ("base", "pub", "pub/fs", "pub/csi", "stg", "state", "mnt"):
+            os.makedirs(os.path.join(self.dir, d), exist_ok=True)
+        self.sock = os.path.join(self.dir, "csi.sock")
+        self.mnt = os.path.join(self.dir, "mnt")
+
+    def mount_tmpfs(self, path):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g,mode=0755", "tmpfs", path],
+                       check=True)
+        self.tmpfs.append(path)
+
+    def start_plugin(self):
+        self.plugin_log = open(os.path.join(self.dir, "plugin.log"), "ab")
+        self.plugin = subprocess.Popen(
+            ["/usr/bin/python3", PLUGIN, "--endpoint", "unix://" + self.sock,
+             "--base", os.path.join(self.dir, "base"), "--workers", "64"],
+            stdout=self.plugin_log, stderr=self.plugin_log, cwd="/")
+        for _ in range(600):
+            if os.path.exists(self.sock):
+                return
+            if self.plugin.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise SystemExit("the plugin did not start")
+
+    def start_nodefs(self):
+        conf = os.path.join(self.dir, "nodefs.conf")
+        with open(conf, "w") as f:
+            f.write("[nodefs]\nallowed_targets = %s/pub\ncsi_timeout = 60s\n"
+                    "reconcile_interval = 0\n\n[plugin hostpath]\nendpoint = unix://%s\n"
+                    "default = yes\n" % (self.dir, self.sock))
+        self.nodefs_log = open(os.path.join(self.dir, "nodefs.log"), "ab")
+        t0 = time.monotonic()
+        self.nodefs = subprocess.Popen(
+            [self.nodefs_bin, "-f", "--config", conf, "--state-dir",
+             os.path.join(self.dir, "state"), self.mnt],
+            stdout=self.nodefs_log, stderr=self.nodefs_log, cwd="/")
+        while time.monotonic() - t0 < 600:
+            try:
+                with open(os.path.join(self.mnt, "status")) as f:
+                    if "READY" in f.read().split("state:", 1)[-1].split("\n", 1)[0]:
+                        break
+            except OSError:
+                pass
+            if self.nodefs.poll() is not None:
+                raise SystemExit("nodefs exited: see %s/nodefs.log" % self.dir)
+            time.sleep(0.02)
+        ready = time.monotonic() - t0
+        for _ in range(200):
+            with open(os.path.join(self.mnt, "plugins", "hostpath", "health")) as f:
+                if f.read().startswith("READY"):
+                    break
+            time.sleep(0.05)
+        return ready
+
+    def stop_nodefs(self):
+        if self.nodefs and self.nodefs.poll() is None:
+            self.nodefs.send_signal(signal.SIGTERM)
+            try:
+                self.nodefs.wait(60)
+            except subprocess.TimeoutExpired:
+                self.nodefs.kill()
+                self.nodefs.wait()
+        self.nodefs = None
+        if self.dir and self.mnt in mounts_under(self.dir):
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt], capture_output=True)
+
+    def cleanup(self):
+        self.stop_nodefs()
+        if self.plugin and self.plugin.poll() is None:
+            self.plugin.send_signal(signal.SIGTERM)
+            try:
+                self.plugin.wait(30)
+            except subprocess.TimeoutExpired:
+                self.plugin.kill()
+                self.plugin.wait()
+        if self.dir:
+            for _ in range(5):
+                left = [m for m in mounts_under(self.dir) if m not in self.tmpfs]
+                if not left:
+                    break
+                for m in left:
+                    subprocess.run(["umount", "-l", m], capture_output=True)
+            for m in reversed(self.tmpfs):
+                subprocess.run(["umount", "-l", m], capture_output=True)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- 1. lifecycle -----------------------------------------------------
+    def run_bench(self, *argv):
+        p = subprocess.run([self.bench_bin] + list(argv), capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit("bench_volumes %s failed: %s" % (argv[0], p.stderr))
+        return float(p.stdout.split()[0])
+
+    def lifecycle(self):
+        fs, csi = [], []
+        for r in range(self.a.rounds):
+            fs.append(self.run_bench("fs", self.mnt, os.path.join(self.dir, "pub", "fs"),
+                                     str(self.a.cycles)))
+            csi.append(self.run_bench("csi", self.sock, os.path.join(self.dir, "pub", "csi"),
+                                      os.path.join(self.dir, "stg"), str(self.a.cycles)))
+        mf, mc = statistics.median(fs), statistics.median(csi)
+        print("lifecycle (create+publish+unpublish+destroy), median of %d rounds x %d cycles:"
+              % (self.a.rounds, self.a.cycles))
+        print("  direct CSI calls (csi client library)  %9.0f us" % mc)
+        print("  through nodefs (echo > ctl)             %9.0f us" % mf)
+        ratio = mf / mc
+        print("  ratio nodefs/direct = %.2f (target <= 1.1)" % ratio)
+        print("  per round: nodefs %s" % " ".join("%.0f" % x for x in fs))
+        print("             direct %s" % " ".join("%.0f" % x for x in csi))
+        return ratio <= 1.1
+
+    # ---- 2. listing -------------------------------------------------------
+    def seed(self, n):
+        """The plugin's volumes and nodefs's records of them, as a restart
+        would find them."""
+        base = os.path.join(self.dir, "base")
+        vols = {}
+        state_vols = os.path.join(self.dir, "state", "volumes")
+        os.makedirs(state_vols, exist_ok=True)
+        for i in range(n):
+            vid = "vol-seed%08d" % i
+            name = "v%05d" % i
+            path = os.path.join(base, "volumes", vid)
+            os.makedirs(path)
+            csi_name = "nodefs-%s-seed" % name
+            vols[vid] = {"name": csi_name, "capacity": 1 << 20, "path": path, "params": {},
+                         "nodes": [], "staged": [], "published": []}
+            rec = {"version": 1, "name": name, "plugin": "hostpath", "mount_flags": [],
+                   "parameters": [], "size_requested": 1 << 20, "imported": False,
+                   "state": "CREATED", "csi_name": csi_name, "id": vid, "capacity": 1 << 20,
+                   "volume_context": ["path=" + path, "name=" + csi_name],
+                   "publish_context": [], "controller_published": False, "staged": False,
+                   "readonly": False,
+                   "staging_path": os.path.join(self.dir, "state", "staging", vid)}
+            with open(os.path.join(state_vols, name + ".json"), "w") as f:
+                json.dump(rec, f)
+        with open(os.path.join(base, "state.json"), "w") as f:
+            json.dump({"volumes": vols}, f)
+
+    def create_parallel(self, n):
+        ctl = os.path.join(self.mnt, "volumes", "ctl")
+        errors = []
+
+        def writer(k):
+            for i in range(k, n, self.a.writers):
+                try:
+                    fd = os.open(ctl, os.O_WRONLY)
+                    try:
+                        os.write(fd, b"create v%05d size=1M\n" % i)
+                    finally:
+                        os.close(fd)
+                except OSError as e:
+                    errors.append(e)
+        t0 = time.monotonic()
+        ts = [threading.Thread(target=writer, args=(k,)) for k in range(self.a.writers)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        if errors:
+            raise SystemExit("create failed: %s" % errors[0])
+        return time.monotonic() - t0
+
+    def time_ls(self, path):
+        t0 = time.perf_counter()
+        p = subprocess.run(["ls", "-l", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        dt = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise SystemExit("ls -l %s: %s" % (path, p.stderr.decode()))
+        return dt * 1000, p.stdout.count(b"\n")
+
+    def listing(self):
+        n = self.a.volumes
+        dirs = os.path.join(self.dir, "tmpfs-dirs")
+        os.makedirs(dirs)
+        self.mount_tmpfs(dirs)
+        for i in range(n):
+            os.mkdir(os.path.join(dirs, "v%05d" % i))
+        vols = os.path.join(self.mnt, "volumes")
+        ls_n = self.time_ls(vols)[1]
+        if ls_n < n:
+            raise SystemExit("ls -l shows %d entries, not %d" % (ls_n, n))
+        fs, tm = [], []
+        for _ in range(self.a.ls_runs):
+            tm.append(self.time_ls(dirs)[0])
+            fs.append(self.time_ls(vols)[0])
+        mf, mt = statistics.median(fs), statistics.median(tm)
+        print("listing: ls -l of %d entries, median of %d runs (each a fresh ls process):"
+              % (n, self.a.ls_runs))
+        print("  tmpfs directories          %8.1f ms" % mt)
+        print("  nodefs volumes/            %8.1f ms" % mf)
+        ratio = mf / mt
+        print("  ratio nodefs/tmpfs = %.2f (target <= 1.2)" % ratio)
+        print("  runs: nodefs %s" % " ".join("%.1f" % x for x in fs))
+        print("        tmpfs  %s" % " ".join("%.1f" % x for x in tm))
+        return ratio <= 1.2
+
+    def main(self):
+        ok = True
+        self.setup()
+        if self.a.volumes and self.a.seed:
+            t0 = time.monotonic()
+            self.seed(self.a.volumes)
+            print("seeded %d volumes (plugin state + nodefs checkpoints) in %.1f s"
+                  % (self.a.volumes, time.monotonic() - t0))
+        self.start_plugin()
+        ready = self.start_nodefs()
+        if self.a.volumes and self.a.seed:
+            print("nodefs READY with %d recovered volumes after %.2f s"
+                  % (self.a.volumes, ready))
+        if self.a.cycles:
+            ok = self.lifecycle() and ok
+        if self.a.volumes:
+            if not self.a.seed:
+                dt = self.create_parallel(self.a.volumes)
+                print("created %d volumes through volumes/ctl from %d writers in %.1f s"
+                      " (%.0f/s)" % (self.a.volumes, self.a.writers, dt, self.a.volumes / dt))
+            ok = self.listing() and ok
+        return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--cycles", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--volumes", type=int, default=10000)
+    ap.add_argument("--ls-runs", type=int, default=9)
+    ap.add_argument("--writers", type=int, default=32)
+    ap.add_argument("--no-seed", dest="seed", action="store_false")
+    ap.add_argument("--disk", action="store_true")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("SKIP: needs root")
+        return 77
+    b = Bench(a)
+    for need in (b.nodefs_bin, b.bench_bin):
+        if not os.access(need, os.X_OK):
+            print("SKIP: missing %s (meson compile -C BUILD nodefs bench_volumes)" % need)
+            return 77
+    signal.signal(signal.SIGTERM, lambda *x: sys.exit(1))
+    try:
+        ok = b.main()
+    finally:
+        b.cleanup()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
