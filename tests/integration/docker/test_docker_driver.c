@@ -31,6 +31,7 @@ static const struct runtime_ops *ops = &rt_docker_ops;
 static void *H;
 static char *ids[64];
 static size_t nids;
+static bool cgparent_made;	/* /nodefs-cgp-PID cgroups to remove at teardown */
 
 static double now(void)
 {
@@ -67,6 +68,14 @@ static void teardown(void)
 	nids = 0;
 	ops->close(H);
 	H = NULL;
+	if (cgparent_made) {
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "for d in /sys/fs/cgroup/*/nodefs-cgp-%d /sys/fs/cgroup/nodefs-cgp-%d; do "
+			 "[ -d $d ] && rmdir $d; done; true", (int)getpid(), (int)getpid());
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove the nodefs-cgp-%d cgroups\n", (int)getpid());
+	}
 }
 
 static void name_of(char *buf, size_t n, const char *tag)
@@ -299,6 +308,34 @@ Test(docker, limits_stats_update)
 	cr_assert_eq(r, -EINVAL, "update memory=1K: %d %s", r, err.msg);
 	r = ops->stats(H, id, &s, &err);
 	cr_assert_eq(s.memory_limit_bytes, 128u << 20);
+}
+
+/* An engine may put containers under another cgroup parent: stats then
+ * finds the cgroups from /proc/PID/cgroup of the container's init. */
+Test(docker, stats_other_cgroup_parent)
+{
+	char name[80], cmd[512], id[128] = "";
+	struct rt_stats s;
+	struct nerr err = { 0 };
+	FILE *p;
+	int r;
+
+	name_of(name, sizeof(name), "cgparent");
+	snprintf(cmd, sizeof(cmd), "docker run -d --name %s --cgroup-parent /nodefs-cgp-%d -m 48m %s sleep 1000",
+		 name, (int)getpid(), IMAGE);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (!fgets(id, sizeof(id), p))
+		id[0] = '\0';
+	pclose(p);
+	id[strcspn(id, "\n")] = '\0';
+	ids[nids++] = strdup(id);	/* teardown removes it, then its parent */
+	cgparent_made = true;
+	cr_assert_eq(strlen(id), 64, "docker run gave '%s'", id);
+	r = ops->stats(H, id, &s, &err);
+	cr_assert_eq(r, 0, "stats: %d %s", r, err.msg);
+	cr_assert_eq(s.memory_limit_bytes, 48u << 20);
+	cr_assert_geq(s.pids, 1);
 }
 
 Test(docker, stop_waits_then_kills)
