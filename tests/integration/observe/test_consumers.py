@@ -43,6 +43,7 @@ class ConsumersTest(MetricsWorld):
         log = open(os.path.join(self.w.tmp, "node-exporter.log"), "wb")
         proc = subprocess.Popen(
             [exe, "--web.listen-address=127.0.0.1:%d" % port,
+             "--web.disable-exporter-metrics",
              "--collector.disable-defaults", "--collector.textfile",
              "--collector.textfile.directory=" + self.w.fs.path("metrics")],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -68,8 +69,11 @@ class ConsumersTest(MetricsWorld):
             errs = [float(v) for n, l, v in
                     fams["node_textfile_scrape_error"]["samples"]]
             self.assertEqual(errs, [0.0], "textfile scrape error")
-            self.assertIn('nodefs_volume_capacity_bytes{volume="mvol"} '
-                          '1.6777216e+07', body)
+            caps = {l.get("volume"): float(v) for _, l, v in
+                    fams["nodefs_volume_capacity_bytes"]["samples"]}
+            self.assertEqual(caps.get("mvol"), float(16 << 20), caps)
+            self.assertEqual(fams["nodefs_csi_rpc_duration_seconds"]["type"],
+                             "histogram")
         finally:
             proc.terminate()
             try:
