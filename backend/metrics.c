@@ -20,6 +20,38 @@
 #include <string.h>
 #include "nodefs-config.h"
 
+/* Append v as a label value: backslash, double quote and newline escaped,
+ * as the format requires. Names (volumes, containers, plugins) are checked
+ * to [A-Za-z0-9._-] when made, but a label value may come from elsewhere
+ * (a version, an engine's name). -E2BIG/-ENOMEM from out. */
+static int metrics_label(struct sbuf *out, const char *v)
+{
+	int r = 0;
+
+	for (; r >= 0 && *v; v++) {
+		switch (*v) {
+		case '\\': r = sbuf_adds(out, "\\\\"); break;
+		case '"': r = sbuf_adds(out, "\\\""); break;
+		case '\n': r = sbuf_adds(out, "\\n"); break;
+		default: r = sbuf_addc(out, *v);
+		}
+	}
+	return r;
+}
+
+/* name{key="value"} value, the value escaped. */
+static int sample1(struct sbuf *out, const char *name, const char *key, const char *value,
+		   long long v)
+{
+	int r = sbuf_printf(out, "%s{%s=\"", name, key);
+
+	if (r >= 0)
+		r = metrics_label(out, value);
+	if (r >= 0)
+		r = sbuf_printf(out, "\"} %lld\n", v);
+	return r;
+}
+
 static int family(struct sbuf *out, const char *name, const char *type, const char *help)
 {
 	return sbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -34,7 +66,7 @@ static int render_daemon(struct backend *b, struct sbuf *out)
 	r = family(out, "nodefs_build_info", "gauge",
 		   "Build of the running nodefs daemon; the value is always 1.");
 	if (r >= 0)
-		r = sbuf_printf(out, "nodefs_build_info{version=\"%s\"} 1\n", NODEFS_VERSION);
+		r = sample1(out, "nodefs_build_info", "version", NODEFS_VERSION, 1);
 	if (r >= 0)
 		r = family(out, "nodefs_up", "gauge", "1 when the daemon is READY, 0 while it recovers.");
 	if (r >= 0)
@@ -59,7 +91,7 @@ static int render_daemon(struct backend *b, struct sbuf *out)
 		pthread_mutex_lock(&e->lock);
 		up = e->healthy;
 		pthread_mutex_unlock(&e->lock);
-		r = sbuf_printf(out, "nodefs_runtime_up{runtime=\"%s\"} %d\n", e->ops->name, up);
+		r = sample1(out, "nodefs_runtime_up", "runtime", e->ops->name, up);
 	}
 	return r;
 }
