@@ -213,9 +213,11 @@ class VolEnv:
 
     def _teardown(self):
         problems = []
+        self.final_log = ""
         try:
             if self.fs is not None and self.fs.proc is not None:
                 problems = self.fs.stop()
+                self.final_log = self.fs.log()
                 self.fs._cleanup()
         finally:
             if self.plugin is not None:
@@ -226,9 +228,9 @@ class VolEnv:
         return problems
 
     def __exit__(self, exc_type, exc, tb):
-        log = self.fs.log() if self.fs is not None else ""
         plog = self.plugin.log() if self.plugin is not None else ""
         problems = self._teardown()
+        log = self.final_log
         if problems and exc_type is None:
             raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + log +
                                  "\nplugin log:\n" + plog)
