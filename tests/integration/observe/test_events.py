@@ -4,7 +4,8 @@
 - each open starts at the present: what happened before is not replayed;
 - a read blocks until the next event and returns whole lines, one JSON
   object each with time, seq, kind, name, old, new, operation, message;
-- two readers at once both see every state change of a volume's life
+- 32 readers at once get the same lines; two readers both see every
+  state change of a volume's life
   (create, publish, unpublish, destroy) and of a container's (run, stop,
   start, kill, destroy), in order, each change continuing the last;
 - poll() and select() report readability only when an event is waiting;
@@ -186,6 +187,32 @@ class EventsTest(unittest.TestCase):
         it = iter(states)
         self.assertTrue(all(s in it for s in want),
                         "expected %r in order within %r" % (want, states))
+
+    def test_many_readers_see_the_same_lines(self):
+        """32 readers (head -n 4) at once all get the same four lines."""
+        procs = [subprocess.Popen(["head", "-n", "4",
+                                   self.w.fs.path("events")],
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+                 for _ in range(32)]
+        try:
+            time.sleep(1.0)
+            self.assertTrue(all(p.poll() is None for p in procs))
+            self.w.volume("many", publish=True)
+            outs = [p.communicate(timeout=20)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        self.assertEqual(len(set(outs)), 1, "readers saw different lines")
+        lines = outs[0].splitlines()
+        self.assertEqual(len(lines), 4)
+        evs = [json.loads(l) for l in lines]
+        for e in evs:
+            self.check_line(e)
+        self.assertEqual([e["seq"] for e in evs],
+                         list(range(evs[0]["seq"], evs[0]["seq"] + 4)))
 
     def test_poll_and_select(self):
         fd = os.open(self.w.fs.path("events"), os.O_RDONLY)
