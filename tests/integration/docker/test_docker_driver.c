@@ -5,7 +5,7 @@
  * NODEFS_TEST_DOCKER_HOST; exits 77 when it is unset. Containers made by a
  * test are destroyed by its fini, even when an assertion failed; the
  * dockerd-restart test starts and removes a second dockerd of its own.
- * Knows the driver only through runtime.h (and docker-internal.h nowhere).
+ * Knows the driver only through runtime.h.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -353,7 +353,7 @@ Test(docker, stop_waits_then_kills)
 	cr_assert_eq(r, 0, "stop: %d %s", r, err.msg);
 	fprintf(stderr, "stop t=2 took %.2f s\n", dt);
 	cr_assert_geq(dt, 1.9);
-	cr_assert_lt(dt, 6);
+	cr_assert_lt(dt, 10);	/* t + kill + exit, on a loaded machine */
 	struct rt_status st = inspect(id);
 	cr_assert_eq(st.state, RT_STATE_EXITED);
 	cr_assert_eq(st.exit_code, 137);
@@ -396,7 +396,7 @@ Test(docker, kill_pause_resume)
 
 Test(docker, logs)
 {
-	static char *argv[] = { "sh", "-c", "echo hello-out; echo hello-err >&2; seq 1 2000", NULL };
+	static char *argv[] = { "sh", "-c", "echo hello-out; echo hello-err >&2; sleep 0.5; seq 1 2000", NULL };
 	struct rt_spec spec = { .argv = argv };
 	char *id = make("logs", &spec, true);
 	struct sbuf out = SBUF_INIT(1 << 20);
@@ -410,7 +410,8 @@ Test(docker, logs)
 	cr_assert(strstr(out.buf, "hello-out\n"), "%s", out.buf);
 	cr_assert(strstr(out.buf, "hello-err\n"));
 	cr_assert(strstr(out.buf, "\n2000\n"));
-	/* the last 10 bytes only */
+	/* the last 10 bytes only (the engine orders stdout and stderr lines as
+	 * its copiers read them: the sleep keeps hello-err before the seq) */
 	sbuf_reset(&out);
 	r = ops->logs(H, id, 10, &out, &err);
 	cr_assert_eq(r, 0);
