@@ -1,0 +1,413 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""ctest: what the containers-as-files tests share, on top of nodefs_test.
+
+An Env is one temp dir holding a private lxcpath (lxc/), the allowed root for
+bind sources and publish targets (pub/), nodefs's state dir and a real nodefs
+mount whose [runtime docker] is the run's dockerd (NODEFS_TEST_DOCKER_HOST,
+tests/fixtures/dockerd.sh) and whose [runtime lxc] uses that lxcpath; with
+csi=True it also runs the test CSI plugin (tests/fixtures/csi/plugin.py) so
+volume= mounts have a real published volume behind them.
+
+Leaving an Env, on every exit path: nodefs is stopped (checked: clean exit,
+no mount left, no sanitizer finding), every Docker container whose name
+carries the Env's unique prefix is removed through the engine, every LXC
+container under the private lxcpath is killed and destroyed, the plugin is
+stopped, whatever is still mounted under the temp dir is unmounted (deepest
+first) and the temp dir is removed. Names given to nodefs are prefixed
+with a per-Env tag, so two runs sharing one dockerd never collide.
+
+It drives nodefs only through the mount (open/read/write, bash), and looks
+at the engines only from outside (docker CLI, lxc-* tools) to check what
+nodefs claims.
+"""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import nodefs_test as nt
+
+HOST = os.environ.get("NODEFS_TEST_DOCKER_HOST", "")
+IMAGE = "nodefs-test/busybox:latest"
+DOCKERD_FIXTURE = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "dockerd.sh")
+PLUGIN_PY = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
+
+# A shell loop that ignores SIGTERM (as a process with no handler would, and
+# more: it survives a TERM meant to stop it), so `stop T` must kill it.
+IGNORE_TERM = "sh -c \"trap '' TERM; while :; do sleep 1; done\""
+# A process that exits with 42 when it gets SIGHUP: a delivered signal
+# changes the exit code (pid 1 of a container ignores signals it has no
+# handler for, so the handler is what makes the signal observable).
+HUP_42 = "sh -c \"trap 'exit 42' HUP; while :; do sleep 0.1; done\""
+STATS_KEYS = ("cpu_user_seconds", "cpu_system_seconds", "memory_bytes",
+              "memory_limit_bytes", "pids")
+
+
+def _terminated(signum, frame):
+    # meson's timeout sends SIGTERM: unwind the `with` blocks so containers,
+    # mounts and processes go
+    raise KeyboardInterrupt("SIGTERM")
+
+
+signal.signal(signal.SIGTERM, _terminated)
+
+
+# ---- requirements ------------------------------------------------------
+
+def have_docker():
+    if not HOST or shutil.which("docker") is None:
+        return False
+    return docker("version", "--format", "{{.Server.APIVersion}}",
+                  timeout=20).returncode == 0
+
+
+def lxc_why_not():
+    """None when liblxc can be driven here, else the reason."""
+    for prog in ("lxc-ls", "lxc-create", "lxc-stop", "lxc-destroy"):
+        if shutil.which(prog) is None:
+            return "%s missing (package lxc)" % prog
+    if not os.path.exists("/usr/share/lxc/templates/lxc-busybox"):
+        return "no busybox template (/usr/share/lxc/templates/lxc-busybox)"
+    if shutil.which("busybox") is None:
+        return "no busybox binary (package busybox-static)"
+    return None
+
+
+def require(docker_needed=False, lxc_needed=False, csi_needed=False):
+    nt.require_all()
+    if docker_needed and not have_docker():
+        nt.skip("NODEFS_TEST_DOCKER_HOST unset or dockerd not answering: "
+                "start tests/fixtures/dockerd.sh")
+    if lxc_needed:
+        why = lxc_why_not()
+        if why:
+            nt.skip(why)
+    if csi_needed:
+        p = subprocess.run(["/usr/bin/python3", "-c", "import grpc, google.protobuf"],
+                           capture_output=True)
+        if p.returncode != 0:
+            nt.skip("python3-grpcio or python3-protobuf missing")
+        if shutil.which("protoc") is None or not os.path.exists(PLUGIN_PY):
+            nt.skip("protoc or the CSI test plugin missing")
+
+
+# ---- engines seen from outside ---------------------------------------
+
+def docker(*args, host=None, check=False, timeout=60):
+    env = dict(os.environ, DOCKER_HOST=host or HOST)
+    return subprocess.run(["docker", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout, check=check)
+
+
+def docker_names(prefix, host=None):
+    """Names of the engine's containers (any state) that contain prefix."""
+    out = docker("ps", "-a", "--format", "{{.Names}}", "--filter",
+                 "name=" + prefix, host=host).stdout.split()
+    return sorted(n for n in out if prefix in n)
+
+
+def lxc(*args, check=False, timeout=60):
+    return subprocess.run(list(args), capture_output=True, text=True,
+                          timeout=timeout, check=check)
+
+
+def mounts_under(path):
+    path = os.path.realpath(path)
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = nt._unescape_mount_field(line.split()[4])
+            if mp == path or mp.startswith(path + "/"):
+                out.append(mp)
+    return sorted(set(out), key=lambda m: -m.count("/"))
+
+
+def unmount_all_under(path):
+    for _ in range(8):
+        left = mounts_under(path)
+        if not left:
+            return
+        for m in left:
+            subprocess.run(["umount", "-l", m], capture_output=True)
+
+
+class Plugin:
+    """The test CSI plugin as a child process."""
+
+    def __init__(self, tmp):
+        self.sock = os.path.join(tmp, "csi.sock")
+        self.base = os.path.join(tmp, "csibase")
+        self.log_path = os.path.join(tmp, "plugin.log")
+        self.endpoint = "unix://" + self.sock
+        self.proc = None
+
+    def start(self, timeout=30):
+        import socket
+        os.makedirs(self.base, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                ["/usr/bin/python3", PLUGIN_PY, "--endpoint", self.endpoint,
+                 "--base", self.base], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, cwd="/")
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError("plugin exited: " + self.log())
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(self.sock)
+                return
+            except OSError:
+                pass
+            finally:
+                s.close()
+            if time.monotonic() > deadline:
+                raise AssertionError("plugin did not listen: " + self.log())
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-8000:]
+        except OSError:
+            return ""
+
+
+_seq = [0]
+
+
+class Env:
+    """A temp dir, a private lxcpath, optionally the CSI plugin, and a
+    nodefs mount on them. docker_host: another dockerd's socket URL."""
+
+    def __init__(self, csi=False, docker_host=None, lxc_extra="", docker_extra="",
+                 tag=None):
+        _seq[0] += 1
+        self.tag = tag or "c%d%d" % (os.getpid() % 100000, _seq[0])
+        self.csi = csi
+        self.docker_host = docker_host or HOST
+        self.lxc_extra = lxc_extra
+        self.docker_extra = docker_extra
+        self.tmp = None
+        self.fs = None
+        self.plugin = None
+
+    def config(self):
+        text = ("[nodefs]\nallowed_targets = %s\nretry_backoff = 50ms\n"
+                "retry_max = 400ms\n\n" % self.pub)
+        if self.plugin:
+            text += ("[plugin hostpath]\nendpoint = %s\ndefault = yes\n\n"
+                     % self.plugin.endpoint)
+        text += ("[runtime docker]\nendpoint = %s\n%s\n"
+                 "[runtime lxc]\nlxcpath = %s\nstop_timeout = 5s\n%s"
+                 % (self.docker_host, self.docker_extra, self.lxcpath, self.lxc_extra))
+        return text
+
+    def __enter__(self):
+        self.tmp = tempfile.mkdtemp(prefix="nodefs-ctr-")
+        try:
+            os.chmod(self.tmp, 0o755)
+            self.pub = os.path.join(self.tmp, "pub")
+            self.lxcpath = os.path.join(self.tmp, "lxc")
+            os.mkdir(self.pub)
+            os.mkdir(self.lxcpath)
+            self.state_dir = os.path.join(self.tmp, "state")
+            if self.csi:
+                self.plugin = Plugin(self.tmp)
+                self.plugin.start()
+            self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir)
+            self.fs.__enter__()
+            if self.csi:
+                ok = nt.wait_until(lambda: self.fs.read(
+                    "plugins", "hostpath", "health").startswith("READY"), 15)
+                if not ok:
+                    raise AssertionError("plugin not READY: " + self.plugin.log())
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def _teardown(self):
+        problems = []
+        try:
+            if self.fs is not None and self.fs.proc is not None:
+                problems = self.fs.stop()
+            if self.fs is not None:
+                self.fs._cleanup()
+        finally:
+            try:
+                self.clean_engines()
+            finally:
+                if self.plugin is not None:
+                    self.plugin.stop()
+                if self.tmp:
+                    unmount_all_under(self.tmp)
+                    shutil.rmtree(self.tmp, ignore_errors=True)
+        return problems
+
+    def clean_engines(self):
+        """Remove every engine container this Env's names could have made."""
+        if HOST and shutil.which("docker"):
+            for host in {self.docker_host, HOST}:
+                names = docker_names(self.tag, host=host)
+                if names:
+                    docker("rm", "-f", "-v", *names, host=host)
+        if self.tmp and os.path.isdir(self.lxcpath):
+            for name in os.listdir(self.lxcpath):
+                if not os.path.isdir(os.path.join(self.lxcpath, name)):
+                    continue
+                lxc("lxc-stop", "-P", self.lxcpath, "-n", name, "-k", timeout=30)
+                lxc("lxc-destroy", "-P", self.lxcpath, "-n", name, "-f", timeout=60)
+
+    def __exit__(self, exc_type, exc, tb):
+        log = self.fs.log() if self.fs is not None else ""
+        problems = self._teardown()
+        if problems and exc_type is None:
+            raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + log)
+        return False
+
+    # ---- names and files --------------------------------------------
+    def name(self, short):
+        return "%s-%s" % (self.tag, short)
+
+    def read(self, *parts):
+        return self.fs.read(*parts)
+
+    def cread(self, name, f):
+        return self.fs.read("containers", name, f)
+
+    def state(self, name):
+        return self.cread(name, "state").strip()
+
+    def containers(self):
+        return [c for c in self.fs.listdir("containers") if c not in ("ctl", "error")]
+
+    def stats(self, name):
+        return {k: float(v) for k, v in nt.parse_kv(self.cread(name, "stats"), " ").items()}
+
+    def ctl(self, rel, line):
+        """(ok, errname) of writing one line to rel."""
+        ok, err = self.fs.write_ctl(rel, line)
+        return ok, nt.errname(err)
+
+    def must(self, rel, line):
+        ok, err = self.fs.write_ctl(rel, line)
+        if not ok:
+            d = os.path.dirname(rel)
+            raise AssertionError("%s <- %r: %s: %s" % (rel, line, nt.errname(err),
+                                                       self.fs.read(d, "error").strip()))
+
+    def cctl(self, name, line):
+        self.must("containers/%s/ctl" % name, line)
+
+    def run(self, name, opts):
+        self.must("containers/ctl", "run %s %s" % (name, opts))
+
+    def wait_state(self, name, want, timeout=10):
+        got = nt.wait_until(lambda: self.state(name) == want, timeout, 0.01)
+        if not got:
+            raise AssertionError("%s: state %s, want %s (error: %s)" % (
+                name, self.state(name), want, self.cread(name, "error").strip()))
+
+    def wait_gone(self, name, timeout=10):
+        if not nt.wait_until(lambda: name not in self.containers(), timeout):
+            raise AssertionError("%s still listed" % name)
+
+    def exec_fd(self, name, argv):
+        """exec through one O_RDWR descriptor: (output read back on the same
+        fd, exec_output file, exec_exit_code file)."""
+        fd = os.open(self.fs.path("containers", name, "ctl"), os.O_RDWR)
+        try:
+            line = "exec '%s'\n" % argv
+            n = os.write(fd, line.encode())
+            assert n == len(line.encode())
+            same = os.pread(fd, 1 << 16, 0).decode()
+        finally:
+            os.close(fd)
+        return (same, self.cread(name, "exec_output"),
+                self.cread(name, "exec_exit_code").strip())
+
+    def start_wait_reader(self, name):
+        """Open containers/NAME/wait and read it on a thread; returns the
+        thread, whose .result gets the line (or the exception)."""
+        path = self.fs.path("containers", name, "wait")
+        fd = os.open(path, os.O_RDONLY)
+        t = threading.Thread(target=_read_fd, args=(fd,), daemon=True)
+        t.result = None
+        t.fd = fd
+        t.start()
+        return t
+
+
+def _read_fd(fd):
+    t = threading.current_thread()
+    try:
+        data = b""
+        while True:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+        t.result = data.decode()
+    except OSError as e:
+        t.result = e
+    finally:
+        os.close(fd)
+
+
+def shell_parallel(mnt, lines, timeout=120):
+    """Run one `echo LINE > containers/ctl` per line, each from its own
+    background shell of one bash; returns ({line: (rc, stderr)}, wall
+    seconds)."""
+    errdir = tempfile.mkdtemp(prefix="nodefs-par-")
+    try:
+        script = ["cd %s || exit 99" % _shq(mnt)]
+        for i, line in enumerate(lines):
+            script.append("( echo %s > containers/ctl ) 2> %s/err.%d & pids[%d]=$!"
+                          % (_shq(line), _shq(errdir), i, i))
+        script.append('for i in "${!pids[@]}"; do wait "${pids[$i]}"; '
+                      'echo "rc $i $?"; done')
+        t0 = time.monotonic()
+        p = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True,
+                           text=True, timeout=timeout)
+        wall = time.monotonic() - t0
+        rcs = {}
+        for l in p.stdout.splitlines():
+            _, i, rc = l.split()
+            rcs[int(i)] = int(rc)
+        out = {}
+        for i, line in enumerate(lines):
+            with open(os.path.join(errdir, "err.%d" % i)) as fh:
+                out[line] = (rcs.get(i, -1), fh.read())
+        return out, wall
+    finally:
+        shutil.rmtree(errdir, ignore_errors=True)
+
+
+def _shq(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def main(**req):
+    require(**req)
+    import unittest
+    unittest.main(verbosity=2)

@@ -1,0 +1,491 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Docker containers as files (issue #5), through a real mount on the run's
+dockerd (tests/fixtures/dockerd.sh; skip when NODEFS_TEST_DOCKER_HOST is
+unset). Every command of containers/ctl and containers/NAME/ctl is driven
+with open/write/read and checked twice: by what the mount shows and by what
+the engine says (docker inspect / ps). Every test uses its own Env, which
+removes its engine containers, mount and temp dir on every exit path.
+"""
+
+import json
+import os
+import socket
+import threading
+import time
+import unittest
+
+import nodefs_test as nt
+import ctest
+from ctest import IMAGE, docker
+
+
+def inspect(cid):
+    r = docker("inspect", cid)
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout)[0]
+
+
+def drun(env, short, cmd="sleep 1000", extra=""):
+    name = env.name(short)
+    env.run(name, "runtime=docker image=%s cmd=%s %s" % (IMAGE, ctest._shq(cmd), extra))
+    return name
+
+
+class StalledRegistry:
+    """A TCP listener on 127.0.0.1 that accepts and never answers: a pull
+    from it stays in flight until someone closes the transfer."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.t = threading.Thread(target=self._accept, daemon=True)
+        self.t.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def all_closed(self):
+        """True when every connection made so far was closed by the peer."""
+        for c in self.conns:
+            c.setblocking(False)
+            try:
+                while True:
+                    d = c.recv(65536)
+                    if not d:
+                        break
+            except BlockingIOError:
+                return False
+            except OSError:
+                pass
+        return bool(self.conns)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+class Docker(unittest.TestCase):
+    def test_run_shows_files_and_engine_agrees(self):
+        with ctest.Env() as env:
+            self.assertTrue(env.read("runtimes", "docker", "status").startswith("healthy"))
+            self.assertRegex(env.read("runtimes", "docker", "version"), r"^1\.\d+")
+            web = drun(env, "web", extra="memory=64M cpus=0.5 env.MODE=test")
+            self.assertEqual(env.state(web), "RUNNING")
+            pid = int(env.cread(web, "pid"))
+            os.kill(pid, 0)
+            self.assertRegex(env.cread(web, "started_at"), r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+            self.assertIn("nodefs-test/busybox", env.cread(web, "image"))
+            self.assertEqual(env.cread(web, "runtime").strip(), "docker")
+            info = json.loads(env.cread(web, "info.json"))
+            self.assertEqual((info["state"], info["name"], info["runtime"]),
+                             ("RUNNING", web, "docker"))
+            self.assertEqual(info["env"], {"MODE": "test"})
+            # the engine has what nodefs says, marked as nodefs's own
+            ins = inspect(env.cread(web, "id").strip())
+            self.assertIsNotNone(ins)
+            self.assertEqual(ins["State"]["Pid"], pid)
+            self.assertEqual(ins["HostConfig"]["Memory"], 64 << 20)
+            self.assertEqual(ins["HostConfig"]["NanoCpus"], 500000000)
+            self.assertIn("MODE=test", ins["Config"]["Env"])
+            self.assertEqual(ins["Config"]["Cmd"], ["sleep", "1000"])
+            labels = ins["Config"]["Labels"]
+            self.assertIn("io.nodefs.managed", labels)
+            self.assertEqual(labels.get("io.nodefs.name"), web)
+            st = env.stats(web)
+            self.assertEqual(sorted(st), sorted(ctest.STATS_KEYS))
+            self.assertEqual(st["memory_limit_bytes"], 64 << 20)
+            self.assertGreater(st["memory_bytes"], 0)
+            self.assertGreaterEqual(st["pids"], 1)
+            self.assertGreaterEqual(st["cpu_user_seconds"] + st["cpu_system_seconds"], 0)
+            # create without start, then start
+            c2 = env.name("later")
+            env.must("containers/ctl", "create %s runtime=docker image=%s cmd='sleep 1000'"
+                     % (c2, IMAGE))
+            self.assertEqual(env.state(c2), "CREATED")
+            self.assertEqual(env.cread(c2, "pid"), "")
+            self.assertEqual(inspect(env.cread(c2, "id").strip())["State"]["Status"], "created")
+            env.cctl(c2, "start")
+            self.assertEqual(env.state(c2), "RUNNING")
+            ok, err = env.ctl("containers/%s/ctl" % c2, "start")
+            self.assertEqual((ok, err), (False, "EBUSY"))
+            self.assertIn("RUNNING", env.cread(c2, "error"))
+
+    def test_exec_output_and_exit_code(self):
+        with ctest.Env() as env:
+            web = drun(env, "ex", extra="env.MODE=test")
+            same, out, code = env.exec_fd(web, "printenv MODE")
+            self.assertEqual((out, code), ("test\n", "0"))
+            self.assertEqual(same, "test\nexit_code=0\n")
+            same, out, code = env.exec_fd(web, 'sh -c "echo out; echo err >&2; exit 3"')
+            self.assertEqual(code, "3")
+            self.assertEqual(sorted(out.splitlines()), ["err", "out"])
+            self.assertTrue(same.endswith("exit_code=3\n"), same)
+            # a program that does not exist: a non-zero exit code, and the
+            # container goes on
+            ok, err = env.ctl("containers/%s/ctl" % web, "exec /no/such/program")
+            if ok:
+                self.assertNotEqual(env.cread(web, "exec_exit_code").strip(), "0")
+            else:
+                self.assertTrue(env.cread(web, "error").strip())
+            self.assertEqual(env.state(web), "RUNNING")
+            ok, err = env.ctl("containers/%s/ctl" % web, "exec 'echo unterminated")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+
+    def test_update_is_live(self):
+        with ctest.Env() as env:
+            web = drun(env, "up", extra="memory=64M cpus=0.5")
+            pid = env.cread(web, "pid")
+            env.cctl(web, "update memory=128M cpus=1")
+            self.assertEqual(env.stats(web)["memory_limit_bytes"], 128 << 20)
+            self.assertEqual(env.state(web), "RUNNING")
+            self.assertEqual(env.cread(web, "pid"), pid, "update restarted the container")
+            ins = inspect(env.cread(web, "id").strip())
+            self.assertEqual((ins["HostConfig"]["Memory"], ins["HostConfig"]["NanoCpus"]),
+                             (128 << 20, 1000000000))
+            lim = nt.parse_kv(env.cread(web, "limits"), " ")
+            self.assertEqual((lim["memory_bytes"], lim["cpus"]), (str(128 << 20), "1"))
+            for bad in ("update memory=lots", "update memory=1K", "update cpus=-1",
+                        "update", "update bogus=1"):
+                ok, err = env.ctl("containers/%s/ctl" % web, bad)
+                self.assertEqual((ok, err), (False, "EINVAL"), bad)
+                self.assertTrue(env.cread(web, "error").strip())
+            self.assertEqual(env.stats(web)["memory_limit_bytes"], 128 << 20)
+
+    def test_pause_resume(self):
+        with ctest.Env() as env:
+            web = drun(env, "pz")
+            cid = env.cread(web, "id").strip()
+            env.cctl(web, "pause")
+            self.assertEqual(env.state(web), "PAUSED")
+            self.assertTrue(inspect(cid)["State"]["Paused"])
+            self.assertEqual(sorted(env.stats(web)), sorted(ctest.STATS_KEYS))
+            env.cctl(web, "resume")
+            self.assertEqual(env.state(web), "RUNNING")
+            self.assertFalse(inspect(cid)["State"]["Paused"])
+            ok, err = env.ctl("containers/%s/ctl" % web, "resume")
+            self.assertFalse(ok)
+            self.assertEqual(env.state(web), "RUNNING")
+
+    def test_stop_waits_then_kills(self):
+        with ctest.Env() as env:
+            n = drun(env, "st", ctest.IGNORE_TERM)
+            w = env.start_wait_reader(n)
+            t0 = time.monotonic()
+            env.cctl(n, "stop 2")
+            took = time.monotonic() - t0
+            self.assertEqual(env.state(n), "EXITED")
+            self.assertGreaterEqual(took, 1.9, "stop did not wait its timeout")
+            self.assertLess(took, 8)
+            self.assertEqual(env.cread(n, "exit_code").strip(), "137")
+            self.assertTrue(env.cread(n, "finished_at").strip())
+            self.assertEqual(env.cread(n, "pid"), "")
+            w.join(5)
+            self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
+            self.assertFalse(inspect(env.cread(n, "id").strip())["State"]["Running"])
+            # a process that honours TERM stops at once with its own code
+            g = drun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
+            t0 = time.monotonic()
+            env.cctl(g, "stop 10")
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertEqual(env.cread(g, "exit_code").strip(), "0")
+            ok, err = env.ctl("containers/%s/ctl" % g, "stop")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+            ok, err = env.ctl("containers/%s/ctl" % g, "stop soon")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+
+    def test_kill_signal_and_exit_code(self):
+        with ctest.Env() as env:
+            n = drun(env, "hup", ctest.HUP_42)
+            ok, err = env.ctl("containers/%s/ctl" % n, "kill NOSUCHSIG")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+            self.assertEqual(env.state(n), "RUNNING")
+            env.cctl(n, "kill HUP")
+            env.wait_state(n, "EXITED", 5)
+            self.assertEqual(env.cread(n, "exit_code").strip(), "42")
+            k = drun(env, "k9")
+            env.cctl(k, "kill")
+            env.wait_state(k, "EXITED", 5)
+            self.assertEqual(env.cread(k, "exit_code").strip(), "137")
+            self.assertEqual(env.cread(k, "wait"), "exit_code=137 oom_killed=0\n")
+            # restart after exit
+            env.cctl(k, "start")
+            self.assertEqual(env.state(k), "RUNNING")
+            self.assertEqual(env.cread(k, "exit_code"), "")
+            env.cctl(k, "kill SIGKILL")
+            env.wait_state(k, "EXITED", 5)
+
+    def test_wait_blocks_until_exit(self):
+        with ctest.Env() as env:
+            n = drun(env, "wt")
+            readers = [env.start_wait_reader(n) for _ in range(3)]
+            time.sleep(0.5)
+            for r in readers:
+                self.assertTrue(r.is_alive(), "wait returned before the exit: %r" % r.result)
+            env.cctl(n, "kill KILL")
+            for r in readers:
+                r.join(3)
+                self.assertEqual(r.result, "exit_code=137 oom_killed=0\n")
+            # an exited container answers at once
+            t0 = time.monotonic()
+            self.assertEqual(env.cread(n, "wait"), "exit_code=137 oom_killed=0\n")
+            self.assertLess(time.monotonic() - t0, 1)
+            # a container that exits by itself with its own code
+            s = drun(env, "self", "sh -c 'sleep 0.5; exit 5'")
+            self.assertEqual(env.cread(s, "wait"), "exit_code=5 oom_killed=0\n")
+            self.assertEqual(env.state(s), "EXITED")
+
+    def test_logs_stdout_and_stderr(self):
+        with ctest.Env() as env:
+            n = drun(env, "lg", "sh -c 'echo to-out; echo to-err >&2; i=0; "
+                     "while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done'")
+            self.assertEqual(env.cread(n, "wait"), "exit_code=0 oom_killed=0\n")
+            logs = env.cread(n, "logs")
+            self.assertIn("to-out\n", logs)
+            self.assertIn("to-err\n", logs)
+            # stdout keeps its order; the engine copies stderr on its own
+            # pipe, so where to-err lands among the lines is its choice
+            out = [l for l in logs.splitlines() if l.startswith("line")]
+            self.assertEqual(out, ["line%d" % i for i in range(300)])
+            # no multiplexing header bytes leak through
+            self.assertNotIn("\x01\x00\x00\x00", logs)
+            self.assertNotIn("\x02\x00\x00\x00", logs)
+            # the same through cat, as a user reads it
+            p = env.fs.sh("cat containers/%s/logs | grep -c ^line" % n)
+            self.assertEqual(p.stdout.strip(), "300")
+
+    def test_destroy_removes_everything(self):
+        with ctest.Env() as env:
+            n = drun(env, "ds")
+            cid = env.cread(n, "id").strip()
+            ck = os.path.join(env.state_dir, "containers", n + ".json")
+            self.assertTrue(os.path.exists(ck))
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
+            self.assertIsNone(inspect(cid), "the engine still has it")
+            self.assertFalse(os.path.exists(ck), "checkpoint left behind")
+            self.assertFalse(os.path.exists(env.fs.path("containers", n)))
+            # an exited one too
+            e = drun(env, "ds2", "true")
+            env.cread(e, "wait")
+            cid = env.cread(e, "id").strip()
+            env.cctl(e, "destroy")
+            env.wait_gone(e)
+            self.assertIsNone(inspect(cid))
+            # and the name is free again
+            again = drun(env, "ds")
+            self.assertEqual(env.state(again), "RUNNING")
+
+    def test_pull_of_missing_image_fails_cleanly(self):
+        with ctest.Env() as env:
+            n = env.name("nopull")
+            t0 = time.monotonic()
+            ok, err = env.ctl("containers/ctl",
+                              "run %s runtime=docker image=127.0.0.1:1/nodefs/missing:1" % n)
+            self.assertFalse(ok)
+            self.assertLess(time.monotonic() - t0, 30)
+            self.assertIn(err, ("ENOENT", "EIO", "EHOSTDOWN", "ECONNREFUSED"))
+            msg = env.read("containers", "error")
+            self.assertIn("127.0.0.1:1", msg)
+            self.assertEqual(env.containers(), [])
+            self.assertEqual(ctest.docker_names(env.tag), [])
+            self.assertEqual(os.listdir(os.path.join(env.state_dir, "containers")), [])
+
+    def test_destroy_cancels_a_pull(self):
+        reg = StalledRegistry()
+        try:
+            with ctest.Env() as env:
+                n = env.name("pl")
+                res = {}
+
+                def run():
+                    res["run"] = env.ctl("containers/ctl", "run %s runtime=docker "
+                                         "image=127.0.0.1:%d/nodefs/stall:1" % (n, reg.port))
+
+                t = threading.Thread(target=run)
+                t.start()
+                try:
+                    self.assertTrue(nt.wait_until(
+                        lambda: n in env.containers() and env.state(n) == "PULLING", 10))
+                    self.assertTrue(nt.wait_until(lambda: reg.conns, 10),
+                                    "dockerd never reached the registry")
+                    time.sleep(0.3)
+                    self.assertEqual(env.state(n), "PULLING")
+                    self.assertTrue(env.cread(n, "progress").strip())
+                    t0 = time.monotonic()
+                    env.cctl(n, "destroy")
+                    self.assertLess(time.monotonic() - t0, 3)
+                finally:
+                    t.join(15)
+                self.assertEqual(res.get("run"), (False, "ECANCELED"))
+                self.assertIn("cancel", env.read("containers", "error"))
+                env.wait_gone(n, 3)
+                self.assertEqual(ctest.docker_names(env.tag), [])
+                # the engine gave up the transfer once nodefs closed its end
+                self.assertTrue(nt.wait_until(reg.all_closed, 15),
+                                "the registry connection is still open")
+        finally:
+            reg.close()
+
+    def test_outside_kill_seen_within_a_second(self):
+        with ctest.Env() as env:
+            n = drun(env, "vic")
+            h = drun(env, "vhup", ctest.HUP_42)
+            cid = env.cread(n, "id").strip()
+            docker("kill", cid, check=True)
+            t0 = time.monotonic()
+            self.assertTrue(nt.wait_until(lambda: env.state(n) == "EXITED", 1.0, 0.01),
+                            "state %s a second after docker kill" % env.state(n))
+            print("EXITED %.3f s after docker kill returned" % (time.monotonic() - t0))
+            self.assertEqual(env.cread(n, "exit_code").strip(), "137")
+            docker("kill", "-s", "HUP", env.cread(h, "id").strip(), check=True)
+            self.assertTrue(nt.wait_until(lambda: env.state(h) == "EXITED", 1.0, 0.01))
+            self.assertEqual(env.cread(h, "exit_code").strip(), "42")
+            # outside pause/unpause is followed too
+            p = drun(env, "vpz")
+            pid_ = env.cread(p, "id").strip()
+            docker("pause", pid_, check=True)
+            self.assertTrue(nt.wait_until(lambda: env.state(p) == "PAUSED", 1.0, 0.01))
+            docker("unpause", pid_, check=True)
+            self.assertTrue(nt.wait_until(lambda: env.state(p) == "RUNNING", 1.0, 0.01))
+            # outside removal: EXITED with a reason, never a hang
+            docker("rm", "-f", pid_, check=True)
+            self.assertTrue(nt.wait_until(lambda: env.state(p) == "EXITED", 2.0, 0.01))
+            self.assertTrue(env.cread(p, "error").strip())
+            env.cctl(p, "destroy")
+            env.wait_gone(p)
+
+    def test_oom_kill(self):
+        with ctest.Env() as env:
+            n = drun(env, "oom", "sh -c 'x=y; while :; do x=$x$x$x$x; done'",
+                     "memory=8M")
+            self.assertEqual(env.cread(n, "wait"), "exit_code=137 oom_killed=1\n")
+            self.assertEqual(env.cread(n, "oom_killed").strip(), "1")
+            self.assertTrue(json.loads(env.cread(n, "info.json"))["oom_killed"])
+
+    def test_bad_input_creates_nothing(self):
+        with ctest.Env() as env:
+            outside = "/etc"
+            cases = [
+                ("run %s runtime=docker image=127.0.0.1:1/nodefs/missing" % env.name("a"), None),
+                ("run %s runtime=docker image=%s memory=1K" % (env.name("b"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s memory=lots" % (env.name("c"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s cmd='sleep 1" % (env.name("d"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s cmd='sh -c \"x'" % (env.name("e"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s bind=%s:/x" % (env.name("f"), IMAGE, outside), None),
+                ("run %s runtime=docker image=%s bind=%s/../etc:/x" % (env.name("g"), IMAGE, env.pub), None),
+                ("run %s runtime=docker image=%s bind=relative:/x" % (env.name("h"), IMAGE), None),
+                ("run %s runtime=docker image=%s volume=novol:/x" % (env.name("i"), IMAGE), None),
+                ("run %s runtime=docker" % env.name("j"), "EINVAL"),
+                ("run %s runtime=docker image=%s template=busybox" % (env.name("k"), IMAGE), "EINVAL"),
+                ("run %s runtime=nosuch image=%s" % (env.name("l"), IMAGE), "EINVAL"),
+                ("run %s image=%s" % (env.name("m"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s cpus=lots" % (env.name("n"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s bogus=1" % (env.name("o"), IMAGE), "EINVAL"),
+                ("run .hidden runtime=docker image=%s" % IMAGE, "EINVAL"),
+                ("run bad/name runtime=docker image=%s" % IMAGE, "EINVAL"),
+            ]
+            for line, want in cases:
+                ok, err = env.ctl("containers/ctl", line)
+                self.assertFalse(ok, line)
+                if want:
+                    self.assertEqual(err, want, line)
+                msg = env.read("containers", "error").strip()
+                self.assertTrue(msg, "no error text for: " + line)
+                self.assertEqual(env.containers(), [], line)
+                self.assertEqual(ctest.docker_names(env.tag), [], line)
+            self.assertEqual(os.listdir(os.path.join(env.state_dir, "containers")), [])
+            # a name taken: refused, and the one that has it is untouched
+            taken = drun(env, "taken")
+            pid = env.cread(taken, "pid")
+            ok, err = env.ctl("containers/ctl", "run %s runtime=docker image=%s cmd='true'"
+                              % (taken, IMAGE))
+            self.assertEqual((ok, err), (False, "EEXIST"))
+            self.assertIn(taken, env.read("containers", "error"))
+            self.assertEqual((env.state(taken), env.cread(taken, "pid")), ("RUNNING", pid))
+            self.assertEqual(ctest.docker_names(env.tag), ["nodefs-" + taken])
+            ok, err = env.ctl("containers/ctl", "run %s runtime=lxc" % taken)
+            self.assertEqual((ok, err), (False, "EEXIST"))
+            # commands on a name that does not exist
+            ok, err = env.ctl("containers/%s/ctl" % env.name("none"), "start")
+            self.assertEqual(err, "ENOENT")
+            ok, err = env.ctl("containers/%s/ctl" % taken, "frobnicate")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+
+    def test_bind_mounts(self):
+        with ctest.Env() as env:
+            rw = os.path.join(env.pub, "rw")
+            ro = os.path.join(env.pub, "ro")
+            os.mkdir(rw)
+            os.mkdir(ro)
+            with open(os.path.join(ro, "hello"), "w") as f:
+                f.write("from-host\n")
+            n = drun(env, "bd", extra="bind=%s:/data bind=%s:/conf:ro" % (rw, ro))
+            _, out, code = env.exec_fd(n, "cat /conf/hello")
+            self.assertEqual((out, code), ("from-host\n", "0"))
+            _, out, code = env.exec_fd(n, 'sh -c "echo from-ctr > /data/f"')
+            self.assertEqual(code, "0", out)
+            with open(os.path.join(rw, "f")) as f:
+                self.assertEqual(f.read(), "from-ctr\n")
+            _, out, code = env.exec_fd(n, 'sh -c "echo x > /conf/y"')
+            self.assertNotEqual(code, "0", "a :ro bind was writable")
+            self.assertFalse(os.path.exists(os.path.join(ro, "y")))
+            mounts = json.loads(env.cread(n, "info.json"))["mounts"]
+            self.assertIn({"source": ro, "target": "/conf", "ro": True}, mounts)
+
+    def test_foreign_containers_never_shown_or_touched(self):
+        with ctest.Env() as env:
+            # one plain, one named as nodefs would name it but without the mark
+            f1 = env.name("foreign")
+            f2 = "nodefs-" + env.name("lookalike")
+            docker("run", "-d", "--name", f1, IMAGE, "sleep", "1000", check=True)
+            docker("run", "-d", "--name", f2, IMAGE, "sleep", "1000", check=True)
+            mine = drun(env, "mine")
+            self.assertEqual(env.containers(), [mine])
+            ok, err = env.ctl("containers/ctl", "run %s runtime=docker image=%s"
+                              % (env.name("lookalike"), IMAGE))
+            self.assertFalse(ok, "nodefs took a name the engine has for another")
+            env.fs.restart()
+            self.assertEqual(env.containers(), [mine])
+            env.cctl(mine, "destroy")
+            for f in (f1, f2):
+                r = docker("inspect", "-f", "{{.State.Running}}", f)
+                self.assertEqual(r.stdout.strip(), "true", "%s was touched" % f)
+
+    def test_recovery_after_kill9(self):
+        with ctest.Env() as env:
+            a = drun(env, "ra", extra="memory=32M")
+            b = drun(env, "rb")
+            c = drun(env, "rc", "true")
+            env.cread(c, "wait")
+            ida, pida = env.cread(a, "id"), env.cread(a, "pid")
+            idb = env.cread(b, "id").strip()
+            env.fs.kill9()
+            docker("kill", idb, check=True)     # dies while nodefs is down
+            env.fs.start()
+            self.assertEqual(sorted(env.containers()), sorted([a, b, c]))
+            self.assertEqual((env.state(a), env.cread(a, "id"), env.cread(a, "pid")),
+                             ("RUNNING", ida, pida))
+            self.assertEqual(env.stats(a)["memory_limit_bytes"], 32 << 20)
+            env.wait_state(b, "EXITED", 5)
+            self.assertEqual(env.cread(b, "exit_code").strip(), "137")
+            self.assertEqual(env.cread(c, "exit_code").strip(), "0")
+            # the event stream is followed again after the restart
+            docker("kill", ida.strip(), check=True)
+            self.assertTrue(nt.wait_until(lambda: env.state(a) == "EXITED", 1.0, 0.01))
+            for n in (a, b, c):
+                env.cctl(n, "destroy")
+            self.assertEqual(ctest.docker_names(env.tag), [])
+
+
+if __name__ == "__main__":
+    ctest.main(docker_needed=True)
