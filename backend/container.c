@@ -738,7 +738,32 @@ static int do_start(struct container *c, struct nerr *err)
 	return checkpoint(c, err);
 }
 
+static int run_action_masked(struct action *a, struct nerr *err);
+
+/*
+ * Processes an engine call spawns here inherit this thread's signal mask:
+ * liblxc gives a container's init (and attach_run_wait an exec'd command)
+ * the mask of the thread that called start(), and a worker started from a
+ * FUSE thread has SIGHUP, SIGINT, SIGQUIT and SIGTERM blocked (libfuse
+ * blocks them in its workers). A command whose TERM stays blocked can never
+ * stop gracefully and never sees `kill HUP`. So actions run with nothing
+ * blocked; the daemon still gets its signals, since the kernel hands a
+ * process-directed signal to the main thread first when it does not block
+ * it (complete_signal).
+ */
 static int run_action(struct action *a, struct nerr *err)
+{
+	sigset_t none, old;
+	int r;
+
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, &old);
+	r = run_action_masked(a, err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+static int run_action_masked(struct action *a, struct nerr *err)
 {
 	struct cact *x = (struct cact *)a;
 	struct container *c = x->c;
