@@ -1,0 +1,379 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""LXC containers as files (issue #6), through a real mount on real liblxc:
+busybox-template containers in a private lxcpath per test (ctest.Env), with
+no network and an unconfined profile (the driver's defaults). Every command
+is driven with open/write/read and checked against what the host shows:
+lxc-ls / lxc-info, the container's cgroup files (v1 or v2, found through
+/proc/PID/cgroup), /proc. Every test's Env kills and destroys whatever is
+left in its lxcpath and removes it, on every exit path.
+"""
+
+import json
+import os
+import time
+import unittest
+
+import nodefs_test as nt
+import ctest
+from ctest import lxc
+
+
+def lrun(env, short, cmd=None, extra=""):
+    name = env.name(short)
+    opts = "runtime=lxc template=busybox %s" % extra
+    if cmd:
+        opts += " cmd=%s" % ctest._shq(cmd)
+    env.run(name, opts)
+    return name
+
+
+def lxc_ls(env):
+    r = lxc("lxc-ls", "-P", env.lxcpath, "-1")
+    return sorted(r.stdout.split())
+
+
+def lxc_state(env, name):
+    r = lxc("lxc-info", "-P", env.lxcpath, "-n", name, "-s", "-H")
+    return r.stdout.strip()
+
+
+def cgroup_file(pid, controller, fname):
+    """Contents of a cgroup file of pid's cgroup for controller (v1), or of
+    its unified cgroup (v2); None when the host has no such file."""
+    with open("/proc/%d/cgroup" % pid) as f:
+        lines = [l.rstrip("\n").split(":", 2) for l in f]
+    for _, ctrls, path in lines:
+        cands = []
+        if controller in ctrls.split(","):
+            for mnt in ("/sys/fs/cgroup/%s" % controller,
+                        "/sys/fs/cgroup/%s" % ctrls):
+                cands.append(os.path.join(mnt + path, fname))
+        elif ctrls == "":
+            cands.append(os.path.join("/sys/fs/cgroup" + path, fname))
+            cands.append(os.path.join("/sys/fs/cgroup/unified" + path, fname))
+        for c in cands:
+            try:
+                with open(c) as fh:
+                    return fh.read().strip()
+            except OSError:
+                pass
+    return None
+
+
+class Lxc(unittest.TestCase):
+    def test_run_shows_files_and_host_agrees(self):
+        with ctest.Env() as env:
+            st = env.read("runtimes", "lxc", "status")
+            self.assertTrue(st.startswith("healthy"), st)
+            self.assertIn("5.", env.read("runtimes", "lxc", "version"))
+            box = lrun(env, "box", extra="memory=64M")
+            self.assertEqual(env.state(box), "RUNNING")
+            self.assertEqual(lxc_state(env, box), "RUNNING")
+            pid = int(env.cread(box, "pid"))
+            os.kill(pid, 0)
+            self.assertEqual(env.cread(box, "runtime").strip(), "lxc")
+            self.assertIn("busybox", env.cread(box, "image"))
+            self.assertRegex(env.cread(box, "started_at"), r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+            info = json.loads(env.cread(box, "info.json"))
+            self.assertEqual((info["state"], info["runtime"], info["memory"]),
+                             ("RUNNING", "lxc", 64 << 20))
+            st = env.stats(box)
+            self.assertEqual(sorted(st), sorted(ctest.STATS_KEYS))
+            self.assertEqual(st["memory_limit_bytes"], 64 << 20)
+            self.assertGreater(st["memory_bytes"], 0)
+            self.assertGreaterEqual(st["pids"], 1)
+            self.assertEqual(lxc_ls(env), [box])
+            # the config carries what the tests' host needs, from the
+            # runtime's options (no network, unconfined)
+            with open(os.path.join(env.lxcpath, box, "config")) as f:
+                conf = f.read()
+            self.assertRegex(conf, r"lxc\.net\.0\.type = none")
+            self.assertRegex(conf, r"lxc\.apparmor\.profile = unconfined")
+            # create, then start
+            c2 = env.name("later")
+            env.must("containers/ctl", "create %s runtime=lxc template=busybox" % c2)
+            self.assertEqual(env.state(c2), "CREATED")
+            self.assertEqual(lxc_state(env, c2), "STOPPED")
+            env.cctl(c2, "start")
+            self.assertEqual(env.state(c2), "RUNNING")
+            self.assertEqual(lxc_state(env, c2), "RUNNING")
+
+    def test_exec_output_and_exit_code(self):
+        with ctest.Env() as env:
+            n = lrun(env, "ex", "sleep 1000", "env.MODE=lxc-test")
+            same, out, code = env.exec_fd(n, 'sh -c "echo $MODE"')
+            self.assertEqual((out, code), ("lxc-test\n", "0"))
+            self.assertEqual(same, "lxc-test\nexit_code=0\n")
+            same, out, code = env.exec_fd(n, 'sh -c "echo out; echo err >&2; exit 3"')
+            self.assertEqual(code, "3")
+            self.assertEqual(sorted(out.splitlines()), ["err", "out"])
+            self.assertTrue(same.endswith("exit_code=3\n"))
+            # the exec'd command runs inside: its own pid namespace
+            _, out, code = env.exec_fd(n, "cat /proc/1/cmdline")
+            self.assertEqual(code, "0")
+            self.assertIn("sleep", out)
+            # signals are not blocked in what exec starts
+            _, out, code = env.exec_fd(n, "grep SigBlk /proc/self/status")
+            self.assertEqual(out.split(), ["SigBlk:", "0000000000000000"])
+            ok, err = env.ctl("containers/%s/ctl" % n, "exec 'echo unterminated")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+            self.assertEqual(env.state(n), "RUNNING")
+
+    def test_update_pause_resume(self):
+        with ctest.Env() as env:
+            n = lrun(env, "up", "sleep 1000", "memory=64M pids=50 cpus=0.5")
+            pid = int(env.cread(n, "pid"))
+            self.assertEqual(cgroup_file(pid, "pids", "pids.max"), "50")
+            env.cctl(n, "update memory=128M pids=80 cpus=1")
+            self.assertEqual(env.stats(n)["memory_limit_bytes"], 128 << 20)
+            self.assertEqual(int(env.cread(n, "pid")), pid, "update restarted it")
+            self.assertEqual(cgroup_file(pid, "pids", "pids.max"), "80")
+            v1 = cgroup_file(pid, "memory", "memory.limit_in_bytes")
+            v2 = cgroup_file(pid, "memory", "memory.max")
+            self.assertIn(str(128 << 20), (v1, v2))
+            quota = cgroup_file(pid, "cpu", "cpu.cfs_quota_us")
+            if quota is not None:
+                period = int(cgroup_file(pid, "cpu", "cpu.cfs_period_us"))
+                self.assertEqual(int(quota), period)
+            else:
+                self.assertEqual(cgroup_file(pid, "cpu", "cpu.max").split()[0],
+                                 cgroup_file(pid, "cpu", "cpu.max").split()[1])
+            lim = nt.parse_kv(env.cread(n, "limits"), " ")
+            self.assertEqual((lim["pids"], lim["memory_bytes"]), ("80", str(128 << 20)))
+            for bad in ("update memory=lots", "update pids=0", "update", "update x=1"):
+                ok, err = env.ctl("containers/%s/ctl" % n, bad)
+                self.assertEqual((ok, err), (False, "EINVAL"), bad)
+            self.assertEqual(cgroup_file(pid, "pids", "pids.max"), "80")
+
+            env.cctl(n, "pause")
+            self.assertEqual(env.state(n), "PAUSED")
+            self.assertEqual(lxc_state(env, n), "FROZEN")
+            self.assertEqual(sorted(env.stats(n)), sorted(ctest.STATS_KEYS))
+            env.cctl(n, "resume")
+            self.assertEqual(env.state(n), "RUNNING")
+            self.assertEqual(lxc_state(env, n), "RUNNING")
+            _, out, code = env.exec_fd(n, "true")
+            self.assertEqual(code, "0")
+
+    def test_stop_waits_then_kills(self):
+        with ctest.Env() as env:
+            n = lrun(env, "st", ctest.IGNORE_TERM)
+            w = env.start_wait_reader(n)
+            t0 = time.monotonic()
+            env.cctl(n, "stop 2")
+            took = time.monotonic() - t0
+            self.assertEqual(env.state(n), "EXITED")
+            self.assertGreaterEqual(took, 1.9, "stop did not wait its timeout")
+            self.assertLess(took, 8)
+            self.assertEqual(env.cread(n, "exit_code").strip(), "137")
+            self.assertEqual(lxc_state(env, n), "STOPPED")
+            w.join(5)
+            self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
+            # a command that honours TERM stops at once with its own code
+            g = lrun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
+            t0 = time.monotonic()
+            env.cctl(g, "stop 10")
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertEqual(env.cread(g, "exit_code").strip(), "0")
+            # a system container (busybox init, no command) halts cleanly
+            s = lrun(env, "sys")
+            t0 = time.monotonic()
+            env.cctl(s, "stop 20")
+            self.assertLess(time.monotonic() - t0, 15)
+            self.assertEqual(env.state(s), "EXITED")
+            self.assertEqual(lxc_state(env, s), "STOPPED")
+            ok, err = env.ctl("containers/%s/ctl" % s, "stop")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+
+    def test_kill_signal_and_exit_code(self):
+        with ctest.Env() as env:
+            n = lrun(env, "hup", ctest.HUP_42)
+            ok, err = env.ctl("containers/%s/ctl" % n, "kill NOSUCHSIG")
+            self.assertEqual((ok, err), (False, "EINVAL"))
+            env.cctl(n, "kill HUP")
+            env.wait_state(n, "EXITED", 5)
+            self.assertEqual(env.cread(n, "exit_code").strip(), "42")
+            k = lrun(env, "k9", "sleep 1000")
+            env.cctl(k, "kill")
+            env.wait_state(k, "EXITED", 5)
+            self.assertEqual(env.cread(k, "exit_code").strip(), "137")
+            env.cctl(k, "start")
+            self.assertEqual(env.state(k), "RUNNING")
+            self.assertEqual(env.cread(k, "exit_code"), "")
+            env.cctl(k, "kill 9")
+            env.wait_state(k, "EXITED", 5)
+
+    def test_wait_blocks_until_exit(self):
+        with ctest.Env() as env:
+            n = lrun(env, "wt", "sleep 1000")
+            readers = [env.start_wait_reader(n) for _ in range(3)]
+            time.sleep(0.5)
+            for r in readers:
+                self.assertTrue(r.is_alive(), "wait returned before the exit: %r" % r.result)
+            env.cctl(n, "kill KILL")
+            for r in readers:
+                r.join(3)
+                self.assertEqual(r.result, "exit_code=137 oom_killed=0\n")
+            s = lrun(env, "self", "sh -c 'sleep 0.5; exit 5'")
+            self.assertEqual(env.cread(s, "wait"), "exit_code=5 oom_killed=0\n")
+            q = lrun(env, "quick", "sh -c 'exit 7'")
+            self.assertEqual(env.cread(q, "wait"), "exit_code=7 oom_killed=0\n")
+
+    def test_console_logs(self):
+        with ctest.Env() as env:
+            n = lrun(env, "lg", "sh -c 'echo to-out; echo to-err >&2; i=0; "
+                     "while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done'")
+            self.assertEqual(env.cread(n, "wait"), "exit_code=0 oom_killed=0\n")
+            logs = env.cread(n, "logs")
+            self.assertIn("to-out\n", logs)
+            self.assertIn("to-err\n", logs)
+            out = [l for l in logs.splitlines() if l.startswith("line")]
+            self.assertEqual(out, ["line%d" % i for i in range(300)])
+            # a system container's console
+            s = lrun(env, "sys")
+            self.assertTrue(nt.wait_until(lambda: "activate this console" in
+                                          env.cread(s, "logs"), 10), env.cread(s, "logs"))
+
+    def test_destroy_removes_everything(self):
+        with ctest.Env() as env:
+            n = lrun(env, "ds", "sleep 1000")
+            pid = int(env.cread(n, "pid"))
+            ck = os.path.join(env.state_dir, "containers", n + ".json")
+            self.assertTrue(os.path.exists(ck))
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
+            self.assertEqual(lxc_ls(env), [])
+            self.assertFalse(os.path.exists(os.path.join(env.lxcpath, n)))
+            self.assertFalse(os.path.exists(ck))
+            self.assertFalse(os.path.exists("/proc/%d" % pid), "init outlived destroy")
+            again = lrun(env, "ds")
+            self.assertEqual(env.state(again), "RUNNING")
+
+    def test_outside_stop_seen_within_a_second(self):
+        with ctest.Env() as env:
+            n = lrun(env, "vic", "sleep 1000")
+            s = lrun(env, "vsys")
+            for name in (n, s):
+                r = lxc("lxc-stop", "-P", env.lxcpath, "-n", name, "-k")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                t0 = time.monotonic()
+                self.assertTrue(nt.wait_until(lambda: env.state(name) == "EXITED", 1.0, 0.01),
+                                "state %s a second after lxc-stop -k" % env.state(name))
+                print("%s: EXITED %.3f s after lxc-stop -k returned"
+                      % (name, time.monotonic() - t0))
+                self.assertEqual(env.cread(name, "exit_code").strip(), "137")
+                self.assertEqual(env.cread(name, "pid"), "")
+
+    def test_oom_kill(self):
+        with ctest.Env() as env:
+            n = lrun(env, "oom", "sh -c 'x=y; while :; do x=$x$x$x$x; done'", "memory=16M")
+            self.assertEqual(env.cread(n, "wait"), "exit_code=137 oom_killed=1\n")
+            self.assertEqual(env.cread(n, "oom_killed").strip(), "1")
+            self.assertTrue(json.loads(env.cread(n, "info.json"))["oom_killed"])
+            # a clean run afterwards clears the flag
+            q = lrun(env, "fine", "true", "memory=16M")
+            self.assertEqual(env.cread(q, "wait"), "exit_code=0 oom_killed=0\n")
+
+    def test_bind_mounts(self):
+        with ctest.Env() as env:
+            rw = os.path.join(env.pub, "rw")
+            ro = os.path.join(env.pub, "ro")
+            os.mkdir(rw)
+            os.mkdir(ro)
+            with open(os.path.join(ro, "hello"), "w") as f:
+                f.write("from-host\n")
+            n = lrun(env, "bd", "sleep 1000", "bind=%s:/data bind=%s:/conf:ro" % (rw, ro))
+            _, out, code = env.exec_fd(n, "cat /conf/hello")
+            self.assertEqual((out, code), ("from-host\n", "0"))
+            _, out, code = env.exec_fd(n, 'sh -c "echo from-ctr > /data/f"')
+            self.assertEqual(code, "0", out)
+            with open(os.path.join(rw, "f")) as f:
+                self.assertEqual(f.read(), "from-ctr\n")
+            _, out, code = env.exec_fd(n, 'sh -c "echo x > /conf/y"')
+            self.assertNotEqual(code, "0", "a :ro bind was writable")
+            self.assertFalse(os.path.exists(os.path.join(ro, "y")))
+            with open(os.path.join(env.lxcpath, n, "config")) as f:
+                entries = [l for l in f if l.startswith("lxc.mount.entry")]
+            self.assertTrue(any(rw in e for e in entries), entries)
+
+    def test_bad_input_creates_nothing(self):
+        with ctest.Env() as env:
+            cases = [
+                ("run %s runtime=lxc template=nosuch" % env.name("a"), None),
+                ("run %s runtime=lxc template=busybox memory=lots" % env.name("b"), "EINVAL"),
+                ("run %s runtime=lxc template=busybox cmd='sleep 1" % env.name("c"), "EINVAL"),
+                ("run %s runtime=lxc template=busybox bind=/etc:/x" % env.name("d"), None),
+                ("run %s runtime=lxc template=busybox bind=%s/../..:/x" % (env.name("e"), env.pub), None),
+                ("run %s runtime=lxc template=busybox flush_cache=maybe" % env.name("f"), "EINVAL"),
+                ("run %s runtime=lxc template=busybox bogus=1" % env.name("g"), "EINVAL"),
+                ("run %s runtime=lxc template=busybox pids=-3" % env.name("h"), "EINVAL"),
+                ("run %s runtime=lxc template=busybox volume=novol:/x" % env.name("i"), None),
+                # the download template with options it takes, no network:
+                # it fails cleanly, and leaves no half-made container
+                ("run %s runtime=lxc template=download distro=alpine release=3.19 "
+                 "arch=amd64 image_server=127.0.0.1:1 flush_cache=1" % env.name("j"), None),
+                # distro= and friends belong to the download template
+                ("run %s runtime=lxc template=busybox distro=alpine" % env.name("k"), None),
+            ]
+            for line, want in cases:
+                ok, err = env.ctl("containers/ctl", line)
+                self.assertFalse(ok, line)
+                if want:
+                    self.assertEqual(err, want, line)
+                self.assertTrue(env.read("containers", "error").strip(), line)
+                self.assertEqual(env.containers(), [], line)
+                self.assertEqual(lxc_ls(env), [], line)
+                self.assertEqual(os.listdir(env.lxcpath), [], line)
+            self.assertEqual(os.listdir(os.path.join(env.state_dir, "containers")), [])
+            taken = lrun(env, "taken", "sleep 1000")
+            pid = env.cread(taken, "pid")
+            ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % taken)
+            self.assertEqual((ok, err), (False, "EEXIST"))
+            self.assertEqual((env.state(taken), env.cread(taken, "pid")), ("RUNNING", pid))
+            self.assertEqual(lxc_ls(env), [taken])
+
+    def test_foreign_containers_never_shown_or_touched(self):
+        with ctest.Env() as env:
+            f = env.name("foreign")
+            r = lxc("lxc-create", "-P", env.lxcpath, "-n", f, "-t", "busybox")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            mine = lrun(env, "mine", "sleep 1000")
+            self.assertEqual(env.containers(), [mine])
+            ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % f)
+            self.assertFalse(ok, "nodefs took over a container it did not make")
+            self.assertTrue(os.path.exists(os.path.join(env.lxcpath, f, "config")))
+            env.fs.restart()
+            self.assertEqual(env.containers(), [mine])
+            env.cctl(mine, "destroy")
+            env.wait_gone(mine)
+            self.assertEqual(lxc_ls(env), [f])
+            self.assertEqual(lxc_state(env, f), "STOPPED")
+
+    def test_recovery_after_kill9(self):
+        with ctest.Env() as env:
+            a = lrun(env, "ra", "sleep 1000", "memory=32M")
+            b = lrun(env, "rb", "sleep 1000")
+            c = lrun(env, "rc", "true")
+            env.cread(c, "wait")
+            pida = env.cread(a, "pid")
+            env.fs.kill9()
+            r = lxc("lxc-stop", "-P", env.lxcpath, "-n", b, "-k")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            env.fs.start()
+            self.assertEqual(sorted(env.containers()), sorted([a, b, c]))
+            self.assertEqual((env.state(a), env.cread(a, "pid")), ("RUNNING", pida))
+            self.assertEqual(env.stats(a)["memory_limit_bytes"], 32 << 20)
+            env.wait_state(b, "EXITED", 5)
+            self.assertEqual(env.cread(c, "exit_code").strip(), "0")
+            # exits are followed again after the restart
+            r = lxc("lxc-stop", "-P", env.lxcpath, "-n", a, "-k")
+            self.assertTrue(nt.wait_until(lambda: env.state(a) == "EXITED", 1.0, 0.01),
+                            env.state(a))
+            self.assertEqual(env.cread(a, "exit_code").strip(), "137")
+            for n in (a, b, c):
+                env.cctl(n, "destroy")
+            self.assertEqual(lxc_ls(env), [])
+
+
+if __name__ == "__main__":
+    ctest.main(lxc_needed=True)
