@@ -375,6 +375,7 @@ struct vctx {
 	struct csi_caps caps;
 	struct operation *op;
 	unsigned attempts;
+	bool dirty;			/* state changed since the last checkpoint */
 	char node_id[256];
 };
 
@@ -621,6 +622,11 @@ static int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];
 
+	/* usually only the last component is missing, or none */
+	if (mkdir(path, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
 	for (char *p = buf + 1; *p; p++) {
@@ -755,6 +761,12 @@ static int do_delete(struct vctx *x, struct nerr *err)
  * stable state after it. A call whose outcome is unknown leaves the volume
  * in the transient state (the next command re-drives it); a call that
  * failed for certain puts it back to `back`.
+ *
+ * The stable state after a call is written with the next step's transient
+ * record when another call follows at once (that record holds everything
+ * the call returned), else by flush() before the command is answered: one
+ * fsync'd write fewer per call, and a crash in between only re-drives an
+ * idempotent call whose result was not yet recorded.
  */
 static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, struct nerr *),
 		enum vstate done, enum vstate back, struct nerr *err)
@@ -769,6 +781,7 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 		set_state(v, back);
 		return r;
 	}
+	x->dirty = false;
 	v->last_code = 0;
 	r = fn(x, err);
 	if (r < 0) {
@@ -781,8 +794,17 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 		return r;
 	}
 	set_state(v, done);
-	r = checkpoint(v, err);
-	return r;
+	x->dirty = true;
+	return 0;
+}
+
+/* The stable state a step or a walk left, checkpointed if not yet. */
+static int flush(struct vctx *x, struct nerr *err)
+{
+	if (!x->dirty)
+		return 0;
+	x->dirty = false;
+	return checkpoint(x->v, err);
 }
 
 /* The state an up-walk resumes from: a transient state of either
@@ -807,7 +829,7 @@ static int walk_up(struct vctx *x, bool want_publish, struct nerr *err)
 					 V_CREATED, err);
 			else {
 				set_state(v, V_NODE_READY);
-				r = checkpoint(v, err);
+				x->dirty = true;
 			}
 			break;
 		case V_NODE_READY:
@@ -860,7 +882,7 @@ static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
 				v->target = NULL;
 				v->ro = false;
 				pthread_mutex_unlock(&v->lock);
-				r = checkpoint(v, err);
+				x->dirty = true;
 			}
 			if (r >= 0 && goal == DOWN_UNPUBLISHED)
 				return 0;
@@ -882,7 +904,7 @@ static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
 					 V_NODE_READY, err);
 			else {
 				set_state(v, V_CREATED);
-				r = checkpoint(v, err);
+				x->dirty = true;
 			}
 			break;
 		case V_CREATING:
@@ -1111,6 +1133,14 @@ static int run_action(struct action *a, struct nerr *err)
 			r = 0;
 		}
 		break;
+	}
+	/* the stable state the walk ended in, before the command is answered */
+	if (!atomic_load(&v->node->dead)) {
+		struct nerr ferr = { 0 };
+		int fr = flush(&x, r < 0 ? &ferr : err);
+
+		if (fr < 0 && r >= 0)
+			r = fr;
 	}
 out:
 	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY)
