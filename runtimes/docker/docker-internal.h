@@ -7,6 +7,10 @@
  * timestamps, and the decoder of multiplexed (non-TTY) log and exec streams.
  * It never opens a socket, never touches curl, never sees a FUSE or backend
  * type.
+ *
+ * Errors: -errno; the parsers that take a struct nerr fill it, -ENOMEM
+ * included ("out of memory"), and tell a reply that does not parse
+ * (-EBADMSG) from an allocation that failed (-ENOMEM). Thread-safe.
  */
 #ifndef NODEFS_DOCKER_INTERNAL_H
 #define NODEFS_DOCKER_INTERNAL_H
@@ -110,14 +114,14 @@ enum rt_state docker_state_from_string(const char *s);
 /* One /events object. Returns 1 and fills ret (ret->id points into ret_id,
  * of size n) when it maps to an rt_event (start, die with exitCode, oom,
  * pause, unpause, destroy of a container), 0 for events we ignore,
- * -EBADMSG for malformed JSON. */
+ * -EBADMSG for malformed JSON, -ENOMEM. */
 int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 			    char *ret_id, size_t n);
 
 /* One line of the pull progress stream. Returns 0 and a one-line summary in
  * buf ("abc123: Downloading [=>  ] 1MB/5MB"), or -ENOENT with the engine's
  * error text in buf when the line reports an error (an "error" line, or the
- * {"message": ...} of an error reply); -EBADMSG, buf untouched. */
+ * {"message": ...} of an error reply); -EBADMSG or -ENOMEM, buf untouched. */
 int docker_json_parse_pull_line(const char *line, size_t len, char *buf, size_t n);
 
 /*

@@ -18,6 +18,7 @@
 
 #include "macro.h"
 #include "nerr.h"
+#include "sbuf.h"
 
 /* CURLcode values we map, copied so this file stays free of curl.h; the unit
  * test checks them against curl.h. */
@@ -211,6 +212,98 @@ static bool bind_path_ok(const char *p)
 	return p && p[0] == '/' && !strpbrk(p, ":,\n");
 }
 
+/* RFC 3629 UTF-8 as jansson accepts it, checked before json_string(), so
+ * that a NULL from it can only mean out of memory. */
+static bool utf8_ok(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		unsigned c = *p, n;
+		uint32_t cp;
+
+		if (c < 0x80) {
+			p++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		for (unsigned i = 1; i <= n; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		p += n + 1;
+	}
+	return true;
+}
+
+/* a + b + c [+ d], malloc'd (NULL on OOM); plain malloc so failing-allocation
+ * tests see every allocation of this file */
+static char *concat(const char *a, const char *b, const char *c, const char *d)
+{
+	size_t la = strlen(a), lb = strlen(b), lc = strlen(c), ld = d ? strlen(d) : 0;
+	char *s = malloc(la + lb + lc + ld + 1);
+
+	if (!s)
+		return NULL;
+	memcpy(s, a, la);
+	memcpy(s + la, b, lb);
+	memcpy(s + la + lb, c, lc);
+	if (d)
+		memcpy(s + la + lb + lc, d, ld);
+	s[la + lb + lc + ld] = '\0';
+	return s;
+}
+
+static char *dup_str(const char *s)
+{
+	return concat(s, "", "", NULL);
+}
+
+struct dump_ctx {
+	struct sbuf sb;
+	bool failed;
+};
+
+static int dump_cb(const char *p, size_t n, void *data)
+{
+	struct dump_ctx *dc = data;
+
+	if (dc->failed || sbuf_add(&dc->sb, p, n) < 0) {
+		dc->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+/* json_dumps() with a sticky error: jansson 2.14 ignores a failed write of an
+ * object key and goes on, so an allocation failure there would give a body
+ * with a key missing. NULL on out of memory (or past DOCKER_BODY_CAP). */
+static char *dump(const json_t *o)
+{
+	struct dump_ctx dc = { .sb = SBUF_INIT(DOCKER_BODY_CAP) };
+
+	if (json_dump_callback(o, dump_cb, &dc, JSON_COMPACT) < 0 || dc.failed) {
+		sbuf_free(&dc.sb);
+		return NULL;
+	}
+	return sbuf_steal(&dc.sb);
+}
+
 static int set_new(json_t *o, const char *k, json_t *v)
 {
 	if (!v || json_object_set_new(o, k, v) < 0)
@@ -221,35 +314,37 @@ static int set_new(json_t *o, const char *k, json_t *v)
 int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
 {
 	json_auto_t *o = json_object();
-	json_t *hc = json_object(), *labels = json_object(), *a;
+	json_t *hc, *labels, *a;
 	char *s;
 
-	if (!o || !hc || !labels) {
-		json_decref(hc);
-		json_decref(labels);
-		return -ENOMEM;
-	}
-	if (set_new(o, "HostConfig", hc) < 0 || set_new(o, "Labels", labels) < 0)
-		return -ENOMEM;
+	/* each new value goes into its parent at once, which then owns it */
+	if (!o || set_new(o, "HostConfig", hc = json_object()) < 0 ||
+	    set_new(o, "Labels", labels = json_object()) < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
 	if (!spec->name || !*spec->name)
 		return nerr_set(err, EINVAL, "container name missing");
 	if (!spec->image || !*spec->image)
 		return nerr_set(err, EINVAL, "docker needs image=");
+	if (!utf8_ok(spec->image) || !utf8_ok(spec->name))
+		return nerr_set(err, EINVAL, "image and name must be UTF-8");
 	if (set_new(o, "Image", json_string(spec->image)) < 0)
-		return nerr_set(err, EINVAL, "image is not valid UTF-8");
+		return nerr_set(err, ENOMEM, "out of memory");
 	if (set_new(labels, RT_OWNER_LABEL, json_string("1")) < 0 ||
 	    set_new(labels, RT_NAME_LABEL, json_string(spec->name)) < 0)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	if (spec->argv && spec->argv[0]) {
 		if (set_new(o, "Cmd", a = json_array()) < 0)
-			return -ENOMEM;
-		for (char **v = spec->argv; *v; v++)
-			if (json_array_append_new(a, json_string(*v)) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+		for (char **v = spec->argv; *v; v++) {
+			if (!utf8_ok(*v))
 				return nerr_set(err, EINVAL, "cmd is not valid UTF-8");
+			if (json_array_append_new(a, json_string(*v)) < 0)
+				return nerr_set(err, ENOMEM, "out of memory");
+		}
 	}
 	if (spec->nenv) {
 		if (set_new(o, "Env", a = json_array()) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 		for (size_t i = 0; i < spec->nenv; i++) {
 			const struct rt_kv *kv = &spec->env[i];
 			_cleanup_free_ char *e = NULL;
@@ -257,10 +352,11 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 			if (!kv->key || !*kv->key || strchr(kv->key, '=') || !kv->val)
 				return nerr_set(err, EINVAL, "bad environment variable name '%s'",
 						kv->key ? kv->key : "");
-			if (asprintf(&e, "%s=%s", kv->key, kv->val) < 0)
-				return -ENOMEM;
-			if (json_array_append_new(a, json_string(e)) < 0)
-				return nerr_set(err, EINVAL, "env.%s is not valid UTF-8", kv->key);
+			if (!utf8_ok(kv->key) || !utf8_ok(kv->val))
+				return nerr_set(err, EINVAL, "environment is not valid UTF-8");
+			e = concat(kv->key, "=", kv->val, NULL);
+			if (!e || json_array_append_new(a, json_string(e)) < 0)
+				return nerr_set(err, ENOMEM, "out of memory");
 		}
 	}
 	if (spec->memory) {
@@ -268,23 +364,23 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 			return nerr_set(err, EINVAL, "memory too large");
 		if (set_new(hc, "Memory", json_integer((json_int_t)spec->memory)) < 0 ||
 		    set_new(hc, "MemorySwap", json_integer((json_int_t)spec->memory)) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 	}
 	if (spec->cpus != 0) {
 		if (!(spec->cpus > 0) || !isfinite(spec->cpus) || spec->cpus > 1e6)
 			return nerr_set(err, EINVAL, "bad cpus %g", spec->cpus);
 		if (set_new(hc, "NanoCpus", json_integer((json_int_t)(spec->cpus * 1e9 + 0.5))) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 	}
 	if (spec->pids) {
 		if (spec->pids < 0)
 			return nerr_set(err, EINVAL, "bad pids %" PRId64, spec->pids);
 		if (set_new(hc, "PidsLimit", json_integer(spec->pids)) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 	}
 	if (spec->nmounts) {
 		if (set_new(hc, "Binds", a = json_array()) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 		for (size_t i = 0; i < spec->nmounts; i++) {
 			const struct rt_mount *m = &spec->mounts[i];
 			_cleanup_free_ char *b = NULL;
@@ -292,15 +388,16 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 			if (!bind_path_ok(m->source) || !bind_path_ok(m->target))
 				return nerr_set(err, EINVAL, "bad bind %s:%s (absolute paths without ':' or ',')",
 						m->source ? m->source : "", m->target ? m->target : "");
-			if (asprintf(&b, "%s:%s%s", m->source, m->target, m->ro ? ":ro" : "") < 0)
-				return -ENOMEM;
-			if (json_array_append_new(a, json_string(b)) < 0)
+			if (!utf8_ok(m->source) || !utf8_ok(m->target))
 				return nerr_set(err, EINVAL, "bind is not valid UTF-8");
+			b = concat(m->source, ":", m->target, m->ro ? ":ro" : NULL);
+			if (!b || json_array_append_new(a, json_string(b)) < 0)
+				return nerr_set(err, ENOMEM, "out of memory");
 		}
 	}
-	s = json_dumps(o, JSON_COMPACT);
+	s = dump(o);
 	if (!s)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	*ret = s;
 	return 0;
 }
@@ -311,7 +408,7 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 	char *s;
 
 	if (!o)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
 		return nerr_set(err, EINVAL, "update: nothing to change");
 	if (lim->set & RT_LIMIT_MEMORY) {
@@ -321,24 +418,24 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 		json_int_t m = (json_int_t)lim->memory;
 		if (set_new(o, "Memory", json_integer(m)) < 0 ||
 		    set_new(o, "MemorySwap", json_integer(m ? m : -1)) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 	}
 	if (lim->set & RT_LIMIT_CPUS) {
 		if (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6)
 			return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
 		if (set_new(o, "NanoCpus", json_integer((json_int_t)(lim->cpus * 1e9 + 0.5))) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 	}
 	if (lim->set & RT_LIMIT_PIDS) {
 		if (lim->pids < 0)
 			return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
 		/* Docker: 0 or -1 both mean unlimited */
 		if (set_new(o, "PidsLimit", json_integer(lim->pids ? lim->pids : -1)) < 0)
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 	}
-	s = json_dumps(o, JSON_COMPACT);
+	s = dump(o);
 	if (!s)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	*ret = s;
 	return 0;
 }
@@ -351,33 +448,51 @@ int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
 
 	if (!o || !a) {
 		json_decref(a);
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	if (set_new(o, "Cmd", a) < 0)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	if (!argv || !argv[0] || !argv[0][0])
 		return nerr_set(err, EINVAL, "exec: empty command");
-	for (size_t i = 0; argv[i]; i++)
-		if (json_array_append_new(a, json_string(argv[i])) < 0)
+	for (size_t i = 0; argv[i]; i++) {
+		if (!utf8_ok(argv[i]))
 			return nerr_set(err, EINVAL, "exec: argument is not valid UTF-8");
+		if (json_array_append_new(a, json_string(argv[i])) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
 	if (set_new(o, "AttachStdout", json_true()) < 0 ||
 	    set_new(o, "AttachStderr", json_true()) < 0 ||
 	    set_new(o, "AttachStdin", json_false()) < 0 ||
 	    set_new(o, "Tty", json_false()) < 0)
-		return -ENOMEM;
-	s = json_dumps(o, JSON_COMPACT);
+		return nerr_set(err, ENOMEM, "out of memory");
+	s = dump(o);
 	if (!s)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	*ret = s;
 	return 0;
 }
 
-static json_t *load(const char *body, size_t len)
+/* Parse a reply: 0, -ENOMEM, or -EBADMSG (*ret NULL on failure). */
+static int load(const char *body, size_t len, json_t **ret)
 {
+	json_error_t e;
+
+	*ret = NULL;
 	if (!body || len > DOCKER_BODY_CAP)
-		return NULL;
-	return json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+		return -EBADMSG;
+	*ret = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e);
+	if (*ret)
+		return 0;
+	/* jansson fails its lexer's first allocation without a word; every
+	 * parse error has one */
+	return json_error_code(&e) == json_error_out_of_memory || !e.text[0] ? -ENOMEM : -EBADMSG;
 }
+
+#define LOAD_OR_ENOMEM(o, body, len, err)						\
+	do {										\
+		if (load(body, len, &(o)) == -ENOMEM)					\
+			return nerr_set(err, ENOMEM, "out of memory");			\
+	} while (0)
 
 static void copy_line(char *buf, size_t n, const char *s, size_t len)
 {
@@ -398,9 +513,10 @@ static void copy_line(char *buf, size_t n, const char *s, size_t len)
 
 void docker_json_error_message(const char *body, size_t len, char *buf, size_t n)
 {
-	json_auto_t *o = load(body, len);
+	json_auto_t *o = NULL;
 	const char *m;
 
+	load(body, len, &o);	/* out of memory: the raw text below */
 	m = json_string_value(json_object_get(o, "message"));
 	if (m)
 		copy_line(buf, n, m, strlen(m));
@@ -410,15 +526,17 @@ void docker_json_error_message(const char *body, size_t len, char *buf, size_t n
 
 int docker_json_parse_id(const char *body, size_t len, char **ret, struct nerr *err)
 {
-	json_auto_t *o = load(body, len);
-	const char *id = json_string_value(json_object_get(o, "Id"));
+	json_auto_t *o = NULL;
+	const char *id;
 	char *s;
 
+	LOAD_OR_ENOMEM(o, body, len, err);
+	id = json_string_value(json_object_get(o, "Id"));
 	if (!id || !*id)
 		return nerr_set(err, EBADMSG, "engine reply without an Id");
-	s = strdup(id);
+	s = dup_str(id);
 	if (!s)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	*ret = s;
 	return 0;
 }
@@ -426,10 +544,12 @@ int docker_json_parse_id(const char *body, size_t len, char **ret, struct nerr *
 int docker_json_parse_version(const char *body, size_t len, char *ret_api, char *ret_min,
 			      size_t n, struct nerr *err)
 {
-	json_auto_t *o = load(body, len);
-	const char *api = json_string_value(json_object_get(o, "ApiVersion"));
-	const char *min = json_string_value(json_object_get(o, "MinAPIVersion"));
+	json_auto_t *o = NULL;
+	const char *api, *min;
 
+	LOAD_OR_ENOMEM(o, body, len, err);
+	api = json_string_value(json_object_get(o, "ApiVersion"));
+	min = json_string_value(json_object_get(o, "MinAPIVersion"));
 	if (!api || strlen(api) >= n || (min && strlen(min) >= n))
 		return nerr_set(err, EBADMSG, "engine /version reply without ApiVersion");
 	strcpy(ret_api, api);
@@ -462,12 +582,14 @@ enum rt_state docker_state_from_string(const char *s)
 int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *ret,
 			      struct nerr *err)
 {
-	json_auto_t *o = load(body, len);
-	json_t *st = json_object_get(o, "State");
+	json_auto_t *o = NULL;
 	struct rt_status s = { 0 };
 	json_int_t pid, code;
 	const char *t;
+	json_t *st;
 
+	LOAD_OR_ENOMEM(o, body, len, err);
+	st = json_object_get(o, "State");
 	if (!json_is_object(st))
 		return nerr_set(err, EBADMSG, "inspect reply without State");
 	s.state = docker_state_from_string(json_string_value(json_object_get(st, "Status")));
@@ -493,10 +615,12 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 int docker_json_parse_exec_inspect(const char *body, size_t len, int *ret_exit_code,
 				   bool *ret_running, struct nerr *err)
 {
-	json_auto_t *o = load(body, len);
-	json_t *code = json_object_get(o, "ExitCode");
+	json_auto_t *o = NULL;
 	json_int_t c;
+	json_t *code;
 
+	LOAD_OR_ENOMEM(o, body, len, err);
+	code = json_object_get(o, "ExitCode");
 	if (!json_is_object(o))
 		return nerr_set(err, EBADMSG, "malformed exec inspect reply");
 	c = json_integer_value(code);
@@ -528,16 +652,17 @@ static int exit_code_from_status_text(const char *s)
 int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret,
 			   size_t *ret_n, struct nerr *err)
 {
-	json_auto_t *o = load(body, len);
+	json_auto_t *o = NULL;
 	struct rt_listing *l;
 	size_t n = 0, i;
 	json_t *c;
 
+	LOAD_OR_ENOMEM(o, body, len, err);
 	if (!json_is_array(o))
 		return nerr_set(err, EBADMSG, "container list reply is not an array");
 	l = calloc(json_array_size(o) + 1, sizeof(*l));
 	if (!l)
-		return -ENOMEM;
+		return nerr_set(err, ENOMEM, "out of memory");
 	json_array_foreach(o, i, c) {
 		json_t *labels = json_object_get(c, "Labels");
 		const char *id = json_string_value(json_object_get(c, "Id"));
@@ -547,11 +672,11 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 		/* the filter asked the engine for ours; check again anyway */
 		if (!id || !owner || strcmp(owner, "1") != 0 || !name)
 			continue;
-		l[n].id = strdup(id);
-		l[n].name = strdup(name);
+		l[n].id = dup_str(id);
+		l[n].name = dup_str(name);
 		if (!l[n].id || !l[n].name) {
 			listing_free(l, n + 1);
-			return -ENOMEM;
+			return nerr_set(err, ENOMEM, "out of memory");
 		}
 		l[n].status.state = docker_state_from_string(
 			json_string_value(json_object_get(c, "State")));
@@ -579,12 +704,16 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 		{ "unpause", RT_EV_UNPAUSE },
 		{ "destroy", RT_EV_DESTROY },
 	};
-	json_auto_t *o = load(line, len);
+	json_auto_t *o = NULL;
 	const char *type, *action, *id;
 	json_t *actor, *attrs;
 	struct rt_event ev = { 0 };
 	size_t i;
+	int r;
 
+	r = load(line, len, &o);
+	if (r < 0)
+		return r;
 	if (!json_is_object(o))
 		return -EBADMSG;
 	type = json_string_value(json_object_get(o, "Type"));
@@ -628,9 +757,13 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 
 int docker_json_parse_pull_line(const char *line, size_t len, char *buf, size_t n)
 {
-	json_auto_t *o = load(line, len);
+	json_auto_t *o = NULL;
 	const char *e, *status, *id, *progress;
+	int r;
 
+	r = load(line, len, &o);
+	if (r < 0)
+		return r;
 	if (!json_is_object(o))
 		return -EBADMSG;
 	e = json_string_value(json_object_get(o, "error"));
