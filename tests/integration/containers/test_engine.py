@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""An engine that goes away and comes back, through the mount. The test
+starts a second, private dockerd (tests/fixtures/dockerd.sh on its own dir,
+never the run's shared one), mounts nodefs on it, stops that dockerd with
+SIGTERM (its containers stop with it), and checks: runtimes/docker/status
+says unhealthy with a reason; commands fail fast with a clear error rather
+than hanging; files still read. Then the same dockerd is started again on
+the same data: status is healthy again, the container that stopped while
+the engine was down shows EXITED with its real exit code (resynchronised),
+new runs work and outside kills are followed again (the event stream
+reconnected). The LXC half: an lxcpath nodefs cannot use leaves the runtime
+present and unhealthy with the reason, and the mount still comes up.
+The private dockerd and its dir are removed on every exit path.
+"""
+
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+import nodefs_test as nt
+import ctest
+from ctest import IMAGE, DOCKERD_FIXTURE
+
+
+def launch_dockerd(d):
+    """Start dockerd on dir d as the fixture does (same flags, same data),
+    detached (setsid -f), so it is never our zombie when the fixture stops
+    it."""
+    log = open(os.path.join(d, "dockerd.log"), "ab")
+    subprocess.run(["setsid", "-f", "dockerd", "--iptables=false", "--ip-masq=false",
+                      "--bridge=none", "--storage-driver=vfs",
+                      "--host=unix://%s/docker.sock" % d, "--data-root=%s/data" % d,
+                      "--exec-root=%s/exec" % d, "--pidfile=%s/docker.pid" % d,
+                      "--log-level=warn"], stdin=subprocess.DEVNULL, stdout=log,
+                   stderr=log, cwd="/", check=True, timeout=30)
+    log.close()
+
+
+def dockerd_pid(d):
+    try:
+        with open(os.path.join(d, "docker.pid")) as f:
+            pid = int(f.read().strip())
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if (d + "/").encode() not in f.read():
+                return None
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+class Engine(unittest.TestCase):
+    def test_dockerd_goes_away_and_comes_back(self):
+        if not ctest.have_docker() or not os.access(DOCKERD_FIXTURE, os.X_OK):
+            self.skipTest("no dockerd here")
+        d = "/tmp/nfc-dk.%d" % os.getpid()
+        host = "unix://%s/docker.sock" % d
+        try:
+            p = subprocess.run([DOCKERD_FIXTURE, "start", d], capture_output=True,
+                               text=True, timeout=180)
+            self.assertEqual(p.returncode, 0, "second dockerd: " + p.stderr)
+            with ctest.Env(docker_host=host) as env:
+                status = lambda: env.read("runtimes", "docker", "status")
+                self.assertTrue(status().startswith("healthy"), status())
+                # exits 3 on the TERM dockerd sends its containers at shutdown
+                kept = env.name("kept")
+                env.run(kept, "runtime=docker image=%s cmd=%s" % (
+                    IMAGE, ctest._shq("sh -c \"trap 'exit 3' TERM; while :; do sleep 0.1; done\"")))
+                self.assertEqual(env.state(kept), "RUNNING")
+
+                pid = dockerd_pid(d)
+                self.assertIsNotNone(pid)
+                os.kill(pid, signal.SIGTERM)
+                self.assertTrue(nt.wait_until(lambda: not os.path.exists("/proc/%d" % pid), 30))
+                t0 = time.monotonic()
+                self.assertTrue(nt.wait_until(lambda: status().startswith("unhealthy"), 10),
+                                status())
+                print("unhealthy %.2f s after dockerd exited: %s"
+                      % (time.monotonic() - t0, status().strip()))
+                self.assertGreater(len(status().split(None, 1)), 1, "no reason given")
+                # commands fail at once, with a reason, and change nothing
+                t0 = time.monotonic()
+                ok, err = env.ctl("containers/ctl", "run %s runtime=docker image=%s"
+                                  % (env.name("down"), IMAGE))
+                self.assertEqual((ok, err), (False, "EHOSTDOWN"))
+                self.assertIn("docker", env.read("containers", "error"))
+                ok, err = env.ctl("containers/%s/ctl" % kept, "kill")
+                self.assertEqual((ok, err), (False, "EHOSTDOWN"))
+                self.assertIn("unhealthy", env.cread(kept, "error"))
+                self.assertLess(time.monotonic() - t0, 3, "commands hung on a dead engine")
+                self.assertEqual(env.containers(), [kept])
+                env.cread(kept, "stats")
+                env.cread(kept, "info.json")
+
+                launch_dockerd(d)
+                t0 = time.monotonic()
+                self.assertTrue(nt.wait_until(lambda: status().startswith("healthy"), 20),
+                                status())
+                print("healthy %.2f s after dockerd was started again"
+                      % (time.monotonic() - t0))
+                # resynchronised: what happened while it was down
+                env.wait_state(kept, "EXITED", 10)
+                self.assertEqual(env.cread(kept, "exit_code").strip(), "3")
+                # and working again, events included
+                env.cctl(kept, "start")
+                self.assertEqual(env.state(kept), "RUNNING")
+                back = env.name("back")
+                env.run(back, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
+                ctest.docker("kill", "nodefs-" + back, host=host, check=True)
+                self.assertTrue(nt.wait_until(lambda: env.state(back) == "EXITED", 1.0, 0.01),
+                                "outside kill not followed after the reconnect")
+                for n in (kept, back):
+                    env.cctl(n, "destroy")
+        finally:
+            subprocess.run([DOCKERD_FIXTURE, "stop", d], capture_output=True, timeout=180)
+            self.assertFalse(os.path.exists(d))
+
+    def test_lxc_unusable_is_unhealthy_not_fatal(self):
+        # an lxcpath that is a file: liblxc cannot work there
+        with ctest.Env() as env0:
+            bad = os.path.join(env0.tmp, "not-a-dir")
+            with open(bad, "w") as f:
+                f.write("x")
+            cfg = ("[nodefs]\nallowed_targets = %s\n\n[runtime lxc]\nlxcpath = %s\n"
+                   % (env0.pub, bad))
+            with nt.Nodefs(cfg) as fs:
+                st = fs.read("runtimes", "lxc", "status")
+                self.assertTrue(st.startswith("unhealthy"), st)
+                self.assertGreater(len(st.split(None, 1)), 1, "no reason given")
+                ok, err = fs.write_ctl("containers/ctl", "run x runtime=lxc template=busybox")
+                self.assertEqual((ok, nt.errname(err)), (False, "EHOSTDOWN"))
+                self.assertIn("lxc", fs.read("containers", "error"))
+                self.assertEqual(sorted(fs.listdir("containers")), ["ctl", "error"])
+
+
+if __name__ == "__main__":
+    ctest.main()
