@@ -291,6 +291,13 @@ static void apply_status(struct container *c, const struct rt_status *st)
 	c->pid = st->pid;
 	if (st->started_at)
 		c->started_at = st->started_at;
+	if (st->state == RT_STATE_RUNNING || st->state == RT_STATE_PAUSED) {
+		/* running again (started by the engine: a restart policy, a
+		 * system container that rebooted): the last end is history */
+		c->has_exit = false;
+		c->oom_killed = false;
+		c->finished_at = 0;
+	}
 	if (st->state == RT_STATE_EXITED) {
 		c->has_exit = true;
 		c->exit_code = st->exit_code;
@@ -1472,15 +1479,28 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 	if (!c)
 		return;
 	switch (ev->kind) {
-	case RT_EV_START:
+	case RT_EV_START: {
+		bool ours;
 		pthread_mutex_lock(&c->lock);
 		if (!c->started_at || ev->time > c->started_at)
 			c->started_at = ev->time ? ev->time : time(NULL);
+		/* STARTING is ours: the start action moves on from it; RUNNING
+		 * is news we already have */
+		ours = c->state == C_STARTING || c->state == C_RUNNING;
+		if (!ours) {
+			/* started by the engine (a restart policy, a system
+			 * container rebooting): the last run's end is history */
+			c->has_exit = false;
+			c->oom_killed = false;
+			c->finished_at = 0;
+		}
 		pthread_mutex_unlock(&c->lock);
-		/* STARTING is ours: the start action moves on from it */
-		if (cof(node)->state != C_STARTING)
+		if (!ours) {
 			set_state(c, C_RUNNING, NULL);
+			submit(c, CA_SYNC, "sync", NULL, NULL);	/* pid and checkpoint */
+		}
 		break;
+	}
 	case RT_EV_DIE: {
 		char msg[64];
 		pthread_mutex_lock(&c->lock);
