@@ -216,6 +216,10 @@ class VolEnv:
         self.final_log = ""
         try:
             if self.fs is not None and self.fs.proc is not None:
+                # close() returns before the daemon has handled RELEASE, and
+                # a handle still open when the session ends is not freed
+                # (fs/fs.c; LeakSanitizer reports it): let them drain
+                time.sleep(0.3)
                 problems = self.fs.stop()
                 self.final_log = self.fs.log()
                 self.fs._cleanup()
