@@ -583,8 +583,12 @@ Test(docker, watch_outside_kill)
 
 Test(docker, oom_kill)
 {
-	/* dd allocates and fills a 64 MiB buffer: far over 8M */
-	static char *argv[] = { "dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1", NULL };
+	/* dd allocates and fills a 64 MiB buffer: far over 8M. It waits a
+	 * moment first: containerd arms its OOM watch just after the task
+	 * starts, and an OOM before that is lost by the engine (no oom event,
+	 * OOMKilled false), which no client can recover. */
+	static char *argv[] = { "sh", "-c", "sleep 0.5; dd if=/dev/zero of=/dev/null bs=64M count=1",
+				NULL };
 	static struct evlog l;
 	struct rt_spec spec = { .argv = argv, .memory = 8u << 20 };
 	struct nerr err = { 0 };

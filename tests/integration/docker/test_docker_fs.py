@@ -153,7 +153,9 @@ class DockerFs(unittest.TestCase):
     def test_oom_kill(self):
         with nt.Nodefs(config()) as fs:
             n = self.name("oom")
-            self.run_ctr(fs, n, "memory=8M cmd='dd if=/dev/zero of=/dev/null bs=64M count=1'")
+            # the pause: containerd arms its OOM watch just after the start,
+            # and the engine loses an OOM before that
+            self.run_ctr(fs, n, "memory=8M cmd='sh -c \"sleep 0.5; dd if=/dev/zero of=/dev/null bs=64M count=1\"'")
             self.assertEqual(fs.read("containers", n, "wait").strip(), "exit_code=137 oom_killed=1")
             self.assertEqual(fs.read("containers", n, "oom_killed").strip(), "1")
 
