@@ -21,6 +21,10 @@
 #include "log.h"
 #include "valid.h"
 
+/* volume.c: measure the plugin's volumes on this node for the metrics.
+ * (To move to backend-internal.h beside volume_name_by_id.) */
+void volumes_refresh_stats(struct backend *b, const char *plugin);
+
 struct plugin {
 	struct backend *b;
 	struct bnode *node;		/* borrowed */
@@ -275,6 +279,7 @@ static void plugin_refresh(void *arg)
 	if (r >= 0) {
 		refresh_capacity(p, &caps, &cap);
 		refresh_volumes(p, &caps, &vols);
+		volumes_refresh_stats(p->b, p->name);
 	}
 	pthread_mutex_lock(&p->lock);
 	if (r >= 0) {

@@ -39,6 +39,7 @@
 /* plugin.c: the capabilities as last fetched, without a call; false when
  * never fetched. (To move to backend-internal.h beside plugin_caps.) */
 bool plugin_caps_cached(struct plugin *p, struct csi_caps *ret);
+void volumes_refresh_stats(struct backend *b, const char *plugin);
 /* plugin.c: a volume of the plugin was made, adopted or deleted. */
 void plugin_lists_stale(struct backend *b, const char *name);
 
@@ -72,6 +73,7 @@ struct volume {
 	struct bnode *node;		/* borrowed: the node owns the volume */
 	char name[65];
 	struct actq q;
+	atomic_int inflight;		/* actions submitted and not yet answered */
 
 	/* what it was made with; immutable after create */
 	char *plugin;
@@ -92,6 +94,8 @@ struct volume {
 	char **pctx;			/* publish context, "k=v" */
 	bool ctl_published, staged;
 	int64_t node_expand_to;		/* ControllerExpand done, NodeExpand owed */
+	bool have_stats;		/* NodeGetVolumeStats as last reported */
+	long long stats_used, stats_available;
 	char *target;
 	bool ro;
 	char staging[PATH_MAX];
@@ -938,6 +942,13 @@ struct vact {
 	uint64_t size;
 };
 
+/* After run, before the writer is answered. */
+static void vact_done(struct action *a, int result)
+{
+	(void)result;
+	atomic_fetch_sub(&((struct vact *)a)->v->inflight, 1);
+}
+
 static void vact_free(struct action *a)
 {
 	struct vact *x = (struct vact *)a;
@@ -947,10 +958,15 @@ static void vact_free(struct action *a)
 	free(x);
 }
 
-static void volume_forget(struct volume *v)
+/* The volume is gone (destroyed, or a create or import that never made
+ * it): its record and directory go, and its story on the event stream
+ * ends with DELETED. */
+static void volume_forget(struct volume *v, const char *op_id)
 {
 	store_del(v->b->cfg->state_dir, "volumes", v->name, NULL);
 	bnode_remove(v->node);
+	events_emit(v->b->events, "volume", v->name, vstate_to_string(get_state(v)), "DELETED",
+		    op_id, NULL);
 }
 
 /*
@@ -1061,7 +1077,7 @@ static int run_action(struct action *a, struct nerr *err)
 	if (r < 0) {
 		nerr_prefix(err, "plugin %s", v->plugin);
 		if (act->kind == VA_CREATE || act->kind == VA_IMPORT)
-			volume_forget(v);
+			volume_forget(v, a->op ? a->op->id : NULL);
 		goto out;
 	}
 	switch (act->kind) {
@@ -1069,12 +1085,12 @@ static int run_action(struct action *a, struct nerr *err)
 		if (!HAS_CTL(&x, CREATE_DELETE_VOLUME)) {
 			r = nerr_set(err, ENOTSUP, "plugin %s cannot create volumes (no CREATE_DELETE_VOLUME); use import",
 				     v->plugin);
-			volume_forget(v);
+			volume_forget(v, a->op ? a->op->id : NULL);
 			break;
 		}
 		r = step(&x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
 		if (r < 0 && !uncertain(v->last_code))
-			volume_forget(v);	/* it never existed: nothing changed */
+			volume_forget(v, a->op ? a->op->id : NULL);	/* it never existed: nothing changed */
 		break;
 	case VA_IMPORT:
 		r = do_validate(&x, err);
@@ -1083,7 +1099,7 @@ static int run_action(struct action *a, struct nerr *err)
 			r = checkpoint(v, err);
 		}
 		if (r < 0)
-			volume_forget(v);
+			volume_forget(v, a->op ? a->op->id : NULL);
 		else {
 			set_state(v, V_CREATED);
 			events_emit(v->b->events, "volume", v->name, NULL, "CREATED", a->op ? a->op->id : NULL,
@@ -1129,7 +1145,7 @@ static int run_action(struct action *a, struct nerr *err)
 	case VA_DESTROY:
 		r = walk_down(&x, DOWN_DELETED, err);
 		if (r > 0) {
-			volume_forget(v);
+			volume_forget(v, a->op ? a->op->id : NULL);
 			r = 0;
 		}
 		break;
@@ -1166,10 +1182,17 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	}
 	if (t)
 		*x = *t;
-	if (rq->nonblock && actq_busy(&v->q)) {
-		free(x->target);
-		free(x);
-		return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
+	if (rq->nonblock) {
+		if (atomic_load(&v->inflight) > 0) {
+			free(x->target);
+			free(x);
+			return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
+		}
+		/* the queue's runner may still be finishing an action it has
+		 * answered already: that is no command in flight, so wait out
+		 * its tail (microseconds) rather than refuse */
+		for (int i = 0; i < 2000 && actq_busy(&v->q); i++)
+			usleep(5);
 	}
 	x->v = v;
 	x->node = bnode_ref(v->node);
@@ -1177,6 +1200,7 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	x->a.b = v->b;
 	x->a.rq = rq;
 	x->a.run = run_action;
+	x->a.done = vact_done;
 	x->a.free = vact_free;
 	snprintf(object, sizeof(object), "volumes/%s", v->name);
 	r = op_begin(v->b, types[kind], object, cmdline, &x->a.op, &rq->err);
@@ -1199,8 +1223,10 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 		v->csi_name = strdup(cn);
 		pthread_mutex_unlock(&v->lock);
 	}
+	atomic_fetch_add(&v->inflight, 1);
 	r = actq_submit(&v->q, &x->a);
 	if (r == -EBUSY) {
+		atomic_fetch_sub(&v->inflight, 1);
 		op_drop(x->a.op, "the volume had a command in flight");
 		op_unref(x->a.op);
 		x->a.op = NULL;
@@ -1245,21 +1271,23 @@ static int show_capacity(struct bnode *n, struct sbuf *out)
 }
 
 /* NodeGetVolumeStats for a volume on this node: one quick call with a short
- * deadline and no retries (a read must not hang on a plugin). */
-static int show_stats(struct bnode *n, struct sbuf *out)
+ * deadline and no retries (a read must not hang on a plugin). Fills
+ * {used, available, total} of bytes and inodes (-1: not reported) and
+ * keeps bytes used/available for the metrics. 1 when measured, 0 when the
+ * volume is on no node or the plugin cannot measure, -errno with err. */
+static int volume_stats(struct volume *v, long long used[3], long long ino[3], bool *ret_unsupported,
+			struct nerr *err)
 {
-	struct volume *v = vof(n);
 	Csi__V1__NodeGetVolumeStatsRequest req = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
 	Csi__V1__NodeGetVolumeStatsResponse *resp;
 	struct csi_result res;
-	struct nerr err = { 0 };
 	struct bnode *pn = NULL;
 	struct plugin *p;
 	struct csi_caps caps;
 	char path[PATH_MAX] = "", id[1024] = "", staging[PATH_MAX];
-	long long used[3] = { -1, -1, -1 }, ino[3] = { -1, -1, -1 };
 	int r;
 
+	*ret_unsupported = false;
 	pthread_mutex_lock(&v->lock);
 	if (v->target && v->state == V_PUBLISHED)
 		snprintf(path, sizeof(path), "%s", v->target);
@@ -1268,27 +1296,30 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 	if (v->id)
 		snprintf(id, sizeof(id), "%s", v->id);
 	snprintf(staging, sizeof(staging), "%s", v->staged ? v->staging : "");
+	if (!path[0])
+		v->have_stats = false;
 	pthread_mutex_unlock(&v->lock);
 	if (!path[0])
 		return 0;	/* not on this node: nothing to measure */
 	p = plugin_get(v->b, v->plugin, &pn);
 	if (!p)
 		return 0;
-	r = plugin_caps(p, &caps, &err);
-	if (r < 0 || !CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS)) {
+	if (!plugin_caps_cached(p, &caps) ||
+	    !CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS)) {
 		bnode_unref(pn);
-		return r < 0 ? 0 : sbuf_printf(out, "unsupported: plugin has no GET_VOLUME_STATS\n");
+		*ret_unsupported = true;
+		return 0;
 	}
 	req.volume_id = id;
 	req.volume_path = path;
 	req.staging_target_path = staging;
 	r = csi_call_ex(plugin_csi(p), CSI_RPC_NODE_GET_VOLUME_STATS, &req.base, 5000, 1,
-			(ProtobufCMessage **)&resp, &res, &err);
+			(ProtobufCMessage **)&resp, &res, err);
 	bnode_unref(pn);
-	if (r < 0) {
-		bnode_set_error(n, err.msg);
-		return 0;
-	}
+	if (r < 0)
+		return r;
+	for (int k = 0; k < 3; k++)
+		used[k] = ino[k] = -1;
 	for (size_t i = 0; i < resp->n_usage; i++) {
 		Csi__V1__VolumeUsage *u = resp->usage[i];
 		long long *d = u->unit == CSI__V1__VOLUME_USAGE__UNIT__INODES ? ino : used;
@@ -1297,7 +1328,30 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 		d[2] = u->total;
 	}
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
-	r = 0;
+	pthread_mutex_lock(&v->lock);
+	v->have_stats = used[0] >= 0;
+	v->stats_used = used[0];
+	v->stats_available = used[1];
+	pthread_mutex_unlock(&v->lock);
+	return 1;
+}
+
+static int show_stats(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	long long used[3], ino[3];
+	struct nerr err = { 0 };
+	bool unsupported;
+	int r = volume_stats(v, used, ino, &unsupported, &err);
+
+	if (r < 0) {
+		bnode_set_error(n, err.msg);
+		return 0;
+	}
+	if (unsupported)
+		return sbuf_printf(out, "unsupported: plugin has no GET_VOLUME_STATS\n");
+	if (r == 0)
+		return 0;
 	if (used[0] >= 0)
 		r = sbuf_printf(out, "bytes_used %lld\nbytes_available %lld\nbytes_total %lld\n",
 				used[0], used[1], used[2]);
@@ -1305,6 +1359,27 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 		r = sbuf_printf(out, "inodes_used %lld\ninodes_available %lld\ninodes_total %lld\n",
 				ino[0], ino[1], ino[2]);
 	return r;
+}
+
+/* From a plugin's refresh (a worker): measure its volumes on this node for
+ * the metrics. */
+void volumes_refresh_stats(struct backend *b, const char *plugin)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (bnode_list(b->volumes, &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct volume *x = vof(v[i]);
+		long long used[3], ino[3];
+		struct nerr err = { 0 };
+		bool unsupported;
+
+		if (strcmp(x->plugin, plugin) == 0 && !actq_busy(&x->q))
+			volume_stats(x, used, ino, &unsupported, &err);
+	}
+	bnode_list_free(v, n);
 }
 
 static int show_info(struct bnode *n, struct sbuf *out)
@@ -1721,7 +1796,7 @@ static int volume_start(struct backend *b, struct volume *v, int kind, const cha
 		events_emit(b->events, "volume", v->name, NULL, "CREATING", NULL, NULL);
 	r = submit(v, kind, cmdline, rq, NULL);
 	if (r < 0 && r != -EINPROGRESS)
-		volume_forget(v);
+		volume_forget(v, NULL);
 	return r;
 }
 
@@ -1956,6 +2031,23 @@ int volumes_render_metrics(struct backend *b, struct sbuf *out)
 		cap = x->capacity;
 		pthread_mutex_unlock(&x->lock);
 		r = sbuf_printf(out, "nodefs_volume_capacity_bytes{volume=\"%s\"} %lld\n", x->name, cap);
+	}
+	for (int f = 0; f < 2 && r >= 0; f++) {
+		r = sbuf_printf(out, "# HELP nodefs_volume_%s_bytes Bytes %s in the volume as the plugin last "
+				     "reported them (NodeGetVolumeStats).\n# TYPE nodefs_volume_%s_bytes gauge\n",
+				f ? "available" : "used", f ? "available" : "used", f ? "available" : "used");
+		for (size_t i = 0; r >= 0 && i < n; i++) {
+			struct volume *x = vof(v[i]);
+			long long val;
+			bool have;
+			pthread_mutex_lock(&x->lock);
+			have = x->have_stats;
+			val = f ? x->stats_available : x->stats_used;
+			pthread_mutex_unlock(&x->lock);
+			if (have)
+				r = sbuf_printf(out, "nodefs_volume_%s_bytes{volume=\"%s\"} %lld\n",
+						f ? "available" : "used", x->name, val);
+		}
 	}
 	bnode_list_free(v, n);
 	return r;

@@ -93,6 +93,10 @@ class LifecycleTest(unittest.TestCase):
         for k in ("bytes_used", "bytes_available", "inodes_used", "inodes_available"):
             self.assertIn(k, st)
             self.assertGreaterEqual(int(st[k]), 0)
+        # the metrics keep what the plugin last reported
+        prom = fs.read("metrics", "nodefs.prom")
+        self.assertIn('nodefs_volume_used_bytes{volume="db"} ', prom)
+        self.assertIn('nodefs_volume_available_bytes{volume="db"} ', prom)
 
         # expand
         before = env.volume_calls()
@@ -160,8 +164,8 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         want = ["NODE_UNPUBLISH", mid] + \
             (["NODE_UNSTAGE", "NODE_READY"] if stage else []) + \
-            (["CONTROLLER_UNPUBLISH"] if ctlpub else []) + ["CREATED", "DELETING"]
-        self.assertEqual(env.volume_walk(env.drain_events(ev), "db")[:len(want)], want)
+            (["CONTROLLER_UNPUBLISH"] if ctlpub else []) + ["CREATED", "DELETING", "DELETED"]
+        self.assertEqual(env.volume_walk(env.drain_events(ev), "db"), want)
         self.assertNotIn("db", env.volumes())
         self.assertNotIn(vid, env.plugin.state())
         self.assertEqual(vt.mounts_under(env.tmp), [])
