@@ -1830,7 +1830,7 @@ static const struct ctl_spec volumes_specs[] = {
 	{ .name = "create", .min_args = 1, .max_args = 1, .opts = create_opts,
 	  .usage = "create NAME [plugin=P] [size=SIZE] [profile=PR] [mode=ACCESS_MODE] [fs=TYPE] [param.K=V ...]" },
 	{ .name = "import", .min_args = 2, .max_args = 2, .opts = import_opts,
-	  .usage = "import NAME ID [plugin=P] [profile=PR]" },
+	  .usage = "import NAME ID [plugin=P] [profile=PR] [mode=ACCESS_MODE] [fs=TYPE] [param.K=V ...]" },
 };
 static const bctl_fn volumes_fns[] = { cmd_create, cmd_import };
 static const struct bctl_table volumes_ctl = { volumes_specs, volumes_fns, 2 };
