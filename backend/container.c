@@ -963,7 +963,9 @@ static int cmd_resume(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 static int cmd_stop(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 {
 	struct container *c = cof(n);
-	struct cact t = { .timeout_s = 10 };
+	/* no TIMEOUT_S: the runtime's stop_timeout ([runtime X] stop_timeout,
+	 * 10 s by default); both drivers take a negative timeout as that */
+	struct cact t = { .timeout_s = -1 };
 	char line[512];
 	long long v;
 	int r;

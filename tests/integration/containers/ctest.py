@@ -200,13 +200,14 @@ class Env:
     nodefs mount on them. docker_host: another dockerd's socket URL."""
 
     def __init__(self, csi=False, docker_host=None, lxc_extra="", docker_extra="",
-                 tag=None):
+                 tag=None, stop_timeout="5s"):
         _seq[0] += 1
         self.tag = tag or "c%d%d" % (os.getpid() % 100000, _seq[0])
         self.csi = csi
         self.docker_host = docker_host or HOST
         self.lxc_extra = lxc_extra
         self.docker_extra = docker_extra
+        self.stop_timeout = stop_timeout
         self.tmp = None
         self.fs = None
         self.plugin = None
@@ -217,9 +218,10 @@ class Env:
         if self.plugin:
             text += ("[plugin hostpath]\nendpoint = %s\ndefault = yes\n\n"
                      % self.plugin.endpoint)
-        text += ("[runtime docker]\nendpoint = %s\n%s\n"
-                 "[runtime lxc]\nlxcpath = %s\nstop_timeout = 5s\n%s"
-                 % (self.docker_host, self.docker_extra, self.lxcpath, self.lxc_extra))
+        text += ("[runtime docker]\nendpoint = %s\nstop_timeout = %s\n%s\n"
+                 "[runtime lxc]\nlxcpath = %s\nstop_timeout = %s\n%s"
+                 % (self.docker_host, self.stop_timeout, self.docker_extra, self.lxcpath,
+                    self.stop_timeout, self.lxc_extra))
         return text
 
     def __enter__(self):

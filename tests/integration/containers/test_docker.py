@@ -177,7 +177,7 @@ class Docker(unittest.TestCase):
             self.assertEqual(env.state(web), "RUNNING")
 
     def test_stop_waits_then_kills(self):
-        with ctest.Env() as env:
+        with ctest.Env(stop_timeout="1s") as env:
             n = drun(env, "st", ctest.IGNORE_TERM)
             w = env.start_wait_reader(n)
             t0 = time.monotonic()
@@ -191,6 +191,14 @@ class Docker(unittest.TestCase):
             self.assertEqual(env.cread(n, "pid"), "")
             w.join(5)
             self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
+            # no TIMEOUT_S: the runtime's stop_timeout (1s here, not 10)
+            d = drun(env, "dflt", ctest.IGNORE_TERM)
+            t0 = time.monotonic()
+            env.cctl(d, "stop")
+            took = time.monotonic() - t0
+            self.assertGreaterEqual(took, 0.9)
+            self.assertLess(took, 6, "stop ignored the runtime's stop_timeout")
+            self.assertEqual(env.cread(d, "exit_code").strip(), "137")
             self.assertFalse(inspect(env.cread(n, "id").strip())["State"]["Running"])
             # a process that honours TERM stops at once with its own code
             g = drun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")

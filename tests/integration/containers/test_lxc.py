@@ -156,7 +156,7 @@ class Lxc(unittest.TestCase):
             self.assertEqual(code, "0")
 
     def test_stop_waits_then_kills(self):
-        with ctest.Env() as env:
+        with ctest.Env(stop_timeout="1s") as env:
             n = lrun(env, "st", ctest.IGNORE_TERM)
             w = env.start_wait_reader(n)
             t0 = time.monotonic()
@@ -169,6 +169,14 @@ class Lxc(unittest.TestCase):
             self.assertEqual(lxc_state(env, n), "STOPPED")
             w.join(5)
             self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
+            # no TIMEOUT_S: the runtime's stop_timeout (1s here, not 10)
+            d = lrun(env, "dflt", ctest.IGNORE_TERM)
+            t0 = time.monotonic()
+            env.cctl(d, "stop")
+            took = time.monotonic() - t0
+            self.assertGreaterEqual(took, 0.9)
+            self.assertLess(took, 6, "stop ignored the runtime's stop_timeout")
+            self.assertEqual(env.cread(d, "exit_code").strip(), "137")
             # a command that honours TERM stops at once with its own code
             g = lrun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
             t0 = time.monotonic()
