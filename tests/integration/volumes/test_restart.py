@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Volumes across a crash of nodefs (kill -9) and a restart on the same
+state dir, against the real plugin.
+
+What it proves: a published volume comes back PUBLISHED with its id,
+target, capacity and profile, its bind mount untouched and its data
+readable, and unpublishes and destroys normally afterwards; a volume
+killed in the middle of NodeStage comes back in the transient NODE_STAGE,
+the operation that was in flight is no longer PENDING (DROPPED, with the
+reason), and the next publish re-drives NodeStage and finishes; operation
+ids keep rising after the restart.
+"""
+
+import os
+import time
+import unittest
+
+import nodefs_test as nt
+import voltest as vt
+
+
+class RestartTest(unittest.TestCase):
+    def test_published_volume_survives_kill9(self):
+        with vt.VolEnv() as env:
+            tgt = env.target("db")
+            self.assertEqual(env.ctl("volumes/ctl", "create db size=32M profile=fast"),
+                             (True, "OK"))
+            self.assertEqual(env.ctl("volumes/db/ctl", "publish " + tgt), (True, "OK"))
+            with open(os.path.join(tgt, "kept"), "w") as f:
+                f.write("across\n")
+            vid = env.vol_id("db")
+            last = max(env.ops())
+            env.fs.kill9()
+            self.assertTrue(nt.is_mounted(tgt))     # the plugin's mount, not ours
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            self.assertEqual(env.vol_id("db"), vid)
+            self.assertEqual(env.vread("db", "target"), tgt)
+            self.assertEqual(env.vread("db", "capacity"), str(32 << 20))
+            self.assertEqual(env.vread("db", "profile"), "fast")
+            with open(os.path.join(tgt, "kept")) as f:
+                self.assertEqual(f.read(), "across\n")
+            self.assertEqual(env.ctl("volumes/db/ctl", "unpublish"), (True, "OK"))
+            self.assertFalse(nt.is_mounted(tgt))
+            self.assertGreater(max(env.ops()), last)
+            self.assertEqual(env.ctl("volumes/db/ctl", "destroy"), (True, "OK"))
+            self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
+    def test_killed_mid_call_is_redriven(self):
+        with vt.VolEnv(["--delay", "NodeStageVolume=3"], csi_timeout="20s") as env:
+            tgt = env.target("db")
+            self.assertEqual(env.ctl("volumes/ctl", "create db size=8M"), (True, "OK"))
+            fd = os.open(env.fs.path("volumes", "db", "ctl"), os.O_RDWR | os.O_NONBLOCK)
+            try:
+                os.write(fd, ("publish %s\n" % tgt).encode())
+                oid = os.pread(fd, 100, 0).decode().strip()
+            finally:
+                os.close(fd)
+            self.assertTrue(nt.wait_until(lambda: env.state("db") == "NODE_STAGE", 10))
+            time.sleep(0.3)     # the RELEASE of the ctl handle
+            env.fs.kill9()
+            env.plugin.restart([])
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertEqual(env.state("db"), "NODE_STAGE")
+            op = env.op(oid)
+            self.assertEqual(op["state"], "DROPPED", op)
+            self.assertTrue(op["error"], op)
+            stages = env.calls().get("NodeStageVolume", 0)
+            self.assertEqual(env.ctl("volumes/db/ctl", "publish " + tgt), (True, "OK"))
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            self.assertEqual(env.calls().get("NodeStageVolume", 0), stages + 1)
+            self.assertTrue(nt.is_mounted(tgt))
+            self.assertEqual(env.ctl("volumes/db/ctl", "destroy"), (True, "OK"))
+            self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
+
+if __name__ == "__main__":
+    nt.main(requires=vt.require_plugin)
