@@ -24,6 +24,11 @@
 /* volume.c: measure the plugin's volumes on this node for the metrics.
  * (To move to backend-internal.h beside volume_name_by_id.) */
 void volumes_refresh_stats(struct backend *b, const char *plugin);
+/* volume.c: the plugin's volumes by id (NULL on OOM). */
+struct volume_index;
+struct volume_index *volume_index_new(struct backend *b, const char *plugin);
+const char *volume_index_find(const struct volume_index *ix, const char *id);
+void volume_index_free(struct volume_index *ix);
 
 struct plugin {
 	struct backend *b;
@@ -199,10 +204,16 @@ static void refresh_capacity(struct plugin *p, const struct csi_caps *caps, stru
 static void refresh_volumes(struct plugin *p, const struct csi_caps *caps, struct sbuf *out)
 {
 	Csi__V1__ListVolumesRequest req = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
+	struct volume_index *ix;
 	char *token = NULL;
 
 	if (!CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES)) {
 		sbuf_adds(out, "unsupported: the plugin has no LIST_VOLUMES capability\n");
+		return;
+	}
+	ix = volume_index_new(p->b, p->name);
+	if (!ix) {
+		sbuf_adds(out, "error: out of memory\n");
 		return;
 	}
 	for (int pages = 0; pages < 1000; pages++) {
@@ -219,11 +230,11 @@ static void refresh_volumes(struct plugin *p, const struct csi_caps *caps, struc
 		lr = (Csi__V1__ListVolumesResponse *)resp;
 		for (size_t i = 0; i < lr->n_entries; i++) {
 			Csi__V1__Volume *v = lr->entries[i]->volume;
-			char known[80];
+			const char *known;
 
 			if (!v || !v->volume_id)
 				continue;
-			if (volume_name_by_id(p->b, p->name, v->volume_id, known, sizeof(known)))
+			if ((known = volume_index_find(ix, v->volume_id)))
 				sbuf_printf(out, "%s %lld known %s\n", v->volume_id,
 					    (long long)v->capacity_bytes, known);
 			else
@@ -237,6 +248,7 @@ static void refresh_volumes(struct plugin *p, const struct csi_caps *caps, struc
 			break;
 	}
 	free(token);
+	volume_index_free(ix);
 }
 
 static void plugin_refresh(void *arg)

@@ -1917,6 +1917,75 @@ static bool find_volume(struct backend *b, const char *plugin, const char *id, c
 	return found;
 }
 
+/* The volumes of one plugin by id, for the plugin's refresh: one pass over
+ * the volumes, then a binary search per listed volume (ListVolumes of
+ * 10,000 volumes must not walk 10,000 volumes each). */
+struct volume_index {
+	size_t n;
+	struct { char *id; char name[65]; } *v;
+};
+
+static int vix_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct volume_index *volume_index_new(struct backend *b, const char *plugin)
+{
+	struct volume_index *ix = calloc(1, sizeof(*ix));
+	struct bnode **v;
+	size_t n;
+
+	if (!ix || bnode_list(b->volumes, &v, &n) < 0) {
+		free(ix);
+		return NULL;
+	}
+	ix->v = calloc(n ? n : 1, sizeof(*ix->v));
+	for (size_t i = 0; ix->v && i < n; i++) {
+		struct volume *x = vof(v[i]);
+		pthread_mutex_lock(&x->lock);
+		if (x->id && strcmp(x->plugin, plugin) == 0 && (ix->v[ix->n].id = strdup(x->id))) {
+			snprintf(ix->v[ix->n].name, sizeof(ix->v[ix->n].name), "%s", x->name);
+			ix->n++;
+		}
+		pthread_mutex_unlock(&x->lock);
+	}
+	bnode_list_free(v, n);
+	if (!ix->v) {
+		free(ix);
+		return NULL;
+	}
+	qsort(ix->v, ix->n, sizeof(*ix->v), vix_cmp);	/* id is the first member */
+	return ix;
+}
+
+const char *volume_index_find(const struct volume_index *ix, const char *id)
+{
+	size_t lo = 0, hi = ix->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(ix->v[mid].id, id);
+		if (c == 0)
+			return ix->v[mid].name;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+void volume_index_free(struct volume_index *ix)
+{
+	if (!ix)
+		return;
+	for (size_t i = 0; i < ix->n; i++)
+		free(ix->v[i].id);
+	free(ix->v);
+	free(ix);
+}
+
 bool volume_name_by_id(struct backend *b, const char *plugin, const char *id, char *buf, size_t len)
 {
 	return find_volume(b, plugin, id, buf, len);
@@ -2005,22 +2074,32 @@ int volumes_render_metrics(struct backend *b, struct sbuf *out)
 	if (bnode_list(b->volumes, &v, &n) < 0)
 		return -ENOMEM;
 	r = sbuf_adds(out, "# HELP nodefs_volumes Volumes by plugin and state.\n# TYPE nodefs_volumes gauge\n");
-	/* count (plugin, state) pairs: few plugins, few states */
+	/* count (plugin, state) pairs in one pass: few plugins, few states */
+	struct { const char *plugin; enum vstate s; size_t count; } *pairs = NULL;
+	size_t npairs = 0;
+
+	pairs = calloc(n ? n : 1, sizeof(*pairs));
+	if (!pairs)
+		r = -ENOMEM;
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		struct volume *x = vof(v[i]);
-		bool seen = false;
-		size_t count = 0;
-		enum vstate s = get_state(x);
+		enum vstate st = get_state(x);
+		size_t k;
 
-		for (size_t k = 0; k < i && !seen; k++)
-			seen = strcmp(vof(v[k])->plugin, x->plugin) == 0 && get_state(vof(v[k])) == s;
-		if (seen)
-			continue;
-		for (size_t k = i; k < n; k++)
-			count += strcmp(vof(v[k])->plugin, x->plugin) == 0 && get_state(vof(v[k])) == s;
-		r = sbuf_printf(out, "nodefs_volumes{plugin=\"%s\",state=\"%s\"} %zu\n", x->plugin,
-				vstate_to_string(s), count);
+		for (k = 0; k < npairs; k++)
+			if (pairs[k].s == st && strcmp(pairs[k].plugin, x->plugin) == 0)
+				break;
+		if (k == npairs) {
+			pairs[npairs].plugin = x->plugin;
+			pairs[npairs].s = st;
+			npairs++;
+		}
+		pairs[k].count++;
 	}
+	for (size_t k = 0; r >= 0 && k < npairs; k++)
+		r = sbuf_printf(out, "nodefs_volumes{plugin=\"%s\",state=\"%s\"} %zu\n", pairs[k].plugin,
+				vstate_to_string(pairs[k].s), pairs[k].count);
+	free(pairs);
 	if (r >= 0)
 		r = sbuf_adds(out, "# HELP nodefs_volume_capacity_bytes Capacity of the volume.\n"
 				   "# TYPE nodefs_volume_capacity_bytes gauge\n");
