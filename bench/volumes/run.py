@@ -99,7 +99,7 @@ class Bench:
                     "reconcile_interval = 0\n\n[plugin hostpath]\nendpoint = unix://%s\n"
                     "default = yes\n" % (self.dir, self.sock))
         self.nodefs_log = open(os.path.join(self.dir, "nodefs.log"), "ab")
-        t0 = time.monotonic()
+        t0 = self.started = time.monotonic()
         self.nodefs = subprocess.Popen(
             [self.nodefs_bin, "-f", "--config", conf, "--state-dir",
              os.path.join(self.dir, "state"), self.mnt],
@@ -257,6 +257,25 @@ class Bench:
         print("  ratio nodefs/tmpfs = %.2f (target <= 1.2)" % ratio)
         print("  runs: nodefs %s" % " ".join("%.1f" % x for x in fs))
         print("        tmpfs  %s" % " ".join("%.1f" % x for x in tm))
+        # what else grows with the count (informational)
+        reads = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            with open(os.path.join(self.mnt, "metrics", "nodefs.prom")) as f:
+                f.read()
+            reads.append((time.perf_counter() - t0) * 1000)
+        print("  metrics/nodefs.prom read with %d volumes: median %.1f ms"
+              % (n, statistics.median(reads)))
+        pv = os.path.join(self.mnt, "plugins", "hostpath", "volumes")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120:
+            with open(pv) as f:
+                known = sum(1 for l in f if " known " in l)
+            if known >= n:
+                print("  plugins/hostpath/volumes lists all %d as known %.1f s after start"
+                      % (n, time.monotonic() - self.started))
+                break
+            time.sleep(0.2)
         return ratio <= 1.2
 
     def stop_plugin(self):
