@@ -1651,13 +1651,87 @@ static void recover_bad(void *ctx, const char *name, const char *why)
 /* What the checkpoints say, then what the engines say: a container whose
  * engine no longer has it is EXITED with the reason; one that was being
  * made when nodefs stopped is taken back (it was never acknowledged). */
+/* A create that a crash cut short: remove what engine e made under this
+ * name (our mark, the name in it), so the name is free again. Best effort:
+ * an engine that is down keeps its half-made container, and a later create
+ * of the same name is then refused as taken. */
+static void take_back_half_made(struct engine *e, const char *name)
+{
+	struct rt_listing *l = NULL;
+	struct nerr err = { 0 };
+	size_t n = 0;
+
+	if (engine_ready(e, &err) < 0 || e->ops->list(e->h, &l, &n, &err) < 0) {
+		log_warn("container %s: a create was cut short; cannot check %s for what it made: %s",
+			 name, e->ops->name, err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!l[i].name || strcmp(l[i].name, name) != 0)
+			continue;
+		if (e->ops->destroy(e->h, l[i].id, &err) < 0)
+			log_warn("container %s: cannot remove the half-made %s container %s: %s",
+				 name, e->ops->name, l[i].id, err.msg);
+		else
+			log_info("container %s: removed the half-made %s container %s", name,
+				 e->ops->name, l[i].id);
+	}
+	rt_listing_free(l, n);
+}
+
+/* The create checkpoints nothing of the container before the engine has
+ * made it (an fsync less on every run); its operation was checkpointed
+ * PENDING before it began. So a PENDING container.create whose container
+ * has no record is a create a crash cut short: whatever the engine made
+ * for it is taken back. The operation itself is dropped, with the reason,
+ * by ops_drop_orphans. */
+static void take_back_cut_creates(struct backend *b)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (bnode_list(b->operations, &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct operation *op = v[i]->priv;
+		const char *name;
+		struct bnode *k;
+		bool pending;
+
+		pthread_mutex_lock(&op->lock);
+		pending = op->state == OP_PENDING;
+		pthread_mutex_unlock(&op->lock);
+		if (!pending || strcmp(op->type, "container.create") != 0 ||
+		    strncmp(op->object, "containers/", 11) != 0)
+			continue;
+		name = op->object + 11;
+		if (valid_name(name, NULL) < 0)
+			continue;
+		k = bnode_lookup(b->containers, name);
+		if (k) {
+			bnode_unref(k);
+			continue;	/* it has a record: recover_check has it */
+		}
+		for (size_t e = 0; e < b->nengines; e++)
+			if (b->engines[e].h)
+				take_back_half_made(&b->engines[e], name);
+	}
+	bnode_list_free(v, n);
+}
+
 static void recover_check(struct container *c)
 {
 	struct nerr err = { 0 };
 	int r;
 
 	if (!c->id) {
-		container_forget(c);
+		/* never made (a record from before the engine answered), or
+		 * gone from the engine and already EXITED with the reason,
+		 * which stays until destroyed */
+		if (c->state == C_PULLING) {
+			take_back_half_made(c->eng, c->name);
+			container_forget(c);
+		}
 		return;
 	}
 	if (engine_ready(c->eng, &err) < 0) {
@@ -1692,6 +1766,7 @@ int containers_recover(struct backend *b, struct nerr *err)
 	for (size_t i = 0; i < n; i++)
 		recover_check(cof(v[i]));
 	bnode_list_free(v, n);
+	take_back_cut_creates(b);
 	return 0;
 }
 

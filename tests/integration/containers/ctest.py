@@ -192,6 +192,17 @@ class Plugin:
             return ""
 
 
+LSAN_SUPP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan.supp")
+
+
+def sanitizer_env():
+    """The daemon's environment additions: LeakSanitizer suppressions for
+    leaks inside liblxc (see lsan.supp), kept beside whatever options the
+    test runner set."""
+    opts = os.environ.get("LSAN_OPTIONS", "")
+    return {"LSAN_OPTIONS": (opts + ":" if opts else "") + "suppressions=" + LSAN_SUPP}
+
+
 _seq = [0]
 
 
@@ -211,6 +222,7 @@ class Env:
         self.tmp = None
         self.fs = None
         self.plugin = None
+        self.final_log = ""
 
     def config(self):
         text = ("[nodefs]\nallowed_targets = %s\nretry_backoff = 50ms\n"
@@ -236,7 +248,8 @@ class Env:
             if self.csi:
                 self.plugin = Plugin(self.tmp)
                 self.plugin.start()
-            self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir)
+            self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir,
+                                env=sanitizer_env())
             self.fs.__enter__()
             if self.csi:
                 ok = nt.wait_until(lambda: self.fs.read(
@@ -254,6 +267,7 @@ class Env:
             if self.fs is not None and self.fs.proc is not None:
                 problems = self.fs.stop()
             if self.fs is not None:
+                self.final_log = self.fs.log()   # with what the exit printed
                 self.fs._cleanup()
         finally:
             try:
@@ -281,10 +295,9 @@ class Env:
                 lxc("lxc-destroy", "-P", self.lxcpath, "-n", name, "-f", timeout=60)
 
     def __exit__(self, exc_type, exc, tb):
-        log = self.fs.log() if self.fs is not None else ""
         problems = self._teardown()
         if problems and exc_type is None:
-            raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + log)
+            raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + self.final_log)
         return False
 
     # ---- names and files --------------------------------------------

@@ -475,12 +475,19 @@ class Docker(unittest.TestCase):
             b = drun(env, "rb")
             c = drun(env, "rc", "true")
             env.cread(c, "wait")
+            # removed from the engine behind nodefs's back: EXITED with the
+            # reason, and still so after the restart
+            g = drun(env, "rg")
+            docker("rm", "-f", env.cread(g, "id").strip(), check=True)
+            env.wait_state(g, "EXITED", 2)
             ida, pida = env.cread(a, "id"), env.cread(a, "pid")
             idb = env.cread(b, "id").strip()
             env.fs.kill9()
             docker("kill", idb, check=True)     # dies while nodefs is down
             env.fs.start()
-            self.assertEqual(sorted(env.containers()), sorted([a, b, c]))
+            self.assertEqual(sorted(env.containers()), sorted([a, b, c, g]))
+            self.assertEqual(env.state(g), "EXITED")
+            self.assertTrue(env.cread(g, "error").strip())
             self.assertEqual((env.state(a), env.cread(a, "id"), env.cread(a, "pid")),
                              ("RUNNING", ida, pida))
             self.assertEqual(env.stats(a)["memory_limit_bytes"], 32 << 20)
@@ -490,9 +497,38 @@ class Docker(unittest.TestCase):
             # the event stream is followed again after the restart
             docker("kill", ida.strip(), check=True)
             self.assertTrue(nt.wait_until(lambda: env.state(a) == "EXITED", 1.0, 0.01))
-            for n in (a, b, c):
+            for n in (a, b, c, g):
                 env.cctl(n, "destroy")
+            self.assertEqual(env.containers(), [])
             self.assertEqual(ctest.docker_names(env.tag), [])
+
+    def test_crash_during_pull_takes_it_back(self):
+        reg = StalledRegistry()
+        try:
+            with ctest.Env() as env:
+                n = env.name("cut")
+                fd = os.open(env.fs.path("containers", "ctl"), os.O_WRONLY | os.O_NONBLOCK)
+                try:
+                    os.write(fd, ("run %s runtime=docker image=127.0.0.1:%d/nodefs/stall:1\n"
+                                  % (n, reg.port)).encode())
+                finally:
+                    os.close(fd)
+                self.assertTrue(nt.wait_until(lambda: reg.conns, 10))
+                self.assertEqual(env.state(n), "PULLING")
+                env.fs.kill9()
+                env.fs.start()
+                # never acknowledged, so taken back: the name is free, the
+                # operation says why, the engine has nothing of it
+                self.assertEqual(env.containers(), [])
+                self.assertEqual(ctest.docker_names(env.tag), [])
+                ops = [o for o in os.listdir(env.fs.path("operations"))]
+                states = [(env.read("operations", o, "type").strip(),
+                           env.read("operations", o, "state").strip()) for o in ops]
+                self.assertIn(("container.create", "DROPPED"), states)
+                again = drun(env, "cut")
+                self.assertEqual(env.state(again), "RUNNING")
+        finally:
+            reg.close()
 
 
 if __name__ == "__main__":
