@@ -273,6 +273,9 @@ static void ops_trim(struct backend *b)
 	struct bnode **v;
 	size_t n, ended = 0;
 
+	/* most ends keep under the limit: no walk then */
+	if (atomic_load(&b->ops_ended) <= b->cfg->operations_keep)
+		return;
 	if (bnode_list(b->operations, &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++)
@@ -284,6 +287,7 @@ static void ops_trim(struct backend *b)
 		store_del(b->cfg->state_dir, "operations", op->id, NULL);
 		bnode_remove(v[i]);
 		ended--;
+		atomic_fetch_sub(&b->ops_ended, 1);
 	}
 	bnode_list_free(v, n);
 }
@@ -297,6 +301,8 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	pthread_mutex_lock(&op->lock);
 	was = op->state;
 	old = op_state_to_string(op->state);
+	if (op->state == OP_PENDING && st != OP_PENDING)
+		atomic_fetch_add(&op->b->ops_ended, 1);
 	op->state = st;
 	op->finished = time(NULL);
 	snprintf(op->error, sizeof(op->error), "%s", msg ? msg : "");
@@ -348,6 +354,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	STR(remote, "remote");
 #undef STR
 	op->state = op_state_from_string(json_string_value(json_object_get(j, "state")));
+	if (op->state != OP_PENDING)
+		atomic_fetch_add(&b->ops_ended, 1);
 	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));
 	op->created = (time_t)json_integer_value(json_object_get(j, "created_unix"));
 	op->finished = (time_t)json_integer_value(json_object_get(j, "finished_unix"));
@@ -447,6 +455,7 @@ static void actq_run(void *arg)
 	for (;;) {
 		struct action *a;
 		int r;
+		bool last;
 
 		pthread_mutex_lock(&q->lock);
 		a = q->head;
@@ -463,19 +472,20 @@ static void actq_run(void *arg)
 		r = a->run(a, &a->err);
 		if (r < 0 && !a->err.msg[0])
 			nerr_set(&a->err, -r, "%s", strerror(-r));
-		action_finish(a, r);
-		/* a may hold the last reference to the object that owns q: free
-		 * it only after the last touch of q (the next action, if any,
-		 * holds its own reference) */
+		/* the queue is free before the writer is answered, so its next
+		 * command (even O_NONBLOCK) is taken; the calls are done */
 		pthread_mutex_lock(&q->lock);
-		if (!q->head) {
+		last = !q->head;
+		if (last)
 			q->busy = false;
-			pthread_mutex_unlock(&q->lock);
-			a->free(a);
-			return;
-		}
 		pthread_mutex_unlock(&q->lock);
+		action_finish(a, r);
+		/* a may hold the last reference to the object that owns q: after
+		 * freeing it, q is touched only if a next action (holding its own
+		 * reference) was queued */
 		a->free(a);
+		if (last)
+			return;
 	}
 }
 

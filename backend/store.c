@@ -199,7 +199,8 @@ int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_
 		n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), by_age);
+	if (n)
+		qsort(v, n, sizeof(*v), by_age);
 	for (size_t i = 0; i < n; i++) {
 		json_error_t je;
 		json_t *obj;

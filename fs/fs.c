@@ -139,6 +139,8 @@ struct fs {
 	pthread_t notifier;
 	bool notifier_running;
 	struct fs_opstat opstat[FSOP_MAX];
+	pthread_mutex_t flock;	/* files */
+	struct fs_file *files;	/* open files, freed at unmount if still open */
 };
 
 struct fs_file {
@@ -152,6 +154,10 @@ struct fs_file {
 	bool snapped;
 	uint64_t snap_version;
 	struct sbuf reply;	/* what a nonblock ctl write answered */
+	size_t reply_pos;	/* how much of it reads have taken */
+	struct sbuf pending;	/* stream bytes read from the backend, not yet taken */
+	size_t pending_pos;
+	struct fs_file *next, *prev;	/* fs->files, under fs->flock */
 	void *stream;		/* stream state */
 
 	/* under fs->wlock */
@@ -162,6 +168,8 @@ struct fs_file {
 	bool watching;
 	struct fs_file *wprev, *wnext;
 };
+
+static void file_free(struct fs *f, struct fs_file *h);
 
 /* ---- inode table ---- */
 
@@ -585,6 +593,7 @@ static void fs_req_done(struct breq *rq, int result)
 		if (r->rq.reply.len) {
 			pthread_mutex_lock(&r->file->lock);
 			sbuf_reset(&r->file->reply);
+			r->file->reply_pos = 0;
 			sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
 			pthread_mutex_unlock(&r->file->lock);
 			sbuf_reset(&r->rq.reply);
@@ -665,6 +674,7 @@ static void write_continue(struct fs_req *r)
 		if (r->rq.reply.len) {
 			pthread_mutex_lock(&r->file->lock);
 			sbuf_reset(&r->file->reply);
+			r->file->reply_pos = 0;
 			sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
 			pthread_mutex_unlock(&r->file->lock);
 			sbuf_reset(&r->rq.reply);
@@ -838,6 +848,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&h->lock, NULL);
 	sbuf_init(&h->snap, FILE_SNAPSHOT_CAP);
 	sbuf_init(&h->reply, 4096);
+	sbuf_init(&h->pending, FILE_SNAPSHOT_CAP);
 	if (a->stream) {
 		int r = a->stream->open(h->node, &h->stream);
 		if (r < 0) {
@@ -850,17 +861,42 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->direct_io = 1;	/* sizes change: never serve from the page cache */
 	fi->fh = (uint64_t)(uintptr_t)h;
-	if (fuse_reply_open(req, fi) == -ENOENT) {	/* open interrupted */
-		if (a->stream)
-			a->stream->close(h->node, h->stream);
-		bnode_unref(h->node);
-		free(h);
-	}
+	pthread_mutex_lock(&f->flock);
+	h->next = f->files;
+	if (f->files)
+		f->files->prev = h;
+	f->files = h;
+	pthread_mutex_unlock(&f->flock);
+	if (fuse_reply_open(req, fi) == -ENOENT)	/* open interrupted */
+		file_free(f, h);
 }
 
 static struct fs_file *file_of(struct fuse_file_info *fi)
 {
 	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
+/* Free an open file's state; it is off the watch list already. */
+static void file_free(struct fs *f, struct fs_file *h)
+{
+	pthread_mutex_lock(&f->flock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		f->files = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&f->flock);
+	if (h->ph)
+		fuse_pollhandle_destroy(h->ph);
+	if (h->attr->stream)
+		h->attr->stream->close(h->node, h->stream);
+	sbuf_free(&h->snap);
+	sbuf_free(&h->reply);
+	sbuf_free(&h->pending);
+	pthread_mutex_destroy(&h->lock);
+	bnode_unref(h->node);
+	free(h);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -871,17 +907,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	pthread_mutex_lock(&f->wlock);
 	watch_del_locked(f, h);
-	if (h->ph)
-		fuse_pollhandle_destroy(h->ph);
-	h->ph = NULL;
 	pthread_mutex_unlock(&f->wlock);
-	if (h->attr->stream)
-		h->attr->stream->close(h->node, h->stream);
-	sbuf_free(&h->snap);
-	sbuf_free(&h->reply);
-	pthread_mutex_destroy(&h->lock);
-	bnode_unref(h->node);
-	free(h);
+	file_free(f, h);
 	fuse_reply_err(req, 0);
 }
 
@@ -905,21 +932,38 @@ static void read_interrupted(fuse_req_t req, void *data)
 static int stream_try(struct fs_file *h, fuse_req_t req, size_t size)
 {
 	struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
-	int r;
+	size_t n;
+	int r = 1;
 
 	if (atomic_load(&h->node->dead)) {
 		fuse_reply_err(req, ENOENT);
 		return 1;
 	}
-	r = h->attr->stream->read(h->node, h->stream, &out, size);
+	/* whole lines come from the stream; a reader taking fewer bytes (bash's
+	 * `read` takes one at a time) gets the rest of them on its next reads */
+	pthread_mutex_lock(&h->lock);
+	if (h->pending_pos == h->pending.len) {
+		sbuf_reset(&h->pending);
+		h->pending_pos = 0;
+		r = h->attr->stream->read(h->node, h->stream, &h->pending, size > 65536 ? size : 65536);
+	}
 	if (r == -EAGAIN) {
-		sbuf_free(&out);
+		pthread_mutex_unlock(&h->lock);
 		return 0;
 	}
+	n = h->pending.len - h->pending_pos;
+	if (n > size)
+		n = size;
+	if (r >= 0 && n && sbuf_add(&out, h->pending.buf + h->pending_pos, n) < 0)
+		r = -ENOMEM;
+	if (r >= 0)
+		h->pending_pos += n;
+	pthread_mutex_unlock(&h->lock);
+	/* h may be released once the reply is out */
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_buf(req, out.buf, out.len < size ? out.len : size);
+		fuse_reply_buf(req, out.buf, out.len);
 	sbuf_free(&out);
 	return 1;
 }
@@ -961,13 +1005,16 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (h->reply.len) {
-		/* a nonblock ctl write left its answer (the operation id) */
-		size_t n = (size_t)off < h->reply.len ? h->reply.len - (size_t)off : 0;
+		/* a ctl write left its answer (the operation id, exec output):
+		 * read from where the last read of it stopped, whatever the file
+		 * offset the write moved (read() after write() on one fd) */
+		size_t n = h->reply.len - h->reply_pos;
 		char small[4096];
 
 		n = n < size ? n : size;
 		n = n < sizeof(small) ? n : sizeof(small);
-		memcpy(small, h->reply.buf + (n ? off : 0), n);
+		memcpy(small, h->reply.buf + h->reply_pos, n);
+		h->reply_pos += n;
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_buf(req, small, n);
 		return;
@@ -1033,6 +1080,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	r->rq.nonblock = h->nonblock || (fi->flags & O_NONBLOCK);
 	pthread_mutex_lock(&h->lock);
 	sbuf_reset(&h->reply);
+	h->reply_pos = 0;
 	pthread_mutex_unlock(&h->lock);
 	int res = write_check(r);
 	if (res < 0) {
@@ -1216,6 +1264,7 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	f->next_ino = FUSE_ROOT_ID + 1;
 	pthread_mutex_init(&f->ilock, NULL);
 	pthread_mutex_init(&f->wlock, NULL);
+	pthread_mutex_init(&f->flock, NULL);
 	pthread_cond_init(&f->wcond, NULL);
 	hmap_init(&f->by_ino);
 	hmap_init(&f->by_key);
@@ -1311,6 +1360,8 @@ void fs_free(struct fs *f)
 	size_t pos = 0;
 	for (void *v; (v = hmap_next(&f->by_ino, &pos));)
 		free_inode(v);
+	while (f->files)	/* open when the session ended: no RELEASE will come */
+		file_free(f, f->files);
 	while (f->removals) {
 		struct fs_removal *n = f->removals->next;
 		free(f->removals);
