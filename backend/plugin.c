@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "csi.h"
 #include "log.h"
 #include "valid.h"
@@ -496,6 +498,38 @@ static int show_volumes(struct bnode *n, struct sbuf *out)
 	return show_cached(pof(n), &pof(n)->volumes, out);
 }
 
+static int show_info_json(struct bnode *n, struct sbuf *out)
+{
+	struct plugin *p = pof(n);
+	struct csi_health_info h = { .health = CSI_HEALTH_DOWN };
+	json_t *j, *caps = json_object();
+	char *s;
+	int r;
+
+	if (p->csi)
+		csi_plugin_health(p->csi, &h);
+	pthread_mutex_lock(&p->lock);
+	if (p->have_caps) {
+		json_object_set_new(caps, "plugin", json_integer(p->caps.plugin));
+		json_object_set_new(caps, "controller", json_integer(p->caps.controller));
+		json_object_set_new(caps, "node", json_integer(p->caps.node));
+	}
+	j = json_pack("{s:s, s:s, s:b, s:s?, s:s?, s:s, s:I, s:s, s:o, s:s}",
+		      "name", p->name, "endpoint", p->endpoint, "from_config", p->from_config,
+		      "plugin_name", p->have_info ? p->info_name : NULL,
+		      "vendor_version", p->have_info ? p->info_version : NULL,
+		      "health", csi_health_to_string(h.health), "health_since_unix", (json_int_t)h.since,
+		      "health_reason", h.reason, "capabilities", caps, "node_id", p->node_id);
+	pthread_mutex_unlock(&p->lock);
+	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(j);
+	if (!s)
+		return -ENOMEM;
+	r = sbuf_printf(out, "%s\n", s);
+	free(s);
+	return r;
+}
+
 static const struct battr plugin_attrs[] = {
 	{ .name = "endpoint", .show = show_endpoint },
 	{ .name = "info", .show = show_info },
@@ -504,6 +538,7 @@ static const struct battr plugin_attrs[] = {
 	{ .name = "capacity", .show = show_capacity },
 	{ .name = "volumes", .show = show_volumes },
 	{ .name = "error", .show = battr_show_error },
+	{ .name = "info.json", .show = show_info_json },
 };
 
 static void plugin_node_free(struct bnode *n)
