@@ -123,6 +123,12 @@ int containers_watch(struct backend *b);
  * target); -ENOENT no such volume, -EBUSY not published. */
 int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err);
 
+/* Recovery: drive a PENDING operation of this module to an end (0: taken,
+ * op->claimed set), or <0 for the caller to drop it. */
+struct operation;
+int volume_resume(struct backend *b, struct operation *op);
+int container_resume(struct backend *b, struct operation *op);
+
 /* metrics.c: the Prometheus text of metrics/nodefs.prom. */
 int metrics_render(struct backend *b, struct sbuf *out);
 

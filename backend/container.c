@@ -1854,3 +1854,60 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 	bnode_list_free(v, n);
 	return r;
 }
+
+/*
+ * Recovery: a PENDING operation on a container whose command can safely be
+ * sent again (run or start: start if not running; stop; destroy) is driven
+ * to an end once recover_check has reconciled the container with its
+ * engine. Others (kill, exec, update, pause, resume) are not repeated: the
+ * caller drops them with the reason.
+ */
+int container_resume(struct backend *b, struct operation *op)
+{
+	struct ctl_cmd cmd = { 0 };
+	struct container *c;
+	struct bnode *n;
+	struct cact *x;
+	int kind = -1;
+
+	if (strncmp(op->object, "containers/", 11) != 0)
+		return -EINVAL;
+	n = bnode_lookup(b->containers, op->object + 11);
+	if (!n)
+		return -ENOENT;
+	c = cof(n);
+	if (ctl_parse(op->command, strlen(op->command), &cmd, NULL) >= 0) {
+		const char *w = cmd.argv[0];
+		bool running;
+
+		pthread_mutex_lock(&c->lock);
+		running = c->state == C_RUNNING || c->state == C_PAUSED;
+		pthread_mutex_unlock(&c->lock);
+		if (strcmp(w, "run") == 0 || strcmp(w, "create") == 0 || strcmp(w, "start") == 0)
+			kind = strcmp(w, "create") == 0 || running ? CA_SYNC : CA_START;
+		else if (strcmp(w, "stop") == 0)
+			kind = running ? CA_STOP : CA_SYNC;
+		else if (strcmp(w, "destroy") == 0)
+			kind = CA_DESTROY;
+	}
+	ctl_cmd_free(&cmd);
+	x = kind >= 0 ? calloc(1, sizeof(*x)) : NULL;
+	if (!x) {
+		bnode_unref(n);
+		return -EINVAL;
+	}
+	x->c = c;
+	x->node = n;	/* the lookup's reference */
+	x->kind = kind;
+	x->timeout_s = -1;	/* the runtime's stop_timeout */
+	x->a.b = b;
+	x->a.op = op;
+	bnode_ref(op->node);	/* the action's reference, dropped when it ends */
+	x->a.run = run_action;
+	x->a.free = cact_free;
+	op->claimed = true;
+	events_emit(b->events, "operation", op->id, "PENDING", "PENDING", op->id,
+		    "resumed after a restart");
+	actq_submit(&c->q, &x->a);
+	return 0;
+}

@@ -385,8 +385,10 @@ int ops_recover(struct backend *b, struct nerr *err)
 	return 0;
 }
 
-/* Operations still PENDING after every module recovered could not be
- * driven to an end by anyone: drop them, with the reason. */
+/* Operations still PENDING after a restart are driven to an end by the
+ * module of their object (volume_resume, container_resume: the calls are
+ * idempotent, so the interrupted step is sent again); one that no module
+ * takes is dropped, with the reason. */
 void ops_drop_orphans(struct backend *b)
 {
 	struct bnode **v;
@@ -396,6 +398,12 @@ void ops_drop_orphans(struct backend *b)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct operation *op = opof(v[i]);
+		if (op->state != OP_PENDING || op->claimed)
+			continue;
+		if (strncmp(op->type, "volume.", 7) == 0 && volume_resume(b, op) == 0)
+			continue;
+		if (strncmp(op->type, "container.", 10) == 0 && container_resume(b, op) == 0)
+			continue;
 		if (op->state == OP_PENDING && !op->claimed)
 			op_drop(op, "nodefs restarted while the operation was in flight; "
 				"the object was reconciled with what its plugin or engine reports");

@@ -2131,3 +2131,74 @@ int volumes_render_metrics(struct backend *b, struct sbuf *out)
 	bnode_list_free(v, n);
 	return r;
 }
+
+/*
+ * Recovery: a PENDING operation on a volume is driven to an end as if its
+ * command had just been written again (the calls are idempotent, and the
+ * CreateVolume name is kept in the record, so nothing is made twice). Its
+ * answer goes to the operation, there being no writer any more.
+ */
+int volume_resume(struct backend *b, struct operation *op)
+{
+	static const struct { const char *cmd; int kind; } kinds[] = {
+		{ "create", VA_CREATE }, { "mkdir", VA_CREATE }, { "import", VA_IMPORT },
+		{ "publish", VA_PUBLISH }, { "stage", VA_STAGE }, { "unpublish", VA_UNPUBLISH },
+		{ "unstage", VA_UNSTAGE }, { "expand", VA_EXPAND }, { "destroy", VA_DESTROY },
+		{ "rmdir", VA_DESTROY },
+	};
+	struct ctl_cmd cmd = { 0 };
+	struct bnode *n;
+	struct volume *v;
+	struct vact *x;
+	int kind = -1, r;
+
+	if (strncmp(op->object, "volumes/", 8) != 0)
+		return -EINVAL;
+	n = bnode_lookup(b->volumes, op->object + 8);
+	if (!n)
+		return -ENOENT;	/* it never reached its first checkpoint */
+	v = vof(n);
+	r = ctl_parse(op->command, strlen(op->command), &cmd, NULL);
+	for (size_t i = 0; r >= 0 && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(cmd.argv[0], kinds[i].cmd) == 0)
+			kind = kinds[i].kind;
+	x = kind >= 0 ? calloc(1, sizeof(*x)) : NULL;
+	if (!x) {
+		ctl_cmd_free(&cmd);
+		bnode_unref(n);
+		return -EINVAL;
+	}
+	if (kind == VA_PUBLISH && cmd.argc > 1) {
+		x->target = strdup(cmd.argv[1]);
+		x->ro = cmd.argc > 2 && strcmp(cmd.argv[2], "ro") == 0;
+	} else if (kind == VA_PUBLISH) {
+		pthread_mutex_lock(&v->lock);
+		x->target = v->target ? strdup(v->target) : NULL;
+		x->ro = v->ro;
+		pthread_mutex_unlock(&v->lock);
+	}
+	if (kind == VA_EXPAND && cmd.argc > 1)
+		parse_size(cmd.argv[1], &x->size, NULL);
+	ctl_cmd_free(&cmd);
+	if ((kind == VA_PUBLISH && !x->target) || (kind == VA_EXPAND && !x->size)) {
+		free(x->target);
+		free(x);
+		bnode_unref(n);
+		return -EINVAL;
+	}
+	x->v = v;
+	x->node = n;	/* the lookup's reference */
+	x->kind = kind;
+	x->a.b = b;
+	x->a.op = op;
+	bnode_ref(op->node);	/* the action's reference, dropped when it ends */
+	x->a.run = run_action;
+	x->a.done = vact_done;
+	x->a.free = vact_free;
+	op->claimed = true;
+	events_emit(b->events, "operation", op->id, "PENDING", "PENDING", op->id,
+		    "resumed after a restart");
+	atomic_fetch_add(&v->inflight, 1);
+	actq_submit(&v->q, &x->a);
+	return 0;
+}
