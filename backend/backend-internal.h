@@ -50,6 +50,7 @@ struct backend {
 	atomic_ullong next_op;		/* the next operation id */
 	atomic_uint bad_records;	/* checkpoints that could not be read */
 	atomic_size_t ops_ended;	/* operations kept that have ended */
+	bool rebooted;			/* the boot id changed since the last run */
 	struct timespec started_mono;
 	time_t started;
 

@@ -242,6 +242,39 @@ fail:
 	return r;
 }
 
+/* Did the node reboot since the state dir was last used? The kernel's boot
+ * id changes with every boot; the last one seen is kept beside the
+ * checkpoints. */
+static bool check_reboot(struct backend *b)
+{
+	char now[64] = "", then[64] = "", path[4200];
+	FILE *fp;
+	bool rebooted;
+
+	fp = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!fp)
+		return false;
+	if (!fgets(now, sizeof(now), fp))
+		now[0] = '\0';
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/boot_id", b->cfg->state_dir);
+	fp = fopen(path, "re");
+	if (fp) {
+		if (!fgets(then, sizeof(then), fp))
+			then[0] = '\0';
+		fclose(fp);
+	}
+	rebooted = then[0] && strcmp(now, then) != 0;
+	fp = fopen(path, "we");
+	if (fp) {
+		fputs(now, fp);
+		fflush(fp);
+		fsync(fileno(fp));
+		fclose(fp);
+	}
+	return rebooted;
+}
+
 static void *loop_main(void *arg)
 {
 	struct backend *b = arg;
@@ -267,6 +300,9 @@ int backend_start(struct backend *b, struct nerr *err)
 	r = engines_start(b, err);
 	if (r < 0)
 		return r;
+	b->rebooted = check_reboot(b);
+	if (b->rebooted)
+		log_warn("the node rebooted since the last run: staged and published volumes go back to NODE_READY");
 	r = ops_recover(b, err);
 	if (r < 0)
 		return r;

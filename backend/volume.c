@@ -2038,6 +2038,14 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	v->ro = json_is_true(json_object_get(j, "readonly"));
 	st = vstate_from_string(json_string_value(json_object_get(j, "state")));
 	v->state = st < 0 ? V_CREATED : (enum vstate)st;
+	if (b->rebooted && v->state >= V_NODE_STAGE && v->state <= V_NODE_UNSTAGE) {
+		/* the node rebooted: its mounts are gone; back to NODE_READY, and
+		 * publish or stage again on demand (Mesos does the same) */
+		v->state = V_NODE_READY;
+		v->staged = false;
+		free(v->target);
+		v->target = NULL;
+	}
 	v->node = bnode_new(&volume_type, name, v);
 	if (!v->node) {
 		volume_free(v);
