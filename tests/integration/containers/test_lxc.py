@@ -189,6 +189,7 @@ class Lxc(unittest.TestCase):
             env.cctl(s, "stop 20")
             self.assertLess(time.monotonic() - t0, 15)
             self.assertEqual(env.state(s), "EXITED")
+            self.assertEqual(env.cread(s, "exit_code").strip(), "130")
             self.assertEqual(lxc_state(env, s), "STOPPED")
             ok, err = env.ctl("containers/%s/ctl" % s, "stop")
             self.assertEqual((ok, err), (False, "EINVAL"))
