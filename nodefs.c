@@ -95,6 +95,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			exit(0);
 		case 'V':
 			printf("nodefs %s\n", NODEFS_VERSION);
+			if (NODEFS_TEST_HOOKS)
+				printf("build: test hooks (crash points; never for production)\n");
 			exit(0);
 		default:
 			usage(stderr);
