@@ -91,6 +91,10 @@ struct container {
 	int exec_exit;
 	struct rt_progress prog;	/* cancel is set by destroy */
 	bool removed;
+	/* An exit event says EXITED at once; the OOM flag and the engine's
+	 * final word come with the inspect the event queues. wait answers
+	 * once an action that began after the last exit event has ended. */
+	unsigned die_seq, settled_seq;
 	uint64_t exits[5];		/* nodefs_container_exits_total, by exit_reasons[] */
 };
 
@@ -279,6 +283,16 @@ static void set_state(struct container *c, enum cstate s, const char *msg)
 	bnode_changed(c->node);
 	events_emit(c->b->events, "container", c->name, cstate_to_string(old),
 		    cstate_to_string(s), NULL, msg);
+}
+
+static enum cstate state_of(struct container *c)
+{
+	enum cstate s;
+
+	pthread_mutex_lock(&c->lock);
+	s = c->state;
+	pthread_mutex_unlock(&c->lock);
+	return s;
 }
 
 /* Take what the engine reports. */
@@ -578,7 +592,7 @@ static bool container_ended(struct container *c)
 	bool e;
 
 	pthread_mutex_lock(&c->lock);
-	e = c->state == C_EXITED || c->removed;
+	e = (c->state == C_EXITED && c->settled_seq == c->die_seq) || c->removed;
 	pthread_mutex_unlock(&c->lock);
 	return e;
 }
@@ -760,13 +774,29 @@ static int run_action_masked(struct action *a, struct nerr *err);
  */
 static int run_action(struct action *a, struct nerr *err)
 {
+	struct container *c = ((struct cact *)a)->c;
 	sigset_t none, old;
+	unsigned seq;
+	bool settled = false;
 	int r;
 
+	pthread_mutex_lock(&c->lock);
+	seq = c->die_seq;
+	pthread_mutex_unlock(&c->lock);
 	sigemptyset(&none);
 	pthread_sigmask(SIG_SETMASK, &none, &old);
 	r = run_action_masked(a, err);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* this action began after that exit event: what it saw (or failed
+	 * to see) is the final word on that exit, so waiters may have it */
+	pthread_mutex_lock(&c->lock);
+	if (c->settled_seq != seq && seq == c->die_seq) {
+		c->settled_seq = seq;
+		settled = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (settled)
+		bnode_changed(c->node);
 	return r;
 }
 
@@ -1506,13 +1536,14 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 	case RT_EV_DIE: {
 		char msg[64];
 		pthread_mutex_lock(&c->lock);
+		c->die_seq++;
 		c->has_exit = true;
 		c->exit_code = ev->exit_code;
 		c->finished_at = ev->time ? ev->time : time(NULL);
 		c->pid = 0;
 		pthread_mutex_unlock(&c->lock);
 		snprintf(msg, sizeof(msg), "exit_code=%d", ev->exit_code);
-		if (c->state != C_DESTROYING)
+		if (state_of(c) != C_DESTROYING)
 			set_state(c, C_EXITED, msg);
 		bnode_changed(c->node);
 		submit(c, CA_SYNC, "sync", NULL, NULL);	/* checkpoint and oom flag */
@@ -1531,7 +1562,7 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		set_state(c, C_RUNNING, NULL);
 		break;
 	case RT_EV_DESTROY:
-		if (c->state != C_DESTROYING) {
+		if (state_of(c) != C_DESTROYING) {
 			bnode_set_error(c->node, "the engine container was removed outside nodefs");
 			pthread_mutex_lock(&c->lock);
 			free(c->id);
