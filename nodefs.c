@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -112,27 +113,59 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/* Is mnt the mountpoint of a nodefs FUSE mount (per /proc/self/mounts)? */
+static bool nodefs_mounted_at(const char *mnt)
+{
+	char real[4096], line[8192];
+	bool found = false;
+	FILE *fp;
+
+	if (!realpath(mnt, real))
+		snprintf(real, sizeof(real), "%s", mnt);
+	fp = fopen("/proc/self/mounts", "re");
+	if (!fp)
+		return false;
+	while (fgets(line, sizeof(line), fp)) {
+		char dev[256], dir[4096], type[64];
+
+		if (sscanf(line, "%255s %4095s %63s", dev, dir, type) == 3 &&
+		    strcmp(dir, real) == 0 && strcmp(type, "fuse.nodefs") == 0)
+			found = true;
+	}
+	fclose(fp);
+	return found;
+}
+
 /* A mount left by a crashed daemon answers ENOTCONN: detach it so the new
- * daemon can mount in its place. Make a missing mountpoint. */
+ * daemon can mount in its place. (stat of the mountpoint may be served from
+ * the kernel's cache for a moment after the crash; statfs always asks the
+ * daemon.) A live nodefs on mnt is left alone. Make a missing mountpoint. */
 static int prepare_mountpoint(const char *mnt, struct nerr *err)
 {
+	struct statfs sfs;
 	struct stat st;
+	bool stale;
 
 	if (stat(mnt, &st) == 0) {
 		if (!S_ISDIR(st.st_mode))
 			return nerr_set(err, ENOTDIR, "%s is not a directory", mnt);
+		if (!nodefs_mounted_at(mnt))
+			return 0;
+		stale = statfs(mnt, &sfs) < 0 && errno == ENOTCONN;
+		if (!stale)
+			return nerr_set(err, EBUSY, "%s: a nodefs is already serving it", mnt);
+	} else if (errno == ENOTCONN) {
+		stale = true;
+	} else if (errno == ENOENT && mkdir(mnt, 0755) == 0) {
 		return 0;
+	} else {
+		return nerr_set(err, errno, "mountpoint %s: %s", mnt, strerror(errno));
 	}
-	if (errno == ENOTCONN) {
-		log_warn("%s: stale mount (Transport endpoint is not connected): detaching it", mnt);
-		if (umount2(mnt, MNT_DETACH) < 0)
-			return nerr_set(err, errno, "cannot detach the stale mount on %s: %s",
-					mnt, strerror(errno));
-		return 0;
-	}
-	if (errno == ENOENT && mkdir(mnt, 0755) == 0)
-		return 0;
-	return nerr_set(err, errno, "mountpoint %s: %s", mnt, strerror(errno));
+	log_warn("%s: stale mount (Transport endpoint is not connected): detaching it", mnt);
+	if (umount2(mnt, MNT_DETACH) < 0)
+		return nerr_set(err, errno, "cannot detach the stale mount on %s: %s",
+				mnt, strerror(errno));
+	return 0;
 }
 
 int main(int argc, char **argv)

@@ -91,10 +91,11 @@ struct container {
 	int exec_exit;
 	struct rt_progress prog;	/* cancel is set by destroy */
 	bool removed;
-	/* An exit event says EXITED at once; the OOM flag and the engine's
-	 * final word come with the inspect the event queues. wait answers
-	 * once an action that began after the last exit event has ended. */
-	unsigned die_seq, settled_seq;
+	/* An exit event is taken as news, not as the state: the inspect it
+	 * queues moves the container to EXITED with the engine's final word
+	 * (exit code and OOM flag together), so a waiter woken by EXITED never
+	 * reads an OOM flag that is still on its way. */
+	bool exit_pending;
 	uint64_t exits[5];		/* nodefs_container_exits_total, by exit_reasons[] */
 };
 
@@ -298,10 +299,12 @@ static enum cstate state_of(struct container *c)
 /* Take what the engine reports. */
 static void apply_status(struct container *c, const struct rt_status *st)
 {
+	char msg[64] = "";
 	enum cstate s;
 
 	pthread_mutex_lock(&c->lock);
 	s = c->state;
+	c->exit_pending = false;	/* the engine's word now, whatever an event said */
 	c->pid = st->pid;
 	if (st->started_at)
 		c->started_at = st->started_at;
@@ -315,9 +318,11 @@ static void apply_status(struct container *c, const struct rt_status *st)
 	if (st->state == RT_STATE_EXITED) {
 		c->has_exit = true;
 		c->exit_code = st->exit_code;
-		c->oom_killed = st->oom_killed;
+		/* the engine's flag, or the OOM event that came before */
+		c->oom_killed = c->oom_killed || st->oom_killed;
 		c->finished_at = st->finished_at ? st->finished_at : time(NULL);
 		c->pid = 0;
+		snprintf(msg, sizeof(msg), "exit_code=%d", st->exit_code);
 	}
 	pthread_mutex_unlock(&c->lock);
 	switch (st->state) {
@@ -327,7 +332,7 @@ static void apply_status(struct container *c, const struct rt_status *st)
 	case RT_STATE_EXITED: s = C_EXITED; break;
 	default: break;
 	}
-	set_state(c, s, NULL);
+	set_state(c, s, msg[0] ? msg : NULL);
 }
 
 static int refresh(struct container *c, struct nerr *err)
@@ -592,7 +597,7 @@ static bool container_ended(struct container *c)
 	bool e;
 
 	pthread_mutex_lock(&c->lock);
-	e = (c->state == C_EXITED && c->settled_seq == c->die_seq) || c->removed;
+	e = c->state == C_EXITED || c->removed;
 	pthread_mutex_unlock(&c->lock);
 	return e;
 }
@@ -670,16 +675,18 @@ static void progress_update(void *ctx, const char *line)
 static void container_forget(struct container *c)
 {
 	enum cstate last;
+	struct bnode *n = bnode_ref(c->node);	/* c lives until the event is out */
 
 	pthread_mutex_lock(&c->lock);
 	c->removed = true;
 	last = c->state;
 	pthread_mutex_unlock(&c->lock);
 	store_del(c->b->cfg->state_dir, "containers", c->name, NULL);
-	bnode_remove(c->node);
+	bnode_remove(n);
 	/* the stream's last word on it: containers/NAME is gone */
 	events_emit(c->b->events, "container", c->name, cstate_to_string(last), "DESTROYED",
 		    NULL, NULL);
+	bnode_unref(n);
 }
 
 static int do_create(struct cact *x, struct nerr *err)
@@ -774,29 +781,35 @@ static int run_action_masked(struct action *a, struct nerr *err);
  */
 static int run_action(struct action *a, struct nerr *err)
 {
-	struct container *c = ((struct cact *)a)->c;
+	struct cact *x = (struct cact *)a;
+	struct container *c = x->c;
 	sigset_t none, old;
-	unsigned seq;
-	bool settled = false;
+	bool pending;
 	int r;
 
-	pthread_mutex_lock(&c->lock);
-	seq = c->die_seq;
-	pthread_mutex_unlock(&c->lock);
 	sigemptyset(&none);
 	pthread_sigmask(SIG_SETMASK, &none, &old);
 	r = run_action_masked(a, err);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/* this action began after that exit event: what it saw (or failed
-	 * to see) is the final word on that exit, so waiters may have it */
+	if (x->kind != CA_SYNC)
+		return r;
+	/* the sync an exit event queued could not ask the engine (down, or
+	 * the container removed meanwhile): the event's word is the last */
 	pthread_mutex_lock(&c->lock);
-	if (c->settled_seq != seq && seq == c->die_seq) {
-		c->settled_seq = seq;
-		settled = true;
-	}
+	pending = c->exit_pending;
+	c->exit_pending = false;
 	pthread_mutex_unlock(&c->lock);
-	if (settled)
-		bnode_changed(c->node);
+	if (pending && state_of(c) != C_EXITED && state_of(c) != C_DESTROYING) {
+		char msg[64];
+
+		pthread_mutex_lock(&c->lock);
+		c->has_exit = true;
+		c->pid = 0;
+		snprintf(msg, sizeof(msg), "exit_code=%d", c->exit_code);
+		pthread_mutex_unlock(&c->lock);
+		set_state(c, C_EXITED, msg);
+		checkpoint(c, &(struct nerr){ 0 });
+	}
 	return r;
 }
 
@@ -1534,19 +1547,13 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		break;
 	}
 	case RT_EV_DIE: {
-		char msg[64];
+		/* the inspect queued here says EXITED, with the OOM flag */
 		pthread_mutex_lock(&c->lock);
-		c->die_seq++;
-		c->has_exit = true;
+		c->exit_pending = true;
 		c->exit_code = ev->exit_code;
 		c->finished_at = ev->time ? ev->time : time(NULL);
-		c->pid = 0;
 		pthread_mutex_unlock(&c->lock);
-		snprintf(msg, sizeof(msg), "exit_code=%d", ev->exit_code);
-		if (state_of(c) != C_DESTROYING)
-			set_state(c, C_EXITED, msg);
-		bnode_changed(c->node);
-		submit(c, CA_SYNC, "sync", NULL, NULL);	/* checkpoint and oom flag */
+		submit(c, CA_SYNC, "sync", NULL, NULL);
 		break;
 	}
 	case RT_EV_OOM:

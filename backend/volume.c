@@ -963,10 +963,13 @@ static void vact_free(struct action *a)
  * ends with DELETED. */
 static void volume_forget(struct volume *v, const char *op_id)
 {
+	struct bnode *n = bnode_ref(v->node);	/* v lives until the event is out */
+
 	store_del(v->b->cfg->state_dir, "volumes", v->name, NULL);
-	bnode_remove(v->node);
+	bnode_remove(n);
 	events_emit(v->b->events, "volume", v->name, vstate_to_string(get_state(v)), "DELETED",
 		    op_id, NULL);
+	bnode_unref(n);
 }
 
 /*
