@@ -41,6 +41,7 @@
 #include "tree.h"
 
 #define FILE_SNAPSHOT_CAP (16u << 20)
+#define STREAM_WINDOW (256u << 10)	/* stream bytes kept for seeks back */
 #define DIR_OFF_ATTRS 3			/* 1 ".", 2 "..", then attributes */
 #define DIR_OFF_KIDS (1ull << 40)	/* children: base + serial */
 
@@ -156,7 +157,7 @@ struct fs_file {
 	struct sbuf reply;	/* what a nonblock ctl write answered */
 	size_t reply_pos;	/* how much of it reads have taken */
 	struct sbuf pending;	/* stream bytes read from the backend, not yet taken */
-	size_t pending_pos;
+	uint64_t pending_base;	/* file offset of pending.buf[0] */
 	struct fs_file *next, *prev;	/* fs->files, under fs->flock */
 	void *stream;		/* stream state */
 
@@ -165,6 +166,7 @@ struct fs_file {
 	bool poll_armed;	/* told "nothing new": notify on change */
 	fuse_req_t parked;	/* a stream read waiting for data */
 	size_t parked_size;
+	off_t parked_off;
 	bool watching;
 	struct fs_file *wprev, *wnext;
 };
@@ -857,7 +859,6 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, -r);
 			return;
 		}
-		fi->nonseekable = 1;
 	}
 	fi->direct_io = 1;	/* sizes change: never serve from the page cache */
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -929,35 +930,50 @@ static void read_interrupted(fuse_req_t req, void *data)
 
 /* Try a stream read; 1 when the request was answered. wlock held or not
  * needed (the caller serialises). */
-static int stream_try(struct fs_file *h, fuse_req_t req, size_t size)
+static int stream_try(struct fs_file *h, fuse_req_t req, size_t size, off_t off)
 {
 	struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
-	size_t n;
+	uint64_t o = off < 0 ? 0 : (uint64_t)off;
+	size_t n = 0;
 	int r = 1;
 
 	if (atomic_load(&h->node->dead)) {
 		fuse_reply_err(req, ENOENT);
 		return 1;
 	}
-	/* whole lines come from the stream; a reader taking fewer bytes (bash's
-	 * `read` takes one at a time) gets the rest of them on its next reads */
+	/*
+	 * The stream's bytes get file offsets: the last STREAM_WINDOW of them
+	 * are kept, so a reader that takes part of a line (bash's read) or
+	 * seeks back to a line's end (head, bash) reads on from there.
+	 */
 	pthread_mutex_lock(&h->lock);
-	if (h->pending_pos == h->pending.len) {
-		sbuf_reset(&h->pending);
-		h->pending_pos = 0;
+	if (o < h->pending_base) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_err(req, ESPIPE);	/* before the kept window */
+		return 1;
+	}
+	if (o >= h->pending_base + h->pending.len) {
+		if (h->pending.len > STREAM_WINDOW) {
+			size_t drop = h->pending.len - STREAM_WINDOW / 2;
+			memmove(h->pending.buf, h->pending.buf + drop, h->pending.len - drop);
+			h->pending.len -= drop;
+			h->pending_base += drop;
+		}
 		r = h->attr->stream->read(h->node, h->stream, &h->pending, size > 65536 ? size : 65536);
+		if (o > h->pending_base + h->pending.len)
+			o = h->pending_base + h->pending.len;	/* a seek past the end */
 	}
 	if (r == -EAGAIN) {
 		pthread_mutex_unlock(&h->lock);
 		return 0;
 	}
-	n = h->pending.len - h->pending_pos;
-	if (n > size)
-		n = size;
-	if (r >= 0 && n && sbuf_add(&out, h->pending.buf + h->pending_pos, n) < 0)
-		r = -ENOMEM;
-	if (r >= 0)
-		h->pending_pos += n;
+	if (r >= 0) {
+		n = (size_t)(h->pending_base + h->pending.len - o);
+		if (n > size)
+			n = size;
+		if (n && sbuf_add(&out, h->pending.buf + (o - h->pending_base), n) < 0)
+			r = -ENOMEM;
+	}
 	pthread_mutex_unlock(&h->lock);
 	/* h may be released once the reply is out */
 	if (r < 0)
@@ -977,7 +993,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int r = 0;
 
 	if (h->attr->stream) {
-		if (stream_try(h, req, size))
+		if (stream_try(h, req, size, off))
 			return;
 		if (h->nonblock || (fi->flags & O_NONBLOCK)) {
 			fuse_reply_err(req, EAGAIN);
@@ -992,12 +1008,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		/* data may have come between the try and parking */
-		if (stream_try(h, req, size)) {
+		if (stream_try(h, req, size, off)) {
 			pthread_mutex_unlock(&f->wlock);
 			return;
 		}
 		h->parked = req;
 		h->parked_size = size;
+		h->parked_off = off;
 		watch_add_locked(f, h);
 		pthread_mutex_unlock(&f->wlock);
 		return;
@@ -1211,7 +1228,7 @@ static void *notifier_main(void *arg)
 			f->dirty = false;
 			for (struct fs_file *h = f->watchers, *next; h; h = next) {
 				next = h->wnext;
-				if (h->parked && stream_try(h, h->parked, h->parked_size)) {
+				if (h->parked && stream_try(h, h->parked, h->parked_size, h->parked_off)) {
 					h->parked = NULL;
 				}
 				if (h->ph && h->poll_armed) {
