@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "macro.h"
@@ -297,13 +298,26 @@ static enum cstate state_of(struct container *c)
 }
 
 /* Take what the engine reports. */
-static void apply_status(struct container *c, const struct rt_status *st)
+/* Take what the engine reports. An exit whose code the engine does not
+ * know yet (-1: LXC's watcher records it when it sees init die, just after
+ * liblxc already says STOPPED) is not taken from a command's own look: the
+ * exit event follows with the code, and its sync takes it (defer false). */
+static int apply_status(struct container *c, const struct rt_status *st, bool defer)
 {
 	char msg[64] = "";
+	int code = st->exit_code;
 	enum cstate s;
 
 	pthread_mutex_lock(&c->lock);
 	s = c->state;
+	if (st->state == RT_STATE_EXITED && code < 0 && s != C_EXITED) {
+		if (defer && !c->exit_pending) {
+			pthread_mutex_unlock(&c->lock);
+			return 1;
+		}
+		if (c->exit_pending)
+			code = c->exit_code;	/* the event knew what the record lacks */
+	}
 	c->exit_pending = false;	/* the engine's word now, whatever an event said */
 	c->pid = st->pid;
 	if (st->started_at)
@@ -317,12 +331,12 @@ static void apply_status(struct container *c, const struct rt_status *st)
 	}
 	if (st->state == RT_STATE_EXITED) {
 		c->has_exit = true;
-		c->exit_code = st->exit_code;
+		c->exit_code = code;
 		/* the engine's flag, or the OOM event that came before */
 		c->oom_killed = c->oom_killed || st->oom_killed;
 		c->finished_at = st->finished_at ? st->finished_at : time(NULL);
 		c->pid = 0;
-		snprintf(msg, sizeof(msg), "exit_code=%d", st->exit_code);
+		snprintf(msg, sizeof(msg), "exit_code=%d", code);
 	}
 	pthread_mutex_unlock(&c->lock);
 	switch (st->state) {
@@ -333,9 +347,14 @@ static void apply_status(struct container *c, const struct rt_status *st)
 	default: break;
 	}
 	set_state(c, s, msg[0] ? msg : NULL);
+	return 0;
 }
 
-static int refresh(struct container *c, struct nerr *err)
+/* defer: a command's own look after its call (see apply_status). Then an
+ * exit whose code is still unknown waits, up to a second, for the engine's
+ * exit event that brings it, so the command returns with the container
+ * EXITED rather than STOPPING. */
+static int refresh(struct container *c, bool defer, struct nerr *err)
 {
 	struct rt_status st = { 0 };
 	int r;
@@ -343,7 +362,22 @@ static int refresh(struct container *c, struct nerr *err)
 	r = c->eng->ops->inspect(c->eng->h, c->id, &st, err);
 	if (r < 0)
 		return r;
-	apply_status(c, &st);
+	if (apply_status(c, &st, defer) == 0)
+		return 0;
+	for (int i = 0; i < 1000; i++) {
+		bool news;
+
+		pthread_mutex_lock(&c->lock);
+		news = c->exit_pending;
+		pthread_mutex_unlock(&c->lock);
+		if (news)
+			break;
+		usleep(1000);
+	}
+	r = c->eng->ops->inspect(c->eng->h, c->id, &st, err);
+	if (r < 0)
+		return r;
+	apply_status(c, &st, false);
 	return 0;
 }
 
@@ -760,7 +794,7 @@ static int do_start(struct container *c, struct nerr *err)
 		set_state(c, old, err->msg);
 		return r;
 	}
-	r = refresh(c, err);
+	r = refresh(c, true, err);
 	if (r < 0)
 		return r;
 	return checkpoint(c, err);
@@ -835,7 +869,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 			if (r >= 0)
 				r = c->eng->ops->destroy(c->eng->h, id, err);
 			if (r < 0) {
-				refresh(c, &(struct nerr){ 0 });
+				refresh(c, true, &(struct nerr){ 0 });
 				return r;
 			}
 		}
@@ -909,7 +943,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	/* what the engine says now, whatever the call did */
 	{
 		struct nerr e2 = { 0 };
-		int rr = refresh(c, &e2);
+		int rr = refresh(c, x->kind != CA_SYNC, &e2);
 		if (r >= 0 && rr == -ENOENT) {
 			*err = e2;
 			return rr;
@@ -1776,7 +1810,7 @@ static void recover_check(struct container *c)
 		bnode_set_error(c->node, err.msg);
 		return;
 	}
-	r = refresh(c, &err);
+	r = refresh(c, false, &err);
 	if (r == -ENOENT) {
 		pthread_mutex_lock(&c->lock);
 		free(c->id);
