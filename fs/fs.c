@@ -1346,6 +1346,12 @@ int fs_loop(struct fs *f)
 out:
 	fuse_remove_signal_handlers(f->se);
 	pthread_mutex_lock(&f->wlock);
+	/* reads parked on streams get an answer, so libfuse frees them */
+	for (struct fs_file *h = f->watchers; h; h = h->wnext)
+		if (h->parked) {
+			fuse_reply_err(h->parked, EINTR);
+			h->parked = NULL;
+		}
 	f->stop = true;
 	pthread_cond_broadcast(&f->wcond);
 	pthread_mutex_unlock(&f->wlock);
