@@ -238,7 +238,8 @@ static const uint8_t reply_msg[] = { 0, 0, 0, 0, 4, 0x0a, 0x02, 'o', 'k' };
 
 Test(grpc, request_framing_and_headers)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 
 	cr_assert(grpc_session_submit(client, "/csi.v1.Identity/Probe", NULL, 0, 1500, on_done, &d, NULL) == 0);
 	to_server(client, &server);
@@ -260,7 +261,8 @@ Test(grpc, request_framing_and_headers)
 
 Test(grpc, request_message_prefixed)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	const uint8_t msg[] = { 0x0a, 0x03, 'a', 'b', 'c' };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", msg, sizeof(msg), 0, on_done, &d, NULL) == 0);
@@ -274,7 +276,8 @@ Test(grpc, request_message_prefixed)
 
 static void ok_reply_in_chunks(size_t chunk)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
 	to_server(client, &server);
@@ -294,7 +297,8 @@ Test(grpc, ok_reply_split_odd_chunks) { ok_reply_in_chunks(7); }
 
 Test(grpc, ok_reply_empty_message)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	static const uint8_t empty[] = { 0, 0, 0, 0, 0 };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
@@ -307,7 +311,8 @@ Test(grpc, ok_reply_empty_message)
 
 Test(grpc, trailers_only_with_percent_encoded_message)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	nghttp2_nv nv[] = { NV(":status", "200"), NV("content-type", "application/grpc"),
 			    NV("grpc-status", "5"), NV("grpc-message", "volume%20%22db%22%20not%20found%3A%20100%25%20%C3%BC%zz") };
 
@@ -323,7 +328,8 @@ Test(grpc, trailers_only_with_percent_encoded_message)
 
 static void status_without_grpc_status(const char *http, int want)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	nghttp2_nv nv[] = { NV(":status", http), NV("content-type", "text/html") };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
@@ -342,7 +348,8 @@ Test(grpc, http_200_wrong_content_type_is_unknown) { status_without_grpc_status(
 
 Test(grpc, missing_grpc_status_is_internal)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	nghttp2_nv hdr[] = { NV(":status", "200"), NV("content-type", "application/grpc") };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
@@ -359,7 +366,8 @@ Test(grpc, missing_grpc_status_is_internal)
 
 Test(grpc, bad_framing_and_compression_are_internal)
 {
-	struct done d1 = { 0 }, d2 = { 0 };
+	static struct done d1, d2;
+	d1 = d2 = (struct done){ 0 };
 	static const uint8_t short_msg[] = { 0, 0, 0, 0, 10, 1, 2, 3 };
 	static const uint8_t compressed[] = { 1, 0, 0, 0, 1, 7 };
 
@@ -377,7 +385,8 @@ Test(grpc, bad_framing_and_compression_are_internal)
 
 static void rst_gives(uint32_t h2code, int want)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
 	to_server(client, &server);
@@ -396,7 +405,8 @@ Test(grpc, rst_calm_is_resource_exhausted) { rst_gives(NGHTTP2_ENHANCE_YOUR_CALM
 
 Test(grpc, goaway_fails_newer_streams_finishes_older)
 {
-	struct done d1 = { 0 }, d3 = { 0 }, d5 = { 0 };
+	static struct done d1, d3, d5;
+	d1 = d3 = d5 = (struct done){ 0 };
 
 	cr_assert(grpc_session_submit(client, "/x/A", NULL, 0, 0, on_done, &d1, NULL) == 0);
 	cr_assert(grpc_session_submit(client, "/x/B", NULL, 0, 0, on_done, &d3, NULL) == 0);
@@ -419,7 +429,8 @@ Test(grpc, goaway_fails_newer_streams_finishes_older)
 
 Test(grpc, ping_is_acked)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
 	to_server(client, &server);
@@ -436,7 +447,8 @@ Test(grpc, ping_is_acked)
 
 Test(grpc, oversize_declared_message_is_resource_exhausted)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	/* The prefix declares 5 MiB; only the start is sent. */
 	static const uint8_t big[] = { 0, 0, 0x50, 0, 0, 1, 2, 3 };
 
@@ -453,7 +465,8 @@ Test(grpc, oversize_declared_message_is_resource_exhausted)
 
 Test(grpc, oversize_actual_message_is_resource_exhausted)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	size_t n = GRPC_MAX_MESSAGE + 6;
 	uint8_t *big = calloc(1, n);
 
@@ -474,7 +487,8 @@ Test(grpc, oversize_actual_message_is_resource_exhausted)
 
 Test(grpc, oversize_headers_are_resource_exhausted)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	char *v = malloc(17 << 10);
 
 	memset(v, 'a', (17 << 10) - 1);
@@ -492,7 +506,8 @@ Test(grpc, oversize_headers_are_resource_exhausted)
 
 Test(grpc, oversize_request_refused)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	uint8_t *big = calloc(1, GRPC_MAX_MESSAGE + 1);
 
 	cr_assert_eq(grpc_session_submit(client, "/x/Y", big, GRPC_MAX_MESSAGE + 1, 0, on_done, &d, NULL), -E2BIG);
@@ -502,7 +517,8 @@ Test(grpc, oversize_request_refused)
 
 Test(grpc, cancel_completes_once_and_resets)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	struct grpc_call *call;
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 100, on_done, &d, &call) == 0);
@@ -521,7 +537,8 @@ Test(grpc, cancel_completes_once_and_resets)
 
 Test(grpc, cancel_before_sending)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	struct grpc_call *call;
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, &call) == 0);
@@ -534,7 +551,8 @@ Test(grpc, cancel_before_sending)
 
 Test(grpc, fail_all_and_free_complete_each_call_once)
 {
-	struct done d[4] = { 0 };
+	static struct done d[4];
+	memset(d, 0, sizeof(d));
 
 	for (int i = 0; i < 4; i++)
 		cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d[i], NULL) == 0);
@@ -555,7 +573,8 @@ Test(grpc, fail_all_and_free_complete_each_call_once)
 
 Test(grpc, free_cancels_open_calls)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
 	grpc_session_free(client);
@@ -566,7 +585,8 @@ Test(grpc, free_cancels_open_calls)
 
 Test(grpc, garbage_is_a_protocol_error)
 {
-	struct done d = { 0 };
+	static struct done d;	/* outlives the test: teardown cancels what is pending */
+	d = (struct done){ 0 };
 	static const uint8_t junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
 
 	cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d, NULL) == 0);
@@ -583,7 +603,8 @@ Test(grpc, garbage_is_a_protocol_error)
 
 Test(grpc, many_streams_multiplexed)
 {
-	struct done d[20] = { 0 };
+	static struct done d[20];
+	memset(d, 0, sizeof(d));
 
 	for (int i = 0; i < 20; i++)
 		cr_assert(grpc_session_submit(client, "/x/Y", NULL, 0, 0, on_done, &d[i], NULL) == 0);
