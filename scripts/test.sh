@@ -41,7 +41,7 @@ fi
 # Any sanitizer finding ends the process with a non-zero status.
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=23:print_summary=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:print_summary=1
-export LSAN_OPTIONS=exitcode=23
+export LSAN_OPTIONS=exitcode=23:suppressions=$src/tests/lsan.supp:print_suppressions=0
 
 extra_failed=0
 failed_what=()
