@@ -52,11 +52,7 @@ ninja -C "$build"
 meson install -C "$build" --no-rebuild --quiet
 bin=$prefix/bin/nodefs
 [[ -x $bin ]] || die "$bin not installed"
-for page in docs/nodefs.8 docs/nodefs.5; do
-	sec=${page##*.}
-	install -D -m 0644 "$page" "$prefix/share/man/man$sec/${page##*/}"
-done
-say "installed $("$bin" --version) as $bin"
+say "installed $("$bin" --version | head -n 1) as $bin (man pages: nodefs(8), nodefs(5))"
 
 # 3. Config: the example only where none exists.
 if [[ -e $conf ]]; then
