@@ -271,6 +271,7 @@ class Env:
                 self.fs._cleanup()
         finally:
             try:
+                self.kill_leftovers()
                 self.clean_engines()
             finally:
                 if self.plugin is not None:
@@ -279,6 +280,18 @@ class Env:
                     unmount_all_under(self.tmp)
                     shutil.rmtree(self.tmp, ignore_errors=True)
         return problems
+
+    def kill_leftovers(self):
+        """SIGKILL any process still running with this mount's config path
+        in its argv: a daemon that outlived its stop, or a child it forked
+        that never reached exec (liblxc forks to run a template)."""
+        if self.fs is None or not self.fs.config_path:
+            return
+        for pid in nt.find_pids_with_arg(self.fs.config_path):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def clean_engines(self):
         """Remove every engine container this Env's names could have made."""
