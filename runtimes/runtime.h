@@ -158,7 +158,8 @@ struct runtime_ops {
 	int (*create)(void *h, const struct rt_spec *spec, struct rt_progress *prog,
 		      char **ret_id, struct nerr *err);
 	int (*start)(void *h, const char *id, struct nerr *err);
-	/* Graceful stop, SIGKILL after timeout_s seconds. */
+	/* Graceful stop, SIGKILL after timeout_s seconds; a negative timeout_s
+	 * means the runtime's configured stop_timeout. */
 	int (*stop)(void *h, const char *id, int timeout_s, struct nerr *err);
 	int (*kill)(void *h, const char *id, int sig, struct nerr *err);
 	int (*pause)(void *h, const char *id, struct nerr *err);
