@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "backend.h"
 #include "bctl.h"
 #include "config.h"
@@ -129,6 +131,15 @@ int volume_mount_source(struct backend *b, const char *name, char **ret_path, st
 struct operation;
 int volume_resume(struct backend *b, struct operation *op);
 int container_resume(struct backend *b, struct operation *op);
+
+/* Shared by the object modules (backend.c). */
+/* Render j (consumed; NULL means out of memory) as indented JSON and a newline:
+ * what every info.json shows. */
+int show_json(struct sbuf *out, json_t *j);
+/* t as 2026-11-29T17:55:07Z; "" for 0. */
+void fmt_time(time_t t, char *buf, size_t len);
+/* The command line of cmd, for the operation record (cut at len). */
+char *cmdline_of(const struct ctl_cmd *cmd, char *buf, size_t len);
 
 /* metrics.c: the Prometheus text of metrics/nodefs.prom. */
 int metrics_render(struct backend *b, struct sbuf *out);

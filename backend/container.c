@@ -177,18 +177,6 @@ static void container_free(struct container *c)
 	free(c);
 }
 
-static void fmt_time(time_t t, char *buf, size_t len)
-{
-	struct tm tm;
-
-	if (!t) {
-		buf[0] = '\0';
-		return;
-	}
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* ---- state, checkpoints, events ---- */
 
 static json_t *container_json_locked(struct container *c)
@@ -596,19 +584,11 @@ static int show_info(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
 	json_t *j;
-	char *s;
-	int r;
 
 	pthread_mutex_lock(&c->lock);
 	j = container_json_locked(c);
 	pthread_mutex_unlock(&c->lock);
-	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
-	r = sbuf_printf(out, "%s\n", s);
-	free(s);
-	return r;
+	return show_json(out, j);
 }
 
 /* wait: blocks until the container has exited, then one line, then EOF. */
@@ -1001,19 +981,6 @@ static int submit(struct container *c, int kind, const char *cmdline, struct bre
 }
 
 /* ---- containers/NAME/ctl ---- */
-
-static char *cmdline_of(const struct ctl_cmd *cmd, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < cmd->argc && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", cmd->argv[i]);
-	for (size_t i = 0; i < cmd->nopts && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, " %s=%s", cmd->opts[i].key,
-					cmd->opts[i].val);
-	return buf;
-}
 
 static int cmd_simple(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq, int kind)
 {

@@ -35,18 +35,6 @@ static struct operation *opof(struct bnode *n)
 	return n->priv;
 }
 
-static void fmt_time(time_t t, char *buf, size_t len)
-{
-	struct tm tm;
-
-	if (!t) {
-		buf[0] = '\0';
-		return;
-	}
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 #define OP_SHOW_STR(field)						\
 	static int show_##field(struct bnode *n, struct sbuf *out)	\
 	{								\
@@ -123,19 +111,11 @@ static int show_info(struct bnode *n, struct sbuf *out)
 {
 	struct operation *op = opof(n);
 	json_t *j;
-	char *s;
-	int r;
 
 	pthread_mutex_lock(&op->lock);
 	j = op_json_locked(op);
 	pthread_mutex_unlock(&op->lock);
-	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
-	r = sbuf_printf(out, "%s\n", s);
-	free(s);
-	return r;
+	return show_json(out, j);
 }
 
 static const struct battr op_attrs[] = {

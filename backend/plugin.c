@@ -503,8 +503,6 @@ static int show_info_json(struct bnode *n, struct sbuf *out)
 	struct plugin *p = pof(n);
 	struct csi_health_info h = { .health = CSI_HEALTH_DOWN };
 	json_t *j, *caps = json_object();
-	char *s;
-	int r;
 
 	if (p->csi)
 		csi_plugin_health(p->csi, &h);
@@ -521,13 +519,7 @@ static int show_info_json(struct bnode *n, struct sbuf *out)
 		      "health", csi_health_to_string(h.health), "health_since_unix", (json_int_t)h.since,
 		      "health_reason", h.reason, "capabilities", caps, "node_id", p->node_id);
 	pthread_mutex_unlock(&p->lock);
-	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
-	r = sbuf_printf(out, "%s\n", s);
-	free(s);
-	return r;
+	return show_json(out, j);
 }
 
 static const struct battr plugin_attrs[] = {

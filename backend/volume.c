@@ -1389,35 +1389,14 @@ static int show_info(struct bnode *n, struct sbuf *out)
 {
 	struct volume *v = vof(n);
 	json_t *j;
-	char *s;
-	int r;
 
 	pthread_mutex_lock(&v->lock);
 	j = volume_json_locked(v);
 	pthread_mutex_unlock(&v->lock);
-	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
-	r = sbuf_printf(out, "%s\n", s);
-	free(s);
-	return r;
+	return show_json(out, j);
 }
 
 /* ---- volumes/NAME/ctl ---- */
-
-static char *cmdline_of(const struct ctl_cmd *cmd, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < cmd->argc && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", cmd->argv[i]);
-	for (size_t i = 0; i < cmd->nopts && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, " %s=%s", cmd->opts[i].key,
-					cmd->opts[i].val);
-	return buf;
-}
 
 /* A publish target: absolute, normalized, under allowed_targets, and no
  * symlink on the way (a link could lead the mount anywhere). */
