@@ -142,6 +142,28 @@ def mount_entry(path):
     return found  # the last one is the one on top
 
 
+def mounts_under(path):
+    """Mount points at or below path, deepest first."""
+    path = os.path.realpath(path)
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = _unescape_mount_field(line.split()[4])
+            if mp == path or mp.startswith(path + "/"):
+                out.append(mp)
+    return sorted(set(out), key=lambda m: -m.count("/"))
+
+
+def unmount_all_under(path):
+    """Lazily unmount everything at or below path (test cleanup)."""
+    for _ in range(8):
+        left = mounts_under(path)
+        if not left:
+            return
+        for m in left:
+            subprocess.run(["umount", "-l", m], capture_output=True)
+
+
 def is_mounted(path):
     return mount_entry(path) is not None
 

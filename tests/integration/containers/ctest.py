@@ -118,24 +118,8 @@ def lxc(*args, check=False, timeout=60):
                           timeout=timeout, check=check)
 
 
-def mounts_under(path):
-    path = os.path.realpath(path)
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = nt._unescape_mount_field(line.split()[4])
-            if mp == path or mp.startswith(path + "/"):
-                out.append(mp)
-    return sorted(set(out), key=lambda m: -m.count("/"))
-
-
-def unmount_all_under(path):
-    for _ in range(8):
-        left = mounts_under(path)
-        if not left:
-            return
-        for m in left:
-            subprocess.run(["umount", "-l", m], capture_output=True)
+mounts_under = nt.mounts_under
+unmount_all_under = nt.unmount_all_under
 
 
 class Plugin:
