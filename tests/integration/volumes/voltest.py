@@ -198,12 +198,9 @@ class VolEnv:
         problems = []
         self.final_log = ""
         try:
-            if self.fs is not None and self.fs.proc is not None:
-                # close() returns before the daemon has handled RELEASE, and
-                # a handle still open when the session ends is not freed
-                # (fs/fs.c; LeakSanitizer reports it): let them drain
-                time.sleep(0.3)
-                problems = self.fs.stop()
+            if self.fs is not None:
+                if self.fs.proc is not None:
+                    problems = self.fs.stop()
                 self.final_log = self.fs.log()
                 self.fs._cleanup()
         finally:
