@@ -29,12 +29,15 @@ def launch_dockerd(d):
     detached (setsid -f), so it is never our zombie when the fixture stops
     it."""
     log = open(os.path.join(d, "dockerd.log"), "ab")
+    tmp = os.path.join(d, "tmp")     # containerd dumps its stacks into TMPDIR
+    os.makedirs(tmp, exist_ok=True)
     subprocess.run(["setsid", "-f", "dockerd", "--iptables=false", "--ip-masq=false",
                       "--bridge=none", "--storage-driver=vfs",
                       "--host=unix://%s/docker.sock" % d, "--data-root=%s/data" % d,
                       "--exec-root=%s/exec" % d, "--pidfile=%s/docker.pid" % d,
                       "--log-level=warn"], stdin=subprocess.DEVNULL, stdout=log,
-                   stderr=log, cwd="/", check=True, timeout=30)
+                   stderr=log, cwd="/", check=True, timeout=30,
+                   env=dict(os.environ, TMPDIR=tmp))
     log.close()
 
 
