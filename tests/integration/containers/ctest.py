@@ -122,58 +122,9 @@ mounts_under = nt.mounts_under
 unmount_all_under = nt.unmount_all_under
 
 
-class Plugin:
-    """The test CSI plugin as a child process."""
-
-    def __init__(self, tmp):
-        self.sock = os.path.join(tmp, "csi.sock")
-        self.base = os.path.join(tmp, "csibase")
-        self.log_path = os.path.join(tmp, "plugin.log")
-        self.endpoint = "unix://" + self.sock
-        self.proc = None
-
-    def start(self, timeout=30):
-        import socket
-        os.makedirs(self.base, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                ["/usr/bin/python3", PLUGIN_PY, "--endpoint", self.endpoint,
-                 "--base", self.base], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, cwd="/")
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError("plugin exited: " + self.log())
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(self.sock)
-                return
-            except OSError:
-                pass
-            finally:
-                s.close()
-            if time.monotonic() > deadline:
-                raise AssertionError("plugin did not listen: " + self.log())
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def log(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")[-8000:]
-        except OSError:
-            return ""
+# the test CSI plugin as a child process: one helper for every suite
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "volumes"))
+from voltest import Plugin  # noqa: E402
 
 
 LSAN_SUPP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan.supp")
