@@ -1191,11 +1191,6 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 			free(x);
 			return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
 		}
-		/* the queue's runner may still be finishing an action it has
-		 * answered already: that is no command in flight, so wait out
-		 * its tail (microseconds) rather than refuse */
-		for (int i = 0; i < 2000 && actq_busy(&v->q); i++)
-			usleep(5);
 	}
 	x->v = v;
 	x->node = bnode_ref(v->node);
@@ -1589,37 +1584,11 @@ static const struct battr volume_attrs[] = {
 	{ .name = "info.json", .show = show_info },
 };
 
-/* The queue's runner (actq_run) still locks v->q once after the action
- * that dropped the last reference was freed: free the volume only once the
- * queue is idle. No reference is left, so nothing can queue meanwhile. */
-static bool volume_queue_busy(struct volume *v)
-{
-	bool busy;
-
-	pthread_mutex_lock(&v->q.lock);
-	busy = v->q.busy;
-	pthread_mutex_unlock(&v->q.lock);
-	return busy;
-}
-
-static void volume_free_when_idle(void *arg)
-{
-	struct volume *v = arg;
-
-	while (volume_queue_busy(v))
-		usleep(200);
-	volume_free(v);
-}
-
 static void volume_node_free(struct bnode *n)
 {
-	struct volume *v = n->priv;
-
-	if (!volume_queue_busy(v))
-		volume_free(v);
-	else if (work_submit(v->b->work, volume_free_when_idle, v) < 0)
-		log_err("volume %s: freed while its queue runs and no worker is left: leaked",
-			v->name);
+	/* actq_run frees the last action only after its last touch of the
+	 * queue, so the queue inside the volume is idle here */
+	volume_free(n->priv);
 }
 
 static const struct btype volume_type = {
