@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,21 @@
 #include "nodefs-config.h"
 
 #define DEFAULT_CONFIG "/etc/nodefs/nodefs.conf"
+
+/*
+ * glibc gives threads up to 8 malloc arenas per core; with the worker pool,
+ * FUSE's threads and the runtimes' threads that is a dozen arenas each
+ * keeping its own freed pages, and the daemon's RSS wanders by tens of MiB
+ * after a burst of work. The daemon waits on sockets, not on malloc: two
+ * arenas keep it flat. MALLOC_ARENA_MAX in the environment still wins.
+ */
+#define ARENA_MAX 2
+
+static void malloc_setup(void)
+{
+	if (!getenv("MALLOC_ARENA_MAX"))
+		mallopt(M_ARENA_MAX, ARENA_MAX);
+}
 
 static void usage(FILE *out)
 {
@@ -180,6 +196,7 @@ int main(int argc, char **argv)
 	char mopts[4200];
 	int r, status = 1;
 
+	malloc_setup();
 	r = parse_args(argc, argv, &o);
 	if (r)
 		return r;
