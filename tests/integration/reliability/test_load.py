@@ -1,0 +1,522 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Load: 16 writers and 3 readers against one mount for 60 s.
+
+One nodefs mount (ctest.Env: the CSI test plugin, the run's dockerd, LXC in
+a private lxcpath with no network and the unconfined profile) gets, for
+NODEFS_LOAD_SECONDS (60 by default), 16 writer threads each writing a
+random mix of commands on a small shared set of names, so that commands
+collide: volume create, publish (to a few shared targets under
+allowed_targets), unpublish, stage, unstage, expand, destroy, mkdir, rmdir;
+Docker and LXC container run, create, start, stop, kill, pause, resume,
+update, exec, destroy; and bad commands (unknown words, bad names, sizes,
+targets outside allowed_targets, relative targets, NUL bytes, non-UTF-8,
+lines over 4 KiB). A tenth of the writes use O_NONBLOCK and keep the
+operation id they get back. Meanwhile reader threads walk the whole tree
+and read every file (events and wait with O_NONBLOCK and poll, never a
+blocking read).
+
+Every answer is classified. A success is "ok"; an errno the command may
+give in some state of its object (EBUSY, ENOENT, EEXIST for every command;
+EINVAL where the man page says so, e.g. unpublish of a volume that is not
+published, stop of a container that is not running; the errno a bad
+command must get) is "refused"; anything else is an error, and so is a
+write or read blocked longer than the hang deadline.
+
+At the end the daemon must be alive and READY; every operation under
+operations/ must be FINISHED, FAILED or DROPPED within a settle time (none
+PENDING); the daemon's log must hold no sanitizer report; everything left
+is destroyed through the mount, after which no volume is left in the
+plugin, nothing is mounted under the temp dir, Docker has no container
+with nodefs's label and this run's tag, and lxc-ls shows nothing. It
+prints operations per second, the count per outcome and per command, and
+the error count, which must be 0.
+"""
+
+import collections
+import errno
+import json
+import os
+import random
+import select
+import stat
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "containers"))
+sys.path.insert(0, os.path.join(HERE, "..", "observe"))
+
+import nodefs_test as nt  # noqa: E402
+import ctest  # noqa: E402
+from ctest import IMAGE  # noqa: E402
+from observe import parse_prom  # noqa: E402
+
+SECONDS = float(os.environ.get("NODEFS_LOAD_SECONDS", "60"))
+WRITERS = 16
+READERS = 3
+END_STATES = ("FINISHED", "FAILED", "DROPPED")
+# A container command that stops at once on TERM (pid 1 has the handler).
+CMD = "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.2; done\""
+SEED = int(os.environ.get("NODEFS_LOAD_SEED", str(int(time.time()))))
+
+E = errno
+BASE_REFUSED = {E.EBUSY, E.ENOENT, E.EEXIST}
+
+
+def sanitized(pid):
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return "libasan" in f.read()
+    except OSError:
+        return False
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_cmd = collections.Counter()      # (kind, outcome, errname)
+        self.outcomes = collections.Counter()
+        self.errors = []
+        self.nonblock_ids = []
+        self.reads = collections.Counter()
+
+    def count(self, kind, outcome, ename, detail=None):
+        with self.lock:
+            self.by_cmd[(kind, outcome, ename)] += 1
+            self.outcomes[outcome] += 1
+            if outcome == "error":
+                self.errors.append(detail or "%s: %s" % (kind, ename))
+
+    def error(self, detail):
+        with self.lock:
+            self.outcomes["error"] += 1
+            self.errors.append(detail)
+
+
+class Load:
+    """The shared names, the commands and the threads of one run."""
+
+    def __init__(self, env, hang_s):
+        self.env = env
+        self.fs = env.fs
+        self.hang_s = hang_s
+        self.stats = Stats()
+        self.vols = [env.name("v%d" % i) for i in range(4)]
+        self.dockers = [env.name("d%d" % i) for i in range(4)]
+        self.lxcs = [env.name("l%d" % i) for i in range(2)]
+        self.targets = [os.path.join(env.pub, "t%d" % i) for i in range(6)]
+        self.stop = threading.Event()
+        self.busy = {}          # thread name -> (what, since)
+        self.busy_lock = threading.Lock()
+        self.reported = set()
+
+    # ---- one write ---------------------------------------------------
+    def write(self, kind, rel, line, refused, nonblock=False):
+        """Write line (str or bytes) to rel and classify the answer.
+        refused: the errnos this command may get in some state."""
+        data = line if isinstance(line, bytes) else line.encode()
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        me = threading.current_thread().name
+        with self.busy_lock:
+            self.busy[me] = ("write %s <- %r" % (rel, data[:120]), time.monotonic())
+        err = 0
+        oid = None
+        try:
+            fd = os.open(self.fs.path(rel), os.O_RDWR | (os.O_NONBLOCK if nonblock else 0))
+            try:
+                n = os.write(fd, data)
+                if n != len(data):
+                    err = E.EIO
+                elif nonblock:
+                    oid = os.pread(fd, 256, 0).decode().strip()
+            finally:
+                os.close(fd)
+        except OSError as e:
+            err = e.errno
+        finally:
+            with self.busy_lock:
+                self.busy.pop(me, None)
+        ename = nt.errname(err)
+        if err == 0:
+            self.stats.count(kind, "ok", ename)
+            if oid:
+                with self.stats.lock:
+                    self.stats.nonblock_ids.append((oid, kind))
+        elif err in refused:
+            self.stats.count(kind, "refused", ename)
+        else:
+            where = os.path.dirname(rel)
+            try:
+                msg = self.fs.read(where, "error").strip()
+            except OSError as e:
+                msg = "(error file: %s)" % e
+            # the error file is the directory's: another writer's command
+            # may have put its line there since
+            self.stats.count(kind, "error", ename, "%s <- %r: %s (error file now: %s)"
+                             % (rel, data[:200], ename, msg))
+        return err
+
+    # ---- the command mix ------------------------------------------------
+    def volume_cmd(self, rnd):
+        v = rnd.choice(self.vols)
+        vc = "volumes/%s/ctl" % v
+        nb = rnd.random() < 0.1
+        r = rnd.random()
+        if r < 0.16:
+            return self.write("volume.create", "volumes/ctl", "create %s size=16M" % v,
+                              BASE_REFUSED, nb)
+        if r < 0.34:
+            return self.write("volume.publish", vc, "publish " + rnd.choice(self.targets),
+                              BASE_REFUSED, nb)
+        if r < 0.48:
+            return self.write("volume.unpublish", vc, "unpublish",
+                              BASE_REFUSED | {E.EINVAL}, nb)
+        if r < 0.54:
+            return self.write("volume.stage", vc, "stage", BASE_REFUSED, nb)
+        if r < 0.60:
+            return self.write("volume.unstage", vc, "unstage", BASE_REFUSED, nb)
+        if r < 0.70:
+            return self.write("volume.expand", vc, "expand %dM" % rnd.choice((32, 64, 128, 256)),
+                              BASE_REFUSED | {E.EINVAL}, nb)
+        if r < 0.82:
+            return self.write("volume.destroy", vc, "destroy", BASE_REFUSED, nb)
+        if r < 0.86:
+            return self.dir_op("volume.mkdir", os.mkdir, "volumes/" + v)
+        if r < 0.90:
+            return self.dir_op("volume.rmdir", os.rmdir, "volumes/" + v)
+        return self.bad_volume_cmd(rnd, v)
+
+    def bad_volume_cmd(self, rnd, v):
+        vc = "volumes/%s/ctl" % v
+        bad = [
+            ("volumes/ctl", "bogus %s" % v, {E.EINVAL}),
+            ("volumes/ctl", "create", {E.EINVAL}),
+            ("volumes/ctl", "create ../%s" % v, {E.EINVAL}),
+            ("volumes/ctl", "create .%s" % v, {E.EINVAL}),
+            ("volumes/ctl", "create %s size=lots" % v, {E.EINVAL, E.EEXIST}),
+            ("volumes/ctl", "create %s plugin=nope" % v, {E.EINVAL, E.EEXIST}),
+            ("volumes/ctl", b"create %s\x00x" % v.encode(), {E.EINVAL}),
+            ("volumes/ctl", b"create \xff\xfe", {E.EINVAL}),
+            ("volumes/ctl", "create " + "x" * 5000, {E.EINVAL}),
+            (vc, "publish relative/t", {E.EINVAL, E.ENOENT}),
+            (vc, "publish /etc/nodefs-load", {E.EPERM, E.ENOENT}),
+            (vc, "publish %s/../../etc" % self.env.pub, {E.EINVAL, E.ENOENT}),
+            (vc, "expand lots", {E.EINVAL, E.ENOENT}),
+            (vc, "unpublish now", {E.EINVAL, E.ENOENT}),
+            (vc, "fly", {E.EINVAL, E.ENOENT}),
+        ]
+        rel, line, refused = rnd.choice(bad)
+        return self.write("volume.bad", rel, line, refused)
+
+    def dir_op(self, kind, fn, rel):
+        me = threading.current_thread().name
+        with self.busy_lock:
+            self.busy[me] = ("%s %s" % (kind, rel), time.monotonic())
+        err = 0
+        try:
+            fn(self.fs.path(rel))
+        except OSError as e:
+            err = e.errno
+        finally:
+            with self.busy_lock:
+                self.busy.pop(me, None)
+        ename = nt.errname(err)
+        if err == 0:
+            self.stats.count(kind, "ok", ename)
+        elif err in BASE_REFUSED:
+            self.stats.count(kind, "refused", ename)
+        else:
+            try:
+                msg = self.fs.read("volumes", "error").strip()
+            except OSError as e:
+                msg = "(error file: %s)" % e
+            self.stats.count(kind, "error", ename, "%s %s: %s: %s" % (kind, rel, ename, msg))
+        return err
+
+    def container_cmd(self, rnd):
+        lxc = rnd.random() < 0.25
+        c = rnd.choice(self.lxcs if lxc else self.dockers)
+        rt = "lxc" if lxc else "docker"
+        cc = "containers/%s/ctl" % c
+        nb = rnd.random() < 0.1
+        # a state-dependent command may meet its container in any state:
+        # EINVAL is the man page's answer to stop of a container that is
+        # not running; the engines answer pause, resume, kill, exec and
+        # update of a container in the wrong state with EBUSY
+        busy = BASE_REFUSED | {E.EINVAL}
+        r = rnd.random()
+        if r < 0.16:
+            if lxc:
+                opts = "runtime=lxc template=busybox cmd=%s memory=64M" % ctest._shq(CMD)
+            else:
+                opts = "runtime=docker image=%s cmd=%s memory=32M" % (IMAGE, ctest._shq(CMD))
+            verb = "run" if rnd.random() < 0.8 else "create"
+            # ECANCELED: a destroy came while it was being made
+            return self.write("%s.%s" % (rt, verb), "containers/ctl",
+                              "%s %s %s" % (verb, c, opts), BASE_REFUSED | {E.ECANCELED}, nb)
+        if r < 0.26:
+            return self.write(rt + ".start", cc, "start", BASE_REFUSED, nb)
+        if r < 0.38:
+            return self.write(rt + ".stop", cc, "stop %d" % rnd.randint(0, 2), busy, nb)
+        if r < 0.44:
+            return self.write(rt + ".kill", cc, "kill " + rnd.choice(("", "KILL", "TERM", "HUP")),
+                              busy, nb)
+        if r < 0.52:
+            return self.write(rt + ".pause", cc, "pause", busy, nb)
+        if r < 0.60:
+            return self.write(rt + ".resume", cc, "resume", busy, nb)
+        if r < 0.66:
+            return self.write(rt + ".update", cc, "update memory=%dM pids=%d" % (
+                rnd.choice((32, 48, 64)), rnd.randint(20, 100)), busy, nb)
+        if r < 0.74:
+            return self.write(rt + ".exec", cc, "exec 'echo load'", busy, nb)
+        if r < 0.88:
+            return self.write(rt + ".destroy", cc, "destroy", BASE_REFUSED, nb)
+        # a bad line naming a container that exists may be refused for
+        # either reason
+        taken = {E.EINVAL, E.EEXIST}
+        bad = [
+            ("containers/ctl", "run %s" % c, taken),
+            ("containers/ctl", "run %s runtime=podman" % c, taken),
+            ("containers/ctl", "run %s runtime=docker" % c, taken),
+            ("containers/ctl", "run %s runtime=docker image=%s memory=1K" % (c, IMAGE),
+             taken),
+            ("containers/ctl", "run bad/name runtime=docker image=x", {E.EINVAL}),
+            ("containers/ctl", b"run \xff runtime=docker image=x", {E.EINVAL}),
+            ("containers/ctl", "run %s runtime=docker image=%s cmd='unterminated"
+             % (c, IMAGE), {E.EINVAL}),
+            ("containers/ctl", "run %s runtime=docker image=%s bind=/etc:/x"
+             % (c, IMAGE), {E.EPERM, E.EEXIST}),
+            (cc, "kill SIGNOPE", {E.EINVAL, E.ENOENT}),
+            (cc, "stop soon", {E.EINVAL, E.ENOENT}),
+            (cc, "update memory=1K", {E.EINVAL, E.ENOENT}),
+            (cc, "exec", {E.EINVAL, E.ENOENT}),
+            (cc, "jump", {E.EINVAL, E.ENOENT}),
+        ]
+        rel, line, refused = rnd.choice(bad)
+        return self.write(rt + ".bad", rel, line, refused)
+
+    def writer(self, idx):
+        rnd = random.Random(SEED * 100 + idx)
+        while not self.stop.is_set():
+            try:
+                if rnd.random() < 0.5:
+                    self.volume_cmd(rnd)
+                else:
+                    self.container_cmd(rnd)
+            except Exception as e:     # a bug of this test: count it, go on
+                self.stats.error("writer %d: %r" % (idx, e))
+
+    # ---- readers -----------------------------------------------------
+    def read_file(self, path):
+        name = os.path.basename(path)
+        me = threading.current_thread().name
+        with self.busy_lock:
+            self.busy[me] = ("read " + path, time.monotonic())
+        try:
+            if name in ("events", "wait"):
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+                try:
+                    p = select.poll()
+                    p.register(fd, select.POLLIN)
+                    if p.poll(100):
+                        try:
+                            os.read(fd, 65536)
+                        except BlockingIOError:
+                            pass
+                    else:
+                        try:
+                            os.read(fd, 65536)
+                        except BlockingIOError:
+                            pass
+                finally:
+                    os.close(fd)
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+                if name == "nodefs.prom":
+                    parse_prom(data.decode())
+                elif name == "info.json":
+                    json.loads(data)
+            self.stats.reads["ok"] += 1
+        except OSError as e:
+            # ENOENT: the object went between the walk and the read; EBUSY:
+            # the engine refused the logs of a container being removed
+            if e.errno == E.ENOENT or (e.errno == E.EBUSY and name == "logs"):
+                self.stats.reads[nt.errname(e.errno)] += 1
+            else:
+                self.stats.reads[nt.errname(e.errno)] += 1
+                self.stats.error("read %s: %s" % (path, nt.errname(e.errno)))
+        except ValueError as e:
+            self.stats.error("read %s: bad content: %s" % (path, e))
+        finally:
+            with self.busy_lock:
+                self.busy.pop(me, None)
+
+    def reader(self, idx):
+        while not self.stop.is_set():
+            try:
+                for d, _, files in os.walk(self.fs.mnt):
+                    for f in files:
+                        if self.stop.is_set():
+                            return
+                        self.read_file(os.path.join(d, f))
+            except Exception as e:
+                self.stats.error("reader %d: %r" % (idx, e))
+
+    # ---- the run -----------------------------------------------------
+    def watch_hangs(self):
+        now = time.monotonic()
+        with self.busy_lock:
+            for who, (what, since) in self.busy.items():
+                if now - since > self.hang_s and (who, since) not in self.reported:
+                    self.reported.add((who, since))
+                    self.stats.error("hang: %s blocked %.0f s in %s" % (who, now - since, what))
+
+    def run(self, seconds):
+        threads = [threading.Thread(target=self.writer, args=(i,), name="w%d" % i, daemon=True)
+                   for i in range(WRITERS)]
+        threads += [threading.Thread(target=self.reader, args=(i,), name="r%d" % i, daemon=True)
+                    for i in range(READERS)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        while time.monotonic() - t0 < seconds:
+            time.sleep(0.5)
+            self.watch_hangs()
+        self.stop.set()
+        # the last commands finish (a queue of commands on one object)
+        deadline = time.monotonic() + self.hang_s
+        for t in threads:
+            while t.is_alive() and time.monotonic() < deadline:
+                t.join(0.5)
+                self.watch_hangs()
+        wall = time.monotonic() - t0
+        stuck = [t.name for t in threads if t.is_alive()]
+        if stuck:
+            self.stats.error("threads still blocked after the run: %s; busy: %r"
+                             % (stuck, self.busy))
+        return wall
+
+
+def op_states(fs):
+    out = {}
+    for o in os.listdir(fs.path("operations")):
+        try:
+            out[o] = fs.read("operations", o, "state").strip()
+        except OSError as e:
+            if e.errno != E.ENOENT:     # dropped by operations_keep meanwhile
+                raise
+    return out
+
+
+class LoadTest(unittest.TestCase):
+    def test_load(self):
+        with ctest.Env(csi=True, stop_timeout="2s") as env:
+            san = sanitized(env.fs.proc.pid)
+            hang_s = 240 if san else 60
+            ok = nt.wait_until(lambda: env.read("runtimes", "docker", "status")
+                               .startswith("healthy")
+                               and env.read("runtimes", "lxc", "status")
+                               .startswith("healthy"), 20)
+            self.assertTrue(ok, "runtimes: docker %r, lxc %r" % (
+                env.read("runtimes", "docker", "status"),
+                env.read("runtimes", "lxc", "status")))
+            load = Load(env, hang_s)
+            print("load: %d writers, %d readers, %.0f s, seed %d%s" % (
+                WRITERS, READERS, SECONDS, SEED, " (sanitizer build)" if san else ""),
+                flush=True)
+            wall = load.run(SECONDS)
+            st = load.stats
+
+            # the daemon lives and answers
+            self.assertIsNone(env.fs.proc.poll(), "the daemon died:\n" + env.fs.log())
+            self.assertEqual(env.fs.status()["state"], "READY")
+
+            # every operation reaches an end state
+            settle = 60 if san else 30
+            nt.wait_until(lambda: "PENDING" not in op_states(env.fs).values(), settle, 0.2)
+            states = op_states(env.fs)
+            pending = sorted(o for o, s in states.items() if s not in END_STATES)
+            for o in pending:
+                st.error("operation %s %s after %d s: %s %s" % (
+                    o, states[o], settle, env.fs.read("operations", o, "type").strip(),
+                    env.fs.read("operations", o, "command").strip()))
+            for oid, kind in st.nonblock_ids:
+                s = states.get(oid)
+                if s is not None and s not in END_STATES:
+                    st.error("O_NONBLOCK %s operation %s is %s" % (kind, oid, s))
+
+            # no sanitizer report so far
+            log = env.fs.log()
+            for marker in nt.SANITIZER_MARKERS:
+                if marker in log:
+                    st.error("sanitizer report in the daemon log: " + marker)
+
+            # everything made is destroyed through the mount
+            for c in env.containers():
+                ok, err = env.ctl("containers/%s/ctl" % c, "destroy")
+                if not ok:
+                    st.error("final destroy of container %s: %s: %s" % (
+                        c, err, env.cread(c, "error").strip()))
+            for v in env.fs.listdir("volumes"):
+                if v in ("ctl", "error"):
+                    continue
+                ok, err = env.ctl("volumes/%s/ctl" % v, "destroy")
+                if not ok:
+                    st.error("final destroy of volume %s: %s: %s" % (
+                        v, err, env.fs.read("volumes", v, "error").strip()))
+            gone = nt.wait_until(lambda: not env.containers() and not [
+                v for v in env.fs.listdir("volumes") if v not in ("ctl", "error")], 10)
+            if not gone:
+                for c in env.containers():
+                    st.error("container %s left: %s (%s)" % (
+                        c, env.state(c), env.cread(c, "error").strip()))
+                for v in env.fs.listdir("volumes"):
+                    if v not in ("ctl", "error"):
+                        st.error("volume %s left: %s" % (
+                            v, env.fs.read("volumes", v, "info.json").strip()))
+            if env.plugin.state():
+                st.error("CSI volumes left in the plugin: %r" % env.plugin.state())
+            left = [m for m in nt.mounts_under(env.tmp) if m != env.fs.mnt
+                    and not m.startswith(env.fs.mnt + "/")]
+            if left:
+                st.error("mounts left: %r" % left)
+            r = ctest.docker("ps", "-a", "--format", "{{.Names}}",
+                             "--filter", "label=io.nodefs.managed=1",
+                             "--filter", "name=" + env.tag)
+            if r.returncode != 0 or r.stdout.split():
+                st.error("docker ps -a: rc %d, left: %r %s" % (
+                    r.returncode, r.stdout.split(), r.stderr.strip()))
+            r = ctest.lxc("lxc-ls", "-P", env.lxcpath, "-1")
+            if r.stdout.split():
+                st.error("LXC containers left: %r" % r.stdout.split())
+            if env.fs.proc.poll() is not None:
+                st.error("the daemon died during cleanup:\n" + env.fs.log())
+
+            # the report
+            total = sum(st.outcomes[k] for k in ("ok", "refused")) + sum(
+                n for (_, o, _), n in st.by_cmd.items() if o == "error")
+            ended = collections.Counter(states.values())
+            print("load: %d commands in %.1f s: %.1f operations/s" % (total, wall, total / wall))
+            print("load: outcomes: ok %d, refused %d, error %d" % (
+                st.outcomes["ok"], st.outcomes["refused"], len(st.errors)))
+            print("load: operations listed at the end: %s" % ", ".join(
+                "%s %d" % kv for kv in sorted(ended.items())))
+            print("load: reads: %s" % ", ".join("%s %d" % kv for kv in sorted(st.reads.items())))
+            per = collections.defaultdict(collections.Counter)
+            for (kind, outcome, ename), n in st.by_cmd.items():
+                per[kind][ename if outcome != "ok" else "ok"] += n
+            for kind in sorted(per):
+                print("  %-18s %s" % (kind, " ".join("%s=%d" % kv
+                                                     for kv in sorted(per[kind].items()))))
+            print("load: error count %d" % len(st.errors), flush=True)
+            self.assertEqual(st.errors, [], "\n".join(st.errors[:50]))
+
+
+if __name__ == "__main__":
+    ctest.main(docker_needed=True, lxc_needed=True, csi_needed=True)
