@@ -380,6 +380,9 @@ Test(docker, kill_pause_resume)
 	r = ops->resume(H, id, &err);
 	cr_assert_eq(r, 0, "resume: %s", err.msg);
 	cr_assert_eq(inspect(id).state, RT_STATE_RUNNING);
+	/* the engine answers 500 here; the wrong state is EBUSY, as for pause */
+	r = ops->resume(H, id, &err);
+	cr_assert_eq(r, -EBUSY, "resume of a running container: %d %s", r, err.msg);
 
 	r = ops->kill(H, id, SIGKILL, &err);
 	cr_assert_eq(r, 0, "kill: %s", err.msg);
