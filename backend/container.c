@@ -26,6 +26,7 @@
 #include "log.h"
 #include "macro.h"
 #include "operation.h"
+#include "reconcile.h"
 #include "store.h"
 #include "units.h"
 #include "valid.h"
@@ -383,6 +384,28 @@ static int engine_ready(struct engine *e, struct nerr *err)
 		return nerr_set(err, EHOSTDOWN, "runtime %s is unhealthy: %s", e->ops->name,
 				why[0] ? why : "not probed yet");
 	return 0;
+}
+
+/* The engine no longer has c's container (removed outside nodefs, seen by
+ * an event, an inspect or reconciliation): EXITED with the reason, and no
+ * id, until destroyed. Returns whether c had an engine container. */
+static bool mark_gone(struct container *c, const char *why)
+{
+	bool had;
+
+	pthread_mutex_lock(&c->lock);
+	had = c->id != NULL;
+	free(c->id);
+	c->id = NULL;
+	c->pid = 0;
+	if (!c->has_exit) {
+		c->has_exit = true;
+		c->exit_code = -1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	bnode_set_error(c->node, why);
+	set_state(c, C_EXITED, "removed outside nodefs");
+	return had;
 }
 
 /* ---- files ---- */
@@ -924,6 +947,12 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	{
 		struct nerr e2 = { 0 };
 		int rr = refresh(c, x->kind != CA_SYNC, &e2);
+		if (rr == -ENOENT && x->kind == CA_SYNC) {
+			/* an event's or reconciliation's look: the engine
+			 * container is gone, which is news to take in */
+			mark_gone(c, "the engine container was removed outside nodefs");
+			return checkpoint(c, err);
+		}
 		if (r >= 0 && rr == -ENOENT) {
 			*err = e2;
 			return rr;
@@ -1570,23 +1599,239 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		set_state(c, C_RUNNING, NULL);
 		break;
 	case RT_EV_DESTROY:
-		if (state_of(c) != C_DESTROYING) {
-			bnode_set_error(c->node, "the engine container was removed outside nodefs");
-			pthread_mutex_lock(&c->lock);
-			free(c->id);
-			c->id = NULL;
-			if (!c->has_exit) {
-				c->has_exit = true;
-				c->exit_code = -1;
-			}
-			pthread_mutex_unlock(&c->lock);
-			set_state(c, C_EXITED, "removed outside nodefs");
-		}
+		if (state_of(c) != C_DESTROYING)
+			mark_gone(c, "the engine container was removed outside nodefs");
 		break;
 	default:
 		break;
 	}
 	bnode_unref(node);
+}
+
+/* ---- reconciliation (reconcile.h) ---- */
+
+/* Whether s and r say the same about running: CREATED and EXITED are both
+ * "not running" (a start that failed leaves nodefs CREATED and LXC's record
+ * EXITED), so only running, paused and down are told apart. */
+static int run_class(enum cstate s)
+{
+	return s == C_RUNNING ? 1 : s == C_PAUSED ? 2 : 0;
+}
+
+static int rt_run_class(enum rt_state r)
+{
+	return r == RT_STATE_RUNNING ? 1 : r == RT_STATE_PAUSED ? 2 : 0;
+}
+
+static const char *rt_state_upper(enum rt_state r)
+{
+	switch (r) {
+	case RT_STATE_CREATED: return "CREATED";
+	case RT_STATE_RUNNING: return "RUNNING";
+	case RT_STATE_PAUSED: return "PAUSED";
+	case RT_STATE_EXITED: return "EXITED";
+	case RT_STATE_GONE: return "GONE";
+	default: return "UNKNOWN";
+	}
+}
+
+/* Nothing in flight that the listing could have raced: no command queued
+ * or running, no event waiting for its sync, a state that is no step of a
+ * command. */
+static bool settled(struct container *c)
+{
+	bool ok;
+
+	if (actq_busy(&c->q))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	ok = !c->removed && !c->exit_pending &&
+	     (c->state == C_CREATED || c->state == C_RUNNING || c->state == C_PAUSED ||
+	      c->state == C_EXITED);
+	pthread_mutex_unlock(&c->lock);
+	return ok;
+}
+
+static int drift_add(struct drift_report *r, size_t *cap, enum drift_kind k, const char *name,
+		     const char *id, const char *nodefs, const char *runtime, const char *note)
+{
+	struct drift *d;
+
+	if (r->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 8;
+		struct drift *nv = realloc(r->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		r->v = nv;
+		*cap = nc;
+	}
+	d = &r->v[r->n++];
+	memset(d, 0, sizeof(*d));
+	d->kind = k;
+	snprintf(d->name, sizeof(d->name), "%s", name ? name : "");
+	snprintf(d->id, sizeof(d->id), "%s", id ? id : "");
+	snprintf(d->nodefs, sizeof(d->nodefs), "%s", nodefs ? nodefs : "");
+	snprintf(d->runtime, sizeof(d->runtime), "%s", runtime ? runtime : "");
+	snprintf(d->note, sizeof(d->note), "%s", note ? note : "");
+	return 0;
+}
+
+/* A container of e named name whose create is under way (its engine id is
+ * not known yet). */
+static bool creating_now(struct backend *b, struct engine *e, const char *name)
+{
+	struct bnode *k = name ? bnode_lookup(b->containers, name) : NULL;
+	bool yes = false;
+
+	if (!k)
+		return false;
+	if (cof(k)->eng == e) {
+		pthread_mutex_lock(&cof(k)->lock);
+		yes = cof(k)->state == C_PULLING && !cof(k)->id;
+		pthread_mutex_unlock(&cof(k)->lock);
+	}
+	bnode_unref(k);
+	return yes;
+}
+
+/* One of nodefs's containers against the listing: marks the entry it
+ * matches in seen. */
+static int reconcile_one(struct backend *b, struct engine *e, struct container *c,
+			 const struct rt_listing *l, size_t n, bool *seen,
+			 struct drift_report *rep, size_t *cap)
+{
+	char id[256], note[160];
+	enum cstate s;
+	bool has_id, gone;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	s = c->state;
+	has_id = c->id != NULL;
+	snprintf(id, sizeof(id), "%s", c->id ? c->id : "");
+	gone = c->removed;
+	pthread_mutex_unlock(&c->lock);
+	if (gone)
+		return 0;
+	if (s == C_PULLING && !has_id) {
+		/* its create is under way: what the engine has of it so far
+		 * is no orphan */
+		for (i = 0; i < n; i++)
+			if (l[i].name && strcmp(l[i].name, c->name) == 0)
+				seen[i] = true;
+		return 0;
+	}
+	if (!has_id) {
+		/* lost its engine container before (an event, recovery, or
+		 * an earlier pass took it in): the difference stands until
+		 * the container is destroyed */
+		return drift_add(rep, cap, DRIFT_MISSING, c->name, "", cstate_to_string(s), "GONE",
+				 "the runtime no longer has it; destroy removes containers/NAME");
+	}
+	for (i = 0; i < n; i++)
+		if (l[i].id && strcmp(l[i].id, id) == 0)
+			break;
+	if (i < n)
+		seen[i] = true;
+	if (!settled(c) || !c->eng->h)
+		return 0;
+	if (i == n || run_class(s) != rt_run_class(l[i].status.state)) {
+		/* the listing is a moment old: look again at this one */
+		struct rt_status st = { 0 };
+		struct nerr err = { 0 };
+		int r = e->ops->inspect(e->h, id, &st, &err);
+
+		if (r < 0 && r != -ENOENT)
+			return 0;	/* cannot tell now; the next pass will */
+		pthread_mutex_lock(&c->lock);
+		if (!c->id || strcmp(c->id, id) != 0 || c->state != s)
+			r = 1;	/* moved on meanwhile: no difference to report */
+		pthread_mutex_unlock(&c->lock);
+		if (r == 1 || !settled(c))
+			return 0;
+		if (r == -ENOENT) {
+			snprintf(note, sizeof(note), "removed outside nodefs; taken in: %s with the reason in error",
+				 s == C_EXITED ? "stays EXITED" : "now EXITED");
+			r = drift_add(rep, cap, DRIFT_MISSING, c->name, id, cstate_to_string(s), "GONE",
+				      note);
+			submit(c, CA_SYNC, "sync", NULL, NULL);
+			return r;
+		}
+		if (run_class(s) == rt_run_class(st.state))
+			return 0;	/* the listing was behind */
+		snprintf(note, sizeof(note), "an event was missed; taken in: the runtime's %s",
+			 rt_state_upper(st.state));
+		r = drift_add(rep, cap, DRIFT_STATE, c->name, id, cstate_to_string(s),
+			      rt_state_upper(st.state), note);
+		submit(c, CA_SYNC, "sync", NULL, NULL);
+		return r;
+	}
+	return 0;
+}
+
+int containers_reconcile(struct backend *b, struct engine *e, struct drift_report *ret,
+			 struct nerr *err)
+{
+	struct drift_report rep = { 0 };
+	struct rt_listing *l = NULL;
+	struct bnode **v = NULL;
+	bool *seen = NULL;
+	size_t n = 0, nv = 0, cap = 0;
+	int r;
+
+	if (!e->h || !e->ops->list)
+		return nerr_set(err, EHOSTDOWN, "runtime %s has no driver handle", e->ops->name);
+	r = e->ops->list(e->h, &l, &n, err);
+	if (r < 0)
+		return r;
+	seen = calloc(n ? n : 1, sizeof(*seen));
+	if (!seen || bnode_list(b->containers, &v, &nv) < 0) {
+		r = nerr_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rep.listed = n;
+	for (size_t i = 0; r >= 0 && i < nv; i++)
+		if (cof(v[i])->eng == e)
+			r = reconcile_one(b, e, cof(v[i]), l, n, seen, &rep, &cap);
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct bnode *node = NULL;
+		struct rt_status st;
+		struct nerr e2 = { 0 };
+		const char *note;
+
+		if (seen[i] || !l[i].id)
+			continue;
+		/* made or destroyed by nodefs since the listing? */
+		if (creating_now(b, e, l[i].name))
+			continue;
+		if (find_by_id(b, e, l[i].id, &node)) {
+			bnode_unref(node);
+			continue;
+		}
+		if (l[i].half_made) {
+			note = "half-made: a create cut short by a crash; not removed (a restart "
+			       "of nodefs removes it, or lxc-destroy)";
+		} else {
+			if (e->ops->inspect(e->h, l[i].id, &st, &e2) == -ENOENT)
+				continue;
+			note = "carries nodefs's marks but nodefs does not know it; not removed";
+		}
+		r = drift_add(&rep, &cap, DRIFT_ORPHAN, l[i].name, l[i].id, "",
+			      l[i].half_made ? "HALF_MADE" : rt_state_upper(l[i].status.state), note);
+	}
+	if (r < 0)
+		r = nerr_set(err, -r, "out of memory");
+out:
+	bnode_list_free(v, nv);
+	free(seen);
+	rt_listing_free(l, n);
+	if (r < 0) {
+		drift_report_free(&rep);
+		return r;
+	}
+	*ret = rep;
+	return 0;
 }
 
 static void recover_one(void *ctx, const char *name, json_t *j)
@@ -1694,28 +1939,39 @@ static void recover_bad(void *ctx, const char *name, const char *why)
  * name (our mark, the name in it), so the name is free again. Best effort:
  * an engine that is down keeps its half-made container, and a later create
  * of the same name is then refused as taken. */
-static void take_back_half_made(struct engine *e, const char *name)
+/* name NULL: every container listed as half_made (a create in progress
+ * when the daemon died, whatever its operation's fate). Returns how many
+ * half_made ones (an in-progress mark: the daemon died inside the engine's
+ * create) were removed. */
+static int take_back_half_made(struct engine *e, const char *name)
 {
 	struct rt_listing *l = NULL;
 	struct nerr err = { 0 };
 	size_t n = 0;
+	int half = 0;
 
 	if (engine_ready(e, &err) < 0 || e->ops->list(e->h, &l, &n, &err) < 0) {
-		log_warn("container %s: a create was cut short; cannot check %s for what it made: %s",
-			 name, e->ops->name, err.msg);
-		return;
+		if (name)
+			log_warn("container %s: a create was cut short; cannot check %s for what it made: %s",
+				 name, e->ops->name, err.msg);
+		return 0;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!l[i].name || strcmp(l[i].name, name) != 0)
+		if (!l[i].name || (name ? strcmp(l[i].name, name) != 0 : !l[i].half_made))
 			continue;
-		if (e->ops->destroy(e->h, l[i].id, &err) < 0)
+		if (!name && creating_now(e->b, e, l[i].name))
+			continue;	/* a create written since the mount came up */
+		if (e->ops->destroy(e->h, l[i].id, &err) < 0) {
 			log_warn("container %s: cannot remove the half-made %s container %s: %s",
-				 name, e->ops->name, l[i].id, err.msg);
-		else
-			log_info("container %s: removed the half-made %s container %s", name,
-				 e->ops->name, l[i].id);
+				 l[i].name, e->ops->name, l[i].id, err.msg);
+			continue;
+		}
+		log_info("container %s: removed the half-made %s container %s%s", l[i].name,
+			 e->ops->name, l[i].id, l[i].half_made ? " (its create was under way)" : "");
+		half += l[i].half_made;
 	}
 	rt_listing_free(l, n);
+	return half;
 }
 
 /* The create checkpoints nothing of the container before the engine has
@@ -1751,11 +2007,28 @@ static void take_back_cut_creates(struct backend *b)
 			bnode_unref(k);
 			continue;	/* it has a record: recover_check has it */
 		}
+		int half = 0;
+
 		for (size_t e = 0; e < b->nengines; e++)
 			if (b->engines[e].h)
-				take_back_half_made(&b->engines[e], name);
+				half += take_back_half_made(&b->engines[e], name);
+		if (half) {
+			/* the engine was making it when the daemon died: the
+			 * create failed, and says why (with none made, nothing
+			 * failed: ops_drop_orphans drops it) */
+			struct nerr why = { 0 };
+
+			nerr_set(&why, EINTR, "nodefs stopped while the runtime was making the "
+				 "container (a template or pull under way); the half-made container "
+				 "was removed at restart");
+			op_end(op, -EINTR, &why);
+		}
 	}
 	bnode_list_free(v, n);
+	/* half-made containers whose operation is not there to say so */
+	for (size_t e = 0; e < b->nengines; e++)
+		if (b->engines[e].h)
+			take_back_half_made(&b->engines[e], NULL);
 }
 
 static void recover_check(struct container *c)

@@ -6,24 +6,59 @@
  * unhealthy with the reason in its status file, never a failed mount. A
  * monitor thread probes each engine's health (health() may block, so it is
  * never called from a FUSE thread) and the files show the last result.
+ *
+ * The same thread reconciles, every reconcile_interval (0: never): each
+ * healthy runtime's listing against nodefs's containers (container.c
+ * compares, see reconcile.h). runtimes/NAME/reconcile shows the last pass,
+ * a difference seen for the first time is an event of kind "drift", and
+ * nodefs_reconcile_drift{runtime,kind} counts them.
  */
 #include "backend-internal.h"
 
-#include <stdio.h>
-#include <string.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "reconcile.h"
+#include "sbuf.h"
 
 #define ENGINE_PROBE_SECONDS 5
 
 static const char *const engine_names[] = { "docker", "lxc" };
 
-static struct engine *eng(struct bnode *n)
+/* What runtimes/NAME/ shows beyond struct engine: the last reconciliation.
+ * Its node's priv; freed with the node. */
+struct engine_view {
+	struct engine *e;
+	pthread_mutex_t lock;		/* the fields below */
+	time_t last_run;		/* 0: no pass yet */
+	char error[256];		/* why the last pass did not run, "" if it did */
+	struct drift_report rep;	/* what the last pass that ran found */
+};
+
+static struct engine_view *view(struct bnode *n)
 {
 	return n->priv;
+}
+
+static struct engine *eng(struct bnode *n)
+{
+	return view(n)->e;
+}
+
+static const char *const drift_kind_names[] = { "missing", "state", "orphan" };
+
+const char *drift_kind_to_string(enum drift_kind k)
+{
+	return k < DRIFT_KINDS ? drift_kind_names[k] : "unknown";
+}
+
+void drift_report_free(struct drift_report *r)
+{
+	free(r->v);
+	*r = (struct drift_report){ 0 };
 }
 
 static int show_status(struct bnode *n, struct sbuf *out)
@@ -51,15 +86,57 @@ static int show_version(struct bnode *n, struct sbuf *out)
 	return r;
 }
 
+static int show_reconcile(struct bnode *n, struct sbuf *out)
+{
+	struct engine_view *w = view(n);
+	struct backend *b = w->e->b;
+	uint64_t every = b->cfg->reconcile_interval_ms;
+	char t[64];
+	int r;
+
+	pthread_mutex_lock(&w->lock);
+	fmt_time(w->last_run, t, sizeof(t));
+	r = sbuf_printf(out, "last_run: %s\n", every == 0 ? "off (reconcile_interval = 0)" :
+			t[0] ? t : "never");
+	if (r >= 0)
+		r = sbuf_printf(out, "interval_seconds: %g\nlisted: %zu\ndrift: %zu\n",
+				(double)every / 1000.0, w->rep.listed, w->rep.n);
+	if (r >= 0 && w->error[0])
+		r = sbuf_printf(out, "error: %s\n", w->error);
+	for (size_t i = 0; r >= 0 && i < w->rep.n; i++) {
+		const struct drift *d = &w->rep.v[i];
+
+		r = sbuf_printf(out, "%s %s id=%s nodefs=%s runtime=%s: %s\n",
+				drift_kind_to_string(d->kind), d->name, d->id[0] ? d->id : "-",
+				d->nodefs[0] ? d->nodefs : "-", d->runtime[0] ? d->runtime : "-",
+				d->note);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
 static const struct battr engine_attrs[] = {
 	{ .name = "status", .flags = BATTR_POLL, .show = show_status },
 	{ .name = "version", .show = show_version },
+	{ .name = "reconcile", .flags = BATTR_POLL, .show = show_reconcile },
 };
+
+static void engine_view_free(struct bnode *n)
+{
+	struct engine_view *w = n->priv;
+
+	if (!w)
+		return;
+	drift_report_free(&w->rep);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
 
 static const struct btype engine_type = {
 	.name = "runtime",
 	.attrs = engine_attrs,
 	.nattrs = sizeof(engine_attrs) / sizeof(engine_attrs[0]),
+	.free = engine_view_free,
 };
 
 const struct btype runtimes_type = { .name = "runtimes" };
@@ -102,26 +179,147 @@ static void engine_probe(struct engine *e)
 	}
 }
 
+static bool drift_same(const struct drift *a, const struct drift *b)
+{
+	/* an orphan is its engine container; the others are nodefs's
+	 * container, whatever its id became when the difference was taken in */
+	return a->kind == b->kind && strcmp(a->name, b->name) == 0 &&
+	       (a->kind != DRIFT_ORPHAN || strcmp(a->id, b->id) == 0);
+}
+
+/* One pass for e: compare, keep the findings, tell what is new. */
+static void engine_reconcile(struct engine *e)
+{
+	struct engine_view *w = view(e->node);
+	struct drift_report rep = { 0 }, old;
+	struct nerr err = { 0 };
+	bool healthy, changed;
+	char why[256];
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	healthy = e->healthy && e->h;
+	snprintf(why, sizeof(why), "%s", e->reason);
+	pthread_mutex_unlock(&e->lock);
+	if (!healthy) {
+		r = nerr_set(&err, EHOSTDOWN, "not run: the runtime is unhealthy: %s",
+			     why[0] ? why : "not probed yet");
+	} else {
+		r = containers_reconcile(e->b, e, &rep, &err);
+	}
+	pthread_mutex_lock(&w->lock);
+	changed = strcmp(w->error, r < 0 ? err.msg : "") != 0;
+	snprintf(w->error, sizeof(w->error), "%s", r < 0 ? err.msg : "");
+	if (r < 0) {
+		pthread_mutex_unlock(&w->lock);
+		if (changed) {
+			log_warn("runtime %s: reconciliation %s", e->ops->name, err.msg);
+			bnode_changed(e->node);
+		}
+		return;
+	}
+	old = w->rep;
+	w->rep = rep;
+	w->last_run = time(NULL);
+	pthread_mutex_unlock(&w->lock);
+	/* w->rep is this thread's alone to replace: rep stays readable */
+	changed = changed || old.n != rep.n;
+	for (size_t i = 0; i < rep.n; i++) {
+		const struct drift *d = &rep.v[i];
+		bool known = false;
+		char msg[300];
+
+		for (size_t k = 0; k < old.n && !known; k++)
+			known = drift_same(d, &old.v[k]);
+		if (known)
+			continue;
+		changed = true;
+		snprintf(msg, sizeof(msg), "%s %s%s%s: %s", e->ops->name, drift_kind_to_string(d->kind),
+			 d->id[0] ? " " : "", d->id, d->note);
+		events_emit(e->b->events, "drift", d->name, d->nodefs[0] ? d->nodefs : NULL,
+			    d->runtime[0] ? d->runtime : NULL, NULL, msg);
+		log_warn("container %s: drift: %s", d->name, msg);
+	}
+	drift_report_free(&old);
+	if (changed)
+		bnode_changed(e->node);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void *monitor_main(void *arg)
 {
 	struct backend *b = arg;
+	uint64_t every = b->cfg->reconcile_interval_ms;
+	uint64_t next_probe = 0, next_rec = mono_ms() + every;
 
 	pthread_mutex_lock(&b->mlock);
 	while (!b->stopping) {
 		struct timespec ts;
+		uint64_t now = mono_ms(), until;
 
 		pthread_mutex_unlock(&b->mlock);
-		for (size_t i = 0; i < b->nengines; i++)
-			engine_probe(&b->engines[i]);
-		plugins_tick(b);
+		if (now >= next_probe) {
+			for (size_t i = 0; i < b->nengines; i++)
+				engine_probe(&b->engines[i]);
+			plugins_tick(b);
+			next_probe = now + ENGINE_PROBE_SECONDS * 1000;
+		}
+		/* not while recovery still sets containers straight */
+		if (every && now >= next_rec && atomic_load(&b->state) == BACKEND_READY) {
+			for (size_t i = 0; i < b->nengines; i++)
+				engine_reconcile(&b->engines[i]);
+			next_rec = mono_ms() + every;
+		}
+		now = mono_ms();
+		until = next_probe;
+		if (every && next_rec < until)
+			until = next_rec;
+		until = until > now ? until - now : 1;
 		pthread_mutex_lock(&b->mlock);
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += ENGINE_PROBE_SECONDS;
+		ts.tv_sec += (time_t)(until / 1000);
+		ts.tv_nsec += (long)(until % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
 		while (!b->stopping && pthread_cond_timedwait(&b->mcond, &b->mlock, &ts) == 0)
 			;
 	}
 	pthread_mutex_unlock(&b->mlock);
 	return NULL;
+}
+
+int engines_render_metrics(struct backend *b, struct sbuf *out)
+{
+	int r = sbuf_printf(out, "# HELP nodefs_reconcile_drift Differences between nodefs's "
+			    "containers and the runtime's listing at the last reconciliation, by kind "
+			    "(missing, state, orphan).\n# TYPE nodefs_reconcile_drift gauge\n");
+
+	for (size_t i = 0; r >= 0 && i < b->nengines; i++) {
+		struct engine *e = &b->engines[i];
+		struct engine_view *w = e->node ? view(e->node) : NULL;
+		size_t count[DRIFT_KINDS] = { 0 };
+
+		if (!w)
+			continue;
+		pthread_mutex_lock(&w->lock);
+		for (size_t k = 0; k < w->rep.n; k++)
+			if (w->rep.v[k].kind < DRIFT_KINDS)
+				count[w->rep.v[k].kind]++;
+		pthread_mutex_unlock(&w->lock);
+		for (int k = 0; r >= 0 && k < DRIFT_KINDS; k++)
+			r = sbuf_printf(out, "nodefs_reconcile_drift{runtime=\"%s\",kind=\"%s\"} %zu\n",
+					e->ops->name, drift_kind_names[k], count[k]);
+	}
+	return r;
 }
 
 /* Open e's driver with its [runtime NAME] section. -EINVAL (a config
@@ -187,9 +385,20 @@ int engines_init(struct backend *b, struct nerr *err)
 		if (e->h)
 			e->ops->close(e->h);
 		e->h = NULL;
-		e->node = bnode_new(&engine_type, engine_names[i], e);
-		if (!e->node)
-			return nerr_set(err, ENOMEM, "out of memory");
+		{
+			struct engine_view *w = calloc(1, sizeof(*w));
+
+			if (!w)
+				return nerr_set(err, ENOMEM, "out of memory");
+			w->e = e;
+			pthread_mutex_init(&w->lock, NULL);
+			e->node = bnode_new(&engine_type, engine_names[i], w);
+			if (!e->node) {
+				pthread_mutex_destroy(&w->lock);
+				free(w);
+				return nerr_set(err, ENOMEM, "out of memory");
+			}
+		}
 		b->nengines++;
 		r = bnode_add(b->runtimes, e->node);
 		if (r < 0)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "nodefs-config.h"
+#include "reconcile.h"
 
 /* Append v as a label value: backslash, double quote and newline escaped,
  * as the format requires. Names (volumes, containers, plugins) are checked
@@ -128,6 +129,8 @@ int metrics_render(struct backend *b, struct sbuf *out)
 		r = volumes_render_metrics(b, out);
 	if (r >= 0)
 		r = containers_render_metrics(b, out);
+	if (r >= 0)
+		r = engines_render_metrics(b, out);	/* nodefs_reconcile_drift */
 	if (r >= 0 && b->metrics_hook)
 		r = b->metrics_hook(b->metrics_hook_ctx, out);	/* fs: FUSE requests */
 	return r;

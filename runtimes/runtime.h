@@ -100,11 +100,16 @@ struct rt_stats {
 	uint64_t pids;
 };
 
-/* One container the engine has that carries our owner mark (for recovery). */
+/* One container the engine has that carries our owner mark (for recovery
+ * and reconciliation). */
 struct rt_listing {
 	char *id;		/* engine id (docker id; lxc name) */
 	char *name;		/* nodefs name from the mark */
 	struct rt_status status;
+	/* A create is under way, or was cut short by a crash: the container
+	 * may be incomplete (lxc: its in-progress mark is still there).
+	 * destroy() removes it whole. */
+	bool half_made;
 };
 
 enum rt_event_kind {
@@ -175,8 +180,10 @@ struct runtime_ops {
 	int (*logs)(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err);
 	/* Remove the container (killing it if needed). ENOENT-safe: 0 if gone. */
 	int (*destroy)(void *h, const char *id, struct nerr *err);
-	/* Containers carrying our owner mark. *ret is malloc'd; free with
-	 * rt_listing_free(). */
+	/* Containers carrying our owner mark, and half-made ones (half_made
+	 * set). *ret is malloc'd; free with rt_listing_free(). May block on
+	 * the engine; called from the worker pool, recovery and the monitor
+	 * thread (reconciliation), concurrently with other calls. */
 	int (*list)(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 	/* Deliver events for our containers to fn until close(). Returns at once. */
 	int (*watch)(void *h, rt_event_fn fn, void *ctx, struct nerr *err);

@@ -24,6 +24,12 @@ struct sbuf;
 #define RT_LXC_META_FILE "nodefs.json"	/* the owner mark, beside config */
 #define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, run by /bin/sh */
 #define RT_LXC_GATE_FILE "nodefs-gate"	/* FIFO the command waits on */
+/* In LXCPATH, beside the container directories: the in-progress mark of a
+ * create, .nodefs-creating-NAME (written before liblxc makes anything,
+ * removed once the owner mark is in place). The create's other files there,
+ * .nodefs-create-NAME.{sh,out,pgid}, are the template's wrapper, its output
+ * and its process group. */
+#define RT_LXC_CREATING_PREFIX ".nodefs-creating-"
 #define RT_LXC_CONSOLE_LOG "console.log"
 #define RT_LXC_LXC_LOG "lxc.log"
 #define RT_LXC_EXEC_CAP (1u << 20)	/* exec output cap: 1 MiB */

@@ -28,6 +28,14 @@
  * gets an rcS without udhcpc, which otherwise never returns and makes a
  * clean halt wait out its whole timeout.
  *
+ * A create is crash-safe: before liblxc makes anything, an in-progress mark
+ * LXCPATH/.nodefs-creating-NAME is written (and synced); it goes only once
+ * the owner mark is in place. The template runs in its own session, whose
+ * id is kept in .nodefs-create-NAME.pgid. A daemon killed mid-create thus
+ * leaves a container list() reports as half_made, and destroy() removes it
+ * whole: the template's process group is killed if it still runs, then
+ * liblxc's destroy and whatever files are left.
+ *
  * Exit detection and the real exit code: lxc-watch.c. Cgroup files:
  * lxc-cgroup.c. Knows nothing of backend/ or fs/.
  */
@@ -52,6 +60,7 @@
 #include "lxc-internal.h"
 #include "macro.h"
 #include "nerr.h"
+#include "nodefs-config.h"
 #include "sbuf.h"
 
 #define DEFAULT_LXCPATH "/var/lib/lxc"
@@ -663,7 +672,7 @@ static void busybox_no_dhcp(struct lxc_container *c)
 static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *name,
 		      const char *tpath, char **targv, struct nerr *err)
 {
-	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], buf[8192];
+	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], buf[8192], crash_line[64];
 	FILE *f;
 	bool ok;
 	int r = 0;
@@ -672,10 +681,28 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 	snprintf(out, sizeof(out), "%s/.nodefs-create-%s.out", h->lxcpath, name);
 	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
 		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
+	crash_line[0] = '\0';
+#if NODEFS_TEST_HOOKS
+	/* Crash tests: NODEFS_CRASH_AT=lxc:template kills the daemon while the
+	 * template runs; the template goes on, as after a real crash. */
+	{
+		const char *spec = getenv("NODEFS_CRASH_AT");
+
+		if (spec && strcmp(spec, "lxc:template") == 0)
+			snprintf(crash_line, sizeof(crash_line), "(sleep 0.2; kill -KILL %d) &\n",
+				 (int)getpid());
+	}
+#endif
 	f = fopen(wrap, "we");
 	if (!f)
 		return nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
-	fprintf(f, "#!/bin/sh\nexec '%s' \"$@\" >'%s' 2>&1 </dev/null\n", tpath, out);
+	/* The template in a session of its own (setsid -w waits, should it
+	 * have to fork), its id recorded first: a recovery after a crash
+	 * mid-create kills the whole group before removing what it made. */
+	fprintf(f, "#!/bin/sh\n%s"
+		"exec setsid -w /bin/sh -c 'echo $$ >\"$0\"; exec \"$@\"' "
+		"'%s/.nodefs-create-%s.pgid' '%s' \"$@\" "
+		">'%s' 2>&1 </dev/null\n", crash_line, h->lxcpath, name, tpath, out);
 	if (fclose(f) != 0 || chmod(wrap, 0700) < 0) {
 		r = nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
 		unlink(wrap);
@@ -812,6 +839,124 @@ static void create_undo(struct rt_lxc *h, struct lxc_container *c, const char *n
 	}
 }
 
+/* ---- the in-progress mark of a create ----------------------------------- */
+
+/* LXCPATH/.nodefs-create-NAME.EXT (ext NULL: the mark .nodefs-creating-NAME). */
+static int create_file(const struct rt_lxc *h, const char *name, const char *ext, char *buf,
+		       size_t size)
+{
+	int n = ext ? snprintf(buf, size, "%s/.nodefs-create-%s.%s", h->lxcpath, name, ext)
+		    : snprintf(buf, size, "%s/" RT_LXC_CREATING_PREFIX "%s", h->lxcpath, name);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static void fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/* Write the in-progress mark, synced with its directory, so a crash at any
+ * later point leaves something recovery recognises. */
+static int creating_mark(struct rt_lxc *h, const char *name, struct nerr *err)
+{
+	char path[PATH_MAX], rec[256];
+	int fd, n, r = 0;
+
+	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
+		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
+	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
+	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"started_at\": %lld, \"pid\": %d}\n",
+		     RT_OWNER_LABEL, RT_NAME_LABEL, name, (long long)time(NULL), (int)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return nerr_set(err, errno, "lxc %s: cannot write %s: %s", name, path, strerror(errno));
+	if (write(fd, rec, (size_t)n) != n || fsync(fd) < 0)
+		r = errno ? -errno : -EIO;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0) {
+		unlink(path);
+		return nerr_set(err, -r, "lxc %s: cannot write %s: %s", name, path, strerror(-r));
+	}
+	fsync_dir(h->lxcpath);
+	return 0;
+}
+
+static bool creating_marked(const struct rt_lxc *h, const char *name)
+{
+	char path[PATH_MAX];
+
+	return create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
+}
+
+/* The create is over (made whole, or undone): its files go, the mark last. */
+static void creating_clear(struct rt_lxc *h, const char *name)
+{
+	static const char *const exts[] = { "sh", "out", "pgid" };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < ARRAY_SIZE(exts); i++)
+		if (create_file(h, name, exts[i], path, sizeof(path)) == 0)
+			unlink(path);
+	if (create_file(h, name, NULL, path, sizeof(path)) == 0)
+		unlink(path);
+	fsync_dir(h->lxcpath);
+}
+
+/* A template a crashed create left running: kill its session (the whole
+ * process group, recorded by the wrapper) and wait, up to 5 s, until it is
+ * gone, so nothing writes into what is about to be removed. The group is
+ * checked to be that template's (a session leader whose argv names the
+ * container's path) before it is killed: the id may have been reused. */
+static void creating_kill_template(struct rt_lxc *h, const char *name)
+{
+	char path[PATH_MAX], want[PATH_MAX + 2], buf[32], cmd[8192];
+	long pg;
+	int n, wlen;
+
+	if (create_file(h, name, "pgid", path, sizeof(path)) < 0 ||
+	    rt_lxc_read_file(path, buf, sizeof(buf)) <= 0)
+		return;
+	pg = strtol(buf, NULL, 10);
+	if (pg <= 1 || pg == getpid() || getsid((pid_t)pg) != (pid_t)pg)
+		return;
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pg);
+	n = rt_lxc_read_file(path, cmd, sizeof(cmd));
+	wlen = snprintf(want, sizeof(want), "%s/%s", h->lxcpath, name);
+	if (n <= 0 || wlen <= 0 || !memmem(cmd, (size_t)n, want, (size_t)wlen + 1))
+		return;
+	kill(-(pid_t)pg, SIGKILL);
+	for (int i = 0; i < 500 && kill(-(pid_t)pg, 0) == 0; i++)
+		usleep(10000);
+}
+
+/* Remove what a create cut short made: the template if it still runs, the
+ * container (liblxc's destroy, then whatever files are left), the create's
+ * files, the mark last. */
+static int remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err)
+{
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	char dir[PATH_MAX];
+
+	creating_kill_template(h, name);
+	c = lxc_container_new(name, h->lxcpath);
+	if (c && c->is_defined(c) && c->is_running(c))
+		(void)c->stop(c);
+	create_undo(h, c, name);
+	if (rt_lxc_dir(h, name, NULL, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0)
+		return nerr_set(err, EIO, "lxc %s: cannot remove the half-made container's directory %s",
+				name, dir);
+	creating_clear(h, name);
+	return 0;
+}
+
 static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 			 char **ret_id, struct nerr *err)
 {
@@ -843,9 +988,13 @@ static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *
 	if (prog && prog->update)
 		prog->update(prog->ctx, "running template");
 
+	r = creating_mark(h, s->name, err);
+	if (r < 0)
+		return r;
 	r = run_create(h, c, s->name, tpath, targv, err);
 	if (r < 0) {
 		create_undo(h, c, s->name);
+		creating_clear(h, s->name);
 		return r;
 	}
 	r = create_configure(h, c, s, tpath, err);
@@ -863,8 +1012,10 @@ static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *
 		r = nerr_set(err, ENOMEM, "lxc: out of memory");
 	if (r < 0) {
 		create_undo(h, c, s->name);
+		creating_clear(h, s->name);
 		return r;
 	}
+	creating_clear(h, s->name);	/* whole now: the owner mark is in place */
 	if (prog && prog->update)
 		prog->update(prog->ctx, "created");
 	*ret_id = id;
@@ -1221,7 +1372,25 @@ static int rt_lxc_inspect(void *hv, const char *id, struct rt_status *ret, struc
 
 	if (r < 0)
 		return r;
-	return inspect_c(h, c, id, &m, ret);
+	r = inspect_c(h, c, id, &m, ret);
+	if (r == 0 && (ret->state == RT_STATE_RUNNING || ret->state == RT_STATE_PAUSED) &&
+	    !rt_lxc_watch_has(h->watch, id)) {
+		/* started outside nodefs (lxc-start): watch it from now on,
+		 * as recovery does, so its exit is not missed too, and record
+		 * the run (when seen: lxc keeps no start time) so that it
+		 * ends EXITED, not CREATED */
+		pid_t pid = 0;
+		int fd = init_pidfd(c, &pid);
+
+		if (fd >= 0) {
+			if (!m.started_at || m.finished_at) {
+				(void)rt_lxc_meta_started(h, id, time(NULL));
+				ret->started_at = time(NULL);
+			}
+			(void)rt_lxc_watch_add(h->watch, id, fd, pid, open_gate(h, id));
+		}
+	}
+	return r;
 }
 
 static int rt_lxc_stats(void *hv, const char *id, struct rt_stats *ret, struct nerr *err)
@@ -1318,8 +1487,12 @@ static int rt_lxc_destroy(void *hv, const char *id, struct nerr *err)
 	struct rt_lxc *h = hv;
 	_cleanup_lxc_ struct lxc_container *c = NULL;
 	struct nerr e2 = { 0 };
-	int r = open_ours(h, id, &c, NULL, &e2);
+	int r;
 
+	/* a create cut short: whatever it made goes, mark or no mark */
+	if (name_valid(id) && creating_marked(h, id))
+		return remove_half_made(h, id, err);
+	r = open_ours(h, id, &c, NULL, &e2);
 	if (r == -ENOENT && e2.msg[0] && strstr(e2.msg, lxc_fail_table[LF_NOT_OURS].what))
 		return nerr_set(err, ENOENT, "%s", e2.msg);
 	if (r == -ENOENT)
@@ -1359,21 +1532,32 @@ static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct 
 		return nerr_set(err, errno, "lxc: %s: %s", h->lxcpath, strerror(errno));
 	}
 	while ((de = readdir(d))) {
+		const char *pfx = RT_LXC_CREATING_PREFIX;
 		struct rt_lxc_meta m;
 		struct lxc_container *c;
-		struct rt_status st;
+		struct rt_status st = { 0 };
+		const char *nm = de->d_name;
+		bool half = false;
 
-		if (!name_valid(de->d_name) || rt_lxc_meta_read(h, de->d_name, &m) < 0)
-			continue;
-		c = lxc_container_new(de->d_name, h->lxcpath);
-		if (!c)
-			continue;
-		if (!c->is_defined(c)) {
+		if (strncmp(nm, pfx, strlen(pfx)) == 0 && name_valid(nm + strlen(pfx))) {
+			/* a create under way, or cut short: listed whatever
+			 * liblxc has made of it so far */
+			nm += strlen(pfx);
+			half = true;
+			snprintf(m.name, sizeof(m.name), "%s", nm);
+		} else {
+			if (!name_valid(nm) || creating_marked(h, nm) || rt_lxc_meta_read(h, nm, &m) < 0)
+				continue;
+			c = lxc_container_new(nm, h->lxcpath);
+			if (!c)
+				continue;
+			if (!c->is_defined(c)) {
+				lxc_container_put(c);
+				continue;
+			}
+			inspect_c(h, c, nm, &m, &st);
 			lxc_container_put(c);
-			continue;
 		}
-		inspect_c(h, c, de->d_name, &m, &st);
-		lxc_container_put(c);
 		if (n == cap) {
 			struct rt_listing *nl = realloc(l, (cap ? cap * 2 : 8) * sizeof(*l));
 
@@ -1382,9 +1566,10 @@ static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct 
 			l = nl;
 			cap = cap ? cap * 2 : 8;
 		}
-		l[n].id = strdup(de->d_name);
+		l[n].id = strdup(nm);
 		l[n].name = strdup(m.name);
 		l[n].status = st;
+		l[n].half_made = half;
 		n++;
 		if (!l[n - 1].id || !l[n - 1].name)
 			goto oom;
@@ -1415,7 +1600,8 @@ static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
 		pid_t pid = 0;
 		int fd;
 
-		if (!name_valid(de->d_name) || rt_lxc_meta_read(h, de->d_name, NULL) < 0 ||
+		if (!name_valid(de->d_name) || creating_marked(h, de->d_name) ||
+		    rt_lxc_meta_read(h, de->d_name, NULL) < 0 ||
 		    rt_lxc_watch_has(h->watch, de->d_name))
 			continue;
 		c = lxc_container_new(de->d_name, h->lxcpath);
