@@ -81,7 +81,7 @@ static int events_open(struct bnode *n, void **ret_st)
 
 	if (!r)
 		return -ENOMEM;
-	r->pos = events_head(node_backend(n)->events);
+	r->pos = events_attach(node_backend(n)->events);
 	*ret_st = r;
 	return 0;
 }
@@ -103,6 +103,7 @@ static int events_ready(struct bnode *n, void *st)
 
 static void events_close(struct bnode *n, void *st)
 {
+	events_detach(node_backend(n)->events);
 	free(st);
 }
 
@@ -191,6 +192,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	clock_gettime(CLOCK_MONOTONIC, &b->started_mono);
 	b->started = time(NULL);
 	pthread_mutex_init(&b->mlock, NULL);
+	pthread_mutex_init(&b->ended_lock, NULL);
 	pthread_cond_init(&b->mcond, NULL);
 
 	r = mkdir_p(cfg->state_dir, err);
@@ -337,6 +339,7 @@ void backend_free(struct backend *b)
 		pthread_join(b->loop_thread, NULL);
 	}
 	loop_free(b->loop);
+	ops_ended_free(b);
 	if (b->root)
 		bnode_remove(b->root);
 	bnode_unref(b->metrics);
@@ -350,6 +353,7 @@ void backend_free(struct backend *b)
 	events_free(b->events);
 	config_free(b->cfg);
 	pthread_mutex_destroy(&b->mlock);
+	pthread_mutex_destroy(&b->ended_lock);
 	pthread_cond_destroy(&b->mcond);
 	free(b);
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,10 @@ struct events {
 	size_t cap;
 	uint64_t head;		/* next seq to emit; first seq is 1 */
 	struct bnode *wake;
+	/* Readers attached (events_attach). With none, an event only takes
+	 * its sequence number: a reader starts at the head, so no one could
+	 * ever read its line. */
+	atomic_size_t readers;
 
 	struct hmap tallies_by_name;	/* struct tally *, by series */
 	struct tally **tallies;		/* in the order made */
@@ -118,47 +123,81 @@ static int set_opt(json_t *o, const char *k, const char *v, size_t max)
 	return json_object_set_new(o, k, s) < 0 ? -ENOMEM : 0;
 }
 
-void events_emit(struct events *ev, const char *kind, const char *name,
-		 const char *old_state, const char *new_state, const char *op,
-		 const char *msg)
+/* The event's JSON object, its "seq" to be set; NULL on OOM. */
+static json_t *event_object(const char *kind, const char *name, const char *old_state,
+			    const char *new_state, const char *op, const char *msg, json_t *seq)
 {
 	struct timespec ts;
 	char when[64];
 	struct tm tm;
-	json_t *o, *seq;
-	char *line = NULL;
+	json_t *o;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%06ldZ", ts.tv_nsec / 1000);
-
-	/* everything but the sequence number is built outside the lock */
 	o = json_object();
-	seq = json_integer(0);
-	if (!o || !seq || json_object_set_new(o, "time", json_string(when)) < 0 ||
+	if (!o || json_object_set_new(o, "time", json_string(when)) < 0 ||
 	    json_object_set(o, "seq", seq) < 0 ||
 	    set_opt(o, "kind", kind, 64) < 0 || set_opt(o, "name", name, 256) < 0 ||
 	    set_opt(o, "old", old_state, 64) < 0 || set_opt(o, "new", new_state, 64) < 0 ||
 	    set_opt(o, "operation", op, 64) < 0 ||
-	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0)
-		goto out;
+	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+void events_emit(struct events *ev, const char *kind, const char *name,
+		 const char *old_state, const char *new_state, const char *op,
+		 const char *msg)
+{
+	json_t *o = NULL, *seq = json_integer(0);
+	bool wake = false;
+	char *line = NULL;
+
+	if (!seq)
+		return;
+	/* everything but the sequence number is built outside the lock */
+	if (atomic_load(&ev->readers))
+		o = event_object(kind, name, old_state, new_state, op, msg, seq);
 
 	pthread_mutex_lock(&ev->lock);
-	json_integer_set(seq, (json_int_t)ev->head);
-	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	if (line) {
+	if (!o && atomic_load(&ev->readers))	/* a reader came meanwhile */
+		o = event_object(kind, name, old_state, new_state, op, msg, seq);
+	if (o) {
+		json_integer_set(seq, (json_int_t)ev->head);
+		line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	}
+	if (line || !o) {
 		size_t slot = ev->head % ev->cap;
 		free(ev->ring[slot]);
 		ev->ring[slot] = line;
 		ev->head++;
+		wake = line != NULL;
 	}
 	pthread_mutex_unlock(&ev->lock);
-out:
 	json_decref(seq);
 	json_decref(o);
-	if (line && ev->wake)
+	if (wake && ev->wake)
 		bnode_changed(ev->wake);
+}
+
+uint64_t events_attach(struct events *ev)
+{
+	uint64_t h;
+
+	pthread_mutex_lock(&ev->lock);
+	atomic_fetch_add(&ev->readers, 1);
+	h = ev->head;
+	pthread_mutex_unlock(&ev->lock);
+	return h;
+}
+
+void events_detach(struct events *ev)
+{
+	atomic_fetch_sub(&ev->readers, 1);
 }
 
 uint64_t events_head(struct events *ev)
@@ -186,7 +225,13 @@ int events_read(struct events *ev, uint64_t *pos, struct sbuf *out, size_t max)
 	}
 	while (r >= 0 && *pos < ev->head) {
 		const char *l = ev->ring[*pos % ev->cap];
-		size_t n = strlen(l) + 1;
+		size_t n;
+
+		if (!l) {	/* emitted while no reader was attached */
+			(*pos)++;
+			continue;
+		}
+		n = strlen(l) + 1;
 
 		if (out->len > start && out->len - start + n > max)
 			break;

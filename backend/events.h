@@ -50,8 +50,12 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 		 const char *old_state, const char *new_state, const char *op,
 		 const char *msg);
 
-/* The next sequence number (a new reader's starting point). */
+/* The next sequence number. */
 uint64_t events_head(struct events *ev);
+/* A new reader: returns its starting point (the head). Lines are made only
+ * while at least one reader is attached; events_detach when it goes. */
+uint64_t events_attach(struct events *ev);
+void events_detach(struct events *ev);
 /*
  * Append whole lines from *pos on (at most max bytes, but at least one
  * line) and advance *pos. A reader the ring has overtaken first gets

@@ -247,29 +247,66 @@ void op_set_remote(struct operation *op, const char *remote)
 	pthread_mutex_unlock(&op->lock);
 }
 
-/* Keep at most operations_keep ended operations: drop the oldest. */
+/* Queue an ended operation (its node referenced) behind the others. */
+static void ended_push(struct backend *b, struct operation *op)
+{
+	pthread_mutex_lock(&b->ended_lock);
+	if (b->ended_len == b->ended_cap) {
+		size_t cap = b->ended_cap ? 2 * b->ended_cap : 64;
+		struct bnode **q = malloc(cap * sizeof(*q));
+
+		if (!q) {
+			pthread_mutex_unlock(&b->ended_lock);
+			return;	/* kept, untrimmed: memory, not correctness */
+		}
+		for (size_t i = 0; i < b->ended_len; i++)
+			q[i] = b->ended[(b->ended_head + i) % b->ended_cap];
+		free(b->ended);
+		b->ended = q;
+		b->ended_head = 0;
+		b->ended_cap = cap;
+	}
+	b->ended[(b->ended_head + b->ended_len++) % b->ended_cap] = bnode_ref(op->node);
+	pthread_mutex_unlock(&b->ended_lock);
+}
+
+/* The oldest ended operation when more than keep are queued, else NULL. */
+static struct bnode *ended_pop_over(struct backend *b, size_t keep)
+{
+	struct bnode *n = NULL;
+
+	pthread_mutex_lock(&b->ended_lock);
+	if (b->ended_len > keep) {
+		n = b->ended[b->ended_head];
+		b->ended_head = (b->ended_head + 1) % b->ended_cap;
+		b->ended_len--;
+	}
+	pthread_mutex_unlock(&b->ended_lock);
+	return n;
+}
+
+void ops_ended_free(struct backend *b)
+{
+	struct bnode *n;
+
+	while ((n = ended_pop_over(b, 0)))
+		bnode_unref(n);
+	free(b->ended);
+	b->ended = NULL;
+	b->ended_cap = 0;
+}
+
+/* Keep at most operations_keep ended operations: drop those that ended
+ * first. */
 static void ops_trim(struct backend *b)
 {
-	struct bnode **v;
-	size_t n, ended = 0;
+	struct bnode *n;
 
-	/* most ends keep under the limit: no walk then */
-	if (atomic_load(&b->ops_ended) <= b->cfg->operations_keep)
-		return;
-	if (bnode_list(b->operations, &v, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++)
-		ended += opof(v[i])->state != OP_PENDING;
-	for (size_t i = 0; i < n && ended > b->cfg->operations_keep; i++) {
-		struct operation *op = opof(v[i]);
-		if (op->state == OP_PENDING)
-			continue;
-		store_del(b->cfg->state_dir, "operations", op->id, NULL);
-		bnode_remove(v[i]);
-		ended--;
-		atomic_fetch_sub(&b->ops_ended, 1);
+	while ((n = ended_pop_over(b, b->cfg->operations_keep))) {
+		store_del(b->cfg->state_dir, "operations", opof(n)->id, NULL);
+		bnode_remove(n);
+		bnode_unref(n);
 	}
-	bnode_list_free(v, n);
 }
 
 static void op_finish(struct operation *op, enum op_state st, const char *msg)
@@ -281,16 +318,16 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	pthread_mutex_lock(&op->lock);
 	was = op->state;
 	old = op_state_to_string(op->state);
-	if (op->state == OP_PENDING && st != OP_PENDING)
-		atomic_fetch_add(&op->b->ops_ended, 1);
 	op->state = st;
 	op->finished = time(NULL);
 	snprintf(op->error, sizeof(op->error), "%s", msg ? msg : "");
 	pthread_mutex_unlock(&op->lock);
 	if (op_checkpoint(op, &cerr) < 0)
 		log_err("operation %s: %s", op->id, cerr.msg);
-	if (was == OP_PENDING && st != OP_PENDING)
+	if (was == OP_PENDING && st != OP_PENDING) {
 		op_tally(op, -1, st);
+		ended_push(op->b, op);
+	}
 	events_emit(op->b->events, "operation", op->id, old, op_state_to_string(st), op->id, msg);
 	bnode_changed(op->node);
 	ops_trim(op->b);
@@ -334,8 +371,6 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	STR(remote, "remote");
 #undef STR
 	op->state = op_state_from_string(json_string_value(json_object_get(j, "state")));
-	if (op->state != OP_PENDING)
-		atomic_fetch_add(&b->ops_ended, 1);
 	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));
 	op->created = (time_t)json_integer_value(json_object_get(j, "created_unix"));
 	op->finished = (time_t)json_integer_value(json_object_get(j, "finished_unix"));
@@ -345,6 +380,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	}
 	if (op->state == OP_PENDING)
 		op_tally(op, 1, OP_PENDING);
+	else
+		ended_push(b, op);	/* the records load oldest first */
 	bnode_unref(op->node);
 }
 

@@ -57,6 +57,8 @@ void op_set_remote(struct operation *op, const char *remote);
 void op_end(struct operation *op, int result, const struct nerr *err);
 void op_drop(struct operation *op, const char *reason);
 void op_unref(struct operation *op);
+/* Release what the ended-operations queue holds (backend_free). */
+void ops_ended_free(struct backend *b);
 
 /* Recreate operations from their checkpoints at start (PENDING ones are
  * returned to the owning module through op_recover_pending by the caller). */

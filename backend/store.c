@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -24,11 +25,24 @@
  * "state" is STATE has reached the disk: the moment a real crash would lose
  * the most.
  */
+static const char *crash_spec;
+static pthread_once_t crash_once = PTHREAD_ONCE_INIT;
+
+static void crash_spec_read(void)
+{
+	crash_spec = getenv("NODEFS_CRASH_AT");
+}
+
 static void crash_hook(const char *kind, const char *name, json_t *obj)
 {
 	static atomic_int seen;
-	const char *spec = getenv("NODEFS_CRASH_AT");
-	const char *state = json_string_value(json_object_get(obj, "state"));
+	const char *spec, *state;
+
+	pthread_once(&crash_once, crash_spec_read);
+	spec = crash_spec;
+	if (!spec)
+		return;
+	state = json_string_value(json_object_get(obj, "state"));
 	char want[128];
 	int nth = 1;
 	char *c2;
@@ -56,90 +70,196 @@ static void crash_hook(const char *kind, const char *name, json_t *obj)
 #endif
 
 static const char *const kinds[] = { "volumes", "containers", "operations" };
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+/*
+ * The kinds' directories stay open (one state dir per daemon; a few in unit
+ * tests): a checkpoint is then openat, write, fsync, close, renameat and an
+ * fsync of the open directory, with no path walks. store_init (re)opens
+ * them; a state dir it never saw falls back to paths.
+ */
+#define DIRS_MAX 8
+static struct {
+	char path[4096];
+	int fd[NKINDS];
+} dirs[DIRS_MAX];
+static size_t ndirs;
+static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int kind_index(const char *kind)
+{
+	for (size_t i = 0; i < NKINDS; i++)
+		if (strcmp(kinds[i], kind) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The open directory of kind under state_dir, or -1. */
+static int kind_fd(const char *state_dir, const char *kind)
+{
+	int k = kind_index(kind), fd = -1;
+
+	if (k < 0)
+		return -1;
+	pthread_mutex_lock(&dirs_lock);
+	for (size_t i = 0; i < ndirs; i++)
+		if (strcmp(dirs[i].path, state_dir) == 0) {
+			fd = dirs[i].fd[k];
+			break;
+		}
+	pthread_mutex_unlock(&dirs_lock);
+	return fd;
+}
+
+static void dirs_open(const char *state_dir)
+{
+	size_t slot;
+
+	if (strlen(state_dir) >= sizeof(dirs[0].path))
+		return;
+	pthread_mutex_lock(&dirs_lock);
+	for (slot = 0; slot < ndirs; slot++)
+		if (strcmp(dirs[slot].path, state_dir) == 0)
+			break;
+	if (slot == ndirs) {
+		if (ndirs == DIRS_MAX) {
+			pthread_mutex_unlock(&dirs_lock);
+			return;
+		}
+		snprintf(dirs[slot].path, sizeof(dirs[slot].path), "%s", state_dir);
+		for (size_t k = 0; k < NKINDS; k++)
+			dirs[slot].fd[k] = -1;
+		ndirs++;
+	}
+	for (size_t k = 0; k < NKINDS; k++) {
+		char p[4200];
+		int fd;
+
+		snprintf(p, sizeof(p), "%s/%s", state_dir, kinds[k]);
+		fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* the old descriptor stays open: a put in flight may hold it */
+		if (fd >= 0)
+			dirs[slot].fd[k] = fd;
+	}
+	pthread_mutex_unlock(&dirs_lock);
+}
 
 int store_init(const char *state_dir, struct nerr *err)
 {
 	char p[4096];
 
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+	for (size_t i = 0; i < NKINDS; i++) {
 		snprintf(p, sizeof(p), "%s/%s", state_dir, kinds[i]);
 		if (mkdir(p, 0700) < 0 && errno != EEXIST)
 			return nerr_set(err, errno, "cannot create %s: %s", p, strerror(errno));
 	}
+	dirs_open(state_dir);
 	return 0;
 }
 
-static int fsync_dir(const char *dir)
+static int fsync_dir(int dfd, const char *dir)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = dfd >= 0 ? dfd : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int r = 0;
 
 	if (fd < 0)
 		return -errno;
 	if (fsync(fd) < 0)
 		r = -errno;
-	close(fd);
+	if (fd != dfd)
+		close(fd);
 	return r;
+}
+
+/* A record's text: compact JSON and a newline, in buf when it fits. */
+static char *record_text(json_t *obj, char *buf, size_t size, size_t *len)
+{
+	const size_t flags = JSON_COMPACT;	/* jansson keeps insertion order */
+	size_t n = json_dumpb(obj, buf, size - 1, flags);
+	char *t = buf;
+
+	if (n == 0)
+		return NULL;
+	if (n > size - 1) {
+		t = malloc(n + 1);
+		if (!t || json_dumpb(obj, t, n, flags) != n) {
+			free(t);
+			return NULL;
+		}
+	}
+	t[n] = '\n';
+	*len = n + 1;
+	return t;
 }
 
 int store_put(const char *state_dir, const char *kind, const char *name, json_t *obj,
 	      struct nerr *err)
 {
-	char dir[4096], tmp[4200], dst[4200];
+	char dir[4096], tmp[4200], dst[4200], buf[8192];
+	int dfd = kind_fd(state_dir, kind);
 	char *text;
 	size_t len, off = 0;
 	int fd, r = 0;
 
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, kind);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
-	snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
+	if (dfd >= 0) {
+		snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+		snprintf(dst, sizeof(dst), "%s.json", name);
+	} else {
+		snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+		snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
+	}
 	json_object_set_new(obj, "version", json_integer(STORE_VERSION));
-	text = json_dumps(obj, JSON_INDENT(1) | JSON_SORT_KEYS);
+	text = record_text(obj, buf, sizeof(buf), &len);
 	if (!text)
 		return nerr_set(err, ENOMEM, "checkpoint %s/%s: out of memory", kind, name);
-	len = strlen(text);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = openat(dfd >= 0 ? dfd : AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		r = nerr_set(err, errno, "checkpoint %s: %s", tmp, strerror(errno));
-		free(text);
-		return r;
+		r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
+		goto out;
 	}
 	while (off < len) {
 		ssize_t n = write(fd, text + off, len - off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			r = nerr_set(err, errno, "checkpoint %s: %s", tmp, strerror(errno));
+			r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
 			break;
 		}
 		off += (size_t)n;
 	}
-	free(text);
-	if (r == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) < 0))
-		r = nerr_set(err, errno ? errno : EIO, "checkpoint %s: %s", tmp, strerror(errno));
+	if (r == 0 && fsync(fd) < 0)
+		r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
 	close(fd);
-	if (r == 0 && rename(tmp, dst) < 0)
-		r = nerr_set(err, errno, "checkpoint %s: %s", dst, strerror(errno));
-	if (r == 0 && (r = fsync_dir(dir)) < 0)
+	if (r == 0 && renameat(dfd >= 0 ? dfd : AT_FDCWD, tmp, dfd >= 0 ? dfd : AT_FDCWD, dst) < 0)
+		r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, dst, strerror(errno));
+	if (r == 0 && (r = fsync_dir(dfd, dir)) < 0)
 		nerr_set(err, -r, "checkpoint %s: fsync: %s", dir, strerror(-r));
 	if (r < 0)
-		unlink(tmp);
+		unlinkat(dfd >= 0 ? dfd : AT_FDCWD, tmp, 0);
 #if NODEFS_TEST_HOOKS
 	else
 		crash_hook(kind, name, obj);
 #endif
+out:
+	if (text != buf)
+		free(text);
 	return r;
 }
 
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err)
 {
 	char dir[4096], dst[4200];
+	int dfd = kind_fd(state_dir, kind);
 
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, kind);
-	snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
-	if (unlink(dst) < 0 && errno != ENOENT)
-		return nerr_set(err, errno, "checkpoint %s: %s", dst, strerror(errno));
-	fsync_dir(dir);
+	if (dfd >= 0)
+		snprintf(dst, sizeof(dst), "%s.json", name);
+	else
+		snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
+	if (unlinkat(dfd >= 0 ? dfd : AT_FDCWD, dst, 0) < 0 && errno != ENOENT)
+		return nerr_set(err, errno, "checkpoint %s/%s.json: %s", dir, name, strerror(errno));
+	fsync_dir(dfd, dir);
 	return 0;
 }
 

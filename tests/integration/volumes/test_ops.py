@@ -126,6 +126,24 @@ class OpsTest(unittest.TestCase):
             self.assertEqual(on_disk, ids)
             p = env.fs.sh("ls operations | head -1")
             self.assertEqual(p.stdout.strip(), ids[0])
+            # after a restart the recovered operations are trimmed the same
+            # way: the next two that end push out the two oldest
+            env.fs.stop()
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertEqual(env.ops(), ids)
+            ok, e = env.ctl("volumes/ctl", "create v4 size=1M")
+            self.assertTrue(ok, e)
+            ok, e = env.ctl("volumes/v4/ctl", "destroy")
+            self.assertTrue(ok, e)
+            after = env.ops()
+            self.assertEqual(len(after), 5, after)
+            self.assertEqual(after[:3], ids[2:])
+            self.assertEqual([env.op(o)["object"] for o in after[3:]],
+                             ["volumes/v4", "volumes/v4"])
+            on_disk = sorted(f[:-5] for f in os.listdir(os.path.join(env.state_dir, "operations"))
+                             if f.endswith(".json"))
+            self.assertEqual(on_disk, after)
 
     def test_import_and_discovered(self):
         with vt.VolEnv() as env:

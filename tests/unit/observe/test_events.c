@@ -28,7 +28,7 @@ Test(events, keys_in_order_null_when_absent)
 {
 	struct events *ev = events_new(8, NULL);
 	struct sbuf out = SBUF_INIT(0);
-	uint64_t pos = events_head(ev);
+	uint64_t pos = events_attach(ev);
 	static const char *const keys[] = { "time", "seq", "kind", "name", "old", "new",
 					    "operation", "message" };
 
@@ -60,7 +60,7 @@ Test(events, open_at_head_sees_only_later)
 	struct sbuf out = SBUF_INIT(0);
 
 	events_emit(ev, "plugin", "before", NULL, "added", NULL, NULL);
-	uint64_t pos = events_head(ev);
+	uint64_t pos = events_attach(ev);
 	cr_assert_eq(events_read(ev, &pos, &out, 4096), 0, "nothing new yet");
 	events_emit(ev, "plugin", "after", NULL, "added", NULL, NULL);
 	cr_assert_gt(events_read(ev, &pos, &out, 4096), 0);
@@ -74,7 +74,7 @@ Test(events, lost_marker_counts_exactly)
 {
 	struct events *ev = events_new(4, NULL);
 	struct sbuf out = SBUF_INIT(0);
-	uint64_t pos = events_head(ev);
+	uint64_t pos = events_attach(ev);
 	char name[16];
 
 	for (int i = 0; i < 10; i++) {
@@ -99,7 +99,7 @@ Test(events, max_gives_whole_lines_at_least_one)
 {
 	struct events *ev = events_new(16, NULL);
 	struct sbuf out = SBUF_INIT(0);
-	uint64_t pos = events_head(ev);
+	uint64_t pos = events_attach(ev);
 
 	for (int i = 0; i < 3; i++)
 		events_emit(ev, "daemon", NULL, NULL, "READY", NULL, "x");
@@ -120,7 +120,7 @@ Test(events, malformed_utf8_and_long_message)
 {
 	struct events *ev = events_new(4, NULL);
 	struct sbuf out = SBUF_INIT(0);
-	uint64_t pos = events_head(ev);
+	uint64_t pos = events_attach(ev);
 	char msg[2000];
 
 	memset(msg, 'a', sizeof(msg) - 1);
@@ -150,7 +150,7 @@ Test(events, concurrent_emitters_rising_seq)
 {
 	struct events *ev = events_new(16384, NULL);
 	struct sbuf out = SBUF_INIT(0);
-	uint64_t pos = events_head(ev);
+	uint64_t pos = events_attach(ev);
 	pthread_t t[4];
 
 	for (int i = 0; i < 4; i++)
@@ -166,6 +166,27 @@ Test(events, concurrent_emitters_rising_seq)
 		json_decref(j);
 	}
 	cr_assert_eq(want, 8001);
+	sbuf_free(&out);
+	events_free(ev);
+}
+
+Test(events, lines_only_while_a_reader_is_attached)
+{
+	struct events *ev = events_new(8, NULL);
+	struct sbuf out = SBUF_INIT(0);
+
+	for (int i = 0; i < 20; i++)	/* nobody reads: only seq advances */
+		events_emit(ev, "plugin", "early", NULL, "added", NULL, NULL);
+	uint64_t pos = events_attach(ev);
+	cr_assert_eq(pos, 21);
+	events_emit(ev, "plugin", "late", NULL, "added", NULL, NULL);
+	cr_assert_gt(events_read(ev, &pos, &out, 4096), 0);
+	json_t *j = line_json(out.buf, out.len - 1);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "name")), "late");
+	cr_assert_eq(json_integer_value(json_object_get(j, "seq")), 21);
+	json_decref(j);
+	cr_assert_eq(pos, events_head(ev));
+	events_detach(ev);
 	sbuf_free(&out);
 	events_free(ev);
 }
