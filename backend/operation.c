@@ -118,6 +118,65 @@ static int show_info(struct bnode *n, struct sbuf *out)
 	return show_json(out, j);
 }
 
+/* wait: blocks while the operation is PENDING, then one line,
+ * `state=FINISHED` (or FAILED, DROPPED; the reason is in `error`), then end
+ * of file. */
+struct op_wait {
+	bool delivered;
+};
+
+static int opwait_open(struct bnode *n, void **ret)
+{
+	struct op_wait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	*ret = w;
+	return 0;
+}
+
+static enum op_state op_state_of(struct bnode *n)
+{
+	struct operation *op = opof(n);
+	enum op_state st;
+
+	pthread_mutex_lock(&op->lock);
+	st = op->state;
+	pthread_mutex_unlock(&op->lock);
+	return st;
+}
+
+static int opwait_read(struct bnode *n, void *st, struct sbuf *out, size_t max)
+{
+	struct op_wait *w = st;
+	enum op_state s;
+	int r;
+
+	if (w->delivered)
+		return 0;
+	s = op_state_of(n);
+	if (s == OP_PENDING && !atomic_load(&n->dead))
+		return -EAGAIN;
+	r = sbuf_printf(out, "state=%s\n", op_state_to_string(s));
+	w->delivered = true;
+	return r < 0 ? r : (int)out->len;
+}
+
+static int opwait_ready(struct bnode *n, void *st)
+{
+	return ((struct op_wait *)st)->delivered || op_state_of(n) != OP_PENDING ||
+	       atomic_load(&n->dead);
+}
+
+static void opwait_close(struct bnode *n, void *st)
+{
+	free(st);
+}
+
+static const struct bstream_ops opwait_stream = {
+	.open = opwait_open, .read = opwait_read, .ready = opwait_ready, .close = opwait_close,
+};
+
 static const struct battr op_attrs[] = {
 	{ .name = "type", .show = show_type },
 	{ .name = "object", .show = show_object },
@@ -129,6 +188,7 @@ static const struct battr op_attrs[] = {
 	{ .name = "created", .show = show_created },
 	{ .name = "finished", .show = show_finished },
 	{ .name = "info.json", .show = show_info },
+	{ .name = "wait", .stream = &opwait_stream },
 };
 
 static void op_node_free(struct bnode *n)

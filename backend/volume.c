@@ -945,8 +945,11 @@ struct vact {
 /* After run, before the writer is answered. */
 static void vact_done(struct action *a, int result)
 {
+	struct volume *v = ((struct vact *)a)->v;
+
 	(void)result;
-	atomic_fetch_sub(&((struct vact *)a)->v->inflight, 1);
+	if (atomic_fetch_sub(&v->inflight, 1) == 1)
+		bnode_changed(v->node);	/* settled: wakes `wait` readers */
 }
 
 static void vact_free(struct action *a)
@@ -1391,6 +1394,61 @@ static int show_info(struct bnode *n, struct sbuf *out)
 	return show_json(out, j);
 }
 
+/*
+ * wait: blocks while a command on the volume is queued or running, then one
+ * line, `state=PUBLISHED` (the state it settled in), then end of file. A
+ * volume destroyed meanwhile is gone: the read fails with ENOENT (fs). With O_NONBLOCK ctl writes a script issues commands and
+ * waits for them with `cat wait`.
+ */
+struct vwait {
+	bool delivered;
+};
+
+static int vwait_open(struct bnode *n, void **ret)
+{
+	struct vwait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	*ret = w;
+	return 0;
+}
+
+static bool volume_settled(struct bnode *n)
+{
+	return atomic_load(&n->dead) || atomic_load(&vof(n)->inflight) == 0;
+}
+
+static int vwait_read(struct bnode *n, void *st, struct sbuf *out, size_t max)
+{
+	struct vwait *w = st;
+	int r;
+
+	if (w->delivered)
+		return 0;
+	if (atomic_load(&n->dead))
+		return -ENOENT;
+	if (!volume_settled(n))
+		return -EAGAIN;
+	r = sbuf_printf(out, "state=%s\n", vstate_to_string(get_state(vof(n))));
+	w->delivered = true;
+	return r < 0 ? r : (int)out->len;
+}
+
+static int vwait_ready(struct bnode *n, void *st)
+{
+	return ((struct vwait *)st)->delivered || volume_settled(n);
+}
+
+static void vwait_close(struct bnode *n, void *st)
+{
+	free(st);
+}
+
+static const struct bstream_ops vwait_stream = {
+	.open = vwait_open, .read = vwait_read, .ready = vwait_ready, .close = vwait_close,
+};
+
 /* ---- volumes/NAME/ctl ---- */
 
 /* A publish target: absolute, normalized, under allowed_targets, and no
@@ -1582,6 +1640,7 @@ static const struct battr volume_attrs[] = {
 	{ .name = "stats", .show = show_stats },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },
+	{ .name = "wait", .stream = &vwait_stream },
 };
 
 static void volume_node_free(struct bnode *n)
