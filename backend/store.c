@@ -268,6 +268,73 @@ struct entry {
 	struct timespec mtime;
 };
 
+json_t *store_decode(const char *text, size_t len, char *why, size_t n)
+{
+	json_error_t je;
+	json_t *obj = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	json_int_t ver;
+
+	if (!obj) {
+		snprintf(why, n, "line %d: %s", je.line, je.text);
+		return NULL;
+	}
+	if (!json_is_object(obj)) {
+		snprintf(why, n, "not an object");
+		json_decref(obj);
+		return NULL;
+	}
+	ver = json_integer_value(json_object_get(obj, "version"));
+	if (ver != STORE_VERSION) {
+		snprintf(why, n, "unknown record version %lld", (long long)ver);
+		json_decref(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+/* A record file's bytes (records are small: at most STORE_RECORD_MAX). */
+#define STORE_RECORD_MAX (4u << 20)
+
+static char *read_record(const char *path, size_t *len, char *why, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+	size_t off = 0;
+
+	if (fd < 0) {
+		snprintf(why, n, "%s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0) {
+		snprintf(why, n, "%s", strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	if (st.st_size < 0 || (size_t)st.st_size > STORE_RECORD_MAX) {
+		snprintf(why, n, "record larger than %u bytes", STORE_RECORD_MAX);
+		close(fd);
+		return NULL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		snprintf(why, n, "out of memory");
+		close(fd);
+		return NULL;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + off, (size_t)st.st_size - off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		off += (size_t)k;
+	}
+	close(fd);
+	*len = off;
+	return buf;
+}
+
 static int by_age(const void *a, const void *b)
 {
 	const struct entry *x = a, *y = b;
@@ -322,25 +389,31 @@ int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_
 	if (n)
 		qsort(v, n, sizeof(*v), by_age);
 	for (size_t i = 0; i < n; i++) {
-		json_error_t je;
-		json_t *obj;
+		char why[1400], inner[500];
+		json_t *obj = NULL;
+		size_t len = 0;
+		char *text;
 
 		snprintf(path, sizeof(path), "%s/%s.json", dir, v[i].name);
-		obj = json_load_file(path, 0, &je);
-		if (!obj || !json_is_object(obj)) {
-			char why[600];
-			snprintf(why, sizeof(why), "%.400s:%d: %s", path, je.line, obj ? "not an object" : je.text);
+		text = read_record(path, &len, inner, sizeof(inner));
+		if (text)
+			obj = store_decode(text, len, inner, sizeof(inner));
+		free(text);
+		if (!obj) {
+			/* kept aside for the operator, out of the next start's way */
+			char aside[4400];
+
+			snprintf(aside, sizeof(aside), "%s/%s.corrupt", dir, v[i].name);
+			if (rename(path, aside) == 0)
+				snprintf(why, sizeof(why), "%.400s: %s; kept as %s.corrupt", path, inner,
+					 v[i].name);
+			else
+				snprintf(why, sizeof(why), "%.400s: %s", path, inner);
 			if (bad)
 				bad(ctx, v[i].name, why);
-		} else if (json_integer_value(json_object_get(obj, "version")) != STORE_VERSION) {
-			char why[600];
-			snprintf(why, sizeof(why), "%.400s: unknown record version %lld", path,
-				 (long long)json_integer_value(json_object_get(obj, "version")));
-			if (bad)
-				bad(ctx, v[i].name, why);
-		} else {
-			fn(ctx, v[i].name, obj);
+			continue;
 		}
+		fn(ctx, v[i].name, obj);
 		json_decref(obj);
 	}
 	free(v);

@@ -27,9 +27,14 @@ int store_put(const char *state_dir, const char *kind, const char *name, json_t 
 /* Remove KIND/NAME.json; 0 if it was not there. */
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err);
 
+/* A record's text to its object: JSON, an object, a known version. NULL
+ * with the reason in why (at most n bytes) otherwise. */
+json_t *store_decode(const char *text, size_t len, char *why, size_t n);
+
 /* Call fn for every record of KIND, oldest file first. A record that does
- * not parse, or whose version is unknown, is reported through bad (name and
- * reason) and skipped. */
+ * not parse, or whose version is unknown, is renamed to KIND/NAME.corrupt
+ * (kept for the operator; never read again), reported through bad (name
+ * and reason) and skipped. */
 typedef void (*store_load_fn)(void *ctx, const char *name, json_t *obj);
 typedef void (*store_bad_fn)(void *ctx, const char *name, const char *reason);
 int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_bad_fn bad,

@@ -13,6 +13,7 @@ mount left by a crash, hostile writes.
   the error file, no change.
 """
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -58,12 +59,12 @@ class StateDirTest(unittest.TestCase):
                             f.flush()
                     except OSError:
                         pass
-                before = (sorted(env.volumes()), env.plugin.state().get("volumes", {}).keys())
+                before = (sorted(env.volumes()), env.plugin.state().keys())
                 ok, err = env.ctl("volumes/ctl", "create b size=1M")
                 self.assertFalse(ok)
                 self.assertEqual(nt.errname(err), "ENOSPC")
                 self.assertIn("checkpoint", env.fs.error("volumes"))
-                after = (sorted(env.volumes()), env.plugin.state().get("volumes", {}).keys())
+                after = (sorted(env.volumes()), env.plugin.state().keys())
                 self.assertEqual(before[0], after[0])
                 self.assertEqual(set(before[1]), set(after[1]), "a CSI volume was made")
                 self.assertEqual(env.fs.status()["state"], "READY")
@@ -91,11 +92,72 @@ class StateDirTest(unittest.TestCase):
                 self.assertFalse(ok)
                 self.assertEqual(nt.errname(err), "EROFS")
                 self.assertNotIn("c", env.volumes())
-                self.assertEqual(env.plugin.state().get("volumes", {}), {})
+                self.assertEqual(env.plugin.state(), {})
                 self.assertEqual(env.fs.status()["state"], "READY")
                 env.fs.stop()
             finally:
                 umount(ro)
+
+
+    def test_corrupt_records(self):
+        """Torn, non-JSON and future-version records: the daemon starts,
+        counts them in status, keeps them aside as NAME.corrupt, brings back
+        the good ones, and the volume whose record was lost shows on its
+        plugin as discovered, ready to be imported."""
+        with voltest.VolEnv() as env:
+            for v in ("good", "torn", "future"):
+                ok, err = env.ctl("volumes/ctl", "create %s size=1M" % v)
+                self.assertTrue(ok, err)
+            torn_id = env.vol_id("torn")
+            env.fs.stop()
+            vdir = os.path.join(env.state_dir, "volumes")
+            with open(os.path.join(vdir, "torn.json"), "rb") as f:
+                text = f.read()
+            with open(os.path.join(vdir, "torn.json"), "wb") as f:
+                f.write(text[:len(text) // 2])          # a torn write
+            with open(os.path.join(vdir, "future.json")) as f:
+                rec = json.load(f)
+            rec["version"] = 99
+            with open(os.path.join(vdir, "future.json"), "w") as f:
+                json.dump(rec, f)
+            odir = os.path.join(env.state_dir, "operations")
+            some_op = sorted(os.listdir(odir))[0]
+            with open(os.path.join(odir, some_op), "wb") as f:
+                f.write(b"\xff\xfe not json \x00")
+            env.fs.start()
+            env.wait_plugin_ready()
+            st = env.fs.status()
+            self.assertEqual(st["state"], "READY")
+            self.assertEqual(st["checkpoint_errors"], "3", st)
+            self.assertEqual(sorted(env.volumes()), ["good"])
+            self.assertEqual(env.state("good"), "CREATED")
+            left = sorted(os.listdir(vdir))
+            self.assertIn("torn.corrupt", left)
+            self.assertIn("future.corrupt", left)
+            self.assertNotIn("torn.json", left)
+            self.assertIn(some_op[:-5] + ".corrupt", os.listdir(odir))
+            log = env.fs.log()
+            self.assertIn("torn", log)
+            self.assertIn("unknown record version 99", log)
+            # the lost volume is still on the plugin: listed as discovered
+            self.assertTrue(nt.wait_until(lambda: torn_id in env.fs.read(
+                "plugins", "hostpath", "volumes"), 20))
+            ok, err = env.ctl("volumes/ctl", "import torn %s" % torn_id)
+            self.assertTrue(ok, err)
+            # a second start reads only the good records: no new errors
+            env.fs.stop()
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertEqual(env.fs.status()["checkpoint_errors"], "0")
+            self.assertEqual(sorted(env.volumes()), ["good", "torn"])
+            for v in ("good", "torn"):
+                ok, err = env.ctl("volumes/%s/ctl" % v, "destroy")
+                self.assertTrue(ok, err)
+            ok, err = env.ctl("volumes/ctl", "import future %s" % rec["id"])
+            self.assertTrue(ok, err)
+            ok, err = env.ctl("volumes/future/ctl", "destroy")
+            self.assertTrue(ok, err)
+            self.assertEqual(env.plugin.state(), {})
 
 
 class StaleMountTest(unittest.TestCase):
