@@ -114,7 +114,7 @@ static const struct {
 	int err;
 	const char *what;
 } lxc_fail_table[] = {
-	[LF_NEW] = { ENOMEM, "liblxc could not allocate the container handle" },
+	[LF_NEW] = { EIO, "liblxc could not load the container" },
 	[LF_NOT_DEFINED] = { ENOENT, "no such container" },
 	[LF_NOT_OURS] = { ENOENT, "container not managed by nodefs" },
 	[LF_EXISTS] = { EEXIST, "container name taken" },
@@ -225,8 +225,23 @@ static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **re
 		return nerr_set(err, -r, "lxc %s: cannot read %s: %s", id, RT_LXC_META_FILE,
 				strerror(-r));
 	c = lxc_container_new(id, h->lxcpath);
-	if (!c)
-		return lxc_fail(h, NULL, id, LF_NEW, err);
+	if (!c) {
+		char cfg[PATH_MAX];
+		struct stat st;
+
+		/*
+		 * Not an allocation failure, in practice: liblxc gives up when
+		 * the config it saw a moment ago cannot be read, which is what a
+		 * destroy on another thread leaves. A container whose mark or
+		 * config went meanwhile is gone; anything else is tried once more.
+		 */
+		if (rt_lxc_meta_read(h, id, NULL) == -ENOENT ||
+		    rt_lxc_dir(h, id, "config", cfg, sizeof(cfg)) < 0 || stat(cfg, &st) < 0)
+			return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
+		c = lxc_container_new(id, h->lxcpath);
+		if (!c)
+			return lxc_fail(h, NULL, id, LF_NEW, err);
+	}
 	if (!c->is_defined(c)) {
 		lxc_container_put(c);
 		return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);

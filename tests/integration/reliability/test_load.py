@@ -350,7 +350,13 @@ class Load:
                 self.stats.reads[nt.errname(e.errno)] += 1
             else:
                 self.stats.reads[nt.errname(e.errno)] += 1
-                self.stats.error("read %s: %s" % (path, nt.errname(e.errno)))
+                try:
+                    with open(os.path.join(os.path.dirname(path), "error")) as f:
+                        msg = f.read().strip()
+                except OSError as e2:
+                    msg = "(error file: %s)" % nt.errname(e2.errno)
+                self.stats.error("read %s: %s (error file now: %s)"
+                                 % (path, nt.errname(e.errno), msg))
         except ValueError as e:
             self.stats.error("read %s: bad content: %s" % (path, e))
         finally:
