@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>	/* the request header, for fs_may_wait */
 #include <poll.h>
 #include <stdatomic.h>
 #include <pthread.h>
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "fs-internal.h"
 #include "hmap.h"
 #include "log.h"
 #include "nerr.h"
@@ -44,6 +46,9 @@
 #define STREAM_WINDOW (256u << 10)	/* stream bytes kept for seeks back */
 #define DIR_OFF_ATTRS 3			/* 1 ".", 2 "..", then attributes */
 #define DIR_OFF_KIDS (1ull << 40)	/* children: base + serial */
+#define SLOW_SLOTS 256
+#define SLOW_RENDER_NS 250000		/* a render this long may call out */
+#define SLOW_RENDER_TIMES 32		/* hand over that many renders after it */
 
 /* ---- request metrics ---- */
 
@@ -140,6 +145,9 @@ struct fs {
 	pthread_t notifier;
 	bool notifier_running;
 	struct fs_opstat opstat[FSOP_MAX];
+	/* renders still to hand over per attribute (hashed; a collision only
+	 * hands over more), see fs_may_wait */
+	atomic_uint slow[SLOW_SLOTS];
 	pthread_mutex_t flock;	/* files */
 	struct fs_file *files;	/* open files, freed at unmount if still open */
 };
@@ -282,11 +290,35 @@ static mode_t file_mode(struct fs *f, const struct battr *a)
 	return S_IFREG | 0444;
 }
 
-static int render(const struct battr *a, struct bnode *n, struct sbuf *out)
+static atomic_uint *slow_slot(void *ctx_fs, const struct battr *a)
 {
+	struct fs *f = ctx_fs;
+
+	return &f->slow[((uintptr_t)a / sizeof(*a)) % SLOW_SLOTS];
+}
+
+/* Render a's snapshot of n; a render that took long marks a for the next
+ * ones to be handed over (fs_may_wait). */
+static int render(struct fs *f, const struct battr *a, struct bnode *n, struct sbuf *out)
+{
+	atomic_uint *slot = slow_slot(f, a);
+	struct timespec t0, t1;
+	unsigned k;
+	int r;
+
 	if (!a->show)
 		return 0;
-	return a->show(n, out);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = a->show(n, out);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > SLOW_RENDER_NS) {
+		atomic_store(slot, SLOW_RENDER_TIMES);
+	} else {
+		k = atomic_load(slot);
+		while (k && !atomic_compare_exchange_weak(slot, &k, k - 1))
+			;
+	}
+	return r;
 }
 
 static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
@@ -311,13 +343,14 @@ static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
 	st->st_nlink = 1;
 	if (a->flags & BATTR_CTL)
 		st->st_gid = f->opts.has_ctl_gid ? f->opts.ctl_gid : 0;
-	if (!a->stream) {
-		/* the size a read at offset 0 would give now */
-		struct sbuf sb = SBUF_INIT(FILE_SNAPSHOT_CAP);
-		if (render(a, i->node, &sb) >= 0)
-			st->st_size = (off_t)sb.len;
-		sbuf_free(&sb);
-	}
+	/*
+	 * Size 0, as procfs says: the content is made by the read, which runs
+	 * to EOF (direct_io: the kernel never clamps a read to st_size). The
+	 * kernel asks for attributes again after every read (the read
+	 * invalidates atime), so `cat`'s fstat is a GETATTR each time:
+	 * rendering here would double the work of every read.
+	 */
+	st->st_size = 0;
 }
 
 static void reply_entry(fuse_req_t req, struct fs *f, struct fs_inode *i)
@@ -861,6 +894,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	fi->direct_io = 1;	/* sizes change: never serve from the page cache */
+	fi->noflush = 1;	/* nothing to flush: close costs no round trip */
 	fi->fh = (uint64_t)(uintptr_t)h;
 	pthread_mutex_lock(&f->flock);
 	h->next = f->files;
@@ -1044,7 +1078,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		sbuf_reset(&h->snap);
 		h->snap_version = atomic_load(&h->node->version);
-		r = render(h->attr, h->node, &h->snap);
+		r = render(f, h->attr, h->node, &h->snap);
 		h->snapped = r >= 0;
 	}
 	if (r < 0) {
@@ -1057,16 +1091,24 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		h->poll_armed = false;
 		pthread_mutex_unlock(&f->wlock);
 	}
-	/* h may be released as soon as the reply is out: unlock first */
+	/* h may be released as soon as the reply is out: copy, unlock, reply
+	 * (from the stack for the usual small file) */
 	size_t n = (size_t)off >= h->snap.len ? 0 : h->snap.len - (size_t)off;
-	struct sbuf data = SBUF_INIT(0);
-	int dr = sbuf_add(&data, h->snap.buf ? h->snap.buf + off : "", n < size ? n : size);
-	pthread_mutex_unlock(&h->lock);
-	if (dr < 0)
+	char small[4096];
+	char *data = small;
+
+	n = n < size ? n : size;
+	if (n > sizeof(small) && !(data = malloc(n))) {
+		pthread_mutex_unlock(&h->lock);
 		fuse_reply_err(req, ENOMEM);
-	else
-		fuse_reply_buf(req, data.buf, data.len);
-	sbuf_free(&data);
+		return;
+	}
+	if (n)
+		memcpy(data, h->snap.buf + off, n);
+	pthread_mutex_unlock(&h->lock);
+	fuse_reply_buf(req, data, n);
+	if (data != small)
+		free(data);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
@@ -1264,6 +1306,68 @@ static void *notifier_main(void *arg)
 	return NULL;
 }
 
+/* ---- which requests may wait (fs-loop.c) ---- */
+
+/*
+ * Lookups, attributes (st_size needs no render), open and release,
+ * directories, poll, stream reads (they park rather than wait) and reads
+ * that continue a snapshot are answered from memory. Most renders are too
+ * (a container's stats: four preads of cgroup files), but some call out (a
+ * volume's stats, a Docker container's logs): a file whose last render took
+ * over SLOW_RENDER_NS is handed to another thread for its next
+ * SLOW_RENDER_TIMES renders, and the loop's watchdog catches the first one.
+ * A ctl write, mkdir, rmdir and anything unknown are handed over. The
+ * READ's fh is an open file of ours: the kernel holds the file until the
+ * reply.
+ */
+static bool fs_may_wait(void *ctx_fs, const void *mem, size_t len)
+{
+	const struct fuse_in_header *in = mem;
+
+	if (len < sizeof(*in))
+		return true;
+	switch (in->opcode) {
+	case FUSE_LOOKUP:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_GETATTR:
+	case FUSE_SETATTR:
+	case FUSE_OPEN:
+	case FUSE_RELEASE:
+	case FUSE_FLUSH:
+	case FUSE_OPENDIR:
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+	case FUSE_RELEASEDIR:
+	case FUSE_STATFS:
+	case FUSE_POLL:
+	case FUSE_INTERRUPT:
+	case FUSE_ACCESS:
+	case FUSE_GETXATTR:
+	case FUSE_LISTXATTR:
+	case FUSE_INIT:
+	case FUSE_DESTROY:
+		return false;
+	case FUSE_READ: {
+		const struct fuse_read_in *rd = (const void *)(in + 1);
+		struct fs_file *h;
+		bool from_memory;
+
+		if (len < sizeof(*in) + sizeof(*rd))
+			return true;
+		h = (struct fs_file *)(uintptr_t)rd->fh;
+		if (h->attr->stream)
+			return false;
+		pthread_mutex_lock(&h->lock);
+		from_memory = h->reply.len || (rd->offset > 0 && h->snapped);
+		pthread_mutex_unlock(&h->lock);
+		return !from_memory && atomic_load(slow_slot(ctx_fs, h->attr)) > 0;
+	}
+	default:
+		return true;
+	}
+}
+
 /* ---- life cycle ---- */
 
 int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
@@ -1323,7 +1427,6 @@ int fs_mount(struct fs *f, const char *mnt, struct nerr *err)
 
 int fs_loop(struct fs *f)
 {
-	struct fuse_loop_config *cfg;
 	int r;
 
 	if (fuse_set_signal_handlers(f->se) != 0)
@@ -1333,17 +1436,8 @@ int fs_loop(struct fs *f)
 		return -EAGAIN;
 	}
 	f->notifier_running = true;
-	cfg = fuse_loop_cfg_create();
-	if (!cfg) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* ctl writes wait for their action: let many run at once */
-	fuse_loop_cfg_set_max_threads(cfg, 256);
-	fuse_loop_cfg_set_idle_threads(cfg, 8);
-	r = fuse_session_loop_mt(f->se, cfg);
-	fuse_loop_cfg_destroy(cfg);
-out:
+	/* renders that call out and ctl writes may wait: many may run at once */
+	r = fs_serve(f->se, fs_may_wait, f, 256, 8);
 	fuse_remove_signal_handlers(f->se);
 	pthread_mutex_lock(&f->wlock);
 	/* reads parked on streams get an answer, so libfuse frees them */

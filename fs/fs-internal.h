@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fs-internal: what fs.c and fs-loop.c share.
+ */
+#ifndef NODEFS_FS_INTERNAL_H
+#define NODEFS_FS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct fuse_session;
+
+/* Whether the request in mem (len bytes, as read from /dev/fuse) may wait
+ * (a render that may call out, a ctl write) rather than be answered from
+ * memory. Called by the thread that read it, before it is processed. */
+typedef bool (*fs_may_wait_fn)(void *ctx, const void *mem, size_t len);
+
+/*
+ * Serve se until it exits (unmount, or fuse_session_exit from a signal
+ * handler): one thread reads /dev/fuse and answers what may_wait says is
+ * quick itself, back to back, so a reader's requests meet a thread that is
+ * warm and often on its CPU; before a request that may wait it hands the
+ * device to another thread (woken, or made: at most max_threads, at most
+ * max_idle kept waiting). 0, or -errno when no thread could be started.
+ * Workers block SIGHUP, SIGINT, SIGQUIT and SIGTERM, as libfuse's do; the
+ * caller's thread waits for the end and must get those signals.
+ */
+int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsigned max_threads,
+	     unsigned max_idle);
+
+#endif
