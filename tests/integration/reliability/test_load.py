@@ -249,7 +249,7 @@ class Load:
         # update of a container in the wrong state with EBUSY
         busy = BASE_REFUSED | {E.EINVAL}
         r = rnd.random()
-        if r < 0.16:
+        if r < 0.20:
             if lxc:
                 opts = "runtime=lxc template=busybox cmd=%s memory=64M" % ctest._shq(CMD)
             else:
@@ -258,21 +258,21 @@ class Load:
             # ECANCELED: a destroy came while it was being made
             return self.write("%s.%s" % (rt, verb), "containers/ctl",
                               "%s %s %s" % (verb, c, opts), BASE_REFUSED | {E.ECANCELED}, nb)
-        if r < 0.26:
+        if r < 0.28:
             return self.write(rt + ".start", cc, "start", BASE_REFUSED, nb)
-        if r < 0.38:
+        if r < 0.39:
             return self.write(rt + ".stop", cc, "stop %d" % rnd.randint(0, 2), busy, nb)
-        if r < 0.44:
+        if r < 0.45:
             return self.write(rt + ".kill", cc, "kill " + rnd.choice(("", "KILL", "TERM", "HUP")),
                               busy, nb)
-        if r < 0.52:
+        if r < 0.53:
             return self.write(rt + ".pause", cc, "pause", busy, nb)
-        if r < 0.60:
+        if r < 0.61:
             return self.write(rt + ".resume", cc, "resume", busy, nb)
-        if r < 0.66:
+        if r < 0.68:
             return self.write(rt + ".update", cc, "update memory=%dM pids=%d" % (
                 rnd.choice((32, 48, 64)), rnd.randint(20, 100)), busy, nb)
-        if r < 0.74:
+        if r < 0.76:
             return self.write(rt + ".exec", cc, "exec 'echo load'", busy, nb)
         if r < 0.88:
             return self.write(rt + ".destroy", cc, "destroy", BASE_REFUSED, nb)
