@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fuzz_checkpoint: the checkpoint decoders, through the path a start takes.
+ * The input's first byte picks the kind (operations, volumes, containers);
+ * the rest is written as that kind's record "fz.json" in a private state
+ * dir and the kind's recovery runs over it: store_load, store_decode, the
+ * kind's record decoder and, for containers, the check against its engine
+ * (never started here: unhealthy, so nothing leaves the process). Then the
+ * objects are dropped and the dir emptied for the next input.
+ *
+ * Aborts when a record that store_decode refuses still makes an object, or
+ * when an object's name is not the record's; sanitizers catch the rest.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend-internal.h"
+#include "backend.h"
+#include "config.h"
+#include "log.h"
+#include "nerr.h"
+#include "operation.h"
+#include "store.h"
+#include "tree.h"
+
+static struct backend *b;
+static char dir[256];
+
+static const char *const kinds[] = { "operations", "volumes", "containers" };
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	return remove(p) < 0 ? 0 : 0;
+}
+
+/* The private dir goes when the process ends (replay and libFuzzer both
+ * exit through exit()). */
+static void cleanup(void)
+{
+	backend_free(b);
+	b = NULL;
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void setup(void)
+{
+	char text[2048];
+	struct config *cfg = NULL;
+	struct nerr err = { 0 };
+
+	log_setup(LOG_LVL_ERR, false);
+	snprintf(dir, sizeof(dir), "/dev/shm/nodefs-fuzz-ckpt.XXXXXX");
+	if (!mkdtemp(dir)) {
+		snprintf(dir, sizeof(dir), "/tmp/nodefs-fuzz-ckpt.XXXXXX");
+		if (!mkdtemp(dir))
+			abort();
+	}
+	snprintf(text, sizeof(text),
+		 "[nodefs]\nstate_dir = %s/state\nallowed_targets = %s/pub\n"
+		 "[plugin p]\nendpoint = unix://%s/none.sock\n"
+		 "[runtime docker]\nendpoint = unix://%s/none-docker.sock\n"
+		 "[runtime lxc]\nlxcpath = %s/lxc\n", dir, dir, dir, dir, dir);
+	if (config_parse(text, strlen(text), "fuzz.conf", &cfg, &err) < 0 ||
+	    backend_new(cfg, &b, &err) < 0) {
+		fprintf(stderr, "fuzz_checkpoint: %s\n", err.msg);
+		abort();
+	}
+	atexit(cleanup);
+}
+
+static void empty_dir(const char *kind)
+{
+	char p[512];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/state/%s", dir, kind);
+	d = opendir(p);
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+}
+
+static void forget(struct bnode *parent)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (bnode_list(parent, &v, &n) < 0)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		bnode_remove(v[i]);
+	bnode_list_free(v, n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct nerr err = { 0 };
+	struct bnode *parent;
+	const char *kind;
+	char path[512];
+	size_t n = 0;
+	int fd, k;
+
+	if (!b)
+		setup();
+	if (size < 1)
+		return 0;
+	k = data[0] % 3;
+	kind = kinds[k];
+	snprintf(path, sizeof(path), "%s/state/%s/fz.json", dir, kind);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, data + 1, size - 1) != (ssize_t)(size - 1))
+		abort();
+	close(fd);
+
+	switch (k) {
+	case 0:
+		ops_recover(b, &err);
+		parent = b->operations;
+		break;
+	case 1:
+		volumes_recover(b, &err);
+		parent = b->volumes;
+		break;
+	default:
+		containers_recover(b, &err);
+		parent = b->containers;
+		break;
+	}
+	/* at most one object, named after its record; none when the record
+	 * was refused */
+	n = bnode_count(parent);
+	if (n > 1)
+		abort();
+	if (n == 1) {
+		struct bnode *x = bnode_lookup(parent, "fz");
+
+		if (!x)
+			abort();
+		bnode_unref(x);
+	}
+	{
+		char why[256];
+		json_t *j = store_decode((const char *)data + 1, size - 1, why, sizeof(why));
+
+		if (!j && n)
+			abort();
+		json_decref(j);
+	}
+	forget(parent);
+	ops_ended_free(b);
+	empty_dir(kind);
+	return 0;
+}
