@@ -531,27 +531,59 @@ static int current_id(struct container *c, char *buf, size_t len)
 	return r;
 }
 
+/* "key value\n" for show_stats; value in decimal, with six decimals when
+ * micro is set (v is then in millionths), as "%.6f" would. */
+static char *stats_line(char *p, const char *key, uint64_t v, bool micro)
+{
+	char d[24];
+	int k = 0;
+
+	while (*key)
+		*p++ = *key++;
+	*p++ = ' ';
+	do {
+		d[k++] = (char)('0' + v % 10);
+		v /= 10;
+		if (micro && k == 6)
+			d[k++] = '.';
+	} while (v || (micro && k < 8));
+	while (k)
+		*p++ = d[--k];
+	*p++ = '\n';
+	return p;
+}
+
+static uint64_t stats_micros(double s)
+{
+	return s > 0 && s < 1e12 ? (uint64_t)(s * 1e6 + 0.5) : 0;
+}
+
 /* stats and logs read the container's cgroup files and log (microseconds,
- * per the drivers' contract), so they are served from the reading thread. */
+ * per the drivers' contract), so they are served from the reading thread.
+ * Formatted by hand: sbuf_printf's two vsnprintf passes over two doubles
+ * cost more than the four cgroup reads. */
 static int show_stats(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
 	struct rt_stats st = { 0 };
 	struct nerr err = { 0 };
-	char id[256];
+	char id[256], buf[5 * 48], *p = buf;
 	bool running;
 
 	pthread_mutex_lock(&c->lock);
-	running = c->state == C_RUNNING || c->state == C_PAUSED || c->state == C_STOPPING;
+	running = (c->state == C_RUNNING || c->state == C_PAUSED || c->state == C_STOPPING) &&
+		  c->id && !c->removed && strlen(c->id) < sizeof(id);
+	if (running)
+		strcpy(id, c->id);
 	pthread_mutex_unlock(&c->lock);
-	if (running && current_id(c, id, sizeof(id)) && c->eng->h)
+	if (running && c->eng->h)
 		c->eng->ops->stats(c->eng->h, id, &st, &err);
-	return sbuf_printf(out,
-		"cpu_user_seconds %.6f\ncpu_system_seconds %.6f\nmemory_bytes %llu\n"
-		"memory_limit_bytes %llu\npids %llu\n",
-		st.cpu_user_seconds, st.cpu_system_seconds,
-		(unsigned long long)st.memory_bytes, (unsigned long long)st.memory_limit_bytes,
-		(unsigned long long)st.pids);
+	p = stats_line(p, "cpu_user_seconds", stats_micros(st.cpu_user_seconds), true);
+	p = stats_line(p, "cpu_system_seconds", stats_micros(st.cpu_system_seconds), true);
+	p = stats_line(p, "memory_bytes", st.memory_bytes, false);
+	p = stats_line(p, "memory_limit_bytes", st.memory_limit_bytes, false);
+	p = stats_line(p, "pids", st.pids, false);
+	return sbuf_add(out, buf, (size_t)(p - buf));
 }
 
 static int show_logs(struct bnode *n, struct sbuf *out)
@@ -1610,6 +1642,8 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 
 /* ---- reconciliation (reconcile.h) ---- */
 
+#define RECONCILE_GRACE_S 2
+
 /* Whether s and r say the same about running: CREATED and EXITED are both
  * "not running" (a start that failed leaves nodefs CREATED and LXC's record
  * EXITED), so only running, paused and down are told apart. */
@@ -1760,6 +1794,15 @@ static int reconcile_one(struct backend *b, struct engine *e, struct container *
 		}
 		if (run_class(s) == rt_run_class(st.state))
 			return 0;	/* the listing was behind */
+		{
+			/* a change the engine made a moment ago: its event may
+			 * still be on the way (they take milliseconds), so the
+			 * next pass judges */
+			time_t when = st.state == RT_STATE_EXITED ? st.finished_at : st.started_at;
+
+			if (when && time(NULL) - when < RECONCILE_GRACE_S)
+				return 0;
+		}
 		snprintf(note, sizeof(note), "an event was missed; taken in: the runtime's %s",
 			 rt_state_upper(st.state));
 		r = drift_add(rep, cap, DRIFT_STATE, c->name, id, cstate_to_string(s),
