@@ -57,7 +57,8 @@ class HalfMadeTest(unittest.TestCase):
             name = env.name("half")
             cdir = os.path.join(env.lxcpath, name)
             mark = os.path.join(env.lxcpath, ".nodefs-creating-" + name)
-            env.fs.env = {"NODEFS_CRASH_AT": "lxc:template"}
+            # keep the Env's sanitizer settings (liblxc's own leak)
+            env.fs.env = dict(ctest.sanitizer_env(), NODEFS_CRASH_AT="lxc:template")
             env.fs.restart()
             ok, _ = env.fs.write_ctl("containers/ctl", "create %s runtime=lxc" % name)
             self.assertFalse(ok, "the create finished before the crash")
@@ -70,7 +71,7 @@ class HalfMadeTest(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(cdir, "nodefs.json")))
             running = template_procs(cdir)
 
-            env.fs.env = None
+            env.fs.env = ctest.sanitizer_env()
             t0 = time.monotonic()
             env.fs.start()
             self.assertTrue(nt.wait_until(
