@@ -260,7 +260,8 @@ static void *watchdog_main(void *arg)
 		seen_w = w;
 		seen = busy;
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		t.tv_nsec += WATCH_MS * 1000000L;
+		t.tv_sec += WATCH_MS / 1000;
+		t.tv_nsec += WATCH_MS % 1000 * 1000000L;
 		if (t.tv_nsec >= 1000000000L) {
 			t.tv_sec++;
 			t.tv_nsec -= 1000000000L;

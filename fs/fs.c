@@ -39,6 +39,7 @@
 #include "hmap.h"
 #include "log.h"
 #include "nerr.h"
+#include "nodefs-config.h"
 #include "sbuf.h"
 #include "tree.h"
 
@@ -297,6 +298,21 @@ static atomic_uint *slow_slot(void *ctx_fs, const struct battr *a)
 	return &f->slow[((uintptr_t)a / sizeof(*a)) % SLOW_SLOTS];
 }
 
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_SLOW_RENDER="NAME:MS" makes each render of a
+ * file called NAME take MS milliseconds longer, as one that calls out to a
+ * hung plugin would. */
+static void slow_render_hook(const struct battr *a)
+{
+	const char *spec = getenv("NODEFS_TEST_SLOW_RENDER");
+	const char *colon = spec ? strchr(spec, ':') : NULL;
+
+	if (colon && strlen(a->name) == (size_t)(colon - spec) &&
+	    strncmp(spec, a->name, (size_t)(colon - spec)) == 0)
+		usleep((useconds_t)atoi(colon + 1) * 1000);
+}
+#endif
+
 /* Render a's snapshot of n; a render that took long marks a for the next
  * ones to be handed over (fs_may_wait). */
 static int render(struct fs *f, const struct battr *a, struct bnode *n, struct sbuf *out)
@@ -309,6 +325,9 @@ static int render(struct fs *f, const struct battr *a, struct bnode *n, struct s
 	if (!a->show)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+#if NODEFS_TEST_HOOKS
+	slow_render_hook(a);
+#endif
 	r = a->show(n, out);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > SLOW_RENDER_NS) {

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The request loop (fs/fs-loop.c): one thread answers requests back to back,
+and a request that holds it does not hold up the others for long. A test
+build (-Dtest_hooks=true) makes every render of the files named `version`
+take 400 ms longer (NODEFS_TEST_SLOW_RENDER=version:400), as a render that
+calls a hung plugin would: the first such read is caught by the watchdog
+(the device passes to another thread after 10 ms), later ones are handed
+over before they start; many run at once.
+"""
+
+import os
+import subprocess
+import threading
+import time
+import unittest
+
+import nodefs_test as nt
+
+SLOW_MS = 400
+
+
+def hooks_built():
+    out = subprocess.run([os.environ["NODEFS_BIN"], "--version"],
+                         capture_output=True, text=True).stdout
+    return "test hooks" in out
+
+
+class LoopTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fs = nt.Nodefs(nt.offline_config(),
+                           env={"NODEFS_TEST_SLOW_RENDER":
+                                "version:%d" % SLOW_MS})
+        cls.fs.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fs.__exit__(None, None, None)
+
+    def slow_read(self, out):
+        t0 = time.monotonic()
+        data = self.fs.read("runtimes", "lxc", "version")
+        out.append((time.monotonic() - t0, data))
+
+    def test_slow_render_does_not_hold_up_others(self):
+        for attempt in range(3):
+            done = []
+            t = threading.Thread(target=self.slow_read, args=(done,))
+            t.start()
+            time.sleep(0.05)    # the slow read is in its render now
+            worst = 0
+            n = 0
+            while t.is_alive() and n < 50:
+                t0 = time.monotonic()
+                self.assertIn("state:", self.fs.read("status"))
+                worst = max(worst, time.monotonic() - t0)
+                n += 1
+            t.join()
+            took, data = done[0]
+            self.assertGreaterEqual(took, SLOW_MS / 1000.0 - 0.01)
+            self.assertTrue(data.endswith("\n"), data)
+            self.assertGreater(n, 0, "the slow read ended before the others")
+            # the watchdog passes the device on after 10 ms; the rest is
+            # this machine's scheduling
+            self.assertLess(worst, SLOW_MS / 1000.0 / 2,
+                            "attempt %d: a status read took %.0f ms while "
+                            "a slow render ran" % (attempt, worst * 1e3))
+
+    def test_slow_renders_run_at_once(self):
+        done = []
+        threads = [threading.Thread(target=self.slow_read, args=(done,))
+                   for _ in range(6)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        self.assertEqual(len(done), 6)
+        self.assertLess(took, 6 * SLOW_MS / 1000.0 / 2,
+                        "6 slow reads took %.2f s: not in parallel" % took)
+
+
+def requires():
+    nt.require_all()
+    if not hooks_built():
+        nt.skip("nodefs built without -Dtest_hooks=true")
+
+
+if __name__ == "__main__":
+    nt.main(requires)
