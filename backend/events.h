@@ -43,7 +43,7 @@ void events_free(struct events *ev);
  *   {"time":"2026-11-29T18:00:00.123456Z","seq":N,"kind":K,"name":N,
  *    "old":O,"new":S,"operation":ID,"message":M}
  * with every key present (null when not given). kind: "volume",
- * "container", "operation", "plugin", "runtime", "daemon". Never blocks on
+ * "container", "operation", "plugin", "runtime", "daemon", "drift". Never blocks on
  * readers; drops the event only on OOM.
  */
 void events_emit(struct events *ev, const char *kind, const char *name,

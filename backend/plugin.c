@@ -340,7 +340,12 @@ static void plugin_refresh_soon(struct plugin *p)
  * plugin has just become READY. */
 void plugins_tick(struct backend *b)
 {
-	uint64_t every = b->cfg->reconcile_interval_ms ? b->cfg->reconcile_interval_ms / 1000 : 60;
+	/* 0: no periodic refresh (reconciliation off); a plugin that becomes
+	 * READY and a read after a volume change still refresh */
+	uint64_t every = b->cfg->reconcile_interval_ms / 1000;
+
+	if (b->cfg->reconcile_interval_ms && every == 0)
+		every = 1;
 	struct bnode **v;
 	size_t n;
 
@@ -356,7 +361,7 @@ void plugins_tick(struct backend *b)
 		csi_plugin_health(p->csi, &h);
 		pthread_mutex_lock(&p->lock);
 		stale = (h.health == CSI_HEALTH_READY && p->last_health != CSI_HEALTH_READY) ||
-			(uint64_t)(time(NULL) - p->refreshed) >= (every ? every : 60);
+			(every && (uint64_t)(time(NULL) - p->refreshed) >= every);
 		if (h.health != p->last_health) {
 			const char *old = csi_health_to_string(p->last_health);
 			p->last_health = h.health;
