@@ -39,7 +39,6 @@ import json
 import os
 import random
 import select
-import stat
 import sys
 import threading
 import time
@@ -89,6 +88,10 @@ class Stats:
             self.outcomes[outcome] += 1
             if outcome == "error":
                 self.errors.append(detail or "%s: %s" % (kind, ename))
+
+    def read(self, outcome):
+        with self.lock:
+            self.reads[outcome] += 1
 
     def error(self, detail):
         with self.lock:
@@ -323,16 +326,15 @@ class Load:
                 try:
                     p = select.poll()
                     p.register(fd, select.POLLIN)
-                    if p.poll(100):
-                        try:
-                            os.read(fd, 65536)
-                        except BlockingIOError:
-                            pass
-                    else:
-                        try:
-                            os.read(fd, 65536)
-                        except BlockingIOError:
-                            pass
+                    ready = p.poll(100)
+                    try:
+                        os.read(fd, 65536)
+                    except BlockingIOError:
+                        # POLLIN on events means a line is there for this
+                        # descriptor; a wait file's readiness follows its
+                        # object, which may be busy again by the read
+                        if name == "events" and ready and ready[0][1] & select.POLLIN:
+                            self.stats.error("read %s: EAGAIN after POLLIN" % path)
                 finally:
                     os.close(fd)
             else:
@@ -342,14 +344,12 @@ class Load:
                     parse_prom(data.decode())
                 elif name == "info.json":
                     json.loads(data)
-            self.stats.reads["ok"] += 1
+            self.stats.read("ok")
         except OSError as e:
             # ENOENT: the object went between the walk and the read; EBUSY:
             # the engine refused the logs of a container being removed
-            if e.errno == E.ENOENT or (e.errno == E.EBUSY and name == "logs"):
-                self.stats.reads[nt.errname(e.errno)] += 1
-            else:
-                self.stats.reads[nt.errname(e.errno)] += 1
+            self.stats.read(nt.errname(e.errno))
+            if e.errno != E.ENOENT and not (e.errno == E.EBUSY and name == "logs"):
                 try:
                     with open(os.path.join(os.path.dirname(path), "error")) as f:
                         msg = f.read().strip()
@@ -374,6 +374,45 @@ class Load:
             except Exception as e:
                 self.stats.error("reader %d: %r" % (idx, e))
 
+    # ---- the history, for a failure's diagnosis ---------------------------
+    def record_events(self):
+        """Every event of the run, read as they come (blocking reads: the
+        mount's stop ends them)."""
+        self.events = []
+        try:
+            fd = os.open(self.fs.path("events"), os.O_RDONLY)
+        except OSError:
+            return
+        buf = b""
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                self.events.extend(lines)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def story(self, names):
+        """The events and operations that name one of names, as lines."""
+        out = []
+        for line in list(getattr(self, "events", [])):
+            text = line.decode(errors="replace")
+            if any(n in text for n in names):
+                out.append("  event " + text)
+        for o in sorted(os.listdir(self.fs.path("operations"))):
+            try:
+                info = json.loads(self.fs.read("operations", o, "info.json"))
+            except (OSError, ValueError):
+                continue
+            if any(n in json.dumps(info) for n in names):
+                out.append("  op %s" % json.dumps(info, sort_keys=True))
+        return out
+
     # ---- the run -----------------------------------------------------
     def watch_hangs(self):
         now = time.monotonic()
@@ -388,6 +427,7 @@ class Load:
                    for i in range(WRITERS)]
         threads += [threading.Thread(target=self.reader, args=(i,), name="r%d" % i, daemon=True)
                     for i in range(READERS)]
+        threading.Thread(target=self.record_events, name="events", daemon=True).start()
         t0 = time.monotonic()
         for t in threads:
             t.start()
@@ -486,8 +526,11 @@ class LoadTest(unittest.TestCase):
                     if v not in ("ctl", "error"):
                         st.error("volume %s left: %s" % (
                             v, env.fs.read("volumes", v, "info.json").strip()))
-            if env.plugin.state():
-                st.error("CSI volumes left in the plugin: %r" % env.plugin.state())
+            for vid, pv in env.plugin.state().items():
+                # nodefs-NAME-OPID-SALT: the create that made it
+                parts = pv["name"].split("-")
+                st.error("CSI volume %s left in the plugin: %r\n%s" % (
+                    vid, pv, "\n".join(load.story(["-".join(parts[1:-2]), vid]))))
             left = [m for m in nt.mounts_under(env.tmp) if m != env.fs.mnt
                     and not m.startswith(env.fs.mnt + "/")]
             if left:
@@ -521,6 +564,13 @@ class LoadTest(unittest.TestCase):
                 print("  %-18s %s" % (kind, " ".join("%s=%d" % kv
                                                      for kv in sorted(per[kind].items()))))
             print("load: error count %d" % len(st.errors), flush=True)
+            if st.errors:
+                # the history of what the errors name
+                words = set()
+                for e in st.errors:
+                    words.update(w for w in load.vols + load.dockers + load.lxcs if w in e)
+                for w in sorted(words):
+                    print("history of %s:\n%s" % (w, "\n".join(load.story([w])[-200:])))
             self.assertEqual(st.errors, [], "\n".join(st.errors[:50]))
 
 
