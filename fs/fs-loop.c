@@ -314,6 +314,9 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 	for (struct serve_worker *w = s.workers; w; w = w->next)
 		pthread_cancel(w->thread);
 	pthread_mutex_unlock(&s.lock);
+	/* first the watchdog, which looks at the leader's worker */
+	if (s.watchdog_running)
+		pthread_join(s.watchdog, NULL);
 	while (s.workers) {
 		struct serve_worker *w = s.workers;
 
@@ -322,8 +325,6 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 		free(w->buf.mem);
 		free(w);
 	}
-	if (s.watchdog_running)
-		pthread_join(s.watchdog, NULL);
 	if (r == 0)
 		r = s.error;
 	fuse_session_reset(se);
