@@ -674,6 +674,30 @@ static int dk_kill(void *h, const char *id, int sig, struct nerr *err)
 	return simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
 }
 
+static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err);
+
+/*
+ * A container in the wrong state for pause or unpause is EBUSY, as the
+ * engine's 409 says for a pause of a paused one; but Docker 20.10 refuses
+ * an unpause of a container that is not paused, and a pause of one that
+ * has just stopped, with a bare 500 ("Container ... is not paused",
+ * "cannot pause a stopped container"), which reads as EIO. So a 500 from
+ * either is checked against what the container is now.
+ */
+static int pause_refused(void *h, const char *id, bool pausing, int r, struct nerr *err)
+{
+	struct nerr e2 = { 0 };
+	struct rt_status st;
+
+	if (r != -EIO || dk_inspect(h, id, &st, &e2) < 0)
+		return r;
+	if (st.state != RT_STATE_RUNNING && st.state != RT_STATE_PAUSED)
+		return nerr_set(err, EBUSY, "container not running");
+	if (!pausing && st.state == RT_STATE_RUNNING)
+		return nerr_set(err, EBUSY, "container not paused");
+	return r;
+}
+
 static int dk_pause(void *h, const char *id, struct nerr *err)
 {
 	char path[200];
@@ -681,33 +705,17 @@ static int dk_pause(void *h, const char *id, struct nerr *err)
 	if (check_id(id, err) < 0)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/containers/%s/pause", id);
-	return simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
+	return pause_refused(h, id, true, simple_post(h, path, DOCKER_CALL_OTHER, 0, err), err);
 }
 
-static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err);
-
-/*
- * A container in the wrong state for the call is EBUSY, as the engine's 409
- * says for a pause of a paused one; but Docker 20.10 refuses an unpause of
- * a container that is not paused with a bare 500 ("Container ... is not
- * paused"), which reads as EIO. So a failed unpause is checked against what
- * the container is now.
- */
 static int dk_resume(void *h, const char *id, struct nerr *err)
 {
-	struct nerr e2 = { 0 };
-	struct rt_status st;
 	char path[200];
-	int r;
 
 	if (check_id(id, err) < 0)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/containers/%s/unpause", id);
-	r = simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
-	if (r != -EIO || dk_inspect(h, id, &st, &e2) < 0 || st.state == RT_STATE_PAUSED)
-		return r;
-	return nerr_set(err, EBUSY, "container not paused (%s)",
-			st.state == RT_STATE_RUNNING ? "running" : "not running");
+	return pause_refused(h, id, false, simple_post(h, path, DOCKER_CALL_OTHER, 0, err), err);
 }
 
 static int dk_update(void *h, const char *id, const struct rt_limits *lim, struct nerr *err)

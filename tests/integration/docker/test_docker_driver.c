@@ -395,6 +395,10 @@ Test(docker, kill_pause_resume)
 	r = ops->kill(H, id, SIGKILL, &err);
 	cr_assert_eq(r, -EBUSY, "kill of an exited container: %d %s", r, err.msg);
 	cr_assert(strlen(err.msg) > 0);
+	r = ops->pause(H, id, &err);
+	cr_assert_eq(r, -EBUSY, "pause of an exited container: %d %s", r, err.msg);
+	r = ops->resume(H, id, &err);
+	cr_assert_eq(r, -EBUSY, "resume of an exited container: %d %s", r, err.msg);
 }
 
 Test(docker, logs)
