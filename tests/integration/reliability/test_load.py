@@ -158,10 +158,25 @@ class Load:
             except OSError as e:
                 msg = "(error file: %s)" % e
             # the error file is the directory's: another writer's command
-            # may have put its line there since
-            self.stats.count(kind, "error", ename, "%s <- %r: %s (error file now: %s)"
-                             % (rel, data[:200], ename, msg))
+            # may have put its line there since; the operation has its own
+            self.stats.count(kind, "error", ename, "%s <- %r: %s (error file now: %s)%s"
+                             % (rel, data[:200], ename, msg, self.failed_op(where, data)))
         return err
+
+    def failed_op(self, where, data):
+        """The newest FAILED operation on object where with this command
+        line, as text, or ''."""
+        line = data.decode(errors="replace").strip()
+        try:
+            ids = sorted(os.listdir(self.fs.path("operations")), reverse=True)[:300]
+            for o in ids:
+                info = json.loads(self.fs.read("operations", o, "info.json"))
+                if info.get("object") == where and info.get("state") == "FAILED" \
+                        and info.get("command") == line:
+                    return "; operation %s: %s [%s]" % (o, info.get("error"), info.get("remote"))
+        except (OSError, ValueError):
+            pass
+        return ""
 
     # ---- the command mix ------------------------------------------------
     def volume_cmd(self, rnd):
@@ -527,10 +542,12 @@ class LoadTest(unittest.TestCase):
                         st.error("volume %s left: %s" % (
                             v, env.fs.read("volumes", v, "info.json").strip()))
             for vid, pv in env.plugin.state().items():
-                # nodefs-NAME-OPID-SALT: the create that made it
+                # nodefs-NAME-OPID-SALT: the story from the create that made it
                 parts = pv["name"].split("-")
+                lines = load.story(["-".join(parts[1:-2]), vid])
+                at = next((i for i, l in enumerate(lines) if '"%s"' % parts[-2] in l), 0)
                 st.error("CSI volume %s left in the plugin: %r\n%s" % (
-                    vid, pv, "\n".join(load.story(["-".join(parts[1:-2]), vid]))))
+                    vid, pv, "\n".join(lines[max(0, at - 5):at + 40])))
             left = [m for m in nt.mounts_under(env.tmp) if m != env.fs.mnt
                     and not m.startswith(env.fs.mnt + "/")]
             if left:
@@ -570,7 +587,7 @@ class LoadTest(unittest.TestCase):
                 for e in st.errors:
                     words.update(w for w in load.vols + load.dockers + load.lxcs if w in e)
                 for w in sorted(words):
-                    print("history of %s:\n%s" % (w, "\n".join(load.story([w])[-200:])))
+                    print("history of %s (the end):\n%s" % (w, "\n".join(load.story([w])[-100:])))
             self.assertEqual(st.errors, [], "\n".join(st.errors[:50]))
 
 
