@@ -1377,7 +1377,9 @@ static bool fs_may_wait(void *ctx_fs, const void *mem, size_t len)
 		h = (struct fs_file *)(uintptr_t)rd->fh;
 		if (h->attr->stream)
 			return false;
-		pthread_mutex_lock(&h->lock);
+		/* held: another read of this descriptor renders, maybe slowly */
+		if (pthread_mutex_trylock(&h->lock) != 0)
+			return true;
 		from_memory = h->reply.len || (rd->offset > 0 && h->snapped);
 		pthread_mutex_unlock(&h->lock);
 		return !from_memory && atomic_load(slow_slot(ctx_fs, h->attr)) > 0;

@@ -26,16 +26,14 @@ def hooks_built():
 
 
 class LoopTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.fs = nt.Nodefs(nt.offline_config(),
-                           env={"NODEFS_TEST_SLOW_RENDER":
-                                "version:%d" % SLOW_MS})
-        cls.fs.__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.fs.__exit__(None, None, None)
+    # a daemon per test: what one test's slow renders taught the loop
+    # (hand those files over up front) must not hide another's case
+    def setUp(self):
+        self.fs = nt.Nodefs(nt.offline_config(),
+                            env={"NODEFS_TEST_SLOW_RENDER":
+                                 "version:%d" % SLOW_MS})
+        self.fs.__enter__()
+        self.addCleanup(self.fs.__exit__, None, None, None)
 
     def slow_read(self, out):
         t0 = time.monotonic()
@@ -65,6 +63,31 @@ class LoopTest(unittest.TestCase):
             self.assertLess(worst, SLOW_MS / 1000.0 / 2,
                             "attempt %d: a status read took %.0f ms while "
                             "a slow render ran" % (attempt, worst * 1e3))
+
+    def test_two_reads_of_one_descriptor(self):
+        """A read that meets another read of the same descriptor still
+        rendering waits for it on a thread of its own."""
+        fd = os.open(self.fs.path("runtimes", "lxc", "version"), os.O_RDONLY)
+        try:
+            got = []
+            threads = [threading.Thread(
+                target=lambda: got.append(os.pread(fd, 4096, 0)))
+                for _ in range(2)]
+            for t in threads:
+                t.start()
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            self.assertIn("state:", self.fs.read("status"))
+            took = time.monotonic() - t0
+            for t in threads:
+                t.join()
+            self.assertEqual(len(got), 2)
+            self.assertEqual(got[0], got[1])
+            self.assertLess(took, SLOW_MS / 1000.0 / 2,
+                            "a status read took %.0f ms behind two reads of "
+                            "one descriptor" % (took * 1e3))
+        finally:
+            os.close(fd)
 
     def test_slow_renders_run_at_once(self):
         done = []
