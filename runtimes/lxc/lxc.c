@@ -1197,7 +1197,7 @@ static int rt_lxc_pause(void *hv, const char *id, struct nerr *err)
 	if (state_of(c, NULL) == RT_STATE_PAUSED)
 		return 0;
 	if (!c->freeze(c))
-		return lxc_fail(h, c, id, LF_FREEZE, err);
+		return lxc_fail(h, c, id, c->is_running(c) ? LF_FREEZE : LF_NOT_RUNNING, err);
 	rt_lxc_watch_post(h->watch, RT_EV_PAUSE, id, 0);
 	return 0;
 }
@@ -1214,8 +1214,14 @@ static int rt_lxc_resume(void *hv, const char *id, struct nerr *err)
 		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	if (state_of(c, NULL) != RT_STATE_PAUSED)
 		return 0;
+	/*
+	 * A container killed while frozen dies as soon as it thaws, and its
+	 * monitor removes the cgroup liblxc is still watching for THAWED: the
+	 * unfreeze "fails" on a container that is no longer running. That is
+	 * the EBUSY of a resume of a stopped container, not an I/O error.
+	 */
 	if (!c->unfreeze(c))
-		return lxc_fail(h, c, id, LF_UNFREEZE, err);
+		return lxc_fail(h, c, id, c->is_running(c) ? LF_UNFREEZE : LF_NOT_RUNNING, err);
 	rt_lxc_watch_post(h->watch, RT_EV_UNPAUSE, id, 0);
 	return 0;
 }
