@@ -19,9 +19,12 @@ blocking read).
 Every answer is classified. A success is "ok"; an errno the command may
 give in some state of its object (EBUSY, ENOENT, EEXIST for every command;
 EINVAL where the man page says so, e.g. unpublish of a volume that is not
-published, stop of a container that is not running; the errno a bad
-command must get) is "refused"; anything else is an error, and so is a
-write or read blocked longer than the hang deadline.
+published, stop of a container that is not running; ECANCELED for a
+create that a destroy cancelled; the errno a bad command must get) is
+"refused"; anything else is an error, and so is a write or read blocked
+longer than the hang deadline (60 s; 240 s in a sanitizer build). A read
+may get ENOENT (its object went) or, for a container's logs, EBUSY (the
+engine refuses the logs of a container being removed).
 
 At the end the daemon must be alive and READY; every operation under
 operations/ must be FINISHED, FAILED or DROPPED within a settle time (none
@@ -30,7 +33,10 @@ is destroyed through the mount, after which no volume is left in the
 plugin, nothing is mounted under the temp dir, Docker has no container
 with nodefs's label and this run's tag, and lxc-ls shows nothing. It
 prints operations per second, the count per outcome and per command, and
-the error count, which must be 0.
+the error count, which must be 0; each error comes with the events and
+operations of the object it names (an event reader records the run).
+NODEFS_LOAD_SEED fixes the writers' random choices (the threads' timing
+still varies).
 """
 
 import collections
