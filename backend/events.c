@@ -175,7 +175,7 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 		free(ev->ring[slot]);
 		ev->ring[slot] = line;
 		ev->head++;
-		wake = line != NULL;
+		wake = true;	/* `status` pollers are woken by it too */
 	}
 	pthread_mutex_unlock(&ev->lock);
 	json_decref(seq);
