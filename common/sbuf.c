@@ -79,9 +79,32 @@ int sbuf_addc(struct sbuf *sb, char c)
 
 int sbuf_vprintf(struct sbuf *sb, const char *fmt, va_list ap)
 {
+	size_t cap = sb->cap ? sb->cap : SBUF_DEFAULT_CAP;
 	va_list aq;
 	int n, r;
 
+	/* format into the free space first: most lines fit, and formatting
+	 * (floats above all) is the cost worth not paying twice */
+	if (sb->buf && sb->alloc - sb->len > 1) {
+		size_t room = sb->alloc - sb->len;
+
+		va_copy(aq, ap);
+		n = vsnprintf(sb->buf + sb->len, room, fmt, aq);
+		va_end(aq);
+		if (n < 0) {
+			sb->buf[sb->len] = '\0';
+			return -EINVAL;
+		}
+		if ((size_t)n < room) {
+			if ((size_t)n > cap || sb->len > cap - (size_t)n) {
+				sb->buf[sb->len] = '\0';
+				return -E2BIG;
+			}
+			sb->len += (size_t)n;
+			return 0;
+		}
+		sb->buf[sb->len] = '\0';
+	}
 	va_copy(aq, ap);
 	n = vsnprintf(NULL, 0, fmt, aq);
 	va_end(aq);

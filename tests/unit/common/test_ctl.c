@@ -344,6 +344,32 @@ Test(ctl, usage)
 	sbuf_free(&sb);
 }
 
+Test(sbuf, printf_fits_grows_and_keeps_the_cap)
+{
+	struct sbuf sb = SBUF_INIT(0);
+
+	/* formatted in place when it fits, measured and grown when not */
+	cr_assert_eq(sbuf_printf(&sb, "%s=%d\n", "a", 1), 0);
+	cr_assert_eq(sbuf_printf(&sb, "%.3f %0200d\n", 1.5, 7), 0);
+	cr_assert_eq(sb.len, 4 + 207);
+	cr_assert_eq(strncmp(sb.buf, "a=1\n1.500 000", 13), 0);
+	cr_assert_eq(sb.buf[sb.len], '\0');
+	sbuf_free(&sb);
+
+	/* over the cap: -E2BIG and nothing appended, whether or not the text
+	 * would have fit the allocation */
+	sbuf_init(&sb, 8);
+	cr_assert_eq(sbuf_printf(&sb, "%s", "abcd"), 0);
+	cr_assert_eq(sbuf_printf(&sb, "%s", "efghij"), -E2BIG);
+	cr_assert_eq(sb.len, 4);
+	cr_assert_str_eq(sb.buf, "abcd");
+	cr_assert_eq(sbuf_printf(&sb, "%s", "efgh"), 0);
+	cr_assert_str_eq(sb.buf, "abcdefgh");
+	cr_assert_eq(sbuf_printf(&sb, "x"), -E2BIG);
+	cr_assert_str_eq(sb.buf, "abcdefgh");
+	sbuf_free(&sb);
+}
+
 Test(ctl, split_words)
 {
 	char **v = NULL;
