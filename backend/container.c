@@ -647,22 +647,9 @@ static int show_info(struct bnode *n, struct sbuf *out)
 }
 
 /* wait: blocks until the container has exited, then one line, then EOF. */
-struct wait_state {
-	bool delivered;
-};
-
-static int wait_open(struct bnode *n, void **ret)
+static bool container_ended(struct bnode *n)
 {
-	struct wait_state *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return -ENOMEM;
-	*ret = w;
-	return 0;
-}
-
-static bool container_ended(struct container *c)
-{
+	struct container *c = cof(n);
 	bool e;
 
 	pthread_mutex_lock(&c->lock);
@@ -671,39 +658,19 @@ static bool container_ended(struct container *c)
 	return e;
 }
 
-static int wait_read(struct bnode *n, void *st, struct sbuf *out, size_t max)
+static int container_wait_line(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
-	struct wait_state *w = st;
 	int r;
 
-	if (w->delivered)
-		return 0;
-	if (!container_ended(c))
-		return -EAGAIN;
 	pthread_mutex_lock(&c->lock);
 	r = sbuf_printf(out, "exit_code=%d oom_killed=%d\n", c->has_exit ? c->exit_code : -1,
 			c->oom_killed);
 	pthread_mutex_unlock(&c->lock);
-	w->delivered = true;
-	return r < 0 ? r : (int)out->len;
+	return r;
 }
 
-static int wait_ready(struct bnode *n, void *st)
-{
-	struct wait_state *w = st;
-
-	return w->delivered || container_ended(cof(n));
-}
-
-static void wait_close(struct bnode *n, void *st)
-{
-	free(st);
-}
-
-static const struct bstream_ops wait_stream = {
-	.open = wait_open, .read = wait_read, .ready = wait_ready, .close = wait_close,
-};
+BWAIT_STREAM(wait_stream, container_ended, container_wait_line);
 
 /* ---- actions ---- */
 

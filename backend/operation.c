@@ -121,20 +121,6 @@ static int show_info(struct bnode *n, struct sbuf *out)
 /* wait: blocks while the operation is PENDING, then one line,
  * `state=FINISHED` (or FAILED, DROPPED; the reason is in `error`), then end
  * of file. */
-struct op_wait {
-	bool delivered;
-};
-
-static int opwait_open(struct bnode *n, void **ret)
-{
-	struct op_wait *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return -ENOMEM;
-	*ret = w;
-	return 0;
-}
-
 static enum op_state op_state_of(struct bnode *n)
 {
 	struct operation *op = opof(n);
@@ -146,36 +132,17 @@ static enum op_state op_state_of(struct bnode *n)
 	return st;
 }
 
-static int opwait_read(struct bnode *n, void *st, struct sbuf *out, size_t max)
+static bool op_settled(struct bnode *n)
 {
-	struct op_wait *w = st;
-	enum op_state s;
-	int r;
-
-	if (w->delivered)
-		return 0;
-	s = op_state_of(n);
-	if (s == OP_PENDING && !atomic_load(&n->dead))
-		return -EAGAIN;
-	r = sbuf_printf(out, "state=%s\n", op_state_to_string(s));
-	w->delivered = true;
-	return r < 0 ? r : (int)out->len;
+	return op_state_of(n) != OP_PENDING || atomic_load(&n->dead);
 }
 
-static int opwait_ready(struct bnode *n, void *st)
+static int op_wait_line(struct bnode *n, struct sbuf *out)
 {
-	return ((struct op_wait *)st)->delivered || op_state_of(n) != OP_PENDING ||
-	       atomic_load(&n->dead);
+	return sbuf_printf(out, "state=%s\n", op_state_to_string(op_state_of(n)));
 }
 
-static void opwait_close(struct bnode *n, void *st)
-{
-	free(st);
-}
-
-static const struct bstream_ops opwait_stream = {
-	.open = opwait_open, .read = opwait_read, .ready = opwait_ready, .close = opwait_close,
-};
+BWAIT_STREAM(opwait_stream, op_settled, op_wait_line);
 
 static const struct battr op_attrs[] = {
 	{ .name = "type", .show = show_type },

@@ -287,3 +287,47 @@ void breq_complete(struct breq *rq, int result)
 {
 	rq->done(rq, result);
 }
+
+/* ---- wait files ---- */
+
+struct bwait {
+	bool delivered;
+};
+
+int bwait_open(void **ret_st)
+{
+	struct bwait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	*ret_st = w;
+	return 0;
+}
+
+int bwait_read(struct bnode *n, void *st, struct sbuf *out, bwait_settled_fn settled,
+	       bwait_line_fn line)
+{
+	struct bwait *w = st;
+	size_t start = out->len;
+	int r;
+
+	if (w->delivered)
+		return 0;
+	if (!settled(n))
+		return -EAGAIN;
+	r = line(n, out);
+	if (r < 0)
+		return r;
+	w->delivered = true;
+	return (int)(out->len - start);
+}
+
+int bwait_ready(struct bnode *n, void *st, bwait_settled_fn settled)
+{
+	return ((struct bwait *)st)->delivered || settled(n);
+}
+
+void bwait_close(struct bnode *n, void *st)
+{
+	free(st);
+}

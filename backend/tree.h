@@ -157,4 +157,38 @@ void tree_set_notifier(const struct tree_notifier *nt);
 /* The show function every directory's "error" file uses. */
 int battr_show_error(struct bnode *n, struct sbuf *out);
 
+/*
+ * A wait file: a stream that blocks until its object has settled, then
+ * gives one line and end of file, at once when it has settled already.
+ * settled(n) says whether it has; line(n, out) appends the line (or returns
+ * -errno). BWAIT_STREAM(name, settled, line) defines `name`, the
+ * struct bstream_ops of such a file, over the bwait_* functions.
+ */
+typedef bool (*bwait_settled_fn)(struct bnode *n);
+typedef int (*bwait_line_fn)(struct bnode *n, struct sbuf *out);
+int bwait_open(void **ret_st);
+int bwait_read(struct bnode *n, void *st, struct sbuf *out, bwait_settled_fn settled,
+	       bwait_line_fn line);
+int bwait_ready(struct bnode *n, void *st, bwait_settled_fn settled);
+void bwait_close(struct bnode *n, void *st);
+
+#define BWAIT_STREAM(name, settled, line)					\
+	static int name##_open(struct bnode *n, void **st)			\
+	{									\
+		return bwait_open(st);						\
+	}									\
+	static int name##_read(struct bnode *n, void *st, struct sbuf *out,	\
+			       size_t max)					\
+	{									\
+		return bwait_read(n, st, out, settled, line);			\
+	}									\
+	static int name##_ready(struct bnode *n, void *st)			\
+	{									\
+		return bwait_ready(n, st, settled);				\
+	}									\
+	static const struct bstream_ops name = {				\
+		.open = name##_open, .read = name##_read,			\
+		.ready = name##_ready, .close = bwait_close,			\
+	}
+
 #endif

@@ -1400,54 +1400,19 @@ static int show_info(struct bnode *n, struct sbuf *out)
  * volume destroyed meanwhile is gone: the read fails with ENOENT (fs). With O_NONBLOCK ctl writes a script issues commands and
  * waits for them with `cat wait`.
  */
-struct vwait {
-	bool delivered;
-};
-
-static int vwait_open(struct bnode *n, void **ret)
-{
-	struct vwait *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return -ENOMEM;
-	*ret = w;
-	return 0;
-}
-
 static bool volume_settled(struct bnode *n)
 {
 	return atomic_load(&n->dead) || atomic_load(&vof(n)->inflight) == 0;
 }
 
-static int vwait_read(struct bnode *n, void *st, struct sbuf *out, size_t max)
+static int volume_wait_line(struct bnode *n, struct sbuf *out)
 {
-	struct vwait *w = st;
-	int r;
-
-	if (w->delivered)
-		return 0;
 	if (atomic_load(&n->dead))
 		return -ENOENT;
-	if (!volume_settled(n))
-		return -EAGAIN;
-	r = sbuf_printf(out, "state=%s\n", vstate_to_string(get_state(vof(n))));
-	w->delivered = true;
-	return r < 0 ? r : (int)out->len;
+	return sbuf_printf(out, "state=%s\n", vstate_to_string(get_state(vof(n))));
 }
 
-static int vwait_ready(struct bnode *n, void *st)
-{
-	return ((struct vwait *)st)->delivered || volume_settled(n);
-}
-
-static void vwait_close(struct bnode *n, void *st)
-{
-	free(st);
-}
-
-static const struct bstream_ops vwait_stream = {
-	.open = vwait_open, .read = vwait_read, .ready = vwait_ready, .close = vwait_close,
-};
+BWAIT_STREAM(vwait_stream, volume_settled, volume_wait_line);
 
 /* ---- volumes/NAME/ctl ---- */
 
