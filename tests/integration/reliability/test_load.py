@@ -108,8 +108,9 @@ class Stats:
 class Load:
     """The shared names, the commands and the threads of one run."""
 
-    def __init__(self, env, hang_s):
+    def __init__(self, env, hang_s, lxc_share=0.25):
         self.env = env
+        self.lxc_share = lxc_share
         self.fs = env.fs
         self.hang_s = hang_s
         self.stats = Stats()
@@ -262,7 +263,7 @@ class Load:
         return err
 
     def container_cmd(self, rnd):
-        lxc = rnd.random() < 0.25
+        lxc = rnd.random() < self.lxc_share
         c = rnd.choice(self.lxcs if lxc else self.dockers)
         rt = "lxc" if lxc else "docker"
         cc = "containers/%s/ctl" % c
@@ -470,6 +471,38 @@ class Load:
         return wall
 
 
+def bounded(fn, seconds):
+    """fn() on a thread of its own: (True, result) when it returned within
+    seconds, (False, None) when it is still blocked (a hung FUSE write
+    cannot be interrupted; the daemon's stop ends it)."""
+    box = {}
+
+    def run():
+        try:
+            box["r"] = fn()
+        except Exception as e:
+            box["r"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    return (not t.is_alive(), box.get("r"))
+
+
+def kill_lxc_leftovers(lxcpath):
+    """SIGKILL processes whose command line names this run's lxcpath: an
+    LXC monitor liblxc forked from the daemon outlives it when it hangs."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if lxcpath.encode() + b" " not in f.read().replace(b"\0", b" ") + b" ":
+                    continue
+            os.kill(int(d), 9)
+        except OSError:
+            pass
+
+
 def op_states(fs):
     out = {}
     for o in os.listdir(fs.path("operations")):
@@ -483,7 +516,17 @@ def op_states(fs):
 
 class LoadTest(unittest.TestCase):
     def test_load(self):
+        lxcpath = []
+        try:
+            self.load(lxcpath)
+        finally:
+            # after the mount's teardown: what a hang left behind
+            for p in lxcpath:
+                kill_lxc_leftovers(p)
+
+    def load(self, lxcpath):
         with ctest.Env(csi=True, stop_timeout="2s") as env:
+            lxcpath.append(env.lxcpath)
             san = sanitized(env.fs.proc.pid)
             hang_s = 240 if san else 60
             ok = nt.wait_until(lambda: env.read("runtimes", "docker", "status")
@@ -493,9 +536,16 @@ class LoadTest(unittest.TestCase):
             self.assertTrue(ok, "runtimes: docker %r, lxc %r" % (
                 env.read("runtimes", "docker", "status"),
                 env.read("runtimes", "lxc", "status")))
-            load = Load(env, hang_s)
+            # liblxc's daemonized start and its create fork the
+            # multithreaded daemon and go on in the child without exec,
+            # calling malloc: GCC 12's ASan allocator is not fork-safe, and
+            # such a child hung on an allocator lock another thread held at
+            # the fork (one run in five). glibc's malloc is fork-safe, so
+            # only the sanitizer build leaves LXC to containers-lxc.
+            load = Load(env, hang_s, lxc_share=0 if san else 0.25)
             print("load: %d writers, %d readers, %.0f s, seed %d%s" % (
-                WRITERS, READERS, SECONDS, SEED, " (sanitizer build)" if san else ""),
+                WRITERS, READERS, SECONDS, SEED,
+                " (sanitizer build: volumes and Docker, no LXC)" if san else ""),
                 flush=True)
             wall = load.run(SECONDS)
             st = load.stats
@@ -524,20 +574,29 @@ class LoadTest(unittest.TestCase):
                 if marker in log:
                     st.error("sanitizer report in the daemon log: " + marker)
 
-            # everything made is destroyed through the mount
+            # everything made is destroyed through the mount, each destroy
+            # bounded (a command stuck in the daemon holds its ctl file)
+            budget = [hang_s]
+
+            def destroy(rel):
+                done, res = bounded(lambda: env.ctl(rel, "destroy"), budget[0])
+                if not done:
+                    st.error("final destroy %s: blocked %d s" % (rel, budget[0]))
+                    budget[0] = 5       # the daemon is stuck: do not wait on each
+                    return False
+                if isinstance(res, Exception) or not res[0]:
+                    d = os.path.dirname(rel)
+                    st.error("final destroy %s: %s: %s" % (
+                        rel, res, nt.read_file(env.fs.path(d, "error")).strip()))
+                return True
+
+            hung = False
             for c in env.containers():
-                ok, err = env.ctl("containers/%s/ctl" % c, "destroy")
-                if not ok:
-                    st.error("final destroy of container %s: %s: %s" % (
-                        c, err, env.cread(c, "error").strip()))
+                hung = not destroy("containers/%s/ctl" % c) or hung
             for v in env.fs.listdir("volumes"):
-                if v in ("ctl", "error"):
-                    continue
-                ok, err = env.ctl("volumes/%s/ctl" % v, "destroy")
-                if not ok:
-                    st.error("final destroy of volume %s: %s: %s" % (
-                        v, err, env.fs.read("volumes", v, "error").strip()))
-            gone = nt.wait_until(lambda: not env.containers() and not [
+                if v not in ("ctl", "error"):
+                    hung = not destroy("volumes/%s/ctl" % v) or hung
+            gone = hung or nt.wait_until(lambda: not env.containers() and not [
                 v for v in env.fs.listdir("volumes") if v not in ("ctl", "error")], 10)
             if not gone:
                 for c in env.containers():
