@@ -74,6 +74,12 @@ struct volume {
 	char name[65];
 	struct actq q;
 	atomic_int inflight;		/* actions submitted and not yet answered */
+	/* Its create or import is queued (or it was recovered): other commands
+	 * may follow. The node is in the tree before that action is queued
+	 * (a name is taken once), and a command slipping in first would run
+	 * before the create: a destroy would make and delete the volume, and
+	 * the create, running next on the forgotten volume, make it again. */
+	atomic_bool queued;
 
 	/* what it was made with; immutable after create */
 	char *plugin;
@@ -1076,6 +1082,10 @@ static int run_action(struct action *a, struct nerr *err)
 	struct vctx x = { .v = v, .op = a->op };
 	int r;
 
+	/* queued behind the destroy that forgot it: no call, no checkpoint
+	 * (a step would write the record of a volume that is gone) */
+	if (atomic_load(&v->node->dead))
+		return nerr_set(err, ENOENT, "volume %s was destroyed", v->name);
 	x.p = plugin_get(v->b, v->plugin, &x.pnode);
 	if (!x.p)
 		return nerr_set(err, ENOENT, "plugin %s of volume %s is gone", v->plugin, v->name);
@@ -1188,6 +1198,11 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	}
 	if (t)
 		*x = *t;
+	if (kind != VA_CREATE && kind != VA_IMPORT && !atomic_load(&v->queued)) {
+		free(x->target);
+		free(x);
+		return nerr_set(&rq->err, EBUSY, "volume %s is being created", v->name);
+	}
 	if (rq->nonblock) {
 		if (atomic_load(&v->inflight) > 0) {
 			free(x->target);
@@ -1234,6 +1249,8 @@ static int submit(struct volume *v, int kind, const char *cmdline, struct breq *
 		vact_free(&x->a);
 		return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
 	}
+	if (r >= 0 || r == -EINPROGRESS)
+		atomic_store(&v->queued, true);
 	return r;
 }
 
@@ -2011,6 +2028,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	v->staged = json_is_true(json_object_get(j, "staged"));
 	v->node_expand_to = json_integer_value(json_object_get(j, "node_expand_to"));
 	v->ro = json_is_true(json_object_get(j, "readonly"));
+	atomic_store(&v->queued, true);
 	st = vstate_from_string(json_string_value(json_object_get(j, "state")));
 	v->state = st < 0 ? V_CREATED : (enum vstate)st;
 	if (b->rebooted && v->state >= V_NODE_STAGE && v->state <= V_NODE_UNSTAGE) {

@@ -9,10 +9,16 @@ plugin volume behind it (a file written through each target lands in that
 volume and no other); the plugin holds exactly 50 volumes (no create made
 two); each volume's operations ran in order; and the concurrent teardown
 leaves no volume, no plugin volume and no mount behind.
+
+A command written to a volume whose directory has just appeared, before its
+create is queued, never runs ahead of the create: it gets EBUSY ("being
+created") or waits its turn, and the plugin ends with exactly the volumes
+nodefs lists, their checkpoints and no others.
 """
 
 import os
 import subprocess
+import threading
 import unittest
 
 import nodefs_test as nt
@@ -72,6 +78,57 @@ class ConcurrentTest(unittest.TestCase):
             bad = self.run_parallel(env, scripts)
             self.assertEqual(bad, [])
             self.assertEqual(env.volumes(), [])
+            self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
+    def race(self, env, name, line):
+        """create NAME while another thread writes line to NAME/ctl as soon
+        as the directory is there; returns (create errno, line's errno)."""
+        stop = threading.Event()
+        got = []
+
+        def writer():
+            p = env.fs.path("volumes", name, "ctl")
+            while not stop.is_set():
+                ok, err = nt.write_line(p, line)
+                if err != 2:        # ENOENT: not there yet
+                    got.append(err)
+                    return
+        t = threading.Thread(target=writer)
+        t.start()
+        ok, err = env.fs.write_ctl("volumes/ctl", "create %s size=1M" % name)
+        stop.set()
+        t.join(60)
+        return err, (got[0] if got else None)
+
+    def check_consistent(self, env):
+        listed = sorted(env.volumes())
+        on_plugin = sorted(v["name"] for v in env.plugin.state().values())
+        ids = sorted(env.vol_id(n) for n in listed)
+        self.assertEqual(sorted(env.plugin.state().keys()), ids,
+                         "the plugin holds volumes nodefs does not list: %s" % on_plugin)
+        records = sorted(f[:-5] for f in os.listdir(os.path.join(env.state_dir, "volumes"))
+                         if f.endswith(".json"))
+        self.assertEqual(records, listed)
+
+    def test_command_racing_its_create(self):
+        with vt.VolEnv() as env:
+            seen = set()
+            for i in range(15):
+                for line in ("destroy", "publish " + env.target("r%d" % i)):
+                    name = "r%d%s" % (i, line[0])
+                    cerr, lerr = self.race(env, name, line)
+                    self.assertEqual(cerr, 0, nt.errname(cerr))
+                    self.assertIn(lerr, (None, 0, 16), nt.errname(lerr))   # EBUSY
+                    seen.add(nt.errname(lerr) if lerr is not None else "-")
+                    self.check_consistent(env)
+                    if name in env.volumes():
+                        if env.state(name) == "PUBLISHED":
+                            self.assertEqual(env.ctl("volumes/%s/ctl" % name, "unpublish"),
+                                             (True, "OK"))
+                        self.assertEqual(env.ctl("volumes/%s/ctl" % name, "destroy"),
+                                         (True, "OK"))
+            self.check_consistent(env)
             self.assertEqual(env.plugin.state(), {})
             self.assertEqual(vt.mounts_under(env.tmp), [])
 
