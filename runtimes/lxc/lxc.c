@@ -1146,8 +1146,18 @@ static int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err
 	if (timeout_s < 0)
 		timeout_s = h->stop_timeout;
 	pidfd = init_pidfd(c, NULL);
-	if (state_of(c, NULL) == RT_STATE_PAUSED && !c->unfreeze(c))
-		return lxc_fail(h, c, id, LF_UNFREEZE, err);
+	if (state_of(c, NULL) == RT_STATE_PAUSED && !c->unfreeze(c)) {
+		/*
+		 * Killed while frozen, it dies as it thaws and its monitor
+		 * removes the cgroup liblxc watches for THAWED: the unfreeze
+		 * "fails" on a container that is going down, which is what a
+		 * stop asks. Only one still running after that is an error.
+		 */
+		wait_down(h, c, id, pidfd, 2000);
+		if (c->is_running(c))
+			return lxc_fail(h, c, id, LF_UNFREEZE, err);
+		return 0;
+	}
 	/* shutdown() sends lxc.signal.halt and waits on init's pidfd. */
 	rt_lxc_watch_halting(h->watch, id, timeout_s > 0);
 	if (timeout_s == 0 || !c->shutdown(c, timeout_s)) {
