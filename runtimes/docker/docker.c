@@ -698,6 +698,25 @@ static int pause_refused(void *h, const char *id, bool pausing, int r, struct ne
 	return r;
 }
 
+/*
+ * The same for update and exec: Docker 20.10 refuses them on a container
+ * that has just stopped (nodefs has not seen its die event yet) with a
+ * bare 500 ("cannot update a stopped container", "Container ... is not
+ * running"). A 500 on a container that is not running is EBUSY, as any
+ * command on a stopped container.
+ */
+static int stopped_refused(void *h, const char *id, int r, struct nerr *err)
+{
+	struct nerr e2 = { 0 };
+	struct rt_status st;
+
+	if (r != -EIO || dk_inspect(h, id, &st, &e2) < 0)
+		return r;
+	if (st.state != RT_STATE_RUNNING && st.state != RT_STATE_PAUSED)
+		return nerr_set(err, EBUSY, "container not running");
+	return r;
+}
+
 static int dk_pause(void *h, const char *id, struct nerr *err)
 {
 	char path[200];
@@ -731,7 +750,7 @@ static int dk_update(void *h, const char *id, const struct rt_limits *lim, struc
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
 	snprintf(path, sizeof(path), "/containers/%s/update", id);
 	struct dk_req rq = { .method = "POST", .path = path, .body = json };
-	return dk_call(h, &rq, NULL, NULL, err);
+	return stopped_refused(h, id, dk_call(h, &rq, NULL, NULL, err), err);
 }
 
 static int dk_destroy(void *h, const char *id, struct nerr *err)
@@ -959,7 +978,7 @@ static int dk_exec(void *h, const char *id, char *const argv[], struct sbuf *out
 out:
 	sbuf_free(&body);
 	sbuf_free(&buf);
-	return r;
+	return stopped_refused(h, id, r, err);
 }
 
 static int dk_logs(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err)
