@@ -677,14 +677,16 @@ static int dk_kill(void *h, const char *id, int sig, struct nerr *err)
 static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err);
 
 /*
- * A container in the wrong state for pause or unpause is EBUSY, as the
- * engine's 409 says for a pause of a paused one; but Docker 20.10 refuses
- * an unpause of a container that is not paused, and a pause of one that
- * has just stopped, with a bare 500 ("Container ... is not paused",
- * "cannot pause a stopped container"), which reads as EIO. So a 500 from
- * either is checked against what the container is now.
+ * A command on a container in the wrong state is EBUSY, as the engine's 409
+ * makes it when it knows; but Docker 20.10 answers some with a bare 500,
+ * which reads as EIO: an unpause of a container that is not paused, and a
+ * pause, update or exec start on one that has just stopped (nodefs has not
+ * seen its die event yet): "Container ... is not paused", "cannot pause a
+ * stopped container", "cannot update a stopped container", "Container ...
+ * is not running". So a 500 is checked against what the container is now:
+ * not running is EBUSY, and so is running when want_paused (an unpause).
  */
-static int pause_refused(void *h, const char *id, bool pausing, int r, struct nerr *err)
+static int wrong_state(void *h, const char *id, int r, bool want_paused, struct nerr *err)
 {
 	struct nerr e2 = { 0 };
 	struct rt_status st;
@@ -693,27 +695,8 @@ static int pause_refused(void *h, const char *id, bool pausing, int r, struct ne
 		return r;
 	if (st.state != RT_STATE_RUNNING && st.state != RT_STATE_PAUSED)
 		return nerr_set(err, EBUSY, "container not running");
-	if (!pausing && st.state == RT_STATE_RUNNING)
+	if (want_paused && st.state == RT_STATE_RUNNING)
 		return nerr_set(err, EBUSY, "container not paused");
-	return r;
-}
-
-/*
- * The same for update and exec: Docker 20.10 refuses them on a container
- * that has just stopped (nodefs has not seen its die event yet) with a
- * bare 500 ("cannot update a stopped container", "Container ... is not
- * running"). A 500 on a container that is not running is EBUSY, as any
- * command on a stopped container.
- */
-static int stopped_refused(void *h, const char *id, int r, struct nerr *err)
-{
-	struct nerr e2 = { 0 };
-	struct rt_status st;
-
-	if (r != -EIO || dk_inspect(h, id, &st, &e2) < 0)
-		return r;
-	if (st.state != RT_STATE_RUNNING && st.state != RT_STATE_PAUSED)
-		return nerr_set(err, EBUSY, "container not running");
 	return r;
 }
 
@@ -724,7 +707,7 @@ static int dk_pause(void *h, const char *id, struct nerr *err)
 	if (check_id(id, err) < 0)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/containers/%s/pause", id);
-	return pause_refused(h, id, true, simple_post(h, path, DOCKER_CALL_OTHER, 0, err), err);
+	return wrong_state(h, id, simple_post(h, path, DOCKER_CALL_OTHER, 0, err), false, err);
 }
 
 static int dk_resume(void *h, const char *id, struct nerr *err)
@@ -734,7 +717,7 @@ static int dk_resume(void *h, const char *id, struct nerr *err)
 	if (check_id(id, err) < 0)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/containers/%s/unpause", id);
-	return pause_refused(h, id, false, simple_post(h, path, DOCKER_CALL_OTHER, 0, err), err);
+	return wrong_state(h, id, simple_post(h, path, DOCKER_CALL_OTHER, 0, err), true, err);
 }
 
 static int dk_update(void *h, const char *id, const struct rt_limits *lim, struct nerr *err)
@@ -750,7 +733,7 @@ static int dk_update(void *h, const char *id, const struct rt_limits *lim, struc
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
 	snprintf(path, sizeof(path), "/containers/%s/update", id);
 	struct dk_req rq = { .method = "POST", .path = path, .body = json };
-	return stopped_refused(h, id, dk_call(h, &rq, NULL, NULL, err), err);
+	return wrong_state(h, id, dk_call(h, &rq, NULL, NULL, err), false, err);
 }
 
 static int dk_destroy(void *h, const char *id, struct nerr *err)
@@ -978,7 +961,7 @@ static int dk_exec(void *h, const char *id, char *const argv[], struct sbuf *out
 out:
 	sbuf_free(&body);
 	sbuf_free(&buf);
-	return stopped_refused(h, id, r, err);
+	return wrong_state(h, id, r, false, err);
 }
 
 static int dk_logs(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err)
