@@ -123,28 +123,19 @@ class Load:
         self.busy_lock = threading.Lock()
         self.reported = set()
 
-    # ---- one write ---------------------------------------------------
-    def write(self, kind, rel, line, refused, nonblock=False):
-        """Write line (str or bytes) to rel and classify the answer.
-        refused: the errnos this command may get in some state."""
-        data = line if isinstance(line, bytes) else line.encode()
-        if not data.endswith(b"\n"):
-            data += b"\n"
+    # ---- one command ------------------------------------------------
+    def attempt(self, kind, what, fn, refused, errdir, detail=lambda: ""):
+        """Run fn (it raises OSError, or returns an operation id or None)
+        while this thread shows as busy with what, and classify the answer:
+        ok, refused (an errno in refused) or error, an error told with the
+        line of errdir's error file and detail()."""
         me = threading.current_thread().name
         with self.busy_lock:
-            self.busy[me] = ("write %s <- %r" % (rel, data[:120]), time.monotonic())
+            self.busy[me] = (what, time.monotonic())
         err = 0
         oid = None
         try:
-            fd = os.open(self.fs.path(rel), os.O_RDWR | (os.O_NONBLOCK if nonblock else 0))
-            try:
-                n = os.write(fd, data)
-                if n != len(data):
-                    err = E.EIO
-                elif nonblock:
-                    oid = os.pread(fd, 256, 0).decode().strip()
-            finally:
-                os.close(fd)
+            oid = fn()
         except OSError as e:
             err = e.errno
         finally:
@@ -159,16 +150,34 @@ class Load:
         elif err in refused:
             self.stats.count(kind, "refused", ename)
         else:
-            where = os.path.dirname(rel)
             try:
-                msg = self.fs.read(where, "error").strip()
+                msg = self.fs.read(errdir, "error").strip()
             except OSError as e:
                 msg = "(error file: %s)" % e
             # the error file is the directory's: another writer's command
             # may have put its line there since; the operation has its own
-            self.stats.count(kind, "error", ename, "%s <- %r: %s (error file now: %s)%s"
-                             % (rel, data[:200], ename, msg, self.failed_op(where, data)))
+            self.stats.count(kind, "error", ename, "%s: %s (error file now: %s)%s"
+                             % (what, ename, msg, detail()))
         return err
+
+    def write(self, kind, rel, line, refused, nonblock=False):
+        """Write line (str or bytes) to rel and classify the answer.
+        refused: the errnos this command may get in some state."""
+        data = line if isinstance(line, bytes) else line.encode()
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        where = os.path.dirname(rel)
+
+        def do():
+            fd = os.open(self.fs.path(rel), os.O_RDWR | (os.O_NONBLOCK if nonblock else 0))
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(E.EIO, "short write")
+                return os.pread(fd, 256, 0).decode().strip() if nonblock else None
+            finally:
+                os.close(fd)
+        return self.attempt(kind, "%s <- %r" % (rel, data[:200]), do, refused, where,
+                            lambda: self.failed_op(where, data))
 
     def failed_op(self, where, data):
         """The newest FAILED operation on object where with this command
@@ -238,29 +247,8 @@ class Load:
         return self.write("volume.bad", rel, line, refused)
 
     def dir_op(self, kind, fn, rel):
-        me = threading.current_thread().name
-        with self.busy_lock:
-            self.busy[me] = ("%s %s" % (kind, rel), time.monotonic())
-        err = 0
-        try:
-            fn(self.fs.path(rel))
-        except OSError as e:
-            err = e.errno
-        finally:
-            with self.busy_lock:
-                self.busy.pop(me, None)
-        ename = nt.errname(err)
-        if err == 0:
-            self.stats.count(kind, "ok", ename)
-        elif err in BASE_REFUSED:
-            self.stats.count(kind, "refused", ename)
-        else:
-            try:
-                msg = self.fs.read("volumes", "error").strip()
-            except OSError as e:
-                msg = "(error file: %s)" % e
-            self.stats.count(kind, "error", ename, "%s %s: %s: %s" % (kind, rel, ename, msg))
-        return err
+        return self.attempt(kind, "%s %s" % (kind, rel), lambda: fn(self.fs.path(rel)),
+                            BASE_REFUSED, "volumes")
 
     def container_cmd(self, rnd):
         lxc = rnd.random() < self.lxc_share
