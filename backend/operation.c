@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jw.h"
 #include "log.h"
 #include "operation.h"
 #include "store.h"
@@ -93,29 +94,39 @@ static int show_finished(struct bnode *n, struct sbuf *out)
 }
 
 /* The record, as checkpointed and as info.json shows it. Lock held. */
-static json_t *op_json_locked(struct operation *op)
+/* An operation's members, as its record and info.json show them. Lock held. */
+static void op_write_locked(struct operation *op, struct jw *w)
 {
 	char c[64], f[64];
 
 	fmt_time(op->created, c, sizeof(c));
 	fmt_time(op->finished, f, sizeof(f));
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:s}",
-			 "id", op->id, "type", op->type, "object", op->object,
-			 "command", op->command, "state", op_state_to_string(op->state),
-			 "error", op->error, "remote", op->remote, "attempts", (int)op->attempts,
-			 "created_unix", (json_int_t)op->created,
-			 "finished_unix", (json_int_t)op->finished, "created", c, "finished", f);
+	jw_kstr(w, "id", op->id);
+	jw_kstr(w, "type", op->type);
+	jw_kstr(w, "object", op->object);
+	jw_kstr(w, "command", op->command);
+	jw_kstr(w, "state", op_state_to_string(op->state));
+	jw_kstr(w, "error", op->error);
+	jw_kstr(w, "remote", op->remote);
+	jw_kint(w, "attempts", (int)op->attempts);
+	jw_kint(w, "created_unix", (long long)op->created);
+	jw_kint(w, "finished_unix", (long long)op->finished);
+	jw_kstr(w, "created", c);
+	jw_kstr(w, "finished", f);
 }
 
 static int show_info(struct bnode *n, struct sbuf *out)
 {
 	struct operation *op = opof(n);
-	json_t *j;
+	struct jw w;
 
+	jw_init(&w, out, 2);
+	jw_obj(&w);
 	pthread_mutex_lock(&op->lock);
-	j = op_json_locked(op);
+	op_write_locked(op, &w);
 	pthread_mutex_unlock(&op->lock);
-	return show_json(out, j);
+	jw_obj_end(&w);
+	return jw_end(&w) ?: sbuf_addc(out, '\n');
 }
 
 /* wait: blocks while the operation is PENDING, then one line,
@@ -175,16 +186,16 @@ static const struct btype op_type = {
 
 static int op_checkpoint(struct operation *op, struct nerr *err)
 {
-	json_t *j;
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
 	int r;
 
+	store_record_begin(&w, &sb);
 	pthread_mutex_lock(&op->lock);
-	j = op_json_locked(op);
+	op_write_locked(op, &w);
 	pthread_mutex_unlock(&op->lock);
-	if (!j)
-		return nerr_set(err, ENOMEM, "out of memory");
-	r = store_put(op->b->cfg->state_dir, "operations", op->id, j, err);
-	json_decref(j);
+	r = store_put_record(op->b->cfg->state_dir, "operations", op->id, &w, err);
+	sbuf_free(&sb);
 	return r;
 }
 

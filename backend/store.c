@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jw.h"
 #include "nerr.h"
+#include "sbuf.h"
 #include "nodefs-config.h"
 
 #if NODEFS_TEST_HOOKS
@@ -33,39 +35,45 @@ static void crash_spec_read(void)
 	crash_spec = getenv("NODEFS_CRASH_AT");
 }
 
-static void crash_hook(const char *kind, const char *name, json_t *obj)
+static void crash_hook(const char *kind, const char *name, const char *text, size_t len)
 {
 	static atomic_int seen;
 	const char *spec, *state;
+	json_t *obj;
 
 	pthread_once(&crash_once, crash_spec_read);
 	spec = crash_spec;
 	if (!spec)
 		return;
+	obj = json_loadb(text, len, 0, NULL);
 	state = json_string_value(json_object_get(obj, "state"));
 	char want[128];
 	int nth = 1;
 	char *c2;
 
-	if (!spec || !state)
+	if (!state) {
+		json_decref(obj);
 		return;
+	}
 	snprintf(want, sizeof(want), "%s", spec);
 	c2 = strchr(want, ':');
-	if (!c2)
+	if (!c2) {
+		json_decref(obj);
 		return;
+	}
 	*c2++ = '\0';
 	char *c3 = strchr(c2, ':');
 	if (c3) {
 		*c3++ = '\0';
 		nth = atoi(c3);
 	}
-	if (strcmp(want, kind) != 0 || strcmp(c2, state) != 0)
-		return;
-	if (atomic_fetch_add(&seen, 1) + 1 == nth) {
+	if (strcmp(want, kind) == 0 && strcmp(c2, state) == 0 &&
+	    atomic_fetch_add(&seen, 1) + 1 == nth) {
 		fprintf(stderr, "nodefs: test hook: crashing after checkpoint %s/%s state %s\n",
 			kind, name, state);
 		kill(getpid(), SIGKILL);
 	}
+	json_decref(obj);
 }
 #endif
 
@@ -192,13 +200,13 @@ static char *record_text(json_t *obj, char *buf, size_t size, size_t *len)
 	return t;
 }
 
-int store_put(const char *state_dir, const char *kind, const char *name, json_t *obj,
-	      struct nerr *err)
+/* Write text (a whole record and its newline) as KIND/NAME.json. */
+static int put_text(const char *state_dir, const char *kind, const char *name, const char *text,
+		    size_t len, struct nerr *err)
 {
-	char dir[4096], tmp[4200], dst[4200], buf[8192];
+	char dir[4096], tmp[4200], dst[4200];
 	int dfd = kind_fd(state_dir, kind);
-	char *text;
-	size_t len, off = 0;
+	size_t off = 0;
 	int fd, r = 0;
 
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, kind);
@@ -209,15 +217,9 @@ int store_put(const char *state_dir, const char *kind, const char *name, json_t 
 		snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
 		snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
 	}
-	json_object_set_new(obj, "version", json_integer(STORE_VERSION));
-	text = record_text(obj, buf, sizeof(buf), &len);
-	if (!text)
-		return nerr_set(err, ENOMEM, "checkpoint %s/%s: out of memory", kind, name);
 	fd = openat(dfd >= 0 ? dfd : AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
-		goto out;
-	}
+	if (fd < 0)
+		return nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
 	while (off < len) {
 		ssize_t n = write(fd, text + off, len - off);
 		if (n < 0) {
@@ -239,12 +241,48 @@ int store_put(const char *state_dir, const char *kind, const char *name, json_t 
 		unlinkat(dfd >= 0 ? dfd : AT_FDCWD, tmp, 0);
 #if NODEFS_TEST_HOOKS
 	else
-		crash_hook(kind, name, obj);
+		crash_hook(kind, name, text, len);
 #endif
-out:
+	return r;
+}
+
+int store_put(const char *state_dir, const char *kind, const char *name, json_t *obj,
+	      struct nerr *err)
+{
+	char buf[8192];
+	char *text;
+	size_t len;
+	int r;
+
+	json_object_set_new(obj, "version", json_integer(STORE_VERSION));
+	text = record_text(obj, buf, sizeof(buf), &len);
+	if (!text)
+		return nerr_set(err, ENOMEM, "checkpoint %s/%s: out of memory", kind, name);
+	r = put_text(state_dir, kind, name, text, len, err);
 	if (text != buf)
 		free(text);
 	return r;
+}
+
+void store_record_begin(struct jw *w, struct sbuf *sb)
+{
+	jw_init(w, sb, 0);
+	jw_obj(w);
+	jw_kint(w, "version", STORE_VERSION);
+}
+
+int store_put_record(const char *state_dir, const char *kind, const char *name, struct jw *w,
+		     struct nerr *err)
+{
+	int r;
+
+	jw_obj_end(w);
+	r = jw_end(w);
+	if (r == 0)
+		r = sbuf_addc(w->out, '\n');
+	if (r < 0)
+		return nerr_set(err, -r, "checkpoint %s/%s: %s", kind, name, strerror(-r));
+	return put_text(state_dir, kind, name, w->out->buf, w->out->len, err);
 }
 
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err)

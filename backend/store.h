@@ -14,7 +14,9 @@
 #include <jansson.h>
 
 struct backend;
+struct jw;
 struct nerr;
+struct sbuf;
 
 #define STORE_VERSION 1
 
@@ -24,6 +26,13 @@ int store_init(const char *state_dir, struct nerr *err);
  * (ENOSPC, EROFS, EIO...): the caller must not acknowledge the action. */
 int store_put(const char *state_dir, const char *kind, const char *name, json_t *obj,
 	      struct nerr *err);
+/* The same, for a record written with jw (the fast path, for the records
+ * written on every step): store_record_begin starts the object and its
+ * "version" in sb; the caller adds its members; store_put_record closes
+ * the object and writes it. The caller owns sb. */
+void store_record_begin(struct jw *w, struct sbuf *sb);
+int store_put_record(const char *state_dir, const char *kind, const char *name, struct jw *w,
+		     struct nerr *err);
 /* Remove KIND/NAME.json; 0 if it was not there. */
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err);
 

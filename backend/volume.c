@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jw.h"
 #include "log.h"
 #include "operation.h"
 #include "store.h"
@@ -250,15 +251,6 @@ void volume_capability_build(const char *access_mode, const char *fs_type, char 
 
 /* ---- state and checkpoints ---- */
 
-static json_t *strv_json(char **v)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
 static char **json_strv(json_t *a)
 {
 	char **v = calloc(1, sizeof(*v));
@@ -273,42 +265,38 @@ static char **json_strv(json_t *a)
 	return v;
 }
 
-static json_t *volume_json_locked(struct volume *v)
+/* A volume's members, as its record and info.json show them. Lock held. */
+static void volume_write_locked(struct volume *v, struct jw *w)
 {
-	json_t *j = json_object();
-
-	if (!j)
-		return NULL;
-	json_object_set_new(j, "name", json_string(v->name));
-	json_object_set_new(j, "plugin", json_string(v->plugin));
+	jw_kstr(w, "name", v->name);
+	jw_kstr(w, "plugin", v->plugin);
 	if (v->profile)
-		json_object_set_new(j, "profile", json_string(v->profile));
+		jw_kstr(w, "profile", v->profile);
 	if (v->access_mode)
-		json_object_set_new(j, "access_mode", json_string(v->access_mode));
+		jw_kstr(w, "access_mode", v->access_mode);
 	if (v->fs_type)
-		json_object_set_new(j, "fs_type", json_string(v->fs_type));
-	json_object_set_new(j, "mount_flags", strv_json(v->mount_flags));
-	json_object_set_new(j, "parameters", strv_json(v->params));
-	json_object_set_new(j, "size_requested", json_integer((json_int_t)v->size_req));
-	json_object_set_new(j, "imported", json_boolean(v->imported));
-	json_object_set_new(j, "state", json_string(vstate_to_string(v->state)));
+		jw_kstr(w, "fs_type", v->fs_type);
+	jw_kstrv(w, "mount_flags", v->mount_flags);
+	jw_kstrv(w, "parameters", v->params);
+	jw_kint(w, "size_requested", (long long)v->size_req);
+	jw_kbool(w, "imported", v->imported);
+	jw_kstr(w, "state", vstate_to_string(v->state));
 	if (v->csi_name)
-		json_object_set_new(j, "csi_name", json_string(v->csi_name));
+		jw_kstr(w, "csi_name", v->csi_name);
 	if (v->id)
-		json_object_set_new(j, "id", json_string(v->id));
-	json_object_set_new(j, "capacity", json_integer(v->capacity));
-	json_object_set_new(j, "volume_context", strv_json(v->vctx));
-	json_object_set_new(j, "publish_context", strv_json(v->pctx));
-	json_object_set_new(j, "controller_published", json_boolean(v->ctl_published));
-	json_object_set_new(j, "staged", json_boolean(v->staged));
+		jw_kstr(w, "id", v->id);
+	jw_kint(w, "capacity", v->capacity);
+	jw_kstrv(w, "volume_context", v->vctx);
+	jw_kstrv(w, "publish_context", v->pctx);
+	jw_kbool(w, "controller_published", v->ctl_published);
+	jw_kbool(w, "staged", v->staged);
 	if (v->node_expand_to)
-		json_object_set_new(j, "node_expand_to", json_integer(v->node_expand_to));
+		jw_kint(w, "node_expand_to", v->node_expand_to);
 	if (v->target)
-		json_object_set_new(j, "target", json_string(v->target));
-	json_object_set_new(j, "readonly", json_boolean(v->ro));
+		jw_kstr(w, "target", v->target);
+	jw_kbool(w, "readonly", v->ro);
 	if (v->staging[0])
-		json_object_set_new(j, "staging_path", json_string(v->staging));
-	return j;
+		jw_kstr(w, "staging_path", v->staging);
 }
 
 /* The staging path of a volume: one per volume id under the state dir.
@@ -338,16 +326,16 @@ static void staging_from_id_locked(struct volume *v)
 
 static int checkpoint(struct volume *v, struct nerr *err)
 {
-	json_t *j;
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
 	int r;
 
+	store_record_begin(&w, &sb);
 	pthread_mutex_lock(&v->lock);
-	j = volume_json_locked(v);
+	volume_write_locked(v, &w);
 	pthread_mutex_unlock(&v->lock);
-	if (!j)
-		return nerr_set(err, ENOMEM, "out of memory");
-	r = store_put(v->b->cfg->state_dir, "volumes", v->name, j, err);
-	json_decref(j);
+	r = store_put_record(v->b->cfg->state_dir, "volumes", v->name, &w, err);
+	sbuf_free(&sb);
 	return r;
 }
 
@@ -1403,12 +1391,15 @@ void volumes_refresh_stats(struct backend *b, const char *plugin)
 static int show_info(struct bnode *n, struct sbuf *out)
 {
 	struct volume *v = vof(n);
-	json_t *j;
+	struct jw w;
 
+	jw_init(&w, out, 2);
+	jw_obj(&w);
 	pthread_mutex_lock(&v->lock);
-	j = volume_json_locked(v);
+	volume_write_locked(v, &w);
 	pthread_mutex_unlock(&v->lock);
-	return show_json(out, j);
+	jw_obj_end(&w);
+	return jw_end(&w) ?: sbuf_addc(out, '\n');
 }
 
 /*

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* jw: JSON written straight into an sbuf; see jw.h. */
+#include "jw.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "sbuf.h"
+
+static void put(struct jw *w, const char *s, size_t n)
+{
+	int r;
+
+	if (w->err)
+		return;
+	r = sbuf_add(w->out, s, n);
+	if (r < 0)
+		w->err = r;
+}
+
+static void newline(struct jw *w)
+{
+	static const char spaces[] = "                                ";
+
+	put(w, "\n", 1);
+	for (int n = w->indent * w->depth; n > 0; n -= (int)sizeof(spaces) - 1)
+		put(w, spaces, n < (int)sizeof(spaces) - 1 ? (size_t)n : sizeof(spaces) - 1);
+}
+
+/* Before a member (key or array element): its separator and indentation. */
+static void member(struct jw *w)
+{
+	if (w->depth == 0)
+		return;
+	if (!w->first[w->depth - 1])
+		put(w, ",", 1);
+	else
+		w->first[w->depth - 1] = false;
+	if (w->indent)
+		newline(w);
+}
+
+static void value(struct jw *w)
+{
+	if (w->after_key)
+		w->after_key = false;
+	else
+		member(w);
+}
+
+void jw_init(struct jw *w, struct sbuf *out, int indent)
+{
+	memset(w, 0, sizeof(*w));
+	w->out = out;
+	w->indent = indent;
+}
+
+static void open_(struct jw *w, char c)
+{
+	value(w);
+	if (w->depth == JW_DEPTH) {
+		w->err = w->err ? w->err : -E2BIG;
+		return;
+	}
+	put(w, &c, 1);
+	w->first[w->depth++] = true;
+}
+
+static void close_(struct jw *w, char c)
+{
+	if (w->depth == 0) {
+		w->err = w->err ? w->err : -EINVAL;
+		return;
+	}
+	w->depth--;
+	if (w->indent && !w->first[w->depth])
+		newline(w);
+	put(w, &c, 1);
+}
+
+void jw_obj(struct jw *w)
+{
+	open_(w, '{');
+}
+
+void jw_obj_end(struct jw *w)
+{
+	close_(w, '}');
+}
+
+void jw_arr(struct jw *w)
+{
+	open_(w, '[');
+}
+
+void jw_arr_end(struct jw *w)
+{
+	close_(w, ']');
+}
+
+/* Length of the UTF-8 sequence at s (n bytes left), 0 if it is not one:
+ * no overlong forms, no surrogates, nothing past U+10FFFF. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xBF;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		len = 2;
+	else if (c >= 0xE0 && c <= 0xEF) {
+		len = 3;
+		if (c == 0xE0)
+			lo = 0xA0;
+		else if (c == 0xED)
+			hi = 0x9F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		len = 4;
+		if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F;
+	} else
+		return 0;
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xBF)
+			return 0;
+	return len;
+}
+
+static void string(struct jw *w, const char *str)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str), run = 0;
+
+	put(w, "\"", 1);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		const char *esc = NULL;
+		char u[6];
+		size_t l;
+
+		if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+			run++;
+			i++;
+			continue;
+		}
+		if (c >= 0x80 && (l = utf8_len(s + i, n - i)) > 0) {
+			run += l;
+			i += l;
+			continue;
+		}
+		put(w, (const char *)s + i - run, run);
+		run = 0;
+		switch (c) {
+		case '"': esc = "\\\""; break;
+		case '\\': esc = "\\\\"; break;
+		case '\b': esc = "\\b"; break;
+		case '\f': esc = "\\f"; break;
+		case '\n': esc = "\\n"; break;
+		case '\r': esc = "\\r"; break;
+		case '\t': esc = "\\t"; break;
+		default:
+			if (c < 0x20) {
+				memcpy(u, "\\u00", 4);
+				u[4] = hex[c >> 4];
+				u[5] = hex[c & 15];
+				put(w, u, 6);
+			} else {
+				put(w, "\xEF\xBF\xBD", 3);	/* not UTF-8 */
+			}
+		}
+		if (esc)
+			put(w, esc, strlen(esc));
+		i++;
+	}
+	put(w, (const char *)s + n - run, run);
+	put(w, "\"", 1);
+}
+
+void jw_key(struct jw *w, const char *key)
+{
+	member(w);
+	string(w, key);
+	put(w, w->indent ? ": " : ":", w->indent ? 2 : 1);
+	w->after_key = true;
+}
+
+void jw_str(struct jw *w, const char *s)
+{
+	value(w);
+	if (s)
+		string(w, s);
+	else
+		put(w, "null", 4);
+}
+
+void jw_int(struct jw *w, long long v)
+{
+	char b[24];
+	char *p = b + sizeof(b);
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+
+	value(w);
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	put(w, p, (size_t)(b + sizeof(b) - p));
+}
+
+void jw_bool(struct jw *w, bool v)
+{
+	value(w);
+	put(w, v ? "true" : "false", v ? 4 : 5);
+}
+
+void jw_strv(struct jw *w, char *const *v)
+{
+	jw_arr(w);
+	for (size_t i = 0; v && v[i]; i++)
+		jw_str(w, v[i]);
+	jw_arr_end(w);
+}
+
+int jw_end(struct jw *w)
+{
+	if (!w->err && w->depth != 0)
+		w->err = -EINVAL;
+	return w->err;
+}
