@@ -20,6 +20,7 @@
 #include <string.h>
 #include "nodefs-config.h"
 #include "reconcile.h"
+#include "store.h"
 
 /* Append v as a label value: backslash, double quote and newline escaped,
  * as the format requires. Names (volumes, containers, plugins) are checked
@@ -116,6 +117,42 @@ static int render_operations(struct backend *b, struct sbuf *out)
 	return r;
 }
 
+/* Checkpoints: what each record write costs is the disk's fsync latency,
+ * the figure to watch when commands slow down on a busy disk. */
+static int render_checkpoints(struct backend *b, struct sbuf *out)
+{
+	static const char h[] = "nodefs_checkpoint_write_duration_seconds";
+	struct store_kind_stats st[8];
+	int n = store_stats(b->cfg->state_dir, st, 8), r;
+
+	r = family(out, h, "histogram",
+		   "Time to write one checkpoint record atomically (temporary file, fsync, rename, "
+		   "fsync of the directory), by kind.");
+	for (int i = 0; r >= 0 && i < n; i++) {
+		for (size_t k = 0; r >= 0 && k < STORE_BUCKETS; k++)
+			r = sbuf_printf(out, "%s_bucket{kind=\"%s\",le=\"%g\"} %llu\n", h, st[i].kind,
+					store_bucket_le[k], st[i].bucket[k]);
+		if (r >= 0)
+			r = sbuf_printf(out, "%s_bucket{kind=\"%s\",le=\"+Inf\"} %llu\n"
+					"%s_sum{kind=\"%s\"} %.9f\n%s_count{kind=\"%s\"} %llu\n",
+					h, st[i].kind, st[i].writes, h, st[i].kind, st[i].sum_seconds,
+					h, st[i].kind, st[i].writes);
+	}
+	if (r >= 0)
+		r = family(out, "nodefs_checkpoint_write_errors_total", "counter",
+			   "Checkpoint writes that failed (the action was not acknowledged), by kind.");
+	for (int i = 0; r >= 0 && i < n; i++)
+		r = sample1(out, "nodefs_checkpoint_write_errors_total", "kind", st[i].kind,
+			    (long long)st[i].errors);
+	if (r >= 0)
+		r = family(out, "nodefs_checkpoint_removals_total", "counter",
+			   "Checkpoint records removed (objects destroyed, operations trimmed), by kind.");
+	for (int i = 0; r >= 0 && i < n; i++)
+		r = sample1(out, "nodefs_checkpoint_removals_total", "kind", st[i].kind,
+			    (long long)st[i].removals);
+	return r;
+}
+
 int metrics_render(struct backend *b, struct sbuf *out)
 {
 	int r;
@@ -123,6 +160,8 @@ int metrics_render(struct backend *b, struct sbuf *out)
 	r = render_daemon(b, out);
 	if (r >= 0)
 		r = render_operations(b, out);
+	if (r >= 0)
+		r = render_checkpoints(b, out);
 	if (r >= 0)
 		r = plugins_render_metrics(b, out);
 	if (r >= 0)

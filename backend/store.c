@@ -8,10 +8,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jw.h"
@@ -87,9 +89,16 @@ static const char *const kinds[] = { "volumes", "containers", "operations" };
  * them; a state dir it never saw falls back to paths.
  */
 #define DIRS_MAX 8
+const double store_bucket_le[STORE_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+						0.01, 0.05, 0.25, 1 };
+struct kind_stats {
+	atomic_ullong writes, errors, removals, sum_ns;
+	atomic_ullong bucket[STORE_BUCKETS];	/* not cumulative: one per write */
+};
 static struct {
 	char path[4096];
 	int fd[NKINDS];
+	struct kind_stats st[NKINDS];
 } dirs[DIRS_MAX];
 static size_t ndirs;
 static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -102,21 +111,80 @@ static int kind_index(const char *kind)
 	return -1;
 }
 
-/* The open directory of kind under state_dir, or -1. */
-static int kind_fd(const char *state_dir, const char *kind)
+/* The open directory of kind under state_dir, or -1; its figures in
+ * *ret_st (NULL for a state dir store_init never saw). Slots are never
+ * freed: the pointer stays valid. */
+static int kind_fd(const char *state_dir, const char *kind, struct kind_stats **ret_st)
 {
 	int k = kind_index(kind), fd = -1;
 
+	*ret_st = NULL;
 	if (k < 0)
 		return -1;
 	pthread_mutex_lock(&dirs_lock);
 	for (size_t i = 0; i < ndirs; i++)
 		if (strcmp(dirs[i].path, state_dir) == 0) {
 			fd = dirs[i].fd[k];
+			*ret_st = &dirs[i].st[k];
 			break;
 		}
 	pthread_mutex_unlock(&dirs_lock);
 	return fd;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void count_write(struct kind_stats *st, uint64_t t0, int r)
+{
+	uint64_t ns = now_ns() - t0;
+	size_t b = 0;
+
+	if (!st)
+		return;
+	if (r < 0) {
+		atomic_fetch_add_explicit(&st->errors, 1, memory_order_relaxed);
+		return;
+	}
+	while (b < STORE_BUCKETS && (double)ns > store_bucket_le[b] * 1e9)
+		b++;
+	if (b < STORE_BUCKETS)
+		atomic_fetch_add_explicit(&st->bucket[b], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->sum_ns, ns, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->writes, 1, memory_order_relaxed);
+}
+
+int store_stats(const char *state_dir, struct store_kind_stats *ret, size_t n)
+{
+	size_t got = 0;
+
+	pthread_mutex_lock(&dirs_lock);
+	for (size_t i = 0; i < ndirs; i++) {
+		if (strcmp(dirs[i].path, state_dir) != 0)
+			continue;
+		for (size_t k = 0; k < NKINDS && got < n; k++, got++) {
+			struct kind_stats *st = &dirs[i].st[k];
+			unsigned long long cum = 0;
+
+			ret[got].kind = kinds[k];
+			ret[got].writes = atomic_load(&st->writes);
+			ret[got].errors = atomic_load(&st->errors);
+			ret[got].removals = atomic_load(&st->removals);
+			ret[got].sum_seconds = (double)atomic_load(&st->sum_ns) / 1e9;
+			for (size_t b = 0; b < STORE_BUCKETS; b++) {
+				cum += atomic_load(&st->bucket[b]);
+				ret[got].bucket[b] = cum;
+			}
+		}
+		break;
+	}
+	pthread_mutex_unlock(&dirs_lock);
+	return (int)got;
 }
 
 static void dirs_open(const char *state_dir)
@@ -205,7 +273,9 @@ static int put_text(const char *state_dir, const char *kind, const char *name, c
 		    size_t len, struct nerr *err)
 {
 	char dir[4096], tmp[4200], dst[4200];
-	int dfd = kind_fd(state_dir, kind);
+	struct kind_stats *st;
+	int dfd = kind_fd(state_dir, kind, &st);
+	uint64_t t0 = now_ns();
 	size_t off = 0;
 	int fd, r = 0;
 
@@ -218,8 +288,11 @@ static int put_text(const char *state_dir, const char *kind, const char *name, c
 		snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
 	}
 	fd = openat(dfd >= 0 ? dfd : AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
+	if (fd < 0) {
+		r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, tmp, strerror(errno));
+		count_write(st, t0, r);
+		return r;
+	}
 	while (off < len) {
 		ssize_t n = write(fd, text + off, len - off);
 		if (n < 0) {
@@ -237,6 +310,7 @@ static int put_text(const char *state_dir, const char *kind, const char *name, c
 		r = nerr_set(err, errno, "checkpoint %s/%s: %s", dir, dst, strerror(errno));
 	if (r == 0 && (r = fsync_dir(dfd, dir)) < 0)
 		nerr_set(err, -r, "checkpoint %s: fsync: %s", dir, strerror(-r));
+	count_write(st, t0, r);
 	if (r < 0)
 		unlinkat(dfd >= 0 ? dfd : AT_FDCWD, tmp, 0);
 #if NODEFS_TEST_HOOKS
@@ -288,7 +362,8 @@ int store_put_record(const char *state_dir, const char *kind, const char *name, 
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err)
 {
 	char dir[4096], dst[4200];
-	int dfd = kind_fd(state_dir, kind);
+	struct kind_stats *st;
+	int dfd = kind_fd(state_dir, kind, &st);
 
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, kind);
 	if (dfd >= 0)
@@ -298,6 +373,8 @@ int store_del(const char *state_dir, const char *kind, const char *name, struct 
 	if (unlinkat(dfd >= 0 ? dfd : AT_FDCWD, dst, 0) < 0 && errno != ENOENT)
 		return nerr_set(err, errno, "checkpoint %s/%s.json: %s", dir, name, strerror(errno));
 	fsync_dir(dfd, dir);
+	if (st)
+		atomic_fetch_add_explicit(&st->removals, 1, memory_order_relaxed);
 	return 0;
 }
 

@@ -36,6 +36,21 @@ int store_put_record(const char *state_dir, const char *kind, const char *name, 
 /* Remove KIND/NAME.json; 0 if it was not there. */
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err);
 
+/* Figures of the checkpoints written under a state dir since store_init,
+ * per kind: records written (and the time each took, create to directory
+ * fsync, in cumulative buckets of upper bound store_bucket_le[i] seconds),
+ * writes that failed, records removed. store_stats fills up to n and
+ * returns how many (0 for a state dir store_init never saw). Any thread. */
+#define STORE_BUCKETS 10
+extern const double store_bucket_le[STORE_BUCKETS];
+struct store_kind_stats {
+	const char *kind;
+	unsigned long long writes, errors, removals;
+	unsigned long long bucket[STORE_BUCKETS];
+	double sum_seconds;
+};
+int store_stats(const char *state_dir, struct store_kind_stats *ret, size_t n);
+
 /* A record's text to its object: JSON, an object, a known version. NULL
  * with the reason in why (at most n bytes) otherwise. */
 json_t *store_decode(const char *text, size_t len, char *why, size_t n);

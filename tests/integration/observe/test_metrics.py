@@ -40,6 +40,9 @@ FAMILIES = {
     "nodefs_container_exits_total": "counter",
     "nodefs_fuse_requests_total": "counter",
     "nodefs_fuse_request_duration_seconds": "histogram",
+    "nodefs_checkpoint_write_duration_seconds": "histogram",
+    "nodefs_checkpoint_write_errors_total": "counter",
+    "nodefs_checkpoint_removals_total": "counter",
 }
 
 # Families that must have samples in this world (the rest may be empty).
@@ -49,6 +52,8 @@ WITH_SAMPLES = (
     "nodefs_volumes", "nodefs_volume_capacity_bytes", "nodefs_containers",
     "nodefs_container_cpu_seconds_total", "nodefs_container_memory_bytes",
     "nodefs_container_exits_total", "nodefs_fuse_requests_total",
+    "nodefs_checkpoint_write_duration_seconds",
+    "nodefs_checkpoint_write_errors_total",
 )
 
 
@@ -148,6 +153,42 @@ class MetricsTest(MetricsWorld):
     def test_fuse_histogram_well_formed(self):
         self.check_histogram(ob.parse_prom(self.prom()),
                              "nodefs_fuse_request_duration_seconds")
+
+    def test_checkpoint_figures(self):
+        """Every action writes records: a publish adds volume and operation
+        writes, none fail, and the time they took is in the sum."""
+        def figures():
+            fams = ob.parse_prom(self.prom())
+            return {(n, l.get("kind"), l.get("le")): float(v) for n, l, v in
+                    fams["nodefs_checkpoint_write_duration_seconds"]["samples"]
+                    + fams["nodefs_checkpoint_write_errors_total"]["samples"]
+                    + fams["nodefs_checkpoint_removals_total"]["samples"]}
+        h = "nodefs_checkpoint_write_duration_seconds"
+        before = figures()
+        self.w.volumes.append("ckm")
+        self.w.ctl("volumes/ctl", "create ckm size=1M")
+        self.w.ctl("volumes/ckm/ctl", "publish %s" % os.path.join(self.w.tmp, "pub-ckm"))
+        self.w.ctl("volumes/ckm/ctl", "destroy")
+        after = figures()
+        for kind in ("volumes", "operations", "containers"):
+            self.assertIn((h + "_count", kind, None), after)
+            self.assertEqual(after[("nodefs_checkpoint_write_errors_total",
+                                    kind, None)], 0)
+        # create: CREATING, CREATED; publish: one before each of the three
+        # calls and PUBLISHED; destroy: one before each of the four calls
+        vol = after[(h + "_count", "volumes", None)] - \
+            before[(h + "_count", "volumes", None)]
+        ops = after[(h + "_count", "operations", None)] - \
+            before[(h + "_count", "operations", None)]
+        self.assertGreaterEqual(vol, 6)
+        self.assertGreaterEqual(ops, 6, "three operations, PENDING and ended")
+        self.assertGreater(after[(h + "_sum", "volumes", None)],
+                           before[(h + "_sum", "volumes", None)])
+        self.assertEqual(after[("nodefs_checkpoint_removals_total", "volumes",
+                                None)] - before[(
+                                    "nodefs_checkpoint_removals_total",
+                                    "volumes", None)], 1)
+        self.check_histogram(ob.parse_prom(self.prom()), h)
 
     def test_one_read_is_one_snapshot(self):
         """Read in 64-byte pieces while volumes are made: the pieces join
