@@ -281,6 +281,7 @@ static void *loop_main(void *arg)
 {
 	struct backend *b = arg;
 
+	pthread_setname_np(pthread_self(), "nodefs-loop");
 	loop_run(b->loop);
 	return NULL;
 }

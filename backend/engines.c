@@ -259,6 +259,7 @@ static void *monitor_main(void *arg)
 	uint64_t every = b->cfg->reconcile_interval_ms;
 	uint64_t next_probe = 0, next_rec = mono_ms() + every;
 
+	pthread_setname_np(pthread_self(), "nodefs-monitor");
 	pthread_mutex_lock(&b->mlock);
 	while (!b->stopping) {
 		struct timespec ts;

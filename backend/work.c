@@ -26,6 +26,7 @@ static void *worker_main(void *arg)
 {
 	struct work_pool *p = arg;
 
+	pthread_setname_np(pthread_self(), "nodefs-work");
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		struct work_item *w;

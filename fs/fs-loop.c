@@ -187,6 +187,7 @@ static void *worker_main(void *arg)
 	struct serve_worker *w = arg;
 	struct serve *s = w->s;
 
+	pthread_setname_np(pthread_self(), "nodefs-fuse");
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -243,6 +244,7 @@ static void *watchdog_main(void *arg)
 		uint64_t busy = w ? atomic_load(&w->busy) : 0;
 		struct timespec t;
 
+	pthread_setname_np(pthread_self(), "nodefs-watchdog");
 		if (w && (busy & 1) && w == seen_w && busy == seen) {
 			pass_device_locked(s);
 			seen_w = NULL;

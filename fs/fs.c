@@ -1277,6 +1277,7 @@ static void *notifier_main(void *arg)
 {
 	struct fs *f = arg;
 
+	pthread_setname_np(pthread_self(), "nodefs-notify");
 	pthread_mutex_lock(&f->wlock);
 	while (!f->stop) {
 		struct fs_removal *rm;
