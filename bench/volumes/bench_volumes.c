@@ -15,6 +15,17 @@
  *	volumes/ctl, then "publish TARGET", "unpublish", "destroy" to the
  *	volume's ctl, each an open + write + close as `echo > ctl` does.
  *
+ * and the two floors under the difference, what no implementation of the
+ * interface can skip:
+ *
+ *   bench_volumes blank MOUNTPOINT CYCLES
+ *	four ctl writes of a blank line to volumes/ctl per cycle (open, write,
+ *	close: the FUSE round trips of the cycle's four commands, with no
+ *	command behind them).
+ *   bench_volumes put STATE_DIR COUNT
+ *	COUNT checkpoints of a volume record as nodefs writes them (store.c:
+ *	temporary file, fsync, rename, fsync of the directory); per record.
+ *
  * Each prints one line: "median_us p90_us cycles". It knows the plugin only
  * through csi.h and the mount only through its files.
  */
@@ -28,7 +39,11 @@
 #include <unistd.h>
 
 #include "csi.h"
+#include "jw.h"
 #include "loop.h"
+#include "nerr.h"
+#include "sbuf.h"
+#include "store.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -234,13 +249,97 @@ static int run_fs(const char *mnt, const char *tdir, int cycles)
 	return 0;
 }
 
+/* ---- floors ---- */
+
+static int run_blank(const char *mnt, int cycles)
+{
+	double *lat = calloc((size_t)cycles, sizeof(double));
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/volumes/ctl", mnt);
+	for (int i = -1; i < cycles; i++) {
+		uint64_t t0 = loop_now_us();
+		for (int k = 0; k < 4; k++)
+			ctl(path, "\n");
+		if (i >= 0)
+			lat[i] = (double)(loop_now_us() - t0);
+	}
+	report(lat, (size_t)cycles);
+	free(lat);
+	return 0;
+}
+
+/* A published volume's record, with the sizes a hostpath volume has. */
+static void volume_record(struct jw *w, int i)
+{
+	static char *const vctx[] = {
+		"path=/var/lib/csi-hostpath/volumes/vol-3f2a9c1e-1234-5678-9abc-def012345678",
+		"name=nodefs-bench-1-000123-deadbeef", NULL,
+	};
+	char name[32];
+
+	snprintf(name, sizeof(name), "bench-%d", i);
+	jw_kstr(w, "name", name);
+	jw_kstr(w, "plugin", "hostpath");
+	jw_kstrv(w, "mount_flags", NULL);
+	jw_kstrv(w, "parameters", NULL);
+	jw_kint(w, "size_requested", 1 << 20);
+	jw_kbool(w, "imported", false);
+	jw_kstr(w, "state", "NODE_PUBLISH");
+	jw_kstr(w, "csi_name", "nodefs-bench-1-000123-deadbeef");
+	jw_kstr(w, "id", "vol-3f2a9c1e-1234-5678-9abc-def012345678");
+	jw_kint(w, "capacity", 1 << 20);
+	jw_kstrv(w, "volume_context", vctx);
+	jw_kstrv(w, "publish_context", NULL);
+	jw_kbool(w, "controller_published", true);
+	jw_kbool(w, "staged", true);
+	jw_kstr(w, "target", "/mnt/volumes/bench/target");
+	jw_kbool(w, "readonly", false);
+	jw_kstr(w, "staging_path", "/var/lib/nodefs/staging/vol-3f2a9c1e-1234-5678-9abc-def012345678");
+}
+
+static int run_put(const char *state_dir, int count)
+{
+	double *lat = calloc((size_t)count, sizeof(double));
+	struct nerr err = { 0 };
+
+	if (store_init(state_dir, &err) < 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	for (int i = -1; i < count; i++) {
+		struct sbuf sb = SBUF_INIT(0);
+		struct jw w;
+		uint64_t t0 = loop_now_us();
+
+		store_record_begin(&w, &sb);
+		volume_record(&w, i & 7);
+		if (store_put_record(state_dir, "volumes", "bench", &w, &err) < 0) {
+			fprintf(stderr, "%s\n", err.msg);
+			return 1;
+		}
+		sbuf_free(&sb);
+		if (i >= 0)
+			lat[i] = (double)(loop_now_us() - t0);
+	}
+	report(lat, (size_t)count);
+	free(lat);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 6 && strcmp(argv[1], "csi") == 0 && atoi(argv[5]) > 0)
 		return run_csi(argv[2], argv[3], argv[4], atoi(argv[5]));
 	if (argc == 5 && strcmp(argv[1], "fs") == 0 && atoi(argv[4]) > 0)
 		return run_fs(argv[2], argv[3], atoi(argv[4]));
+	if (argc == 4 && strcmp(argv[1], "blank") == 0 && atoi(argv[3]) > 0)
+		return run_blank(argv[2], atoi(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "put") == 0 && atoi(argv[3]) > 0)
+		return run_put(argv[2], atoi(argv[3]));
 	fprintf(stderr, "usage: %s csi SOCKET TARGET_DIR STAGING_DIR CYCLES\n"
-			"       %s fs MOUNTPOINT TARGET_DIR CYCLES\n", argv[0], argv[0]);
+			"       %s fs MOUNTPOINT TARGET_DIR CYCLES\n"
+			"       %s blank MOUNTPOINT CYCLES\n"
+			"       %s put STATE_DIR COUNT\n", argv[0], argv[0], argv[0], argv[0]);
 	return 2;
 }

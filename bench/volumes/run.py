@@ -9,6 +9,11 @@ measured against baselines in the same run. Root (mounts). Not a test.
    nodefs's csi client library (bench_volumes csi), both on the same test
    plugin (tests/fixtures/csi/plugin.py, real gRPC, real bind mounts),
    interleaved in --rounds rounds of --cycles cycles. Target: <= 1.1x.
+   The same rounds time the two floors under the difference: four ctl
+   writes of a blank line (bench_volumes blank: the FUSE round trips, no
+   command behind them) and one checkpoint record written by store.c on
+   the same file system (bench_volumes put), times the records per cycle
+   that nodefs's own metrics count.
 2. listing: `ls -l MNT/volumes` with --volumes volumes against `ls -l` of as
    many directories on tmpfs, interleaved, --ls-runs runs each. Target:
    <= 1.2x. The volumes are made by the fast path (--seed, the default):
@@ -155,14 +160,33 @@ class Bench:
             raise SystemExit("bench_volumes %s failed: %s" % (argv[0], p.stderr))
         return float(p.stdout.split()[0])
 
+    def records_written(self):
+        """Checkpoint records nodefs has written so far (its metrics)."""
+        n = 0
+        with open(os.path.join(self.mnt, "metrics", "nodefs.prom")) as f:
+            for line in f:
+                if line.startswith("nodefs_checkpoint_write_duration_seconds_count"):
+                    n += int(float(line.split()[-1]))
+        return n
+
     def lifecycle(self):
-        fs, csi = [], []
+        fs, csi, blank, put = [], [], [], []
+        fs_cycles = 0
+        rec0 = self.records_written()
+        putdir = os.path.join(self.dir, "putbench")
+        os.makedirs(putdir, exist_ok=True)
         for r in range(self.a.rounds):
             fs.append(self.run_bench("fs", self.mnt, os.path.join(self.dir, "pub", "fs"),
                                      str(self.a.cycles)))
+            fs_cycles += self.a.cycles + 1  # and its warm-up cycle
             csi.append(self.run_bench("csi", self.sock, os.path.join(self.dir, "pub", "csi"),
                                       os.path.join(self.dir, "stg"), str(self.a.cycles)))
+            blank.append(self.run_bench("blank", self.mnt, str(self.a.cycles)))
+            put.append(self.run_bench("put", putdir, "50"))
+        records = (self.records_written() - rec0) / fs_cycles
         mf, mc = statistics.median(fs), statistics.median(csi)
+        mb, mp = statistics.median(blank), statistics.median(put)
+        floor = mb + records * mp
         print("lifecycle (create+publish+unpublish+destroy), median of %d rounds x %d cycles:"
               % (self.a.rounds, self.a.cycles))
         print("  direct CSI calls (csi client library)  %9.0f us" % mc)
@@ -171,6 +195,13 @@ class Bench:
         print("  ratio nodefs/direct = %.2f (target <= 1.1)" % ratio)
         print("  per round: nodefs %s" % " ".join("%.0f" % x for x in fs))
         print("             direct %s" % " ".join("%.0f" % x for x in csi))
+        print("  floors under the difference (%.0f us), measured in the same rounds:" % (mf - mc))
+        print("    4 ctl writes of a blank line (FUSE round trips)  %7.0f us" % mb)
+        print("    %.1f checkpoint records per cycle x %.1f us       %7.0f us"
+              % (records, mp, records * mp))
+        print("  nodefs beyond direct + floors: %.0f us; ratio nodefs/(direct + floors) = %.2f"
+              % (mf - mc - floor, mf / (mc + floor)))
+        print("  floors alone put the ratio at %.2f" % ((mc + floor) / mc))
         return ratio <= 1.1
 
     # ---- 2. listing -------------------------------------------------------
