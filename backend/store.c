@@ -340,6 +340,7 @@ int store_put(const char *state_dir, const char *kind, const char *name, json_t 
 
 void store_record_begin(struct jw *w, struct sbuf *sb)
 {
+	sbuf_reserve(sb, 1024);	/* a volume's record in one allocation; jw sees a failure */
 	jw_init(w, sb, 0);
 	jw_obj(w);
 	jw_kint(w, "version", STORE_VERSION);
