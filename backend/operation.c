@@ -341,7 +341,7 @@ static void ops_trim(struct backend *b)
 	struct bnode *n;
 
 	while ((n = ended_pop_over(b, b->cfg->operations_keep))) {
-		store_del(b->cfg->state_dir, "operations", opof(n)->id, NULL);
+		store_drop(b->cfg->state_dir, "operations", opof(n)->id, NULL);
 		bnode_remove(n);
 		bnode_unref(n);
 	}

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,7 +361,8 @@ int store_put_record(const char *state_dir, const char *kind, const char *name, 
 	return put_text(state_dir, kind, name, w->out->buf, w->out->len, err);
 }
 
-int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err)
+static int remove_record(const char *state_dir, const char *kind, const char *name, bool durable,
+			 struct nerr *err)
 {
 	char dir[4096], dst[4200];
 	struct kind_stats *st;
@@ -373,10 +375,21 @@ int store_del(const char *state_dir, const char *kind, const char *name, struct 
 		snprintf(dst, sizeof(dst), "%s/%s.json", dir, name);
 	if (unlinkat(dfd >= 0 ? dfd : AT_FDCWD, dst, 0) < 0 && errno != ENOENT)
 		return nerr_set(err, errno, "checkpoint %s/%s.json: %s", dir, name, strerror(errno));
-	fsync_dir(dfd, dir);
+	if (durable)
+		fsync_dir(dfd, dir);
 	if (st)
 		atomic_fetch_add_explicit(&st->removals, 1, memory_order_relaxed);
 	return 0;
+}
+
+int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err)
+{
+	return remove_record(state_dir, kind, name, true, err);
+}
+
+int store_drop(const char *state_dir, const char *kind, const char *name, struct nerr *err)
+{
+	return remove_record(state_dir, kind, name, false, err);
 }
 
 struct entry {

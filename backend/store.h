@@ -35,6 +35,12 @@ int store_put_record(const char *state_dir, const char *kind, const char *name, 
 		     struct nerr *err);
 /* Remove KIND/NAME.json; 0 if it was not there. */
 int store_del(const char *state_dir, const char *kind, const char *name, struct nerr *err);
+/* The same without the fsync of the directory, for a record whose return
+ * after a crash is harmless: an ended operation trimmed past
+ * operations_keep comes back at the front of the ended FIFO and is trimmed
+ * again when the next operation ends. Saves a disk flush per command once
+ * operations_keep is reached. */
+int store_drop(const char *state_dir, const char *kind, const char *name, struct nerr *err);
 
 /* Figures of the checkpoints written under a state dir since store_init,
  * per kind: records written (and the time each took, create to directory

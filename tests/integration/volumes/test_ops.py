@@ -23,6 +23,7 @@ What it proves:
 """
 
 import errno
+import json
 import os
 import sys
 import time
@@ -144,6 +145,29 @@ class OpsTest(unittest.TestCase):
             on_disk = sorted(f[:-5] for f in os.listdir(os.path.join(env.state_dir, "operations"))
                              if f.endswith(".json"))
             self.assertEqual(on_disk, after)
+            # a trimmed record's removal is not flushed to disk (store_drop):
+            # one that a crash brings back is the oldest at recovery and is
+            # the first trimmed again
+            env.fs.stop()
+            opdir = os.path.join(env.state_dir, "operations")
+            with open(os.path.join(opdir, after[0] + ".json")) as f:
+                rec = json.load(f)
+            rec["id"] = ids[0]
+            back = os.path.join(opdir, ids[0] + ".json")
+            with open(back, "w") as f:
+                json.dump(rec, f)
+            old = os.stat(os.path.join(opdir, after[0] + ".json")).st_mtime - 60
+            os.utime(back, (old, old))
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertEqual(env.ops(), [ids[0]] + after)
+            ok, e = env.ctl("volumes/ctl", "create v5 size=1M")
+            self.assertTrue(ok, e)
+            final = env.ops()
+            self.assertEqual(final, after[1:] + final[-1:], final)
+            self.assertFalse(os.path.exists(back))
+            ok, e = env.ctl("volumes/v5/ctl", "destroy")
+            self.assertTrue(ok, e)
 
     def test_import_and_discovered(self):
         with vt.VolEnv() as env:
