@@ -3,12 +3,16 @@
 - `promtool check metrics` (package prometheus) accepts the file;
 - prometheus-node-exporter, with only its textfile collector, pointed with
   --collector.textfile.directory at the mounted metrics/ directory, serves
-  nodefs's families on /metrics over loopback, node_textfile_scrape_error 0.
+  nodefs's families on /metrics over loopback, node_textfile_scrape_error 0;
+- the alerting rules of examples/monitoring pass `promtool check rules` and
+  their unit tests (`promtool test rules`), and every family they use is
+  one the mount serves.
 The mount holds a published volume (CSI test plugin) and a running and an
 exited container (dockerd), so most families have samples.
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -36,6 +40,27 @@ class ConsumersTest(MetricsWorld):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, "promtool: %s%s\n--- the file:\n%s"
                          % (p.stdout, p.stderr, text[:3000]))
+
+    def test_alert_rules(self):
+        promtool = shutil.which("promtool")
+        here = os.path.join(nt.NODEFS_SRC, "examples", "monitoring")
+        for argv in (["check", "rules", "nodefs-alerts.yml"],
+                     ["test", "rules", "nodefs-alerts.test.yml"]):
+            p = subprocess.run([promtool] + argv, cwd=here, capture_output=True,
+                               text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, "promtool %s: %s%s"
+                             % (" ".join(argv), p.stdout, p.stderr))
+        served = ob.parse_prom(self.prom())
+        with open(os.path.join(here, "nodefs-alerts.yml")) as f:
+            exprs = [l.split("expr:", 1)[1] for l in f if "expr:" in l]
+        used = set()
+        for e in exprs:
+            for name in re.findall(r"\bnodefs_[a-z_]+", e):
+                used.add(re.sub(r"_(bucket|sum|count)$", "", name))
+        self.assertGreaterEqual(len(used), 8, used)
+        for name in sorted(used):
+            self.assertIn(name, served, "the rules use %s, which nodefs does not "
+                          "serve" % name)
 
     def test_node_exporter_textfile(self):
         exe = shutil.which("prometheus-node-exporter")
