@@ -93,7 +93,6 @@ static int show_finished(struct bnode *n, struct sbuf *out)
 	return t[0] ? sbuf_printf(out, "%s\n", t) : 0;
 }
 
-/* The record, as checkpointed and as info.json shows it. Lock held. */
 /* An operation's members, as its record and info.json show them. Lock held. */
 static void op_write_locked(struct operation *op, struct jw *w)
 {

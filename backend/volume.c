@@ -1988,7 +1988,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	const char *s;
 	int st;
 
-	if (valid_name(name, NULL) < 0 || !json_string_value(json_object_get(j, "plugin"))) {
+	s = json_string_value(json_object_get(j, "plugin"));
+	if (valid_name(name, NULL) < 0 || !s || !s[0]) {
 		log_err("volume checkpoint %s: no plugin", name);
 		atomic_fetch_add(&b->bad_records, 1);
 		return;
