@@ -10,10 +10,10 @@
  *
  * Aborts when a record that store_decode refuses still makes an object, or
  * when an object's name is not the record's; sanitizers catch the rest.
- * A volume or operation that comes back is also written back: its
- * info.json (the record's members, written by jw) becomes the record, is
- * recovered again and must show the same info.json, so what the writer
- * writes is what the decoders read.
+ * An object that comes back is also written back: its info.json (the
+ * record's members: jw for volumes and operations, jansson for containers)
+ * becomes the record, is recovered again and must show the same info.json,
+ * so what the writers write is what the decoders read.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -129,8 +129,10 @@ static void recover(int k, struct nerr *err)
 {
 	if (k == 0)
 		ops_recover(b, err);
-	else
+	else if (k == 1)
 		volumes_recover(b, err);
+	else
+		containers_recover(b, err);
 }
 
 /* info.json -> record -> recovery -> the same info.json. */
@@ -225,7 +227,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		json_decref(j);
 	}
-	if (n == 1 && k < 2)
+	if (n == 1)
 		round_trip(k, parent);
 	forget(parent);
 	ops_ended_free(b);
