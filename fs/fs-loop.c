@@ -9,8 +9,8 @@
  * CPUs. Here one thread, the leader, reads the device and answers requests
  * itself, one after another, so a reader meets the same warm thread each
  * time. Handing the device to a follower costs a wake-up too, so the leader
- * does it only before a request the caller says may wait (a ctl write, a
- * render known to call out), and a watchdog does it for a request that
+ * does it only before a request the caller says may wait (a mkdir or rmdir,
+ * a render or ctl write of a file whose last ones were slow), and a watchdog does it for a request that
  * turns out to hold the leader for WATCH_MS: a slow request never holds up
  * the others for longer than that.
  *

@@ -300,8 +300,9 @@ static atomic_uint *slow_slot(void *ctx_fs, const struct battr *a)
 
 #if NODEFS_TEST_HOOKS
 /* Test builds: NODEFS_TEST_SLOW_RENDER="NAME:MS" makes each render of a
- * file called NAME take MS milliseconds longer, as one that calls out to a
- * hung plugin would. */
+ * file called NAME, and each write of a ctl file called NAME, take MS
+ * milliseconds longer, as a render that calls out to a hung plugin or a
+ * write whose operation checkpoint waits for a slow disk would. */
 static void slow_render_hook(const struct battr *a)
 {
 	const char *spec = getenv("NODEFS_TEST_SLOW_RENDER");
@@ -313,13 +314,29 @@ static void slow_render_hook(const struct battr *a)
 }
 #endif
 
+/* A render or a ctl write of one attribute took t1 - t0: one over
+ * SLOW_RENDER_NS marks the attribute, so the leader hands the device over
+ * before the next SLOW_RENDER_TIMES of them (fs_may_wait); each quick one
+ * takes a mark off. */
+static void took(atomic_uint *slot, const struct timespec *t0, const struct timespec *t1)
+{
+	unsigned k;
+
+	if ((t1->tv_sec - t0->tv_sec) * 1000000000L + (t1->tv_nsec - t0->tv_nsec) > SLOW_RENDER_NS) {
+		atomic_store(slot, SLOW_RENDER_TIMES);
+	} else {
+		k = atomic_load(slot);
+		while (k && !atomic_compare_exchange_weak(slot, &k, k - 1))
+			;
+	}
+}
+
 /* Render a's snapshot of n; a render that took long marks a for the next
  * ones to be handed over (fs_may_wait). */
 static int render(struct fs *f, const struct battr *a, struct bnode *n, struct sbuf *out)
 {
 	atomic_uint *slot = slow_slot(f, a);
 	struct timespec t0, t1;
-	unsigned k;
 	int r;
 
 	if (!a->show)
@@ -330,13 +347,7 @@ static int render(struct fs *f, const struct battr *a, struct bnode *n, struct s
 #endif
 	r = a->show(n, out);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > SLOW_RENDER_NS) {
-		atomic_store(slot, SLOW_RENDER_TIMES);
-	} else {
-		k = atomic_load(slot);
-		while (k && !atomic_compare_exchange_weak(slot, &k, k - 1))
-			;
-	}
+	took(slot, &t0, &t1);
 	return r;
 }
 
@@ -1160,12 +1171,22 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	sbuf_reset(&h->reply);
 	h->reply_pos = 0;
 	pthread_mutex_unlock(&h->lock);
+	/* the action may end, and req, r and h be gone, before write_continue
+	 * returns: the slot is found now */
+	atomic_uint *slot = slow_slot(fuse_req_userdata(req), h->attr);
+	struct timespec t1;
+
+#if NODEFS_TEST_HOOKS
+	slow_render_hook(h->attr);
+#endif
 	int res = write_check(r);
 	if (res < 0) {
 		fs_req_fail(r, res);
 		return;
 	}
 	write_continue(r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took(slot, &_fs_timer_.t0, &t1);
 }
 
 static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
@@ -1384,6 +1405,19 @@ static bool fs_may_wait(void *ctx_fs, const void *mem, size_t len)
 		from_memory = h->reply.len || (rd->offset > 0 && h->snapped);
 		pthread_mutex_unlock(&h->lock);
 		return !from_memory && atomic_load(slow_slot(ctx_fs, h->attr)) > 0;
+	}
+	case FUSE_WRITE: {
+		/* a ctl write hands its command to a worker and returns; the
+		 * leader keeps the device unless this file's last writes took
+		 * long (a state dir on a slow disk: the operation's checkpoint
+		 * is written before the action is queued) */
+		const struct fuse_write_in *wr = (const void *)(in + 1);
+		struct fs_file *h;
+
+		if (len < sizeof(*in) + sizeof(*wr))
+			return true;
+		h = (struct fs_file *)(uintptr_t)wr->fh;
+		return atomic_load(slow_slot(ctx_fs, h->attr)) > 0;
 	}
 	default:
 		return true;

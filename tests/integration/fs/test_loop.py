@@ -5,7 +5,10 @@ build (-Dtest_hooks=true) makes every render of the files named `version`
 take 400 ms longer (NODEFS_TEST_SLOW_RENDER=version:400), as a render that
 calls a hung plugin would: the first such read is caught by the watchdog
 (the device passes to another thread after 10 ms), later ones are handed
-over before they start; many run at once.
+over before they start; many run at once. A ctl write is answered by the
+thread that reads it (the command goes to a worker) unless that file's
+writes have been slow (NODEFS_TEST_SLOW_RENDER=ctl:400, as an operation
+checkpoint on a slow disk would be): the same rules hold for it.
 """
 
 import os
@@ -102,6 +105,68 @@ class LoopTest(unittest.TestCase):
         self.assertEqual(len(done), 6)
         self.assertLess(took, 6 * SLOW_MS / 1000.0 / 2,
                         "6 slow reads took %.2f s: not in parallel" % took)
+
+
+class SlowWriteTest(unittest.TestCase):
+    """Writes of a blank line to volumes/ctl (no command, no plugin
+    needed), each made 400 ms slower by the hook."""
+    def setUp(self):
+        self.fs = nt.Nodefs(nt.offline_config(),
+                            env={"NODEFS_TEST_SLOW_RENDER": "ctl:%d" % SLOW_MS})
+        self.fs.__enter__()
+        self.addCleanup(self.fs.__exit__, None, None, None)
+
+    def slow_write(self, out, rel=("volumes", "ctl")):
+        t0 = time.monotonic()
+        fd = os.open(self.fs.path(*rel), os.O_WRONLY)
+        try:
+            n = os.write(fd, b"\n")
+        finally:
+            os.close(fd)
+        out.append((time.monotonic() - t0, n))
+
+    def test_slow_write_does_not_hold_up_others(self):
+        for attempt in range(3):
+            done = []
+            t = threading.Thread(target=self.slow_write, args=(done,))
+            t.start()
+            time.sleep(0.05)
+            worst, n = 0, 0
+            while t.is_alive() and n < 50:
+                t0 = time.monotonic()
+                self.assertIn("state:", self.fs.read("status"))
+                worst = max(worst, time.monotonic() - t0)
+                n += 1
+            t.join()
+            took, written = done[0]
+            self.assertEqual(written, 1)
+            self.assertGreaterEqual(took, SLOW_MS / 1000.0 - 0.01)
+            self.assertGreater(n, 0, "the slow write ended before the reads")
+            self.assertLess(worst, SLOW_MS / 1000.0 / 2,
+                            "attempt %d: a status read took %.0f ms while "
+                            "a slow ctl write ran" % (attempt, worst * 1e3))
+
+    def test_slow_writes_run_at_once(self):
+        """Writes to different ctl files run at once (the kernel lets one
+        write at a time into one file)."""
+        ctls = []
+        for d in sorted(os.listdir(self.fs.path())):
+            if os.path.isdir(self.fs.path(d)) and "ctl" in os.listdir(self.fs.path(d)):
+                ctls.append((d, "ctl"))
+        self.assertGreaterEqual(len(ctls), 2, ctls)
+        done = []
+        threads = [threading.Thread(target=self.slow_write, args=(done, rel))
+                   for rel in ctls]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        self.assertEqual(len(done), len(ctls))
+        self.assertLess(took, len(ctls) * SLOW_MS / 1000.0 * 0.75,
+                        "%d slow writes to %s took %.2f s: not in parallel"
+                        % (len(ctls), ctls, took))
 
 
 def requires():
