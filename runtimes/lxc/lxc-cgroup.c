@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lxc-internal.h"
@@ -98,6 +99,8 @@ int rt_lxc_cg_probe(struct rt_lxc_cgroup *cg, struct nerr *err)
 				set_path(cg->cpuacct, mnt);
 			if (has_word(opts, "pids"))
 				set_path(cg->pids, mnt);
+			if (has_word(opts, "freezer"))
+				set_path(cg->freezer, mnt);
 		}
 	}
 	free(line);
@@ -250,6 +253,8 @@ int rt_lxc_cg_paths(const struct rt_lxc_cgroup *cg, pid_t pid, struct rt_lxc_cgp
 			snprintf(p.cpuacct, PATH_MAX, "%s%s", cg->cpuacct, rel);
 		if (has_word(ctrls, "pids") && cg->pids[0])
 			snprintf(p.pids, PATH_MAX, "%s%s", cg->pids, rel);
+		if (has_word(ctrls, "freezer") && cg->freezer[0])
+			snprintf(p.freezer, PATH_MAX, "%s%s", cg->freezer, rel);
 	}
 	free(line);
 	fclose(f);
@@ -259,6 +264,71 @@ int rt_lxc_cg_paths(const struct rt_lxc_cgroup *cg, pid_t pid, struct rt_lxc_cgp
 		return -ESRCH;
 	*ret = p;
 	return 0;
+}
+
+static int write_at(const char *dir, const char *file, const char *v)
+{
+	char path[PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, v, strlen(v));
+	n = n < 0 ? -errno : 0;
+	close(fd);
+	return (int)n;
+}
+
+/* Has the cgroup reached the state? 1 yes, 0 not yet, -errno. */
+static int freeze_reached(const struct rt_lxc_cgpaths *p, bool v1, bool freeze)
+{
+	char path[PATH_MAX + 64], buf[512];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", v1 ? p->freezer : p->unified,
+		 v1 ? "freezer.state" : "cgroup.events");
+	r = rt_lxc_read_file(path, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	if (v1)
+		return strncmp(buf, freeze ? "FROZEN" : "THAWED", 6) == 0;
+	const char *f = strstr(buf, "frozen ");
+
+	return f && f[7] == (freeze ? '1' : '0');
+}
+
+int rt_lxc_cg_freeze(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p, bool freeze,
+		     int timeout_ms)
+{
+	bool v1 = p->freezer[0] != '\0';
+	const char *file = v1 ? "freezer.state" : "cgroup.freeze";
+	const char *val = v1 ? (freeze ? "FROZEN" : "THAWED") : (freeze ? "1" : "0");
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 5 * 1000000 };
+
+	if (!v1 && (cg->mode != RT_LXC_CG_V2 || !p->unified[0]))
+		return -ENOTSUP;
+	for (int waited = 0;; waited += 5) {
+		int r = write_at(v1 ? p->freezer : p->unified, file, val);
+
+		if (r == -ENOENT)
+			return -ESRCH;
+		if (r < 0)
+			return r;
+		r = freeze_reached(p, v1, freeze);
+		if (r == -ENOENT)
+			return -ESRCH;
+		if (r != 0)
+			return r < 0 ? r : 0;
+		if (waited >= timeout_ms)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	if (freeze)
+		(void)write_at(v1 ? p->freezer : p->unified, file, v1 ? "THAWED" : "0");
+	return -ETIMEDOUT;
 }
 
 /* Read dir/file as one unsigned number; "max" reads as 0 (unlimited). */

@@ -48,6 +48,7 @@ struct rt_lxc_cgroup {
 	char cpu[PATH_MAX];
 	char cpuacct[PATH_MAX];
 	char pids[PATH_MAX];
+	char freezer[PATH_MAX];
 	bool memsw;			/* v1 memory.memsw.* present */
 	bool swap_max;			/* v2 memory.swap.max present */
 };
@@ -58,6 +59,7 @@ struct rt_lxc_cgpaths {
 	char cpu[PATH_MAX];
 	char cpuacct[PATH_MAX];
 	char pids[PATH_MAX];
+	char freezer[PATH_MAX];		/* v1 freezer ("" on v2) */
 	char unified[PATH_MAX];		/* v2: the one directory */
 };
 
@@ -105,6 +107,15 @@ int rt_lxc_cg_items(const struct rt_lxc_cgroup *cg, const struct rt_limits *lim,
 int rt_lxc_cg_paths(const struct rt_lxc_cgroup *cg, pid_t pid, struct rt_lxc_cgpaths *ret);
 int rt_lxc_cg_stats(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
 		    struct rt_stats *ret);
+/* Freeze (or thaw) the cgroup of p and wait until the kernel says it is
+ * FROZEN (THAWED), at most timeout_ms; liblxc's own freeze and unfreeze
+ * wait without a limit. v1 writes freezer.state again on every look (the
+ * kernel retries tasks it could not freeze), v2 writes cgroup.freeze and
+ * reads "frozen" in cgroup.events. -ESRCH when the cgroup is gone (the
+ * container went down), -ETIMEDOUT (a freeze is undone first), -ENOTSUP
+ * with no freezer to write. */
+int rt_lxc_cg_freeze(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p, bool freeze,
+		     int timeout_ms);
 /* oom_kill counter of the memory cgroup; -errno if unreadable. */
 int rt_lxc_cg_oom_kills(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
 			uint64_t *ret);

@@ -1118,6 +1118,35 @@ static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 	return 0;
 }
 
+/*
+ * On cgroup v1, liblxc's freeze writes FROZEN to freezer.state once and
+ * then polls, a second apart and with no time limit, until it reads
+ * FROZEN; a task caught mid-fork can keep the cgroup at FREEZING for good
+ * (the kernel retries only on the next write) and the worker would hang
+ * there. So on v1 the driver freezes (or thaws) first itself, writing
+ * again on every look and giving up after timeout_ms; liblxc's call then
+ * finds the state reached, returns at once and tells lxc's monitor, whose
+ * state c->state() reports. 0 (reached, or not v1: liblxc alone then),
+ * -ESRCH (init or its cgroup gone), -ETIMEDOUT (a freeze is undone).
+ */
+static int v1_freezer(struct rt_lxc *h, struct lxc_container *c, bool freeze, int timeout_ms)
+{
+	struct rt_lxc_cgpaths p;
+	pid_t pid;
+	int r;
+
+	if (h->cg.mode != RT_LXC_CG_V1 || !h->cg.freezer[0])
+		return 0;
+	pid = c->init_pid(c);
+	if (pid <= 0)
+		return -ESRCH;
+	r = rt_lxc_cg_paths(&h->cg, pid, &p);
+	if (r < 0 || !p.freezer[0])
+		return r == -ENOENT || r == -ESRCH ? -ESRCH : 0;
+	r = rt_lxc_cg_freeze(&h->cg, &p, freeze, timeout_ms);
+	return r == -ENOTSUP ? 0 : r;
+}
+
 /* Wait for the container to be down and its exit recorded. */
 static void wait_down(struct rt_lxc *h, struct lxc_container *c, const char *id, int pidfd,
 		      int timeout_ms)
@@ -1146,6 +1175,8 @@ static int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err
 	if (timeout_s < 0)
 		timeout_s = h->stop_timeout;
 	pidfd = init_pidfd(c, NULL);
+	if (state_of(c, NULL) == RT_STATE_PAUSED)
+		(void)v1_freezer(h, c, false, 5000);
 	if (state_of(c, NULL) == RT_STATE_PAUSED && !c->unfreeze(c)) {
 		/*
 		 * Killed while frozen, it dies as it thaws and its monitor
@@ -1206,7 +1237,11 @@ static int rt_lxc_pause(void *hv, const char *id, struct nerr *err)
 		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	if (state_of(c, NULL) == RT_STATE_PAUSED)
 		return 0;
-	if (!c->freeze(c))
+	r = v1_freezer(h, c, true, 10000);
+	if (r == -ETIMEDOUT)
+		return nerr_set(err, EBUSY, "lxc %s: not frozen after 10 s (a task would not "
+			       "stop); left running", id);
+	if (r < 0 || !c->freeze(c))
 		return lxc_fail(h, c, id, c->is_running(c) ? LF_FREEZE : LF_NOT_RUNNING, err);
 	rt_lxc_watch_post(h->watch, RT_EV_PAUSE, id, 0);
 	return 0;
@@ -1230,6 +1265,7 @@ static int rt_lxc_resume(void *hv, const char *id, struct nerr *err)
 	 * unfreeze "fails" on a container that is no longer running. That is
 	 * the EBUSY of a resume of a stopped container, not an I/O error.
 	 */
+	(void)v1_freezer(h, c, false, 10000);
 	if (!c->unfreeze(c))
 		return lxc_fail(h, c, id, c->is_running(c) ? LF_UNFREEZE : LF_NOT_RUNNING, err);
 	rt_lxc_watch_post(h->watch, RT_EV_UNPAUSE, id, 0);
