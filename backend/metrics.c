@@ -18,6 +18,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "hist.h"
 #include "nodefs-config.h"
 #include "reconcile.h"
 #include "store.h"
@@ -129,27 +130,25 @@ static int render_checkpoints(struct backend *b, struct sbuf *out)
 		   "Time to write one checkpoint record atomically (temporary file, fsync, rename, "
 		   "fsync of the directory), by kind.");
 	for (int i = 0; r >= 0 && i < n; i++) {
-		for (size_t k = 0; r >= 0 && k < STORE_BUCKETS; k++)
-			r = sbuf_printf(out, "%s_bucket{kind=\"%s\",le=\"%g\"} %llu\n", h, st[i].kind,
-					store_bucket_le[k], st[i].bucket[k]);
-		if (r >= 0)
-			r = sbuf_printf(out, "%s_bucket{kind=\"%s\",le=\"+Inf\"} %llu\n"
-					"%s_sum{kind=\"%s\"} %.9f\n%s_count{kind=\"%s\"} %llu\n",
-					h, st[i].kind, st[i].writes, h, st[i].kind, st[i].sum_seconds,
-					h, st[i].kind, st[i].writes);
+		char labels[32];
+
+		snprintf(labels, sizeof(labels), "kind=\"%s\"", st[i].kind);
+		r = hist_render(out, h, labels, store_bucket_le, STORE_BUCKETS, st[i].write);
 	}
-	if (r >= 0)
-		r = family(out, "nodefs_checkpoint_write_errors_total", "counter",
-			   "Checkpoint writes that failed (the action was not acknowledged), by kind.");
-	for (int i = 0; r >= 0 && i < n; i++)
-		r = sample1(out, "nodefs_checkpoint_write_errors_total", "kind", st[i].kind,
-			    (long long)st[i].errors);
-	if (r >= 0)
-		r = family(out, "nodefs_checkpoint_removals_total", "counter",
-			   "Checkpoint records removed (objects destroyed, operations trimmed), by kind.");
-	for (int i = 0; r >= 0 && i < n; i++)
-		r = sample1(out, "nodefs_checkpoint_removals_total", "kind", st[i].kind,
-			    (long long)st[i].removals);
+	static const struct {
+		const char *name, *help;
+	} counters[] = {
+		{ "nodefs_checkpoint_write_errors_total",
+		  "Checkpoint writes that failed (the action was not acknowledged), by kind." },
+		{ "nodefs_checkpoint_removals_total",
+		  "Checkpoint records removed (objects destroyed, operations trimmed), by kind." },
+	};
+	for (size_t c = 0; r >= 0 && c < sizeof(counters) / sizeof(counters[0]); c++) {
+		r = family(out, counters[c].name, "counter", counters[c].help);
+		for (int i = 0; r >= 0 && i < n; i++)
+			r = sample1(out, counters[c].name, "kind", st[i].kind,
+				    (long long)(c == 0 ? st[i].errors : st[i].removals));
+	}
 	return r;
 }
 

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hist.h"
 #include "jw.h"
 #include "nerr.h"
 #include "sbuf.h"
@@ -93,8 +94,8 @@ static const char *const kinds[] = { "volumes", "containers", "operations" };
 const double store_bucket_le[STORE_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 						0.01, 0.05, 0.25, 1 };
 struct kind_stats {
-	atomic_ullong writes, errors, removals, sum_ns;
-	atomic_ullong bucket[STORE_BUCKETS];	/* not cumulative: one per write */
+	struct hist write;
+	atomic_ullong errors, removals;
 };
 static struct {
 	char path[4096];
@@ -143,21 +144,12 @@ static uint64_t now_ns(void)
 
 static void count_write(struct kind_stats *st, uint64_t t0, int r)
 {
-	uint64_t ns = now_ns() - t0;
-	size_t b = 0;
-
 	if (!st)
 		return;
-	if (r < 0) {
+	if (r < 0)
 		atomic_fetch_add_explicit(&st->errors, 1, memory_order_relaxed);
-		return;
-	}
-	while (b < STORE_BUCKETS && (double)ns > store_bucket_le[b] * 1e9)
-		b++;
-	if (b < STORE_BUCKETS)
-		atomic_fetch_add_explicit(&st->bucket[b], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&st->sum_ns, ns, memory_order_relaxed);
-	atomic_fetch_add_explicit(&st->writes, 1, memory_order_relaxed);
+	else
+		hist_observe(&st->write, store_bucket_le, STORE_BUCKETS, now_ns() - t0);
 }
 
 int store_stats(const char *state_dir, struct store_kind_stats *ret, size_t n)
@@ -170,17 +162,11 @@ int store_stats(const char *state_dir, struct store_kind_stats *ret, size_t n)
 			continue;
 		for (size_t k = 0; k < NKINDS && got < n; k++, got++) {
 			struct kind_stats *st = &dirs[i].st[k];
-			unsigned long long cum = 0;
 
 			ret[got].kind = kinds[k];
-			ret[got].writes = atomic_load(&st->writes);
+			ret[got].write = &st->write;
 			ret[got].errors = atomic_load(&st->errors);
 			ret[got].removals = atomic_load(&st->removals);
-			ret[got].sum_seconds = (double)atomic_load(&st->sum_ns) / 1e9;
-			for (size_t b = 0; b < STORE_BUCKETS; b++) {
-				cum += atomic_load(&st->bucket[b]);
-				ret[got].bucket[b] = cum;
-			}
 		}
 		break;
 	}

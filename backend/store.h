@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 struct backend;
+struct hist;
 struct jw;
 struct nerr;
 struct sbuf;
@@ -43,17 +44,17 @@ int store_del(const char *state_dir, const char *kind, const char *name, struct 
 int store_drop(const char *state_dir, const char *kind, const char *name, struct nerr *err);
 
 /* Figures of the checkpoints written under a state dir since store_init,
- * per kind: records written (and the time each took, create to directory
- * fsync, in cumulative buckets of upper bound store_bucket_le[i] seconds),
- * writes that failed, records removed. store_stats fills up to n and
- * returns how many (0 for a state dir store_init never saw). Any thread. */
+ * per kind: the time each record write took, create to directory fsync
+ * (a histogram with bounds store_bucket_le, seconds; it lives as long as
+ * the process), writes that failed, records removed. store_stats fills up
+ * to n and returns how many (0 for a state dir store_init never saw). Any
+ * thread. */
 #define STORE_BUCKETS 10
 extern const double store_bucket_le[STORE_BUCKETS];
 struct store_kind_stats {
 	const char *kind;
-	unsigned long long writes, errors, removals;
-	unsigned long long bucket[STORE_BUCKETS];
-	double sum_seconds;
+	const struct hist *write;
+	unsigned long long errors, removals;
 };
 int store_stats(const char *state_dir, struct store_kind_stats *ret, size_t n);
 

@@ -36,6 +36,7 @@
 
 #include "ctl.h"
 #include "fs-internal.h"
+#include "hist.h"
 #include "hmap.h"
 #include "log.h"
 #include "nerr.h"
@@ -72,9 +73,7 @@ static const double fs_buckets[] = {
 #define FS_NBUCKETS (sizeof(fs_buckets) / sizeof(fs_buckets[0]))
 
 struct fs_opstat {
-	atomic_uint_fast64_t count;
-	atomic_uint_fast64_t sum_ns;
-	atomic_uint_fast64_t hist[FS_NBUCKETS];
+	struct hist h;
 };
 
 struct fs_optimer {
@@ -89,13 +88,7 @@ static void fs_optimer_done(struct fs_optimer *t)
 
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ns = (uint64_t)(t1.tv_sec - t->t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t->t0.tv_nsec);
-	atomic_fetch_add_explicit(&t->st->count, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&t->st->sum_ns, ns, memory_order_relaxed);
-	for (size_t k = 0; k < FS_NBUCKETS; k++)
-		if ((double)ns / 1e9 <= fs_buckets[k]) {
-			atomic_fetch_add_explicit(&t->st->hist[k], 1, memory_order_relaxed);
-			break;
-		}
+	hist_observe(&t->st->h, fs_buckets, FS_NBUCKETS, ns);
 }
 
 /* Time the rest of the handler: the timer stops when the scope ends. */
@@ -1558,27 +1551,16 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 			   "# TYPE nodefs_fuse_requests_total counter\n");
 	for (int op = 0; r >= 0 && op < FSOP_MAX; op++)
 		r = sbuf_printf(out, "nodefs_fuse_requests_total{op=\"%s\"} %llu\n", fs_op_names[op],
-				(unsigned long long)atomic_load(&f->opstat[op].count));
+				(unsigned long long)atomic_load(&f->opstat[op].h.count));
 	if (r >= 0)
 		r = sbuf_adds(out, "# HELP nodefs_fuse_request_duration_seconds Time a FUSE request spent in its handler.\n"
 				   "# TYPE nodefs_fuse_request_duration_seconds histogram\n");
 	for (int op = 0; r >= 0 && op < FSOP_MAX; op++) {
-		const struct fs_opstat *s = &f->opstat[op];
-		uint64_t cum = 0, count = atomic_load(&s->count);
+		char labels[32];
 
-		for (size_t k = 0; r >= 0 && k < FS_NBUCKETS; k++) {
-			cum += atomic_load(&s->hist[k]);
-			r = sbuf_printf(out, "nodefs_fuse_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
-					fs_op_names[op], fs_buckets[k], (unsigned long long)cum);
-		}
-		if (r >= 0)
-			r = sbuf_printf(out,
-				"nodefs_fuse_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n"
-				"nodefs_fuse_request_duration_seconds_sum{op=\"%s\"} %.9f\n"
-				"nodefs_fuse_request_duration_seconds_count{op=\"%s\"} %llu\n",
-				fs_op_names[op], (unsigned long long)(cum > count ? cum : count),
-				fs_op_names[op], (double)atomic_load(&s->sum_ns) / 1e9,
-				fs_op_names[op], (unsigned long long)(cum > count ? cum : count));
+		snprintf(labels, sizeof(labels), "op=\"%s\"", fs_op_names[op]);
+		r = hist_render(out, "nodefs_fuse_request_duration_seconds", labels, fs_buckets,
+				FS_NBUCKETS, &f->opstat[op].h);
 	}
 	return r;
 }
