@@ -282,52 +282,34 @@ static int write_at(const char *dir, const char *file, const char *v)
 	return (int)n;
 }
 
-/* Has the cgroup reached the state? 1 yes, 0 not yet, -errno. */
-static int freeze_reached(const struct rt_lxc_cgpaths *p, bool v1, bool freeze)
+int rt_lxc_cg_freeze(const struct rt_lxc_cgpaths *p, bool freeze, int timeout_ms)
 {
-	char path[PATH_MAX + 64], buf[512];
-	int r;
-
-	snprintf(path, sizeof(path), "%s/%s", v1 ? p->freezer : p->unified,
-		 v1 ? "freezer.state" : "cgroup.events");
-	r = rt_lxc_read_file(path, buf, sizeof(buf));
-	if (r < 0)
-		return r;
-	if (v1)
-		return strncmp(buf, freeze ? "FROZEN" : "THAWED", 6) == 0;
-	const char *f = strstr(buf, "frozen ");
-
-	return f && f[7] == (freeze ? '1' : '0');
-}
-
-int rt_lxc_cg_freeze(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p, bool freeze,
-		     int timeout_ms)
-{
-	bool v1 = p->freezer[0] != '\0';
-	const char *file = v1 ? "freezer.state" : "cgroup.freeze";
-	const char *val = v1 ? (freeze ? "FROZEN" : "THAWED") : (freeze ? "1" : "0");
+	const char *want = freeze ? "FROZEN" : "THAWED";
 	struct timespec nap = { .tv_sec = 0, .tv_nsec = 5 * 1000000 };
+	char path[PATH_MAX + 64], buf[64];
 
-	if (!v1 && (cg->mode != RT_LXC_CG_V2 || !p->unified[0]))
+	if (!p->freezer[0])
 		return -ENOTSUP;
+	snprintf(path, sizeof(path), "%s/freezer.state", p->freezer);
 	for (int waited = 0;; waited += 5) {
-		int r = write_at(v1 ? p->freezer : p->unified, file, val);
+		/* written again on every look: the kernel retries the tasks it
+		 * could not freeze only on a write */
+		int r = write_at(p->freezer, "freezer.state", want);
 
+		if (r == 0)
+			r = rt_lxc_read_file(path, buf, sizeof(buf));
 		if (r == -ENOENT)
 			return -ESRCH;
 		if (r < 0)
 			return r;
-		r = freeze_reached(p, v1, freeze);
-		if (r == -ENOENT)
-			return -ESRCH;
-		if (r != 0)
-			return r < 0 ? r : 0;
+		if (strncmp(buf, want, strlen(want)) == 0)
+			return 0;
 		if (waited >= timeout_ms)
 			break;
 		nanosleep(&nap, NULL);
 	}
 	if (freeze)
-		(void)write_at(v1 ? p->freezer : p->unified, file, v1 ? "THAWED" : "0");
+		(void)write_at(p->freezer, "freezer.state", "THAWED");
 	return -ETIMEDOUT;
 }
 

@@ -107,15 +107,12 @@ int rt_lxc_cg_items(const struct rt_lxc_cgroup *cg, const struct rt_limits *lim,
 int rt_lxc_cg_paths(const struct rt_lxc_cgroup *cg, pid_t pid, struct rt_lxc_cgpaths *ret);
 int rt_lxc_cg_stats(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
 		    struct rt_stats *ret);
-/* Freeze (or thaw) the cgroup of p and wait until the kernel says it is
- * FROZEN (THAWED), at most timeout_ms; liblxc's own freeze and unfreeze
- * wait without a limit. v1 writes freezer.state again on every look (the
- * kernel retries tasks it could not freeze), v2 writes cgroup.freeze and
- * reads "frozen" in cgroup.events. -ESRCH when the cgroup is gone (the
- * container went down), -ETIMEDOUT (a freeze is undone first), -ENOTSUP
- * with no freezer to write. */
-int rt_lxc_cg_freeze(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p, bool freeze,
-		     int timeout_ms);
+/* cgroup v1: freeze (or thaw) p's freezer cgroup and wait until
+ * freezer.state says FROZEN (THAWED), at most timeout_ms, writing the state
+ * again on every look. -ESRCH when the cgroup is gone (the container went
+ * down), -ETIMEDOUT (a freeze is undone first), -ENOTSUP with no v1
+ * freezer. */
+int rt_lxc_cg_freeze(const struct rt_lxc_cgpaths *p, bool freeze, int timeout_ms);
 /* oom_kill counter of the memory cgroup; -errno if unreadable. */
 int rt_lxc_cg_oom_kills(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
 			uint64_t *ret);

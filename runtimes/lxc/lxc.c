@@ -1143,7 +1143,7 @@ static int v1_freezer(struct rt_lxc *h, struct lxc_container *c, bool freeze, in
 	r = rt_lxc_cg_paths(&h->cg, pid, &p);
 	if (r < 0 || !p.freezer[0])
 		return r == -ENOENT || r == -ESRCH ? -ESRCH : 0;
-	r = rt_lxc_cg_freeze(&h->cg, &p, freeze, timeout_ms);
+	r = rt_lxc_cg_freeze(&p, freeze, timeout_ms);
 	return r == -ENOTSUP ? 0 : r;
 }
 
