@@ -11,6 +11,7 @@ writes have been slow (NODEFS_TEST_SLOW_RENDER=ctl:400, as an operation
 checkpoint on a slow disk would be): the same rules hold for it.
 """
 
+import functools
 import os
 import subprocess
 import threading
@@ -28,15 +29,65 @@ def hooks_built():
     return "test hooks" in out
 
 
-class LoopTest(unittest.TestCase):
-    # a daemon per test: what one test's slow renders taught the loop
-    # (hand those files over up front) must not hide another's case
+class SlowCase(unittest.TestCase):
+    """A daemon per test whose requests on files named SLOW take SLOW_MS
+    longer: what one test's slow requests taught the loop (hand those
+    files over up front) must not hide another's case."""
+    SLOW = None
+
     def setUp(self):
         self.fs = nt.Nodefs(nt.offline_config(),
                             env={"NODEFS_TEST_SLOW_RENDER":
-                                 "version:%d" % SLOW_MS})
+                                 "%s:%d" % (self.SLOW, SLOW_MS)})
         self.fs.__enter__()
         self.addCleanup(self.fs.__exit__, None, None, None)
+
+    def reads_while(self, slow, what):
+        """Read status again and again while slow(out) runs in a thread;
+        three times. Returns the out of each run."""
+        outs = []
+        for attempt in range(3):
+            done = []
+            t = threading.Thread(target=slow, args=(done,))
+            t.start()
+            time.sleep(0.05)    # the slow request is under way now
+            worst, n = 0, 0
+            while t.is_alive() and n < 50:
+                t0 = time.monotonic()
+                self.assertIn("state:", self.fs.read("status"))
+                worst = max(worst, time.monotonic() - t0)
+                n += 1
+            t.join()
+            took = done[0][0]
+            self.assertGreaterEqual(took, SLOW_MS / 1000.0 - 0.01)
+            self.assertGreater(n, 0, "the slow %s ended before the reads" % what)
+            # the watchdog passes the device on after 10 ms; the rest is
+            # this machine's scheduling
+            self.assertLess(worst, SLOW_MS / 1000.0 / 2,
+                            "attempt %d: a status read took %.0f ms while "
+                            "a slow %s ran" % (attempt, worst * 1e3, what))
+            outs.append(done[0])
+        return outs
+
+    def at_once(self, targets, what, share=0.5):
+        """Run every target(out) in its own thread: together they must take
+        less than share of their time one after another."""
+        done = []
+        threads = [threading.Thread(target=t, args=(done,)) for t in targets]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        self.assertEqual(len(done), len(targets))
+        self.assertLess(took, len(targets) * SLOW_MS / 1000.0 * share,
+                        "%d slow %s took %.2f s: not in parallel"
+                        % (len(targets), what, took))
+
+
+class LoopTest(SlowCase):
+    SLOW = "version"
 
     def slow_read(self, out):
         t0 = time.monotonic()
@@ -44,28 +95,8 @@ class LoopTest(unittest.TestCase):
         out.append((time.monotonic() - t0, data))
 
     def test_slow_render_does_not_hold_up_others(self):
-        for attempt in range(3):
-            done = []
-            t = threading.Thread(target=self.slow_read, args=(done,))
-            t.start()
-            time.sleep(0.05)    # the slow read is in its render now
-            worst = 0
-            n = 0
-            while t.is_alive() and n < 50:
-                t0 = time.monotonic()
-                self.assertIn("state:", self.fs.read("status"))
-                worst = max(worst, time.monotonic() - t0)
-                n += 1
-            t.join()
-            took, data = done[0]
-            self.assertGreaterEqual(took, SLOW_MS / 1000.0 - 0.01)
+        for took, data in self.reads_while(self.slow_read, "render"):
             self.assertTrue(data.endswith("\n"), data)
-            self.assertGreater(n, 0, "the slow read ended before the others")
-            # the watchdog passes the device on after 10 ms; the rest is
-            # this machine's scheduling
-            self.assertLess(worst, SLOW_MS / 1000.0 / 2,
-                            "attempt %d: a status read took %.0f ms while "
-                            "a slow render ran" % (attempt, worst * 1e3))
 
     def test_two_reads_of_one_descriptor(self):
         """A read that meets another read of the same descriptor still
@@ -93,28 +124,13 @@ class LoopTest(unittest.TestCase):
             os.close(fd)
 
     def test_slow_renders_run_at_once(self):
-        done = []
-        threads = [threading.Thread(target=self.slow_read, args=(done,))
-                   for _ in range(6)]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        took = time.monotonic() - t0
-        self.assertEqual(len(done), 6)
-        self.assertLess(took, 6 * SLOW_MS / 1000.0 / 2,
-                        "6 slow reads took %.2f s: not in parallel" % took)
+        self.at_once([self.slow_read] * 6, "reads")
 
 
-class SlowWriteTest(unittest.TestCase):
-    """Writes of a blank line to volumes/ctl (no command, no plugin
-    needed), each made 400 ms slower by the hook."""
-    def setUp(self):
-        self.fs = nt.Nodefs(nt.offline_config(),
-                            env={"NODEFS_TEST_SLOW_RENDER": "ctl:%d" % SLOW_MS})
-        self.fs.__enter__()
-        self.addCleanup(self.fs.__exit__, None, None, None)
+class SlowWriteTest(SlowCase):
+    """Writes of a blank line to a ctl file (no command, no plugin needed),
+    each made 400 ms slower by the hook."""
+    SLOW = "ctl"
 
     def slow_write(self, out, rel=("volumes", "ctl")):
         t0 = time.monotonic()
@@ -126,47 +142,18 @@ class SlowWriteTest(unittest.TestCase):
         out.append((time.monotonic() - t0, n))
 
     def test_slow_write_does_not_hold_up_others(self):
-        for attempt in range(3):
-            done = []
-            t = threading.Thread(target=self.slow_write, args=(done,))
-            t.start()
-            time.sleep(0.05)
-            worst, n = 0, 0
-            while t.is_alive() and n < 50:
-                t0 = time.monotonic()
-                self.assertIn("state:", self.fs.read("status"))
-                worst = max(worst, time.monotonic() - t0)
-                n += 1
-            t.join()
-            took, written = done[0]
+        for took, written in self.reads_while(self.slow_write, "ctl write"):
             self.assertEqual(written, 1)
-            self.assertGreaterEqual(took, SLOW_MS / 1000.0 - 0.01)
-            self.assertGreater(n, 0, "the slow write ended before the reads")
-            self.assertLess(worst, SLOW_MS / 1000.0 / 2,
-                            "attempt %d: a status read took %.0f ms while "
-                            "a slow ctl write ran" % (attempt, worst * 1e3))
 
     def test_slow_writes_run_at_once(self):
         """Writes to different ctl files run at once (the kernel lets one
         write at a time into one file)."""
-        ctls = []
-        for d in sorted(os.listdir(self.fs.path())):
-            if os.path.isdir(self.fs.path(d)) and "ctl" in os.listdir(self.fs.path(d)):
-                ctls.append((d, "ctl"))
+        ctls = [(d, "ctl") for d in sorted(os.listdir(self.fs.path()))
+                if os.path.isdir(self.fs.path(d))
+                and "ctl" in os.listdir(self.fs.path(d))]
         self.assertGreaterEqual(len(ctls), 2, ctls)
-        done = []
-        threads = [threading.Thread(target=self.slow_write, args=(done, rel))
-                   for rel in ctls]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        took = time.monotonic() - t0
-        self.assertEqual(len(done), len(ctls))
-        self.assertLess(took, len(ctls) * SLOW_MS / 1000.0 * 0.75,
-                        "%d slow writes to %s took %.2f s: not in parallel"
-                        % (len(ctls), ctls, took))
+        self.at_once([functools.partial(self.slow_write, rel=rel) for rel in ctls],
+                     "ctl writes to %s" % ctls, share=0.75)
 
 
 def requires():
