@@ -148,6 +148,11 @@ void rt_lxc_watch_halting(struct rt_lxc_watch *w, const char *name, bool halting
 /* Queue an event for delivery from the watcher thread. */
 void rt_lxc_watch_post(struct rt_lxc_watch *w, enum rt_event_kind kind, const char *name,
 		       int exit_code);
+/* Stats of a watched container (running, or paused, or going down) from
+ * the cgroup directories cached at watch_add: no liblxc call and no liblxc
+ * lock, so a FUSE thread may call it. -ENOENT not watched (not running),
+ * -ESRCH its cgroup went meanwhile (it is going down), else a read's -errno. */
+int rt_lxc_watch_stats(struct rt_lxc_watch *w, const char *name, struct rt_stats *ret);
 /* Block until name's init has been reaped and its record written, or
  * timeout_ms passes: 0, -ETIMEDOUT, -ENOENT not watched. */
 int rt_lxc_watch_wait(struct rt_lxc_watch *w, const char *name, int timeout_ms);

@@ -10,6 +10,11 @@
  * It never polls on a timer and never calls liblxc (c->wait() would hold the
  * container lock for as long as it waits).
  *
+ * The cgroup directories of each watched container, found from
+ * /proc/PID/cgroup when the watch starts, are what stats reads: a stats
+ * read (a FUSE thread) takes only this watcher's lock, long enough to copy
+ * the paths, and never liblxc's.
+ *
  * The real exit status: init's parent is lxc's monitor, so waitid() on the
  * pidfd is refused to us. Since Linux 6.15 the kernel keeps the exit status
  * of a reaped task for any pidfd holder (PIDFD_GET_INFO, PIDFD_INFO_EXIT);
@@ -320,6 +325,45 @@ int rt_lxc_watch_wait(struct rt_lxc_watch *w, const char *name, int timeout_ms)
 	}
 	pthread_mutex_unlock(&w->lock);
 	return r;
+}
+
+static void cgpaths_copy(struct rt_lxc_cgpaths *d, const struct rt_lxc_cgpaths *s)
+{
+	/* the strings, not the 24 KiB of buffers around them */
+	strcpy(d->memory, s->memory);
+	strcpy(d->cpu, s->cpu);
+	strcpy(d->cpuacct, s->cpuacct);
+	strcpy(d->pids, s->pids);
+	strcpy(d->freezer, s->freezer);
+	strcpy(d->unified, s->unified);
+}
+
+int rt_lxc_watch_stats(struct rt_lxc_watch *w, const char *name, struct rt_stats *ret)
+{
+	struct rt_lxc_cgpaths p;
+	struct wentry *e;
+	bool have;
+	pid_t pid;
+	int r;
+
+	pthread_mutex_lock(&w->lock);
+	e = find_locked(w, name);
+	if (!e) {
+		pthread_mutex_unlock(&w->lock);
+		return -ENOENT;
+	}
+	pid = e->pid;
+	have = e->have_cgp;
+	if (have)
+		cgpaths_copy(&p, &e->cgp);
+	pthread_mutex_unlock(&w->lock);
+	/* Not found at add (init not yet in its cgroup): /proc has it now,
+	 * and init is alive while its entry is here. */
+	r = have ? 0 : rt_lxc_cg_paths(&w->h->cg, pid, &p);
+	if (r == 0)
+		r = rt_lxc_cg_stats(&w->h->cg, &p, ret);
+	/* the cgroup went with init, before the watcher saw the death */
+	return r == -ENOENT || r == -ENODEV ? -ESRCH : r;
 }
 
 void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx)

@@ -4,9 +4,10 @@
  *
  * Every call makes a fresh lxc_container handle and puts it before
  * returning, so calls on different containers from different worker threads
- * share nothing but liblxc's own locks. Only containers carrying nodefs's
- * mark (nodefs.json beside the config, see lxc-meta.c) are listed or
- * touched; others get ENOENT.
+ * share nothing but liblxc's own locks. stats and logs, read on FUSE
+ * threads, make no liblxc call at all (see rt_lxc_stats). Only containers
+ * carrying nodefs's mark (nodefs.json beside the config, see lxc-meta.c)
+ * are listed or touched; others get ENOENT.
  *
  * What a create writes into the container config: lxc.net.0.type from
  * network_type (default none), lxc.apparmor.profile (default unconfined),
@@ -203,11 +204,11 @@ static bool name_valid(const char *s)
 	return true;
 }
 
-/* Open a handle on one of our containers: ENOENT if missing or not ours. */
-static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
-		     struct rt_lxc_meta *ret_meta, struct nerr *err)
+/* Is id one of our containers? From the owner mark alone, no liblxc:
+ * ENOENT if missing or not ours. */
+static int check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_meta,
+		      struct nerr *err)
 {
-	struct lxc_container *c;
 	int r;
 
 	if (!name_valid(id))
@@ -224,6 +225,19 @@ static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **re
 	if (r < 0)
 		return nerr_set(err, -r, "lxc %s: cannot read %s: %s", id, RT_LXC_META_FILE,
 				strerror(-r));
+	return 0;
+}
+
+/* Open a handle on one of our containers: ENOENT if missing or not ours. */
+static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
+		     struct rt_lxc_meta *ret_meta, struct nerr *err)
+{
+	struct lxc_container *c;
+	int r;
+
+	r = check_ours(h, id, ret_meta, err);
+	if (r < 0)
+		return r;
 	c = lxc_container_new(id, h->lxcpath);
 	if (!c) {
 		char cfg[PATH_MAX];
@@ -1460,26 +1474,35 @@ static int rt_lxc_inspect(void *hv, const char *id, struct rt_status *ret, struc
 	return r;
 }
 
+/*
+ * stats and logs are read on FUSE threads (backend/container.c serves the
+ * files from the reading thread), so neither makes a liblxc call:
+ * lxc_container_new takes the container's disk lock (F_OFD_SETLKW) to load
+ * its config, and is_running/init_pid ask lxc's monitor over its socket,
+ * either of which waits out a destroy or a save_config on a worker. stats
+ * reads the cgroup directories the exit watcher found when it began to
+ * watch the running container; logs reads the console log, whose path
+ * create put in the config, after the owner mark's check.
+ */
 static int rt_lxc_stats(void *hv, const char *id, struct rt_stats *ret, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	struct rt_lxc_cgpaths p;
-	pid_t pid;
-	int r = open_ours(h, id, &c, NULL, err);
+	int r;
 
-	if (r < 0)
-		return r;
-	pid = c->is_running(c) ? c->init_pid(c) : -1;
-	if (pid <= 0) {
+	if (!name_valid(id))
+		return nerr_set(err, ENOENT, "lxc: no such container '%.64s'", id ? id : "");
+	r = rt_lxc_watch_stats(h->watch, id, ret);
+	if (r == -ENOENT) {
+		/* Not running (only a running container is watched): zeros,
+		 * for one of ours. */
+		r = check_ours(h, id, NULL, err);
+		if (r < 0)
+			return r;
 		*ret = (struct rt_stats){ 0 };
 		return 0;
 	}
-	r = rt_lxc_cg_paths(&h->cg, pid, &p);
-	if (r == 0)
-		r = rt_lxc_cg_stats(&h->cg, &p, ret);
-	if (r == -ESRCH || r == -ENOENT || r == -ENODEV) {
-		/* Went down between the two reads. */
+	if (r == -ESRCH) {
+		/* Went down while we read: its cgroup is gone. */
 		*ret = (struct rt_stats){ 0 };
 		return 0;
 	}
@@ -1513,16 +1536,16 @@ static int append_file(int fd, off_t from, struct sbuf *out)
 static int rt_lxc_logs(void *hv, const char *id, size_t max, struct sbuf *out, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
 	char path[PATH_MAX], old[PATH_MAX + 8];
 	_cleanup_close_ int fd = -1, ofd = -1;
 	struct stat st = { 0 }, ost = { 0 };
 	size_t want;
-	int r = open_ours(h, id, &c, NULL, err);
+	int r = check_ours(h, id, NULL, err);
 
 	if (r < 0)
 		return r;
-	rt_lxc_dir(h, id, RT_LXC_CONSOLE_LOG, path, sizeof(path));
+	if (rt_lxc_dir(h, id, RT_LXC_CONSOLE_LOG, path, sizeof(path)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", id);
 	snprintf(old, sizeof(old), "%s.1", path);
 	/* The rotated part first (older), then the live file. */
 	ofd = open(old, O_RDONLY | O_CLOEXEC);

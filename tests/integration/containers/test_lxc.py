@@ -8,8 +8,11 @@ lxc-ls / lxc-info, the container's cgroup files (v1 or v2, found through
 left in its lxcpath and removes it, on every exit path.
 """
 
+import fcntl
 import json
 import os
+import struct
+import threading
 import time
 import unittest
 
@@ -242,6 +245,46 @@ class Lxc(unittest.TestCase):
             s = lrun(env, "sys")
             self.assertTrue(nt.wait_until(lambda: "activate this console" in
                                           env.cread(s, "logs"), 10), env.cread(s, "logs"))
+
+    def test_reads_never_wait_on_liblxc_locks(self):
+        # stats, logs and metrics are served on FUSE threads: with the
+        # container's liblxc disk lock held elsewhere (as a destroy or an
+        # update's save_config holds it), they still answer at once
+        with ctest.Env() as env:
+            n = lrun(env, "lk", "sh -c 'echo lock-test-ready; exec sleep 1000'",
+                     "memory=64M")
+            self.assertTrue(nt.wait_until(lambda: "lock-test-ready" in
+                                          env.cread(n, "logs"), 10))
+            lock = "/run/lxc/lock/%s/.%s" % (env.lxcpath, n)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK,
+                            struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+                got = {}
+
+                def reads():
+                    got["stats"] = env.stats(n)
+                    got["logs"] = env.cread(n, "logs")
+                    got["prom"] = env.read("metrics", "nodefs.prom")
+
+                t = threading.Thread(target=reads, daemon=True)
+                t0 = time.monotonic()
+                t.start()
+                t.join(3)
+                took = time.monotonic() - t0
+                self.assertFalse(t.is_alive(), "a read waited on liblxc's container lock")
+            finally:
+                os.close(fd)    # releases the lock
+            t.join(10)
+            print("stats, logs, metrics with the lock held: %.3f s" % took)
+            self.assertEqual(got["stats"]["memory_limit_bytes"], 64 << 20)
+            self.assertGreater(got["stats"]["memory_bytes"], 0)
+            self.assertIn("lock-test-ready", got["logs"])
+            self.assertIn('nodefs_container_memory_bytes{container="%s"}' % n, got["prom"])
+            # stopped: zeros, as before
+            env.cctl(n, "kill")
+            env.wait_state(n, "EXITED", 5)
+            self.assertEqual(set(env.stats(n).values()), {0.0})
 
     def test_destroy_removes_everything(self):
         with ctest.Env() as env:

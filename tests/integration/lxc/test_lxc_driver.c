@@ -619,6 +619,151 @@ Test(lxc, limits_update_and_stats)
 	cr_assert_eq(cg_read(pid, "pids", "pids.max"), 50);
 }
 
+/* A driver call on another thread, waited for with a deadline. */
+struct bg_call {
+	pthread_t th;
+	const char *id;
+	int what;		/* 0 stats, 1 logs, 2 inspect */
+	int r;
+	struct rt_stats st;
+	struct sbuf out;
+	struct nerr err;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_call *b = arg;
+	struct rt_status st;
+	int r;
+
+	if (b->what == 0)
+		r = ops->stats(H, b->id, &b->st, &b->err);
+	else if (b->what == 1)
+		r = ops->logs(H, b->id, 0, &b->out, &b->err);
+	else
+		r = ops->inspect(H, b->id, &st, &b->err);
+	pthread_mutex_lock(&b->lock);
+	b->r = r;
+	b->done = true;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+static void bg_start(struct bg_call *b, const char *id, int what)
+{
+	memset(b, 0, sizeof(*b));
+	b->id = id;
+	b->what = what;
+	b->out = (struct sbuf)SBUF_INIT(1u << 20);
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	cr_assert_eq(pthread_create(&b->th, NULL, bg_main, b), 0);
+}
+
+/* Has it returned within timeout_ms? */
+static bool bg_done(struct bg_call *b, int timeout_ms)
+{
+	struct timespec ts;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&b->lock);
+	while (!b->done && pthread_cond_timedwait(&b->cond, &b->lock, &ts) == 0)
+		;
+	done = b->done;
+	pthread_mutex_unlock(&b->lock);
+	return done;
+}
+
+static void bg_join(struct bg_call *b)
+{
+	pthread_join(b->th, NULL);
+	sbuf_free(&b->out);
+	pthread_mutex_destroy(&b->lock);
+	pthread_cond_destroy(&b->cond);
+}
+
+/* stats and logs are read on FUSE threads: while another process holds the
+ * container's liblxc disk lock (as a destroy or a save_config does), they
+ * still answer at once. inspect, which loads the config through liblxc,
+ * waits on the same lock: the control that the lock is the right one. */
+Test(lxc, stats_and_logs_take_no_liblxc_lock)
+{
+	struct rt_spec s;
+	struct sbuf logs = SBUF_INIT(1u << 20);
+	struct nerr err = { 0 };
+	struct bg_call st, lg, in;
+	char *argv[] = { "/bin/sh", "-c", "echo ready-to-read; exec sleep 1000", NULL };
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char lock[1100];
+	double t0;
+	int fd;
+
+	spec_init(&s, "locked");
+	s.argv = argv;
+	s.memory = 64u << 20;
+	make_start(&s);
+	t0 = now_s();
+	do {
+		usleep(20000);
+		sbuf_reset(&logs);
+		cr_assert_eq(ops->logs(H, "locked", 0, &logs, &err), 0, "%s", err.msg);
+	} while (!(logs.buf && strstr(logs.buf, "ready-to-read")) && now_s() - t0 < 10);
+	sbuf_free(&logs);
+
+	/* liblxc's lock file: RUNDIR/lxc/lock/LXCPATH/.NAME, an OFD lock */
+	snprintf(lock, sizeof(lock), "/run/lxc/lock/%s/.locked", lxcpath);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", lock, strerror(errno));
+	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &lk), 0, "lock: %s", strerror(errno));
+
+	bg_start(&in, "locked", 2);
+	bg_start(&st, "locked", 0);
+	bg_start(&lg, "locked", 1);
+	bool st_done = bg_done(&st, 1000), lg_done = bg_done(&lg, 1000);
+	bool in_done = bg_done(&in, 10);
+
+	lk.l_type = F_UNLCK;
+	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &lk), 0);
+	close(fd);
+	cr_assert(bg_done(&in, 5000), "inspect still blocked after the unlock");
+	cr_assert(bg_done(&st, 5000) && bg_done(&lg, 5000));
+	cr_assert(st_done, "stats waited on liblxc's container lock");
+	cr_assert(lg_done, "logs waited on liblxc's container lock");
+	cr_assert_not(in_done, "inspect did not wait on the lock: the test holds the wrong one");
+	cr_assert_eq(in.r, 0, "inspect: %s", in.err.msg);
+	cr_assert_eq(st.r, 0, "stats: %s", st.err.msg);
+	cr_assert_gt(st.st.memory_bytes, 0);
+	cr_assert_eq(st.st.memory_limit_bytes, 64u << 20);
+	cr_assert_geq(st.st.pids, 1);
+	cr_assert_eq(lg.r, 0, "logs: %s", lg.err.msg);
+	cr_assert(lg.out.buf && strstr(lg.out.buf, "ready-to-read"), "logs: %s",
+		  lg.out.buf ? lg.out.buf : "");
+	bg_join(&in);
+	bg_join(&st);
+	bg_join(&lg);
+
+	/* Not running: zeros; not ours or gone: ENOENT. */
+	cr_assert_eq(ops->kill(H, "locked", SIGKILL, &err), 0, "%s", err.msg);
+	cr_assert_geq(wait_event(RT_EV_DIE, "locked", 2), 0);
+	struct rt_stats z;
+
+	cr_assert_eq(ops->stats(H, "locked", &z, &err), 0, "%s", err.msg);
+	cr_assert_eq(z.memory_bytes + z.pids + z.memory_limit_bytes, 0);
+	cr_assert_eq(ops->stats(H, "nosuch", &z, &err), -ENOENT);
+	cr_assert_eq(ops->logs(H, "nosuch", 0, &logs, &err), -ENOENT);
+}
+
 Test(lxc, bind_mounts_rw_and_ro)
 {
 	struct rt_spec s;
