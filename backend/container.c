@@ -1477,7 +1477,7 @@ static const char *const create_opts[] = {
 
 static const struct ctl_spec containers_specs[] = {
 	{ .name = "create", .min_args = 1, .max_args = 1, .opts = create_opts,
-	  .usage = "create NAME runtime=docker|lxc [image=IMG] [cmd='ARGV ...'] [env.K=V ...] [cpus=N] [memory=SIZE] [pids=N] [volume=VOLNAME:/path[:ro] ...] [bind=/host:/path[:ro] ...] [template=T] [distro=D] [release=R] [arch=A]" },
+	  .usage = "create NAME runtime=docker|lxc [image=IMG] [cmd='ARGV ...'] [env.K=V ...] [cpus=N] [memory=SIZE] [pids=N] [volume=VOLNAME:/path[:ro] ...] [bind=/host:/path[:ro] ...] [template=T] [distro=D] [release=R] [arch=A] [image_variant=V] [image_server=HOST] [template_args='ARG ...'] [flush_cache=BOOL] [force_cache=BOOL] [disable_gpg=BOOL]" },
 	{ .name = "run", .min_args = 1, .max_args = 1, .opts = create_opts,
 	  .usage = "run NAME ... (create, then start)" },
 };

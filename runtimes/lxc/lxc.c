@@ -560,9 +560,53 @@ static bool is_busybox(const char *tmpl)
 	return strcmp(b, "busybox") == 0 || strcmp(b, "lxc-busybox") == 0;
 }
 
-/* Arguments for the template: Nomad's mapping for download, then extras. */
-static int template_argv(const struct rt_spec *s, bool download, char ***ret, struct nerr *err)
+/* Does the template's text name the long option opt (without its
+ * dashes)? A download template declares the options it takes in its getopt
+ * line, so an option it lacks is refused before it runs, rather than met
+ * by its usage text. 1 yes, 0 no, -errno unreadable. */
+static int template_takes(const char *tpath, const char *opt)
 {
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	int fd, n;
+
+	fd = open(tpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (4 << 20)) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return -ENOMEM;
+	n = rt_lxc_read_file(tpath, buf, (size_t)st.st_size + 1);
+	if (n < 0)
+		return n;
+	return memmem(buf, (size_t)n, opt, strlen(opt)) != NULL;
+}
+
+/* The download template's options nodefs passes, by their nodefs names. */
+static const struct {
+	const char *key, *flag;
+} download_opts[] = {
+	{ "image_variant", "variant" },
+	{ "image_server", "server" },
+	{ "flush_cache", "flush-cache" },
+	{ "force_cache", "force-cache" },
+	{ "disable_gpg", "no-validate" },
+};
+
+/* Arguments for the template: Nomad's mapping for download, then extras.
+ * An option the template does not take is refused here, before anything
+ * is made: lxc 5's download template fetches over HTTPS and checks no GPG
+ * signature, so it has no --no-validate for disable_gpg to map to. */
+static int template_argv(const struct rt_spec *s, const char *tpath, bool download,
+			 char ***ret, struct nerr *err)
+{
+	const bool set[] = { s->image_variant, s->image_server, s->flush_cache, s->force_cache,
+			     s->disable_gpg };
 	size_t n = 0, extra = 0;
 	char **a;
 
@@ -570,6 +614,24 @@ static int template_argv(const struct rt_spec *s, bool download, char ***ret, st
 			  s->image_server || s->flush_cache || s->force_cache || s->disable_gpg))
 		return nerr_set(err, EINVAL,
 				"lxc: distro/release/arch/image_variant/image_server/flush_cache/force_cache/disable_gpg need template=download");
+	for (size_t i = 0; download && i < ARRAY_SIZE(download_opts); i++) {
+		int r;
+
+		if (!set[i])
+			continue;
+		r = template_takes(tpath, download_opts[i].flag);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc: cannot read the template %.150s: %s", tpath,
+					strerror(-r));
+		if (r == 0 && i == ARRAY_SIZE(download_opts) - 1)
+			return nerr_set(err, EINVAL,
+					"lxc: disable_gpg: the download template %.120s checks no GPG "
+					"signature (it has no --no-validate): nothing to disable; leave "
+					"disable_gpg out", tpath);
+		if (r == 0)
+			return nerr_set(err, EINVAL, "lxc: %s: the download template %.120s takes no --%s",
+					download_opts[i].key, tpath, download_opts[i].flag);
+	}
 	for (char **p = s->template_args; p && *p; p++)
 		extra++;
 	a = calloc(16 + extra, sizeof(char *));
@@ -1000,7 +1062,7 @@ static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *
 	r = create_validate(h, s, tpath, sizeof(tpath), err);
 	if (r < 0)
 		return r;
-	r = template_argv(s, is_download(tpath), &targv, err);
+	r = template_argv(s, tpath, is_download(tpath), &targv, err);
 	if (r < 0)
 		return r;
 	if (rt_lxc_dir(h, s->name, NULL, dir, sizeof(dir)) < 0)

@@ -377,6 +377,23 @@ class Lxc(unittest.TestCase):
                 self.assertEqual(lxc_ls(env), [], line)
                 self.assertEqual(os.listdir(env.lxcpath), [], line)
             self.assertEqual(os.listdir(os.path.join(env.state_dir, "containers")), [])
+            # disable_gpg: Debian 12's download template checks no GPG
+            # signature and has no --no-validate: refused, with the reason,
+            # before the template runs
+            ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=download "
+                              "distro=alpine release=3.19 arch=amd64 image_server=127.0.0.1:1 "
+                              "disable_gpg=true" % env.name("l"))
+            self.assertEqual((ok, err), (False, "EINVAL"))
+            why = env.read("containers", "error")
+            self.assertIn("disable_gpg", why)
+            self.assertIn("no --no-validate", why)
+            self.assertEqual((env.containers(), os.listdir(env.lxcpath)), ([], []))
+            # containers/ctl lists every option create takes
+            usage = env.read("containers", "ctl")
+            for opt in ("template=", "distro=", "release=", "arch=", "image_variant=",
+                        "image_server=", "template_args=", "flush_cache=", "force_cache=",
+                        "disable_gpg=", "bind=", "volume="):
+                self.assertIn(opt, usage.splitlines()[0], opt)
             taken = lrun(env, "taken", "sleep 1000")
             pid = env.cread(taken, "pid")
             ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % taken)

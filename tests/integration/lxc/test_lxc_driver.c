@@ -926,6 +926,23 @@ Test(lxc, bad_input_leaves_nothing)
 	cr_assert(strstr(err.msg, "Failed to download"), "%s", err.msg);
 	cr_assert_eq(count_entries(lxcpath), 0, "a failed download left files");
 
+	/* disable_gpg: Debian 12's download template checks no signature
+	 * and has no --no-validate: refused before the template runs. */
+	spec_init(&s, "gpg");
+	s.template_name = "download";
+	s.distro = "alpine";
+	s.release = "3.19";
+	s.arch = "amd64";
+	s.image_server = "127.0.0.1:1";
+	s.disable_gpg = true;
+	if (access("/usr/share/lxc/templates/lxc-download", X_OK) == 0 &&
+	    run_cmd("grep -q no-validate /usr/share/lxc/templates/lxc-download") != 0) {
+		cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+		cr_assert(strstr(err.msg, "disable_gpg") && strstr(err.msg, "no --no-validate"),
+			  "%s", err.msg);
+		cr_assert_eq(count_entries(lxcpath), 0, "a refused disable_gpg left files");
+	}
+
 	/* A template that fails half way: nothing half-made stays. */
 	snprintf(tmpl, sizeof(tmpl), "%s/../failing-template-%d", lxcpath, (int)getpid());
 	f = fopen(tmpl, "w");
@@ -949,6 +966,69 @@ Test(lxc, bad_input_leaves_nothing)
 	make(&s);
 	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EEXIST);
 	cr_assert_null(id);
+}
+
+/* A stand-in download template that records its arguments in the
+ * container directory; it declares the long options in takes. */
+static void fake_download(char *path, size_t size, const char *dir, const char *takes)
+{
+	FILE *f;
+
+	snprintf(path, size, "%s/lxc-download", dir);
+	mkdir(dir, 0755);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "#!/bin/sh\n# getopt -l dist:,release:,arch:,%s,name:,path:,rootfs:\n"
+		"for a; do case $a in --rootfs=*) r=${a#--rootfs=};; esac; done\n"
+		"mkdir -p \"$r\" && printf '%%s\\n' \"$@\" > \"$r/../template-args\"\n", takes);
+	fclose(f);
+	chmod(path, 0755);
+}
+
+/* The download options reach the template as its flags, and one the
+ * template does not take is refused with nothing made. */
+Test(lxc, download_options_mapped_or_refused)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	char dir[700], tmpl[800], args[800], buf[4096];
+	char *targs[] = { "--keyserver", "hkp://example.invalid", NULL };
+	char *id = NULL;
+
+	snprintf(dir, sizeof(dir), "%s/tmpl-new", lxcpath);
+	fake_download(tmpl, sizeof(tmpl), dir,
+		      "variant:,server:,flush-cache,force-cache,no-validate");
+	spec_init(&s, "dlopts");
+	s.template_name = tmpl;
+	s.distro = "debian";
+	s.release = "bookworm";
+	s.arch = "amd64";
+	s.image_variant = "cloud";
+	s.image_server = "images.example.invalid";
+	s.flush_cache = s.force_cache = s.disable_gpg = true;
+	s.template_args = targs;
+	make(&s);
+	snprintf(args, sizeof(args), "%s/dlopts/template-args", lxcpath);
+	cr_assert_gt(rt_lxc_read_file(args, buf, sizeof(buf)), 0, "the template did not run");
+	cr_assert(strstr(buf, "-d\ndebian\n-r\nbookworm\n-a\namd64\n--variant\ncloud\n"
+			  "--server\nimages.example.invalid\n--flush-cache\n--force-cache\n"
+			  "--no-validate\n--keyserver\nhkp://example.invalid\n"), "args:\n%s", buf);
+	cr_assert_eq(ops->destroy(H, "dlopts", &err), 0, "%s", err.msg);
+
+	/* A template without --no-validate (lxc 5's): disable_gpg is refused,
+	 * the rest still goes through. */
+	snprintf(dir, sizeof(dir), "%s/tmpl-lxc5", lxcpath);
+	fake_download(tmpl, sizeof(tmpl), dir, "variant:,server:,flush-cache,force-cache");
+	s.template_name = tmpl;
+	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "disable_gpg"), "%s", err.msg);
+	cr_assert_null(id);
+	cr_assert_eq(count_entries(lxcpath), 2, "a refused create left files");
+	s.disable_gpg = false;
+	make(&s);
+	cr_assert_gt(rt_lxc_read_file(args, buf, sizeof(buf)), 0);
+	cr_assert_null(strstr(buf, "--no-validate"), "args:\n%s", buf);
+	cr_assert_eq(ops->destroy(H, "dlopts", &err), 0, "%s", err.msg);
 }
 
 #define NPAR 10
