@@ -188,6 +188,13 @@ int loop_mod_fd(struct loop *l, int fd, unsigned events)
 	return 0;
 }
 
+int loop_arm_fd(struct loop *l, int fd, unsigned events)
+{
+	struct epoll_event ev = { .events = to_epoll(events), .data.fd = fd };
+
+	return epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+}
+
 void loop_del_fd(struct loop *l, int fd)
 {
 	if (fd < 0 || fd >= l->nfds || !l->fds[fd].events)

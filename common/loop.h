@@ -50,6 +50,12 @@ bool loop_in_thread(struct loop *l);
 int loop_add_fd(struct loop *l, int fd, unsigned events, loop_fd_fn fn, void *userdata);
 /* Change the events watched on fd; -ENOENT if not watched. */
 int loop_mod_fd(struct loop *l, int fd, unsigned events);
+/* Set fd's interest in the kernel to events (0: none; errors and hang-ups
+ * are always reported) from any thread. It bypasses loop_mod_fd's record,
+ * so an fd armed this way must never go through loop_mod_fd: its owner
+ * keeps its own record (h2conn parks its socket while a caller thread
+ * reads it). 0 or -errno. */
+int loop_arm_fd(struct loop *l, int fd, unsigned events);
 /* Stop watching fd (safe from inside that fd's callback). */
 void loop_del_fd(struct loop *l, int fd);
 

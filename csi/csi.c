@@ -81,7 +81,8 @@ struct csi_plugin {
 	struct csi_metrics m;
 	uint64_t rng;
 
-	/* Loop thread only. */
+	/* Loop thread only; conn is also read under lock by direct callers
+	 * (set before any call, cleared under lock at teardown). */
 	struct h2_conn *conn;
 	struct loop_timer *probe_timer;
 	bool probe_inflight;
@@ -213,6 +214,13 @@ static void metrics_start(struct csi_plugin *p, enum csi_rpc rpc)
 {
 	pthread_mutex_lock(&p->lock);
 	p->m.rpc[rpc].pending++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void metrics_unstart(struct csi_plugin *p, enum csi_rpc rpc)
+{
+	pthread_mutex_lock(&p->lock);
+	p->m.rpc[rpc].pending--;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -371,8 +379,10 @@ static void plugin_teardown(struct csi_plugin *p, void *arg)
 {
 	loop_del_timer(p->loop, p->probe_timer);
 	p->probe_timer = NULL;
+	pthread_mutex_lock(&p->lock);
 	struct h2_conn *c = TAKE_PTR(p->conn);
-	h2_conn_free(c);
+	pthread_mutex_unlock(&p->lock);
+	h2_conn_free(c);	/* waits for direct callers to let go */
 }
 
 static void plugin_probe_restart(struct csi_plugin *p, void *arg)
@@ -506,6 +516,7 @@ void csi_plugin_metrics(struct csi_plugin *p, struct csi_metrics *ret)
 
 struct attempt {
 	struct csi_plugin *p;
+	struct h2_conn *conn;
 	enum csi_rpc rpc;
 	const uint8_t *req;
 	size_t req_len;
@@ -550,7 +561,7 @@ static void on_attempt_done(void *ud, const struct grpc_reply *r)
 	metrics_done(a->p, a->rpc, r->code, loop_now_us() - a->start_us);
 	if (a->rpc == CSI_RPC_PROBE)
 		health_from_probe(a->p, r->code, r->message, r->body, r->body_len, NULL);
-	else if (r->code == GRPC_UNAVAILABLE && a->p->conn && h2_conn_state(a->p->conn) == H2_DOWN)
+	else if (r->code == GRPC_UNAVAILABLE && a->conn && h2_conn_state(a->conn) == H2_DOWN)
 		health_set(a->p, CSI_HEALTH_DOWN, r->message);
 	attempt_finish(a, r->code, r->message, r->body, r->body_len);
 }
@@ -569,6 +580,7 @@ static void attempt_start(struct loop *l, void *ud)
 		attempt_finish(a, GRPC_CANCELLED, "plugin shut down", NULL, 0);
 		return;
 	}
+	a->conn = p->conn;
 	a->start_us = loop_now_us();
 	metrics_start(p, a->rpc);
 	int r = h2_conn_submit(p->conn, rpcs[a->rpc].path, a->req, a->req_len, a->timeout_ms,
@@ -577,6 +589,32 @@ static void attempt_start(struct loop *l, void *ud)
 		metrics_done(p, a->rpc, GRPC_RESOURCE_EXHAUSTED, 0);
 		attempt_finish(a, GRPC_RESOURCE_EXHAUSTED, strerror(-r), NULL, 0);
 	}
+}
+
+/* The fast path: run the attempt on this thread if the connection is up
+ * and idle (h2_conn_call). 0 when it ran (a is complete), -EAGAIN when the
+ * loop must carry it. */
+static int attempt_direct(struct attempt *a)
+{
+	struct csi_plugin *p = a->p;
+	struct h2_conn *c = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->closing && p->conn) {
+		c = p->conn;
+		h2_conn_ref(c);
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (!c)
+		return -EAGAIN;
+	a->conn = c;
+	a->start_us = loop_now_us();
+	metrics_start(p, a->rpc);
+	int r = h2_conn_call(c, rpcs[a->rpc].path, a->req, a->req_len, a->timeout_ms,
+			     on_attempt_done, a);
+	if (r < 0)
+		metrics_unstart(p, a->rpc);
+	return r;
 }
 
 int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,
@@ -631,6 +669,10 @@ int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *
 		};
 
 		pthread_cond_init(&a.cond, NULL);
+		/* A lone caller drives its call itself; with company, the loop
+		 * multiplexes (a direct call would hold the others back). */
+		if (atomic_load(&p->callers) == 1 && attempt_direct(&a) == 0)
+			goto wait;	/* done, or handed to the loop */
 		r = loop_submit(p->loop, attempt_start, &a);
 		if (r < 0) {
 			pthread_cond_destroy(&a.cond);
@@ -649,6 +691,7 @@ int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *
 			     && loop_now_us() - t < budget;)
 				__builtin_ia32_pause();
 		atomic_fetch_sub(&p->spinners, 1);
+wait:
 		pthread_mutex_lock(&p->lock);
 		while (!atomic_load(&a.done))
 			pthread_cond_wait(&a.cond, &p->lock);

@@ -7,9 +7,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -31,16 +35,32 @@ struct h2_call {
 	uint64_t deadline_ms;	/* absolute, 0 = none */
 	struct grpc_call *gc;	/* set while on the wire */
 	struct loop_timer *timer;
+	bool started;		/* handed to the session (gc set, or failed) */
 	grpc_done_fn done;
 	void *userdata;
+	bool *finished;		/* a direct call's caller: set when done has run */
 };
 
 struct h2_conn {
+	/* Everything below is under mu (recursive: a completion may submit).
+	 * The loop thread drives the connection; a direct caller (h2_conn_call)
+	 * borrows it for one call while it is idle. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;		/* held or users dropped (for free) */
 	struct loop *loop;
 	char *path;
 	struct h2_conn_opts opts;
 	int fd;
-	enum h2_state state;
+	_Atomic enum h2_state state;
+	unsigned interest;		/* LOOP_READ|LOOP_WRITE the loop should watch */
+	unsigned armed;			/* what the kernel watches (0 while held) */
+	bool held;			/* a direct caller reads the socket */
+	bool adopt;			/* a direct call was handed over: arm its deadline */
+	int efd;			/* eventfd: a call queued while held */
+	bool freeing;
+	atomic_uint users;		/* direct callers between h2_conn_ref and return */
+	unsigned queued;		/* calls on c->calls not yet on the wire */
+	char lost[128];			/* why a direct caller gave the socket up */
 	struct grpc_session *sess;
 	struct sbuf out;
 	size_t out_off;
@@ -77,6 +97,22 @@ uint64_t h2_backoff_ms(uint64_t base_ms, uint64_t max_ms, double factor, double 
 static void conn_flush(struct h2_conn *c);
 static void conn_close(struct h2_conn *c, int code, const char *reason, bool lost);
 
+/* The kernel watches what the loop wants, or nothing while a direct caller
+ * holds the socket (it polls the socket itself). */
+static void arm(struct h2_conn *c)
+{
+	unsigned want = c->held ? 0 : c->interest;
+
+	if (c->fd >= 0 && want != c->armed && loop_arm_fd(c->loop, c->fd, want) == 0)
+		c->armed = want;
+}
+
+static void set_interest(struct h2_conn *c, unsigned events)
+{
+	c->interest = events;
+	arm(c);
+}
+
 static void call_unlink(struct h2_conn *c, struct h2_call *k)
 {
 	if (k->prev)
@@ -94,9 +130,13 @@ static void call_finish(struct h2_call *k, const struct grpc_reply *r)
 	struct h2_conn *c = k->c;
 
 	call_unlink(c, k);
+	if (!k->started)
+		c->queued--;
 	loop_del_timer(c->loop, k->timer);
 	k->timer = NULL;
 	k->done(k->userdata, r);
+	if (k->finished)
+		*k->finished = true;
 	free(k->path);
 	free(k->msg);
 	free(k);
@@ -125,6 +165,8 @@ static void call_start(struct h2_call *k)
 
 		tmo = k->deadline_ms > now ? k->deadline_ms - now : 1;
 	}
+	k->started = true;
+	c->queued--;
 	r = grpc_session_submit(c->sess, k->path, k->msg, k->len, tmo, on_grpc_done, k, &k->gc);
 	if (r < 0)
 		call_fail(k, GRPC_UNAVAILABLE, r == -ENOTCONN ? "connection is going away" : "out of memory");
@@ -132,13 +174,15 @@ static void call_start(struct h2_call *k)
 
 static void start_queued(struct h2_conn *c)
 {
+	if (c->held)
+		return;		/* the direct caller's call goes alone */
 	/* Completions may unlink other calls: rescan from the head. */
-	for (;;) {
+	while (c->queued && c->state == H2_UP && !grpc_session_closing(c->sess)) {
 		struct h2_call *k;
 
-		for (k = c->calls; k && k->gc; k = k->next)
+		for (k = c->calls; k && k->started; k = k->next)
 			;
-		if (!k || c->state != H2_UP || grpc_session_closing(c->sess))
+		if (!k)
 			break;
 		call_start(k);
 	}
@@ -150,7 +194,7 @@ static void fail_queued(struct h2_conn *c, int code, const char *reason)
 	for (;;) {
 		struct h2_call *k;
 
-		for (k = c->calls; k && k->gc; k = k->next)
+		for (k = c->calls; k && k->started; k = k->next)
 			;
 		if (!k)
 			break;
@@ -189,7 +233,7 @@ static void conn_up(struct h2_conn *c)
 		return;
 	}
 	c->attempt = 0;
-	loop_mod_fd(c->loop, c->fd, LOOP_READ | LOOP_WRITE);
+	set_interest(c, LOOP_READ | LOOP_WRITE);
 	set_state(c, H2_UP, "");
 	start_queued(c);
 }
@@ -222,6 +266,7 @@ static void conn_connect_now(struct h2_conn *c)
 		goto fail;
 	}
 	c->fd = fd;
+	c->interest = c->armed = r == 0 ? LOOP_READ : LOOP_WRITE;
 	c->state = H2_CONNECTING;
 	if (r == 0)
 		conn_up(c);
@@ -237,19 +282,23 @@ static void on_kick(struct loop *l, struct loop_timer *t, void *ud)
 {
 	struct h2_conn *c = ud;
 
+	pthread_mutex_lock(&c->mu);
 	c->kick = NULL;
 	if (c->state == H2_DOWN)
 		conn_connect_now(c);
 	else if (c->state == H2_UP)
 		start_queued(c);
+	pthread_mutex_unlock(&c->mu);
 }
 
 static void on_backoff(struct loop *l, struct loop_timer *t, void *ud)
 {
 	struct h2_conn *c = ud;
 
+	pthread_mutex_lock(&c->mu);
 	c->backoff = NULL;
 	conn_connect_now(c);
+	pthread_mutex_unlock(&c->mu);
 }
 
 static void kick(struct h2_conn *c)
@@ -265,8 +314,10 @@ static void kick(struct h2_conn *c)
 
 void h2_conn_connect(struct h2_conn *c)
 {
+	pthread_mutex_lock(&c->mu);
 	if (c->state == H2_DOWN)
 		kick(c);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* Tear the connection down. lost: unexpected (schedule a reconnect). */
@@ -279,6 +330,8 @@ static void conn_close(struct h2_conn *c, int code, const char *reason, bool los
 		close(c->fd);
 		c->fd = -1;
 	}
+	c->interest = c->armed = 0;
+	c->lost[0] = 0;
 	c->sess = NULL;
 	sbuf_reset(&c->out);
 	c->out_off = 0;
@@ -298,7 +351,7 @@ static void conn_close(struct h2_conn *c, int code, const char *reason, bool los
 
 static void conn_flush(struct h2_conn *c)
 {
-	if (c->state != H2_UP)
+	if (c->state != H2_UP || c->held)
 		return;
 	for (;;) {
 		if (c->out_off == c->out.len) {
@@ -325,17 +378,54 @@ static void conn_flush(struct h2_conn *c)
 		}
 		c->out_off += (size_t)n;
 	}
-	loop_mod_fd(c->loop, c->fd, c->out_off < c->out.len ? LOOP_READ | LOOP_WRITE : LOOP_READ);
+	set_interest(c, c->out_off < c->out.len ? LOOP_READ | LOOP_WRITE : LOOP_READ);
 	/* A GOAWAY'd or finished session with nothing left open: close it. */
 	if (grpc_session_closing(c->sess) && grpc_session_active(c->sess) == 0
 	    && c->out_off == c->out.len)
 		conn_close(c, GRPC_UNAVAILABLE, "connection closed (GOAWAY)", false);
 }
 
+/* Read what the socket has into the session: 0, or -1 after closing the
+ * connection (lost) with the reason. Loop thread. */
+static int conn_read(struct h2_conn *c)
+{
+	uint8_t buf[65536];
+
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			char why[128];
+			snprintf(why, sizeof(why), "%s", c->lost[0] ? c->lost
+				 : n == 0 ? "connection closed by peer" : strerror(errno));
+			conn_close(c, GRPC_UNAVAILABLE, why, true);
+			return -1;
+		}
+		if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
+			conn_close(c, GRPC_UNAVAILABLE, "HTTP/2 protocol error from peer", true);
+			return -1;
+		}
+		if (c->state != H2_UP)
+			return -1;
+		if ((size_t)n < sizeof(buf))
+			break;
+	}
+	return 0;
+}
+
+static void on_deadline(struct loop *l, struct loop_timer *t, void *ud);
+
 static void on_fd(struct loop *l, int fd, unsigned events, void *ud)
 {
 	struct h2_conn *c = ud;
 
+	pthread_mutex_lock(&c->mu);
+	if (c->held || fd != c->fd)
+		goto out;	/* a direct caller reads it; or reported before a close */
 	if (c->state == H2_CONNECTING) {
 		int err = 0;
 		socklen_t el = sizeof(err);
@@ -346,41 +436,28 @@ static void on_fd(struct loop *l, int fd, unsigned events, void *ud)
 			char why[128];
 			snprintf(why, sizeof(why), "connect %s: %s", c->path, strerror(err));
 			conn_close(c, GRPC_UNAVAILABLE, why, true);
-			return;
+			goto out;
 		}
 		conn_up(c);
-		return;
+		goto out;
 	}
 	if (c->state != H2_UP)
-		return;
-	if (events & LOOP_READ) {
-		uint8_t buf[65536];
+		goto out;
+	if (c->adopt) {
+		/* A direct call handed over: its deadline is ours now. */
+		uint64_t now = loop_now_ms();
 
-		for (int i = 0; i < 16; i++) {
-			ssize_t n = recv(fd, buf, sizeof(buf), 0);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && errno == EAGAIN)
-				break;
-			if (n <= 0) {
-				char why[128];
-				snprintf(why, sizeof(why), "%s", n == 0 ? "connection closed by peer"
-					 : strerror(errno));
-				conn_close(c, GRPC_UNAVAILABLE, why, true);
-				return;
-			}
-			if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
-				conn_close(c, GRPC_UNAVAILABLE, "HTTP/2 protocol error from peer", true);
-				return;
-			}
-			if (c->state != H2_UP)
-				return;
-			if ((size_t)n < sizeof(buf))
-				break;
-		}
+		c->adopt = false;
+		for (struct h2_call *k = c->calls; k; k = k->next)
+			if (k->deadline_ms && !k->timer)
+				k->timer = loop_add_timer(c->loop, k->deadline_ms > now
+							  ? k->deadline_ms - now : 0, on_deadline, k);
 	}
-	conn_flush(c);
+	if ((events & LOOP_READ) && conn_read(c) < 0)
+		goto out;
+	start_queued(c);	/* calls queued behind a direct call; then flush */
+out:
+	pthread_mutex_unlock(&c->mu);
 }
 
 static void on_deadline(struct loop *l, struct loop_timer *t, void *ud)
@@ -389,6 +466,7 @@ static void on_deadline(struct loop *l, struct loop_timer *t, void *ud)
 	struct h2_conn *c = k->c;
 	char msg[96];
 
+	pthread_mutex_lock(&c->mu);
 	k->timer = NULL;	/* the loop frees it after we return */
 	snprintf(msg, sizeof(msg), "deadline of %" PRIu64 " ms exceeded", k->timeout_ms);
 	if (k->gc) {
@@ -396,6 +474,7 @@ static void on_deadline(struct loop *l, struct loop_timer *t, void *ud)
 		conn_flush(c);
 	} else
 		call_fail(k, GRPC_DEADLINE_EXCEEDED, msg);
+	pthread_mutex_unlock(&c->mu);
 }
 
 int h2_conn_new(struct loop *loop, const char *path, const struct h2_conn_opts *opts,
@@ -414,8 +493,22 @@ int h2_conn_new(struct loop *loop, const char *path, const struct h2_conn_opts *
 		free(c);
 		return -ENOMEM;
 	}
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&c->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_cond_init(&c->cond, NULL);
 	c->loop = loop;
 	c->fd = -1;
+	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->efd < 0) {
+		pthread_cond_destroy(&c->cond);
+		pthread_mutex_destroy(&c->mu);
+		free(c->path);
+		free(c);
+		return -errno;
+	}
 	c->state = H2_DOWN;
 	if (opts)
 		c->opts = *opts;
@@ -435,6 +528,14 @@ void h2_conn_free(struct h2_conn *c)
 {
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->mu);
+	/* A direct caller polling the socket wakes on the shutdown, ends its
+	 * call with CANCELLED and lets go; one about to enter sees freeing. */
+	c->freeing = true;
+	if (c->held && c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	while (c->held || atomic_load(&c->users))
+		pthread_cond_wait(&c->cond, &c->mu);
 	c->opts.on_state = NULL;
 	if (c->sess || c->fd >= 0)
 		conn_close(c, GRPC_CANCELLED, "connection shut down", false);
@@ -444,6 +545,10 @@ void h2_conn_free(struct h2_conn *c)
 	loop_del_timer(c->loop, c->kick);
 	loop_del_timer(c->loop, c->backoff);
 	sbuf_free(&c->out);
+	pthread_mutex_unlock(&c->mu);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->mu);
+	close(c->efd);
 	free(c->path);
 	free(c);
 }
@@ -467,20 +572,29 @@ int h2_conn_submit(struct h2_conn *c, const char *path, const void *msg, size_t 
 	k->done = done;
 	k->userdata = userdata;
 	k->timeout_ms = timeout_ms;
+	pthread_mutex_lock(&c->mu);
 	if (timeout_ms) {
 		k->deadline_ms = loop_now_ms() + timeout_ms;
 		k->timer = loop_add_timer(c->loop, timeout_ms, on_deadline, k);
-		if (!k->timer)
+		if (!k->timer) {
+			pthread_mutex_unlock(&c->mu);
 			goto oom;
+		}
 	}
 	k->next = c->calls;
 	if (c->calls)
 		c->calls->prev = k;
 	c->calls = k;
+	c->queued++;
+	if (c->held) {
+		uint64_t one = 1;	/* the direct caller hands its call over */
+		(void)!write(c->efd, &one, sizeof(one));
+	}
 	/* Never complete inside submit: starting happens from a loop callback. */
 	kick(c);
 	if (ret_call)
 		*ret_call = k;
+	pthread_mutex_unlock(&c->mu);
 	return 0;
 oom:
 	free(k->path);
@@ -493,14 +607,187 @@ void h2_conn_cancel(struct h2_conn *c, struct h2_call *k, int code, const char *
 {
 	if (!k)
 		return;
+	pthread_mutex_lock(&c->mu);
 	if (k->gc) {
 		grpc_session_cancel(c->sess, k->gc, code, message);
 		conn_flush(c);
 	} else
 		call_fail(k, code, message);
+	pthread_mutex_unlock(&c->mu);
 }
 
 enum h2_state h2_conn_state(struct h2_conn *c)
 {
-	return c->state;
+	return atomic_load(&c->state);
+}
+
+
+/* ---- a direct call: the caller's thread drives one call alone ---- */
+
+void h2_conn_ref(struct h2_conn *c)
+{
+	atomic_fetch_add(&c->users, 1);
+}
+
+/* Send what the session has for the socket: 0, or -1 with c->lost set. */
+static int direct_flush(struct h2_conn *c)
+{
+	for (;;) {
+		if (c->out_off == c->out.len) {
+			sbuf_reset(&c->out);
+			c->out_off = 0;
+			int r = grpc_session_output(c->sess, &c->out);
+			if (r < 0) {
+				snprintf(c->lost, sizeof(c->lost), "HTTP/2 send failed");
+				return -1;
+			}
+			if (r == 0)
+				return 0;
+		}
+		ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			snprintf(c->lost, sizeof(c->lost), "send: %s", strerror(errno));
+			return -1;
+		}
+		c->out_off += (size_t)n;
+	}
+}
+
+/* Feed the session what the socket has: 0, or -1 with c->lost set. */
+static int direct_read(struct h2_conn *c)
+{
+	uint8_t buf[16384];
+
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0) {
+			snprintf(c->lost, sizeof(c->lost), "%s",
+				 n == 0 ? "connection closed by peer" : strerror(errno));
+			return -1;
+		}
+		if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
+			snprintf(c->lost, sizeof(c->lost), "HTTP/2 protocol error from peer");
+			return -1;
+		}
+		if ((size_t)n < sizeof(buf))
+			return 0;
+	}
+}
+
+int h2_conn_call(struct h2_conn *c, const char *path, const void *msg, size_t len,
+		 uint64_t timeout_ms, grpc_done_fn done, void *userdata)
+{
+	bool finished = false, lost = false;
+	struct h2_call *k;
+	int r = -EAGAIN;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->freeing || c->state != H2_UP || c->held || c->calls || c->out_off != c->out.len
+	    || grpc_session_closing(c->sess) || len > GRPC_MAX_MESSAGE)
+		goto out;	/* busy, down or going: the loop's path */
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		goto out;
+	k->c = c;
+	k->done = done;
+	k->userdata = userdata;
+	k->finished = &finished;
+	k->timeout_ms = timeout_ms;
+	k->started = true;
+	c->calls = k;
+	r = 0;
+	int s = grpc_session_submit(c->sess, path, msg, len, timeout_ms, on_grpc_done, k, &k->gc);
+	if (s < 0) {
+		call_fail(k, GRPC_UNAVAILABLE, s == -ENOTCONN ? "connection is going away" : "out of memory");
+		goto out;
+	}
+	/* From here the loop leaves the socket alone: it only queues calls
+	 * (started when we let go) and its timers touch nothing of ours. */
+	c->held = true;
+	arm(c);
+	uint64_t deadline = timeout_ms ? loop_now_ms() + timeout_ms : 0;
+	bool handover = false;
+	lost = direct_flush(c) < 0;
+	while (!finished && !lost) {
+		struct pollfd pfd[2] = {
+			{ .fd = c->fd, .events = POLLIN | (c->out_off < c->out.len ? POLLOUT : 0) },
+			{ .fd = c->efd, .events = POLLIN },
+		};
+		int wait = -1;
+
+		if (c->queued) {
+			/* Company: hand the call to the loop, which multiplexes
+			 * it with the others; done runs there. */
+			uint64_t v;
+
+			(void)!read(c->efd, &v, sizeof(v));
+			k->finished = NULL;
+			k->deadline_ms = deadline;
+			c->adopt = true;
+			handover = true;
+			break;
+		}
+
+		if (deadline) {
+			uint64_t now = loop_now_ms();
+			char m[96];
+
+			if (now >= deadline) {
+				snprintf(m, sizeof(m), "deadline of %" PRIu64 " ms exceeded", timeout_ms);
+				grpc_session_cancel(c->sess, k->gc, GRPC_DEADLINE_EXCEEDED, m);
+				lost = direct_flush(c) < 0;	/* the RST_STREAM */
+				break;
+			}
+			wait = deadline - now > 60000 ? 60000 : (int)(deadline - now);
+		}
+		pthread_mutex_unlock(&c->mu);
+		int n = poll(pfd, 2, wait);
+		pthread_mutex_lock(&c->mu);
+		if (c->freeing) {
+			grpc_session_cancel(c->sess, k->gc, GRPC_CANCELLED, "connection shut down");
+			break;
+		}
+		if (n <= 0)
+			continue;
+		if (pfd[1].revents & POLLIN) {
+			uint64_t v;	/* looked at on the next turn */
+
+			(void)!read(c->efd, &v, sizeof(v));
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
+			lost = direct_read(c) < 0;
+		if (!lost)
+			lost = direct_flush(c) < 0;	/* acks, window updates */
+	}
+	if (lost) {
+		/* The loop closes the connection: it finds the socket shut and
+		 * reports c->lost, then reconnects as after any loss. */
+		if (!finished)
+			grpc_session_cancel(c->sess, k->gc, GRPC_UNAVAILABLE, c->lost);
+		shutdown(c->fd, SHUT_RDWR);
+	}
+	c->held = false;
+	/* Wake the loop if it has work here: calls queued meanwhile, bytes
+	 * unsent, a GOAWAY to act on, a lost socket. */
+	if (c->queued || c->out_off < c->out.len || grpc_session_closing(c->sess) || lost
+	    || handover)
+		c->interest |= LOOP_WRITE;
+	arm(c);
+	if (c->freeing)
+		pthread_cond_broadcast(&c->cond);
+out:
+	if (atomic_fetch_sub(&c->users, 1) == 1 && c->freeing)
+		pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->mu);
+	return r;
 }

@@ -9,9 +9,16 @@
  * UNAVAILABLE (connection refused, lost or GOAWAY); retrying is the caller's
  * business. It knows nothing of CSI.
  *
- * Every function here runs on the loop thread only. Every call accepted by
+ * Every function here runs on the loop thread only, except h2_conn_ref(),
+ * h2_conn_call() and h2_conn_state(). Every call accepted by
  * h2_conn_submit() completes exactly once, always from a later loop callback
  * (never inside h2_conn_submit itself).
+ *
+ * A direct call (h2_conn_call) is the fast path of a lone caller: when the
+ * connection is up and idle, the calling thread submits, writes and reads
+ * the socket itself while the loop stops watching it, so a round trip
+ * costs no thread hand-off. Calls submitted meanwhile wait and start when
+ * it lets go; a loss it meets is handed to the loop, which reconnects.
  */
 #ifndef NODEFS_H2CONN_H
 #define NODEFS_H2CONN_H
@@ -60,7 +67,23 @@ int h2_conn_submit(struct h2_conn *c, const char *path, const void *msg, size_t 
 /* Complete a call now with code (e.g. CANCELLED); RST_STREAM if on the wire. */
 void h2_conn_cancel(struct h2_conn *c, struct h2_call *call, int code, const char *message);
 
+/* Any thread. */
 enum h2_state h2_conn_state(struct h2_conn *c);
+
+/* Any thread, under whatever lock keeps c alive (the CSI plugin's): keep
+ * c from being freed until the h2_conn_call() that must follow returns. */
+void h2_conn_ref(struct h2_conn *c);
+
+/* Any thread but the loop's, after h2_conn_ref() (which it drops). If the
+ * connection is up with nothing in flight, run the call on this thread and
+ * return 0: done runs exactly once (OK, a status, DEADLINE_EXCEEDED,
+ * UNAVAILABLE if the connection is lost, CANCELLED if freed meanwhile),
+ * here before the return, or, if another call was submitted meanwhile, on
+ * the loop thread, to which the call is handed so that the two share the
+ * connection. Otherwise -EAGAIN at once and done never runs: use
+ * h2_conn_submit() on the loop. */
+int h2_conn_call(struct h2_conn *c, const char *path, const void *msg, size_t len,
+		 uint64_t timeout_ms, grpc_done_fn done, void *userdata);
 
 /* Randomized exponential backoff: min(max_ms, base_ms * factor^attempt),
  * then multiplied by a uniform jitter in [1 - jitter, 1 + jitter] (and capped
