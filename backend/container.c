@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -1244,6 +1245,82 @@ static int dupopt(const struct ctl_cmd *cmd, const char *key, char **ret)
 	return 0;
 }
 
+/* path with its symlinks resolved, as far as it exists (the rest, which
+ * the engine may create, appended as written): what mount(2) would reach.
+ * A dangling symlink on the way is refused: what it will lead to is not
+ * known yet. */
+static int resolve_existing(const char *path, char *ret, size_t size, struct nerr *err)
+{
+	char buf[PATH_MAX], real[PATH_MAX];
+	size_t cut = strlen(path);
+	struct stat st;
+
+	if (cut >= sizeof(buf))
+		return nerr_set(err, ENAMETOOLONG, "path too long");
+	memcpy(buf, path, cut + 1);
+	for (;;) {
+		char *slash;
+
+		if (realpath(buf, real)) {
+			const char *rest = path + cut;
+
+			if ((size_t)snprintf(ret, size, "%s%s", strcmp(real, "/") == 0 && *rest ? "" : real,
+					     rest) >= size)
+				return nerr_set(err, ENAMETOOLONG, "path too long");
+			return 0;
+		}
+		if (errno != ENOENT)
+			return nerr_set(err, errno, "%s: %s", buf, strerror(errno));
+		if (lstat(buf, &st) == 0 && S_ISLNK(st.st_mode))
+			return nerr_set(err, EPERM, "%s is a dangling symlink", buf);
+		slash = strrchr(buf, '/');
+		if (!slash || slash == buf) {
+			snprintf(ret, size, "%s", path);	/* nothing of it exists */
+			return 0;
+		}
+		*slash = '\0';
+		cut = (size_t)(slash - buf);
+	}
+}
+
+/* A bind source after its symlinks must still lie under allowed_targets
+ * (or under what an allowed prefix itself resolves to): mount(2) follows
+ * links, and a text check alone lets a link under an allowed prefix lead to
+ * /etc. The resolved path, not the link, is what the engine gets. */
+static int resolve_bind_source(const char *spec, const char *src, const char *const *allowed,
+			       size_t n, char **ret, struct nerr *err)
+{
+	char real[PATH_MAX], ra[PATH_MAX];
+	const char **both;
+	int r;
+
+	r = resolve_existing(src, real, sizeof(real), err);
+	if (r < 0) {
+		nerr_prefix(err, "bind '%s': host path", spec);
+		return r;
+	}
+	if (n && strcmp(real, src) != 0) {
+		/* each prefix as written, then as it resolves (NULL: the same) */
+		both = calloc(2 * n, sizeof(*both));
+		if (!both)
+			return nerr_set(err, ENOMEM, "out of memory");
+		for (size_t i = 0; i < n; i++) {
+			both[2 * i] = allowed[i];
+			if (realpath(allowed[i], ra) && strcmp(ra, allowed[i]) != 0)
+				both[2 * i + 1] = strdup(ra);
+		}
+		r = valid_path(real, both, 2 * n, NULL);
+		for (size_t i = 0; i < n; i++)
+			free((char *)both[2 * i + 1]);
+		free(both);
+		if (r < 0)
+			return nerr_set(err, EPERM, "bind '%s': host path %s resolves to %s, outside the "
+					"allowed targets", spec, src, real);
+	}
+	*ret = strdup(real);
+	return *ret ? 0 : nerr_set(err, ENOMEM, "out of memory");
+}
+
 /* VOLNAME:/path[:ro] or /host:/path[:ro] into m; for a volume, the source
  * is where the volume is published. */
 static int parse_mount(struct backend *b, const char *key, const char *spec,
@@ -1283,7 +1360,9 @@ static int parse_mount(struct backend *b, const char *key, const char *spec,
 			nerr_prefix(err, "bind '%s': host path", spec);
 			return r;
 		}
-		m->source = strdup(src);
+		r = resolve_bind_source(spec, src, allowed, n, &m->source, err);
+		if (r < 0)
+			return r;
 	} else {
 		r = valid_name(src, err);
 		if (r < 0) {

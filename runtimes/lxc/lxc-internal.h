@@ -24,6 +24,8 @@ struct sbuf;
 #define RT_LXC_META_FILE "nodefs.json"	/* the owner mark, beside config */
 #define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, run by /bin/sh */
 #define RT_LXC_GATE_FILE "nodefs-gate"	/* FIFO the command waits on */
+#define RT_LXC_BINDS_FILE "nodefs-binds"	/* bind sources, resolved, one a line */
+#define RT_LXC_BINDS_CAP (256u << 10)
 /* In LXCPATH, beside the container directories: the in-progress mark of a
  * create, .nodefs-creating-NAME (written before liblxc makes anything,
  * removed once the owner mark is in place). The create's other files there,

@@ -15,7 +15,10 @@
  * default, moves to console.log.1; liblxc 5.0.2's own lxc.console.size
  * rotation duplicates and drops output, measured), lxc.log.file/level (the reason a start
  * failed), cgroup limits under the host's names (v1 lxc.cgroup.*, v2
- * lxc.cgroup2.*), lxc.mount.entry bind mounts, lxc.environment, and
+ * lxc.cgroup2.*), lxc.mount.entry bind mounts (each source with its
+ * symlinks resolved and listed in nodefs-binds, which every start checks
+ * again: a link put on the way since is refused, not mounted),
+ * lxc.environment, and
  * lxc.init.cmd with lxc.signal.halt = SIGTERM when argv is given (an
  * application, not a system init). liblxc 5.0 splits lxc.init.cmd on white
  * space and ignores quotes, and a daemonized start gives init /dev/null for
@@ -824,6 +827,21 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 	return r;
 }
 
+/* Write a small file whole (create or replace). */
+static int write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, data, len) != (ssize_t)len)
+		r = errno ? -errno : -EIO;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
 /* Write everything nodefs sets into the config and save it. */
 static int create_configure(struct rt_lxc *h, struct lxc_container *c, const struct rt_spec *s,
 			    const char *tpath, struct nerr *err)
@@ -831,9 +849,9 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	struct rt_lxc_item items[RT_LXC_LIMIT_ITEMS_MAX];
 	struct rt_limits lim = { .cpus = s->cpus, .memory = s->memory, .pids = s->pids };
 	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
+	_cleanup_(sbuf_free) struct sbuf binds = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
 	int n, r;
 
-	(void)r;
 	if (s->cpus > 0)
 		lim.set |= RT_LIMIT_CPUS;
 	if (s->memory)
@@ -861,15 +879,29 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 		SET(items[i].key, items[i].val);
 	for (size_t i = 0; i < s->nmounts; i++) {
 		const struct rt_mount *m = &s->mounts[i];
+		char real[PATH_MAX];
 		struct stat st;
 
-		if (stat(m->source, &st) < 0 || fstab_escape(m->source, src, sizeof(src)) < 0 ||
+		/* The config keeps the source with its links resolved, and
+		 * nodefs-binds lists it: start() then refuses it if a link
+		 * has appeared on the way since (see binds_unchanged). */
+		if (!realpath(m->source, real) || stat(real, &st) < 0 ||
+		    fstab_escape(real, src, sizeof(src)) < 0 ||
 		    fstab_escape(m->target + 1, dst, sizeof(dst)) < 0) {
 			return nerr_set(err, EINVAL, "lxc %s: bad mount %.100s", s->name, m->source);
 		}
+		if (sbuf_printf(&binds, "%s\n", real) < 0)
+			return nerr_set(err, E2BIG, "lxc %s: too many bind mounts", s->name);
 		snprintf(entry, sizeof(entry), "%s %s none bind,create=%s%s 0 0", src, dst,
 			 S_ISDIR(st.st_mode) ? "dir" : "file", m->ro ? ",ro" : "");
 		SET("lxc.mount.entry", entry);
+	}
+	if (binds.len) {
+		rt_lxc_dir(h, s->name, RT_LXC_BINDS_FILE, path, sizeof(path));
+		r = write_file(path, binds.buf, binds.len);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path,
+					strerror(-r));
 	}
 	for (size_t i = 0; i < s->nenv; i++) {
 		snprintf(entry, sizeof(entry), "%s=%s", s->env[i].key, s->env[i].val ? s->env[i].val : "");
@@ -1152,6 +1184,44 @@ static int open_gate(struct rt_lxc *h, const char *id)
 	return fd;
 }
 
+/*
+ * mount(2) follows symlinks, and a bind source is mounted anew at every
+ * start from the config, where create wrote it with its links resolved and
+ * listed it in nodefs-binds (the template's own entries, busybox's /lib,
+ * are not ours to judge). A source that no longer resolves to itself has
+ * had a link put on its way since (a directory swapped for a link to
+ * /etc): refuse to start rather than mount what it now leads to.
+ */
+static int binds_unchanged(struct rt_lxc *h, const char *id, struct nerr *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	char path[PATH_MAX], real[PATH_MAX];
+	char *save = NULL;
+	int n;
+
+	if (rt_lxc_dir(h, id, RT_LXC_BINDS_FILE, path, sizeof(path)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", id);
+	buf = malloc(RT_LXC_BINDS_CAP);
+	if (!buf)
+		return nerr_set(err, ENOMEM, "lxc: out of memory");
+	n = rt_lxc_read_file(path, buf, RT_LXC_BINDS_CAP);
+	if (n == -ENOENT)
+		return 0;	/* no binds */
+	if (n < 0)
+		return nerr_set(err, -n, "lxc %s: %s: %s", id, path, strerror(-n));
+	for (char *src = strtok_r(buf, "\n", &save); src; src = strtok_r(NULL, "\n", &save)) {
+		if (!realpath(src, real))
+			return nerr_set(err, errno == ENOENT ? ENOENT : EIO,
+					"lxc %s: bind source %.200s: %s; not started", id, src,
+					strerror(errno));
+		if (strcmp(real, src) != 0)
+			return nerr_set(err, EPERM,
+					"lxc %s: bind source %.100s now leads to %.100s through a "
+					"symlink; not started", id, src, real);
+	}
+	return 0;
+}
+
 static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
@@ -1164,6 +1234,9 @@ static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 		return r;
 	if (c->is_running(c))
 		return lxc_fail(h, c, id, LF_RUNNING, err);
+	r = binds_unchanged(h, id, err);
+	if (r < 0)
+		return r;
 	rotate_console_log(h, id);
 	/* A stale watch from the last run must not see this one. */
 	rt_lxc_watch_del(h->watch, id);

@@ -334,7 +334,11 @@ class Lxc(unittest.TestCase):
             os.mkdir(ro)
             with open(os.path.join(ro, "hello"), "w") as f:
                 f.write("from-host\n")
-            n = lrun(env, "bd", "sleep 1000", "bind=%s:/data bind=%s:/conf:ro" % (rw, ro))
+            # a link that stays under the allowed prefix is fine: the
+            # container gets what it leads to
+            os.symlink(ro, os.path.join(env.pub, "ro-link"))
+            n = lrun(env, "bd", "sleep 1000", "bind=%s:/data bind=%s/ro-link:/conf:ro"
+                     % (rw, env.pub))
             _, out, code = env.exec_fd(n, "cat /conf/hello")
             self.assertEqual((out, code), ("from-host\n", "0"))
             _, out, code = env.exec_fd(n, 'sh -c "echo from-ctr > /data/f"')
@@ -347,10 +351,21 @@ class Lxc(unittest.TestCase):
             with open(os.path.join(env.lxcpath, n, "config")) as f:
                 entries = [l for l in f if l.startswith("lxc.mount.entry")]
             self.assertTrue(any(rw in e for e in entries), entries)
+            self.assertTrue(any(ro + " " in e for e in entries), entries)
+            self.assertFalse(any("ro-link" in e for e in entries), entries)
 
     def test_bad_input_creates_nothing(self):
         with ctest.Env() as env:
+            # a link under the allowed prefix that leads out of it
+            os.symlink("/etc", os.path.join(env.pub, "etc-link"))
+            os.symlink("/nonexistent-nodefs", os.path.join(env.pub, "dangling"))
             cases = [
+                ("run %s runtime=lxc template=busybox bind=%s/etc-link:/x"
+                 % (env.name("s1"), env.pub), "EPERM"),
+                ("run %s runtime=lxc template=busybox bind=%s/etc-link/ssl:/x"
+                 % (env.name("s2"), env.pub), "EPERM"),
+                ("run %s runtime=lxc template=busybox bind=%s/dangling:/x"
+                 % (env.name("s3"), env.pub), "EPERM"),
                 ("run %s runtime=lxc template=nosuch" % env.name("a"), None),
                 ("run %s runtime=lxc template=busybox memory=lots" % env.name("b"), "EINVAL"),
                 ("run %s runtime=lxc template=busybox cmd='sleep 1" % env.name("c"), "EINVAL"),
@@ -376,6 +391,8 @@ class Lxc(unittest.TestCase):
                 self.assertEqual(env.containers(), [], line)
                 self.assertEqual(lxc_ls(env), [], line)
                 self.assertEqual(os.listdir(env.lxcpath), [], line)
+                if "etc-link" in line:
+                    self.assertIn("resolves to /etc", env.read("containers", "error"))
             self.assertEqual(os.listdir(os.path.join(env.state_dir, "containers")), [])
             # disable_gpg: Debian 12's download template checks no GPG
             # signature and has no --no-validate: refused, with the reason,

@@ -806,6 +806,45 @@ Test(lxc, bind_mounts_rw_and_ro)
 	cr_assert_eq(count_entries(lxcpath), 2, "only the two host dirs remain");
 }
 
+/* mount(2) follows symlinks: the config keeps a bind source with its links
+ * resolved, and a start refuses a source a link was put on since. */
+Test(lxc, bind_source_symlink_resolved_and_swap_refused)
+{
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	char data[600], link[600], secret[600], cfg[700], conf[16384];
+	struct rt_mount m;
+
+	snprintf(data, sizeof(data), "%s/host-data", lxcpath);
+	snprintf(link, sizeof(link), "%s/host-link", lxcpath);
+	snprintf(secret, sizeof(secret), "%s/secret", lxcpath);
+	cr_assert_eq(mkdir(data, 0755), 0);
+	cr_assert_eq(mkdir(secret, 0700), 0);
+	cr_assert_eq(symlink(data, link), 0);
+	m = (struct rt_mount){ .source = link, .target = "/data" };
+	spec_init(&s, "swap");
+	s.mounts = &m;
+	s.nmounts = 1;
+	make_start(&s);
+	snprintf(cfg, sizeof(cfg), "%s/swap/config", lxcpath);
+	cr_assert_gt(rt_lxc_read_file(cfg, conf, sizeof(conf)), 0);
+	cr_assert(strstr(conf, data), "config:\n%s", conf);
+	cr_assert_null(strstr(conf, "host-link"), "the link, not its target, in the config");
+	cr_assert_eq(ops->stop(H, "swap", 0, &err), 0, "%s", err.msg);
+
+	/* the source directory becomes a link to somewhere else */
+	cr_assert_eq(rmdir(data), 0);
+	cr_assert_eq(symlink(secret, data), 0);
+	cr_assert_eq(ops->start(H, "swap", &err), -EPERM);
+	cr_assert(strstr(err.msg, "symlink") && strstr(err.msg, "secret"), "%s", err.msg);
+	cr_assert_eq(status_of("swap").state, RT_STATE_EXITED, "started anyway");
+	/* gone: ENOENT, with the reason */
+	cr_assert_eq(unlink(data), 0);
+	cr_assert_eq(ops->start(H, "swap", &err), -ENOENT);
+	cr_assert(strstr(err.msg, "bind source"), "%s", err.msg);
+	cr_assert_eq(ops->destroy(H, "swap", &err), 0, "%s", err.msg);
+}
+
 Test(lxc, oom_kill_gives_die_with_flag)
 {
 	struct rt_spec s;
