@@ -22,7 +22,6 @@
 #define DEFAULT_TIMEOUT_MS 120000u
 #define DEFAULT_PROBE_MS 10000u
 #define PROBE_TIMEOUT_MAX_MS 10000u
-#define SPIN_US 250u	/* RPCs typically faster than this spin for 2x typical */
 
 struct rpc_desc {
 	const char *name;
@@ -69,9 +68,7 @@ struct csi_plugin {
 	struct csi_retry retry;
 	uint64_t timeout_ms;
 	atomic_uint_fast64_t probe_ms;
-	atomic_uint spinners;		/* callers spinning for a reply */
 	atomic_uint callers;		/* callers inside csi_call (lock-free copy of users) */
-	atomic_uint_fast64_t typical_us[_CSI_RPC_MAX];	/* moving average of OK latencies */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* closing, users, loop jobs (CLOCK_MONOTONIC) */
@@ -229,12 +226,6 @@ static void metrics_done(struct csi_plugin *p, enum csi_rpc rpc, int code, uint6
 	struct csi_rpc_metrics *m = &p->m.rpc[rpc];
 	double s = (double)us / 1e6;
 
-	if (code == GRPC_OK) {
-		/* An exponential moving average (1/8) of successful latencies. */
-		uint64_t old = atomic_load_explicit(&p->typical_us[rpc], memory_order_relaxed);
-		atomic_store_explicit(&p->typical_us[rpc], old ? old - old / 8 + us / 8 : us,
-				      memory_order_relaxed);
-	}
 	pthread_mutex_lock(&p->lock);
 	m->pending--;
 	if (code == GRPC_OK)
@@ -680,17 +671,6 @@ int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *
 			snprintf(res->message, sizeof(res->message), "out of memory");
 			break;
 		}
-		/* A local plugin often answers within tens of microseconds: spin
-		 * briefly before sleeping, which saves a futex wake-up per call.
-		 * Only a lone caller spins: with several, the CPUs belong to the
-		 * loop thread and the plugin. The budget follows this RPC's recent latency: slow RPCs never spin. */
-		uint64_t typical = atomic_load_explicit(&p->typical_us[rpc], memory_order_relaxed);
-		uint64_t budget = typical && typical <= SPIN_US ? 2 * typical : 0;
-		if (atomic_fetch_add(&p->spinners, 1) == 0 && atomic_load(&p->callers) == 1)
-			for (uint64_t t = loop_now_us(); !atomic_load_explicit(&a.done, memory_order_acquire)
-			     && loop_now_us() - t < budget;)
-				__builtin_ia32_pause();
-		atomic_fetch_sub(&p->spinners, 1);
 wait:
 		pthread_mutex_lock(&p->lock);
 		while (!atomic_load(&a.done))
