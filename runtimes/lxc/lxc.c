@@ -52,6 +52,7 @@
 #include <lxc/lxccontainer.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,10 @@ static inline void closep(int *fd)
 
 /* liblxc answers most calls with a bool; the table says which errno each
  * failure becomes, and the message gets liblxc's own words when it has any
- * (c->error_string, or the last ERROR line of the container's lxc.log). */
+ * (c->error_string, or the last ERROR line of the container's lxc.log).
+ * Every failure of a liblxc call, and of the template it runs, goes
+ * through it (lxc_fail, lxc_failf); checks of nodefs's own (names, paths,
+ * options) say EINVAL or ENOENT directly. */
 enum lxc_fail {
 	LF_NEW,			/* lxc_container_new returned NULL */
 	LF_NOT_DEFINED,
@@ -111,7 +115,6 @@ enum lxc_fail {
 	LF_CGROUP,
 	LF_ATTACH,
 	LF_DESTROY,
-	LF_CONTROL,		/* may_control() false */
 };
 
 static const struct {
@@ -136,7 +139,6 @@ static const struct {
 	[LF_CGROUP] = { EINVAL, "cgroup item rejected" },
 	[LF_ATTACH] = { EIO, "attach failed" },
 	[LF_DESTROY] = { EIO, "destroy failed" },
-	[LF_CONTROL] = { EACCES, "no permission to control the container" },
 };
 
 /* The last line of the container's lxc.log with an ERROR in it. */
@@ -178,19 +180,38 @@ static void last_log_error(struct rt_lxc *h, const char *name, char *buf, size_t
 	}
 }
 
-static int lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
-		    enum lxc_fail f, struct nerr *err)
-{
-	char detail[200] = "";
+/* "lxc NAME: WHAT[: WHY][: LIBLXC'S WORDS]" with the table's errno. why, our
+ * own words on what failed (the item, the signal, the template's last
+ * line), is a printf format; NULL for none. */
+static int lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		     enum lxc_fail f, struct nerr *err, const char *why, ...)
+	__attribute__((format(printf, 6, 7)));
 
+static int lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		     enum lxc_fail f, struct nerr *err, const char *why, ...)
+{
+	char ours[200] = "", detail[200] = "";
+
+	if (why) {
+		va_list ap;
+
+		va_start(ap, why);
+		vsnprintf(ours, sizeof(ours), why, ap);
+		va_end(ap);
+	}
 	if (c && c->error_string && c->error_string[0])
 		snprintf(detail, sizeof(detail), "%s", c->error_string);
 	else if (f == LF_START || f == LF_STOP || f == LF_ATTACH || f == LF_CGROUP)
 		last_log_error(h, name, detail, sizeof(detail));
-	if (detail[0])
-		return nerr_set(err, lxc_fail_table[f].err, "lxc %s: %s: %s", name,
-				lxc_fail_table[f].what, detail);
-	return nerr_set(err, lxc_fail_table[f].err, "lxc %s: %s", name, lxc_fail_table[f].what);
+	return nerr_set(err, lxc_fail_table[f].err, "lxc %s: %s%s%s%s%s", name,
+			lxc_fail_table[f].what, ours[0] ? ": " : "", ours,
+			detail[0] ? ": " : "", detail);
+}
+
+static int lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		    enum lxc_fail f, struct nerr *err)
+{
+	return lxc_failf(h, c, name, f, err, NULL);
 }
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -818,7 +839,7 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 				snprintf(last, sizeof(last), "%s", line);
 		}
 		if (last[0])
-			r = nerr_set(err, EIO, "lxc %s: template failed: %s", name, last);
+			r = lxc_failf(h, c, name, LF_TEMPLATE, err, "%s", last);
 		else
 			r = lxc_fail(h, c, name, LF_CREATE, err);
 	}
@@ -864,7 +885,7 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 
 #define SET(k, v) do { \
 		if (!set_item(c, (k), (v))) { \
-			return nerr_set(err, EINVAL, "lxc %s: config item %s = %.80s rejected", s->name, (k), (v)); \
+			return lxc_failf(h, c, s->name, LF_CONFIG, err, "%s = %.80s", (k), (v)); \
 		} \
 	} while (0)
 	c->clear_config_item(c, "lxc.net");
@@ -935,7 +956,7 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	}
 #undef SET
 	if (!c->save_config(c, NULL))
-		return lxc_fail(h, c, s->name, LF_CONFIG, err);
+		return lxc_failf(h, c, s->name, LF_CONFIG, err, "cannot save the config");
 	if (is_busybox(tpath) && strcmp(h->network_type, "none") == 0)
 		busybox_no_dhcp(c);
 	return 0;
@@ -1368,9 +1389,14 @@ static int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err)
 	if (pidfd < 0)
 		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	rt_lxc_watch_halting(h->watch, id, false);
-	if (pidfd_send_signal_(pidfd, sig) < 0)
-		return nerr_set(err, errno == ESRCH ? EBUSY : EIO, "lxc %s: signal %d: %s", id, sig,
-				strerror(errno));
+	if (pidfd_send_signal_(pidfd, sig) < 0) {
+		int e = errno;
+
+		/* ESRCH: init died since is_running said otherwise */
+		if (e == ESRCH)
+			return lxc_fail(h, NULL, id, LF_NOT_RUNNING, err);
+		return lxc_failf(h, NULL, id, LF_SIGNAL, err, "signal %d: %s", sig, strerror(e));
+	}
 	return 0;
 }
 
@@ -1446,17 +1472,17 @@ static int rt_lxc_update(void *hv, const char *id, const struct rt_limits *lim, 
 					done[i] = c->set_cgroup_item(c, items[i].key, items[i].val);
 		for (int i = 0; i < n; i++)
 			if (!done[i])
-				return nerr_set(err, EINVAL, "lxc %s: cgroup %s = %s rejected", id,
-						items[i].key, items[i].val);
+				return lxc_failf(h, c, id, LF_CGROUP, err, "%s = %s", items[i].key,
+						 items[i].val);
 	}
 	/* Keep the limits for the next start too. */
 	for (int i = 0; i < n; i++) {
 		c->clear_config_item(c, cfg[i].key);
 		if (!c->set_config_item(c, cfg[i].key, cfg[i].val))
-			return lxc_fail(h, c, id, LF_CONFIG, err);
+			return lxc_failf(h, c, id, LF_CONFIG, err, "%s = %s", cfg[i].key, cfg[i].val);
 	}
 	if (!c->save_config(c, NULL))
-		return lxc_fail(h, c, id, LF_CONFIG, err);
+		return lxc_failf(h, c, id, LF_CONFIG, err, "cannot save the config");
 	return 0;
 }
 

@@ -296,6 +296,28 @@ Test(lxc, bad_config_rejected)
 	cr_assert_eq(ops->open(&cfg2, &h2, &err), -EINVAL);
 }
 
+/* A config item liblxc rejects goes through the one table: EINVAL, the
+ * item named, and the half-made container removed. */
+Test(lxc, config_item_rejected_through_the_table)
+{
+	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath },
+			      { (char *)"network_type", (char *)"bogus" } };
+	struct rt_config cfg = { kv, 2 };
+	struct nerr err = { 0 };
+	struct rt_spec s;
+	char *id = NULL;
+	void *h2 = NULL;
+
+	cr_assert_eq(ops->open(&cfg, &h2, &err), 0, "%s", err.msg);
+	spec_init(&s, "badnet");
+	cr_assert_eq(ops->create(h2, &s, NULL, &id, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "lxc badnet: config item rejected: lxc.net.0.type = bogus"),
+		  "%s", err.msg);
+	cr_assert_null(id);
+	ops->close(h2);
+	cr_assert_eq(count_entries(lxcpath), 0, "a rejected config left files");
+}
+
 Test(lxc, lifecycle_exec_stop_destroy)
 {
 	struct rt_spec s;
@@ -997,7 +1019,7 @@ Test(lxc, bad_input_leaves_nothing)
 	s.template_name = real;
 	cr_assert_eq(ops->create(H, &s, NULL, &id, &err), -EIO);
 	unlink(real);
-	cr_assert(strstr(err.msg, "boom: disk on fire"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "template failed: boom: disk on fire"), "%s", err.msg);
 	cr_assert_eq(count_entries(lxcpath), 0, "a failed template left files");
 
 	/* Name taken. */
