@@ -18,10 +18,16 @@
  * The real exit status: init's parent is lxc's monitor, so waitid() on the
  * pidfd is refused to us. Since Linux 6.15 the kernel keeps the exit status
  * of a reaped task for any pidfd holder (PIDFD_GET_INFO, PIDFD_INFO_EXIT);
- * that is read once the monitor has reaped init. On older kernels, whose
- * pidfd signals only once (at the zombie), the status is read then from
- * /proc/PID/stat (field 52), and is -1 (unknown) if the monitor reaped init
- * first.
+ * that is read once the monitor has reaped init. Older kernels (Debian 12's
+ * 6.1) keep nothing once init is reaped, and lxc's monitor reaps it as soon
+ * as it is a zombie: reading /proc/PID/stat (field 52) at the pidfd's edge
+ * lost that race every time, measured. There the watcher also listens to
+ * the kernel's process events (the proc connector, NETLINK_CONNECTOR, root
+ * only), whose exit event every exiting process sends with its status
+ * whoever reaps it, filtered in the kernel to thread-group leaders' exits.
+ * That event is sent just after the pidfd's edge, so a death whose status
+ * is not in yet waits for it, at most EXIT_EVENT_WAIT_MS (a deadline, not
+ * a poll), then /proc's status, else -1 (unknown).
  *
  * On death the record in nodefs.json is written before RT_EV_DIE goes out, so
  * an inspect after the event sees the exit code. Callbacks run on this
@@ -34,9 +40,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/filter.h>
+#include <linux/netlink.h>
+#include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,7 +72,8 @@ struct rt_lxc_pidfd_info {
 #define RT_LXC_PIDFD_GET_INFO _IOWR(0xFF, 11, struct rt_lxc_pidfd_info)
 #define RT_LXC_PIDFD_INFO_EXIT 8ull
 
-enum { TOK_WAKE = 0, TOK_PIDFD = 1, TOK_OOM = 2 };
+enum { TOK_WAKE = 0, TOK_PIDFD = 1, TOK_OOM = 2, TOK_PROC = 3 };
+#define EXIT_EVENT_WAIT_MS 250
 #define TOK(id, kind) (((id) << 2) | (uint64_t)(kind))
 
 struct wentry {
@@ -76,6 +90,9 @@ struct wentry {
 	bool halting;		/* our stop asked init to halt, no kill since */
 	uint64_t oom_kills;	/* last oom_kill count seen */
 	int zombie_status;	/* from /proc on old kernels; -1 */
+	int event_status;	/* from the proc connector's exit event; -1 */
+	bool dead;		/* init died; waiting for its exit event */
+	uint64_t dead_until;	/* CLOCK_MONOTONIC ms: then without it */
 };
 
 struct qevent {
@@ -101,7 +118,16 @@ struct rt_lxc_watch {
 	uint64_t next_id;
 	bool stop;
 	bool exit_info;		/* kernel >= 6.15: PIDFD_INFO_EXIT after reap */
+	int procfd;		/* proc connector (older kernels); -1 */
 };
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static void wake(struct rt_lxc_watch *w)
 {
@@ -237,6 +263,7 @@ int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t 
 	e->pid = pid;
 	e->oom_fd = -1;
 	e->zombie_status = -1;
+	e->event_status = -1;
 	e->have_cgp = rt_lxc_cg_paths(&w->h->cg, pid, &e->cgp) == 0;
 	if (e->have_cgp && rt_lxc_cg_oom_kills(&w->h->cg, &e->cgp, &kills) == 0)
 		e->oom_kills = kills;
@@ -418,14 +445,76 @@ static void check_oom_locked(struct rt_lxc_watch *w, struct wentry *e, bool noti
 	}
 }
 
-/* Handle an edge on a pidfd. Returns true when the entry died (removed). */
-static bool pidfd_edge_locked(struct rt_lxc_watch *w, struct wentry *e, uint32_t events)
+/* init died with status (waitpid form, -1 unknown): write the record,
+ * queue RT_EV_DIE, drop the entry. */
+static void finish_locked(struct rt_lxc_watch *w, struct wentry *e, int status)
 {
-	int status = -1;
 	int code;
 
+	/* A system init halts with reboot(2), which in a pid namespace ends
+	 * it with SIGKILL in its own record while its parent, lxc's monitor,
+	 * is told SIGINT ("halt"). Report what the parent sees when our stop
+	 * asked for the halt and nothing killed it since. */
+	if (status >= 0 && e->halting && !e->oom && WIFSIGNALED(status) &&
+	    WTERMSIG(status) == SIGKILL)
+		status = SIGINT;
+	code = status >= 0 ? status_to_code(status) : -1;
+	(void)rt_lxc_meta_finished(w->h, e->name, time(NULL), code, e->oom);
+	queue_locked(w, RT_EV_DIE, e->name, code);
+	remove_locked(w, e);
+}
+
+static struct wentry *find_pid_locked(struct rt_lxc_watch *w, pid_t pid)
+{
+	for (struct wentry *e = w->entries; e; e = e->next)
+		if (e->pid == pid)
+			return e;
+	return NULL;
+}
+
+/* Read the proc connector's queued exit events; a watched init's status is
+ * kept, and a death waiting for it is finished. */
+static void proc_drain_locked(struct rt_lxc_watch *w)
+{
+	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+
+	if (w->procfd < 0)
+		return;
+	for (;;) {
+		ssize_t n = recv(w->procfd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EINTR || errno == ENOBUFS))
+			continue;	/* ENOBUFS: events lost to a full buffer */
+		if (n <= 0)
+			return;
+		for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (size_t)n);
+		     nh = NLMSG_NEXT(nh, n)) {
+			struct cn_msg *cn = NLMSG_DATA(nh);
+			struct proc_event *ev = (struct proc_event *)cn->data;
+			struct wentry *e;
+
+			if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*cn) + sizeof(*ev)) ||
+			    ev->what != PROC_EVENT_EXIT ||
+			    ev->event_data.exit.process_pid != ev->event_data.exit.process_tgid)
+				continue;
+			e = find_pid_locked(w, ev->event_data.exit.process_pid);
+			if (!e)
+				continue;
+			e->event_status = (int)ev->event_data.exit.exit_code;
+			if (e->dead)
+				finish_locked(w, e, e->event_status);
+		}
+	}
+}
+
+/* Handle an edge on a pidfd. */
+static void pidfd_edge_locked(struct rt_lxc_watch *w, struct wentry *e, uint32_t events)
+{
+	int status = -1;
+
 	/* The cgroup still exists until the monitor tears it down: look now. */
-	check_oom_locked(w, e, false);
+	if (!e->dead)
+		check_oom_locked(w, e, false);
 	/* While init is a zombie its status is in /proc: keep it in case the
 	 * pidfd cannot tell us later. */
 	if (e->zombie_status < 0)
@@ -438,24 +527,44 @@ static bool pidfd_edge_locked(struct rt_lxc_watch *w, struct wentry *e, uint32_t
 		    (info.mask & RT_LXC_PIDFD_INFO_EXIT))
 			status = info.exit_code;
 		else if (!(events & EPOLLHUP))
-			return false;	/* a zombie: the reap edge follows */
+			return;	/* a zombie: the reap edge follows */
+	} else {
+		uint64_t id = e->id;
+
+		/* Before 6.15 a pidfd signals at the zombie and tells no
+		 * more: the exit event brings the status. */
+		proc_drain_locked(w);
+		if (!find_id_locked(w, id))
+			return;	/* finished by its event */
+		status = e->event_status;
+		if (status < 0 && e->zombie_status < 0 && w->procfd >= 0) {
+			if (!e->dead) {
+				e->dead = true;
+				e->dead_until = mono_ms() + EXIT_EVENT_WAIT_MS;
+			}
+			return;	/* its event is on the way */
+		}
 	}
-	/* Before 6.15 a pidfd signals once, at the zombie, and never at the
-	 * reap: take /proc's status now. */
 	if (status < 0)
 		status = e->zombie_status;
-	/* A system init halts with reboot(2), which in a pid namespace ends
-	 * it with SIGKILL in its own record while its parent, lxc's monitor,
-	 * is told SIGINT ("halt"). Report what the parent sees when our stop
-	 * asked for the halt and nothing killed it since. */
-	if (status >= 0 && e->halting && !e->oom && WIFSIGNALED(status) &&
-	    WTERMSIG(status) == SIGKILL)
-		status = SIGINT;
-	code = status >= 0 ? status_to_code(status) : -1;
-	(void)rt_lxc_meta_finished(w->h, e->name, time(NULL), code, e->oom);
-	queue_locked(w, RT_EV_DIE, e->name, code);
-	remove_locked(w, e);
-	return true;
+	finish_locked(w, e, status);
+}
+
+/* Deaths whose exit event did not come in time: finish them without it. */
+static int overdue_locked(struct rt_lxc_watch *w)
+{
+	uint64_t now = mono_ms(), next = UINT64_MAX;
+
+	for (struct wentry *e = w->entries, *nx; e; e = nx) {
+		nx = e->next;
+		if (!e->dead)
+			continue;
+		if (e->dead_until <= now)
+			finish_locked(w, e, e->zombie_status);
+		else if (e->dead_until < next)
+			next = e->dead_until;
+	}
+	return next == UINT64_MAX ? -1 : (int)(next - now);
 }
 
 static void deliver(struct rt_lxc_watch *w)
@@ -494,9 +603,10 @@ static void *watch_main(void *arg)
 {
 	struct rt_lxc_watch *w = arg;
 	struct epoll_event evs[16];
+	int timeout = -1;	/* until a death waits for its exit event */
 
 	for (;;) {
-		int n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs), -1);
+		int n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs), timeout);
 
 		if (n < 0 && errno != EINTR)
 			break;
@@ -509,6 +619,10 @@ static void *watch_main(void *arg)
 				uint64_t v;
 
 				(void)!read(w->wakefd, &v, sizeof(v));
+				continue;
+			}
+			if (tok == TOK_PROC) {
+				proc_drain_locked(w);
 				continue;
 			}
 			e = find_id_locked(w, tok >> 2);
@@ -531,6 +645,7 @@ static void *watch_main(void *arg)
 				}
 			}
 		}
+		timeout = overdue_locked(w);
 		bool stop = w->stop;
 
 		pthread_mutex_unlock(&w->lock);
@@ -539,6 +654,72 @@ static void *watch_main(void *arg)
 			break;
 	}
 	return NULL;
+}
+
+/* Subscribe to the kernel's process events, the exits of thread-group
+ * leaders only (a socket filter drops the rest in the kernel: forks, execs
+ * and thread exits of the whole host). -1 when refused (not root, no
+ * CONFIG_PROC_EVENTS): deaths then get /proc's status, or -1. */
+static int proc_open(void)
+{
+	const uint32_t ev_off = NLMSG_LENGTH(sizeof(struct cn_msg));
+	const uint32_t pid_off = ev_off + offsetof(struct proc_event, event_data.exit.process_pid);
+	const uint32_t tgid_off = ev_off + offsetof(struct proc_event, event_data.exit.process_tgid);
+	struct sock_filter code[] = {
+		/* what == PROC_EVENT_EXIT (loads are big-endian) */
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ev_off + offsetof(struct proc_event, what)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXIT), 0, 5),
+		/* process_pid == process_tgid */
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, tgid_off),
+		BPF_STMT(BPF_ST, 0),
+		BPF_STMT(BPF_LDX | BPF_W | BPF_MEM, 0),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, pid_off),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_X, 0, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+	};
+	struct sock_fprog prog = { .len = ARRAY_SIZE(code), .filter = code };
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC };
+	struct {
+		struct nlmsghdr nh;
+		struct cn_msg cn;
+		uint32_t op;
+	} __attribute__((packed)) req = {
+		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = NLMSG_DONE },
+		.cn = { .id = { .idx = CN_IDX_PROC, .val = CN_VAL_PROC }, .len = sizeof(uint32_t) },
+		.op = PROC_CN_MCAST_LISTEN,
+	};
+	int fd, rcvbuf = 1 << 20;
+
+	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_CONNECTOR);
+	if (fd < 0)
+		return -1;
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void proc_close(int fd)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct cn_msg cn;
+		uint32_t op;
+	} __attribute__((packed)) req = {
+		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = NLMSG_DONE },
+		.cn = { .id = { .idx = CN_IDX_PROC, .val = CN_VAL_PROC }, .len = sizeof(uint32_t) },
+		.op = PROC_CN_MCAST_IGNORE,
+	};
+
+	if (fd < 0)
+		return;
+	(void)!send(fd, &req, sizeof(req), 0);
+	close(fd);
 }
 
 static bool kernel_at_least(int major, int minor)
@@ -569,12 +750,21 @@ int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret)
 #endif
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	w->procfd = w->exit_info ? -1 : proc_open();
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->gone, NULL);
 	if (w->epfd < 0 || w->wakefd < 0 ||
 	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev) < 0) {
 		r = -errno;
 		goto fail;
+	}
+	if (w->procfd >= 0) {
+		struct epoll_event pev = { .events = EPOLLIN, .data.u64 = TOK_PROC };
+
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->procfd, &pev) < 0) {
+			proc_close(w->procfd);
+			w->procfd = -1;
+		}
 	}
 	r = -pthread_create(&w->thread, NULL, watch_main, w);
 	if (r < 0)
@@ -610,6 +800,7 @@ void rt_lxc_watch_free(struct rt_lxc_watch *w)
 		w->qhead = q->next;
 		free(q);
 	}
+	proc_close(w->procfd);
 	if (w->wakefd >= 0)
 		close(w->wakefd);
 	if (w->epfd >= 0)

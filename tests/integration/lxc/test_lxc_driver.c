@@ -460,6 +460,46 @@ Test(lxc, command_exiting_at_once_keeps_its_code)
 	}
 }
 
+/* Before Linux 6.15 a pidfd tells nothing once init is reaped: the exit
+ * status is read from /proc/PID/stat while init is a zombie. The test hook
+ * NODEFS_LXC_NO_PIDFD_EXIT takes that path on a newer kernel. */
+Test(lxc, exit_code_without_pidfd_exit_info)
+{
+	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath } };
+	struct rt_config cfg = { kv, 1 };
+	struct rt_spec s;
+	struct nerr err = { 0 };
+	char *argv[] = { "/bin/sh", "-c", "sleep 0.1; exit 7", NULL };
+	char *sleeper[] = { "/bin/sleep", "1000", NULL };
+	int i;
+
+	ops->close(H);
+	H = NULL;
+	setenv("NODEFS_LXC_NO_PIDFD_EXIT", "1", 1);
+	cr_assert_eq(ops->open(&cfg, &H, &err), 0, "%s", err.msg);
+	unsetenv("NODEFS_LXC_NO_PIDFD_EXIT");
+	cr_assert_eq(ops->watch(H, on_event, NULL, &err), 0);
+
+	spec_init(&s, "oldk");
+	s.argv = argv;
+	make(&s);
+	for (int round = 0; round < 5; round++) {
+		evs.n = 0;
+		cr_assert_eq(ops->start(H, "oldk", &err), 0, "start %d: %s", round, err.msg);
+		i = wait_event(RT_EV_DIE, "oldk", 5);
+		cr_assert_geq(i, 0, "no DIE in round %d", round);
+		cr_assert_eq(evs.ev[i].exit_code, 7, "round %d: exit %d", round, evs.ev[i].exit_code);
+		cr_assert_eq(status_of("oldk").exit_code, 7);
+	}
+	spec_init(&s, "oldk9");
+	s.argv = sleeper;
+	make_start(&s);
+	cr_assert_eq(ops->kill(H, "oldk9", SIGKILL, &err), 0, "%s", err.msg);
+	i = wait_event(RT_EV_DIE, "oldk9", 5);
+	cr_assert_geq(i, 0);
+	cr_assert_eq(evs.ev[i].exit_code, 137, "exit %d", evs.ev[i].exit_code);
+}
+
 Test(lxc, console_log_rotated_at_start)
 {
 	struct rt_spec s;
