@@ -2,10 +2,11 @@
 /*
  * The CSI client against a real gRPC plugin: tests/fixtures/csi/plugin.py on
  * Debian's python3-grpcio, started on a temporary unix socket per test. Every
- * RPC runs for real (bind mounts included: root), plus deadlines, retries,
- * UNIMPLEMENTED, a plugin killed mid-call and restarted, many concurrent
- * calls on one connection, and shutdown with calls pending. Each test kills
- * its plugin, unmounts and removes its directory, even when it fails.
+ * RPC runs for real (bind mounts included: root), plus the spec's
+ * idempotency rules, deadlines, retries, UNIMPLEMENTED, a plugin killed
+ * mid-call and restarted, many concurrent calls on one connection, and
+ * shutdown with calls pending. Each test kills its plugin, unmounts and
+ * removes its directory, even when it fails.
  * Exits 77 without root, python3-grpcio or grpc_python_plugin.
  */
 #include <errno.h>
@@ -369,7 +370,7 @@ Test(csi, volume_lifecycle_every_rpc)
 	cr_assert(is_mountpoint(staging));
 	cr_assert(csi_call(plugin, CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL, &res, &err) == 0, "%s", err.msg);
 
-	/* NodePublish rw and ro; a file written through one shows in the volume. */
+	/* NodePublish; a file written through the target shows in the volume. */
 	snprintf(target, sizeof(target), "%s/mnt/db", dir);
 	snprintf(target_ro, sizeof(target_ro), "%s/mnt/db-ro", dir);
 	Csi__V1__NodePublishVolumeRequest np = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
@@ -386,11 +387,14 @@ Test(csi, volume_lifecycle_every_rpc)
 	close(fd);
 	snprintf(file, sizeof(file), "%s/hello", voldir);
 	cr_assert(access(file, F_OK) == 0);
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err) == 0, "%s", err.msg);
+	/* A second target of a SINGLE_NODE_WRITER volume is refused
+	 * (read-only and the rest in idempotency_follows_the_spec). */
 	np.target_path = target_ro;
 	np.readonly = 1;
-	cr_assert(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err) == 0, "%s", err.msg);
-	snprintf(file, sizeof(file), "%s/nope", target_ro);
-	cr_assert(open(file, O_CREAT | O_WRONLY, 0644) < 0 && errno == EROFS);
+	cr_assert_eq(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err), -EBUSY);
+	cr_assert_eq(res.code, GRPC_FAILED_PRECONDITION);
+	cr_assert(!is_mountpoint(target_ro));
 
 	/* NodeGetVolumeStats from statvfs. */
 	Csi__V1__NodeGetVolumeStatsRequest vs = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
@@ -430,15 +434,14 @@ Test(csi, volume_lifecycle_every_rpc)
 	cr_assert_eq(res.code, GRPC_FAILED_PRECONDITION);
 	cr_assert_eq(res.attempts, 1);
 
-	/* Walk back down: NodeUnpublish x2, NodeUnstage, ControllerUnpublish, Delete. */
+	/* Walk back down: NodeUnpublish (and again: idempotent), NodeUnstage,
+	 * ControllerUnpublish, Delete. */
 	Csi__V1__NodeUnpublishVolumeRequest nu = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
 	nu.volume_id = id;
 	nu.target_path = target;
 	cr_assert(csi_call(plugin, CSI_RPC_NODE_UNPUBLISH_VOLUME, &nu.base, NULL, &res, &err) == 0, "%s", err.msg);
 	cr_assert(!is_mountpoint(target));
-	nu.target_path = target_ro;
 	cr_assert(csi_call(plugin, CSI_RPC_NODE_UNPUBLISH_VOLUME, &nu.base, NULL, &res, &err) == 0, "%s", err.msg);
-	cr_assert(!is_mountpoint(target_ro));
 	Csi__V1__NodeUnstageVolumeRequest nus = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
 	nus.volume_id = id;
 	nus.staging_target_path = staging;
@@ -472,6 +475,199 @@ Test(csi, volume_lifecycle_every_rpc)
 	cr_assert_eq(m.connects, 1, "one connection carried every call");
 	free(node);
 	free(id);
+}
+
+/* A call the plugin must refuse, once (never retried), saying why. */
+static void expect_refused(enum csi_rpc rpc, const ProtobufCMessage *req, int want_errno,
+			   int want_code, const char *words)
+{
+	struct nerr err = { 0 };
+	struct csi_result res;
+
+	cr_assert_eq(csi_call(plugin, rpc, req, NULL, &res, &err), -want_errno, "%s: %s",
+		     csi_rpc_to_string(rpc), err.msg);
+	cr_assert_eq(res.code, want_code, "%s: %s", csi_rpc_to_string(rpc), err.msg);
+	cr_assert_eq(res.attempts, 1);
+	cr_assert(strstr(err.msg, words), "%s", err.msg);
+}
+
+static char *create_volume(const char *name, Csi__V1__VolumeCapability **caps)
+{
+	Csi__V1__CreateVolumeRequest cr = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+	struct nerr err = { 0 };
+	struct csi_result res;
+	ProtobufCMessage *resp;
+	char *id;
+
+	cr.name = (char *)name;
+	cr.n_volume_capabilities = 1;
+	cr.volume_capabilities = caps;
+	cr_assert(csi_call(plugin, CSI_RPC_CREATE_VOLUME, &cr.base, &resp, &res, &err) == 0, "%s", err.msg);
+	id = strdup(((Csi__V1__CreateVolumeResponse *)resp)->volume->volume_id);
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return id;
+}
+
+/* The spec's idempotency rules, as the plugin must follow them (and nodefs
+ * must not rely on their absence): a repeat with the same arguments is OK;
+ * with other parameters (CreateVolume) or another volume_capability or
+ * readonly flag (ControllerPublish, NodeStage, NodePublish) it is
+ * ALREADY_EXISTS, as is NodeStage at a second staging path; NodePublish at
+ * a second target of a volume that is not MULTI_NODE is FAILED_PRECONDITION,
+ * and so is DeleteVolume of a volume still ControllerPublished. None of them
+ * is retried. */
+Test(csi, idempotency_follows_the_spec)
+{
+	struct nerr err = { 0 };
+	struct csi_result res;
+	Csi__V1__VolumeCapability cap, xfs, multi;
+	Csi__V1__VolumeCapability__MountVolume mnt, xfs_mnt, multi_mnt;
+	Csi__V1__VolumeCapability__AccessMode mode, xfs_mode, multi_mode;
+	Csi__V1__VolumeCapability *caps[1] = { mount_cap(&cap, &mnt, &mode) };
+	char staging[PATH_MAX + 64], staging2[PATH_MAX + 64], target[PATH_MAX + 64],
+		target2[PATH_MAX + 64], file[PATH_MAX + 128];
+
+	/* The same access mode with another fs_type; and a MULTI_NODE one. */
+	mount_cap(&xfs, &xfs_mnt, &xfs_mode);
+	xfs_mnt.fs_type = "xfs";
+	mount_cap(&multi, &multi_mnt, &multi_mode);
+	multi_mode.mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+	plugin_start(NULL);
+	client_start(10, 3, 10000);
+	char *id = create_volume("idem", caps);
+
+	/* CreateVolume of the same name with other parameters. */
+	Csi__V1__CreateVolumeRequest cr = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+	Csi__V1__CreateVolumeRequest__ParametersEntry kv = CSI__V1__CREATE_VOLUME_REQUEST__PARAMETERS_ENTRY__INIT;
+	Csi__V1__CreateVolumeRequest__ParametersEntry *kvs[1] = { &kv };
+	kv.key = "tier";
+	kv.value = "slow";
+	cr.name = "idem";
+	cr.n_volume_capabilities = 1;
+	cr.volume_capabilities = caps;
+	cr.n_parameters = 1;
+	cr.parameters = kvs;
+	expect_refused(CSI_RPC_CREATE_VOLUME, &cr.base, EEXIST, GRPC_ALREADY_EXISTS, "other parameters");
+
+	/* ControllerPublishVolume. */
+	Csi__V1__ControllerPublishVolumeRequest cp = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
+	cp.volume_id = id;
+	cp.node_id = "node-1";
+	cp.volume_capability = &cap;
+	cr_assert(csi_call(plugin, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cr_assert(csi_call(plugin, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cp.readonly = 1;
+	expect_refused(CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, EEXIST, GRPC_ALREADY_EXISTS, "incompatible");
+	cp.readonly = 0;
+	cp.volume_capability = &xfs;
+	expect_refused(CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, EEXIST, GRPC_ALREADY_EXISTS, "incompatible");
+	cp.volume_capability = &cap;
+
+	/* DeleteVolume of a volume still ControllerPublished. */
+	Csi__V1__DeleteVolumeRequest dv = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+	dv.volume_id = id;
+	expect_refused(CSI_RPC_DELETE_VOLUME, &dv.base, EBUSY, GRPC_FAILED_PRECONDITION, "node-1");
+
+	/* NodeStageVolume: same path and capability OK; another capability or
+	 * a second staging path ALREADY_EXISTS, and nothing is mounted there. */
+	snprintf(staging, sizeof(staging), "%s/staging/idem", dir);
+	snprintf(staging2, sizeof(staging2), "%s/staging/idem2", dir);
+	Csi__V1__NodeStageVolumeRequest ns = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
+	ns.volume_id = id;
+	ns.staging_target_path = staging;
+	ns.volume_capability = &cap;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL, &res, &err) == 0, "%s", err.msg);
+	ns.volume_capability = &xfs;
+	expect_refused(CSI_RPC_NODE_STAGE_VOLUME, &ns.base, EEXIST, GRPC_ALREADY_EXISTS, "incompatible");
+	ns.volume_capability = &cap;
+	ns.staging_target_path = staging2;
+	expect_refused(CSI_RPC_NODE_STAGE_VOLUME, &ns.base, EEXIST, GRPC_ALREADY_EXISTS, "already staged");
+	cr_assert(!is_mountpoint(staging2));
+	cr_assert(is_mountpoint(staging));
+
+	/* NodePublishVolume read-only: a repeat is OK; read-write or another
+	 * capability at the same target ALREADY_EXISTS; a second target of this
+	 * SINGLE_NODE_WRITER volume FAILED_PRECONDITION. */
+	snprintf(target, sizeof(target), "%s/mnt/idem", dir);
+	snprintf(target2, sizeof(target2), "%s/mnt/idem2", dir);
+	Csi__V1__NodePublishVolumeRequest np = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
+	np.volume_id = id;
+	np.staging_target_path = staging;
+	np.target_path = target;
+	np.volume_capability = &cap;
+	np.readonly = 1;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err) == 0, "%s", err.msg);
+	snprintf(file, sizeof(file), "%s/nope", target);
+	cr_assert(open(file, O_CREAT | O_WRONLY, 0644) < 0 && errno == EROFS);
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err) == 0, "%s", err.msg);
+	np.readonly = 0;
+	expect_refused(CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, EEXIST, GRPC_ALREADY_EXISTS, "incompatible");
+	np.readonly = 1;
+	np.volume_capability = &xfs;
+	expect_refused(CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, EEXIST, GRPC_ALREADY_EXISTS, "incompatible");
+	np.volume_capability = &cap;
+	np.target_path = target2;
+	expect_refused(CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, EBUSY, GRPC_FAILED_PRECONDITION, "MULTI_NODE");
+	cr_assert(!is_mountpoint(target2));
+	/* Still read-only: the refused calls changed nothing. */
+	cr_assert(open(file, O_CREAT | O_WRONLY, 0644) < 0 && errno == EROFS);
+
+	/* Walk down; DeleteVolume waits for ControllerUnpublish. */
+	Csi__V1__NodeUnpublishVolumeRequest nu = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+	nu.volume_id = id;
+	nu.target_path = target;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_UNPUBLISH_VOLUME, &nu.base, NULL, &res, &err) == 0, "%s", err.msg);
+	Csi__V1__NodeUnstageVolumeRequest nus = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
+	nus.volume_id = id;
+	nus.staging_target_path = staging;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_UNSTAGE_VOLUME, &nus.base, NULL, &res, &err) == 0, "%s", err.msg);
+	expect_refused(CSI_RPC_DELETE_VOLUME, &dv.base, EBUSY, GRPC_FAILED_PRECONDITION, "node-1");
+	/* Unstaged and unpublished: the other arguments are welcome again. */
+	ns.volume_capability = &xfs;
+	ns.staging_target_path = staging2;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL, &res, &err) == 0, "%s", err.msg);
+	nus.staging_target_path = staging2;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_UNSTAGE_VOLUME, &nus.base, NULL, &res, &err) == 0, "%s", err.msg);
+	Csi__V1__ControllerUnpublishVolumeRequest cu = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
+	cu.volume_id = id;
+	cu.node_id = "node-1";
+	cr_assert(csi_call(plugin, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &cu.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cp.readonly = 1;
+	cr_assert(csi_call(plugin, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cr_assert(csi_call(plugin, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &cu.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cr_assert(csi_call(plugin, CSI_RPC_DELETE_VOLUME, &dv.base, NULL, &res, &err) == 0, "%s", err.msg);
+	free(id);
+
+	/* A MULTI_NODE_READER_ONLY volume may be published at two targets. */
+	Csi__V1__VolumeCapability *mcaps[1] = { &multi };
+	id = create_volume("shared", mcaps);
+	snprintf(staging, sizeof(staging), "%s/staging/shared", dir);
+	ns.volume_id = id;
+	ns.staging_target_path = staging;
+	ns.volume_capability = &multi;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL, &res, &err) == 0, "%s", err.msg);
+	np.volume_id = id;
+	np.staging_target_path = staging;
+	np.volume_capability = &multi;
+	np.readonly = 1;
+	np.target_path = target;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err) == 0, "%s", err.msg);
+	np.target_path = target2;
+	cr_assert(csi_call(plugin, CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL, &res, &err) == 0, "%s", err.msg);
+	cr_assert(is_mountpoint(target) && is_mountpoint(target2));
+	/* DeleteVolume of a published volume: FAILED_PRECONDITION too. */
+	dv.volume_id = id;
+	expect_refused(CSI_RPC_DELETE_VOLUME, &dv.base, EBUSY, GRPC_FAILED_PRECONDITION, "in use");
+	free(id);
+
+	struct csi_metrics m;
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_PUBLISH_VOLUME].errors[GRPC_ALREADY_EXISTS], 2);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_PUBLISH_VOLUME].errors[GRPC_FAILED_PRECONDITION], 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_STAGE_VOLUME].errors[GRPC_ALREADY_EXISTS], 2);
+	cr_assert_eq(m.rpc[CSI_RPC_CONTROLLER_PUBLISH_VOLUME].errors[GRPC_ALREADY_EXISTS], 2);
+	cr_assert_eq(m.rpc[CSI_RPC_DELETE_VOLUME].errors[GRPC_FAILED_PRECONDITION], 3);
 }
 
 Test(csi, state_survives_plugin_restart)
