@@ -4,9 +4,10 @@
  * Debian's python3-grpcio, started on a temporary unix socket per test. Every
  * RPC runs for real (bind mounts included: root), plus the spec's
  * idempotency rules, deadlines, retries, UNIMPLEMENTED, a plugin killed
- * mid-call and restarted, many concurrent calls on one connection, and
- * shutdown with calls pending. Each test kills its plugin, unmounts and
- * removes its directory, even when it fails.
+ * mid-call and restarted, a connection the plugin drops while it lives on,
+ * many concurrent calls on one connection, and shutdown with calls pending.
+ * Each test kills its plugin, unmounts and removes its directory, even when
+ * it fails.
  * Exits 77 without root, python3-grpcio or grpc_python_plugin.
  */
 #include <errno.h>
@@ -825,6 +826,64 @@ Test(csi, plugin_killed_mid_call_then_reconnect)
 	csi_plugin_metrics(plugin, &m);
 	cr_assert_geq(m.connects, 2);
 	cr_assert_geq(m.disconnects, 1);
+}
+
+/* The plugin drops the connection instead of answering (--close: it shuts
+ * down the accepted socket and lives on): the call in flight fails with
+ * UNAVAILABLE, the client reconnects by itself, and calls succeed again on
+ * the new connection, a retried one on its second attempt. The plugin
+ * process is the same throughout. */
+Test(csi, dropped_connection_comes_back)
+{
+	const char *flags[] = { "--close", "NodeGetInfo:2", NULL };
+	struct nerr err = { 0 };
+	struct csi_result res;
+	struct csi_metrics m;
+	pid_t pid;
+
+	plugin_start(flags);
+	pid = plugin_pid;
+	client_start(10, 3, 5000);
+	csi_plugin_set_probe_interval(plugin, 100);
+	wait_health(CSI_HEALTH_READY, 5000);
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.connects, 1);
+
+	Csi__V1__NodeGetInfoRequest req = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
+	cr_assert_eq(csi_call_ex(plugin, CSI_RPC_NODE_GET_INFO, &req.base, 0, 1, NULL, &res, &err),
+		     -EAGAIN, "%s", err.msg);
+	cr_assert_eq(res.code, GRPC_UNAVAILABLE);
+	cr_assert_eq(res.attempts, 1);
+	cr_assert_lt(res.elapsed_us, 2000000, "took %llu us", (unsigned long long)res.elapsed_us);
+
+	/* Back by itself: no call of ours, only the client's reconnect (the
+	 * Probe then says READY over the new connection). */
+	for (int i = 0; i < 150; i++) {
+		csi_plugin_metrics(plugin, &m);
+		if (m.connects == 2)
+			break;
+		usleep(20000);
+	}
+	cr_assert_eq(m.connects, 2, "no reconnect (connects %llu)", (unsigned long long)m.connects);
+	cr_assert_eq(m.disconnects, 1);
+	wait_health(CSI_HEALTH_READY, 3000);
+	/* The second drop: retried (NodeGetInfo is idempotent) over a third
+	 * connection. */
+	cr_assert(node_get_info(&res, &err, NULL) == 0, "%s", err.msg);
+	cr_assert_eq(res.attempts, 2);
+	cr_assert(node_get_info(&res, &err, NULL) == 0, "%s", err.msg);
+	cr_assert_eq(res.attempts, 1);
+
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.connects, 3);
+	cr_assert_eq(m.disconnects, 2);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].errors[GRPC_UNAVAILABLE], 2);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].successes, 2);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].cancelled, 0);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].pending, 0);
+	/* Never restarted: the same process, still running. */
+	cr_assert_eq(plugin_pid, pid);
+	cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the plugin exited");
 }
 
 Test(csi, goaway_lets_calls_in_flight_finish)
