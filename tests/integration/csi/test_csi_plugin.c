@@ -5,9 +5,9 @@
  * RPC runs for real (bind mounts included: root), plus the spec's
  * idempotency rules, deadlines, retries, UNIMPLEMENTED, a plugin killed
  * mid-call and restarted, a connection the plugin drops while it lives on,
- * many concurrent calls on one connection, and shutdown with calls pending.
- * Each test kills its plugin, unmounts and removes its directory, even when
- * it fails.
+ * many concurrent calls and 100 in flight at once on one connection, and
+ * shutdown with calls pending. Each test kills its plugin, unmounts and
+ * removes its directory, even when it fails.
  * Exits 77 without root, python3-grpcio or grpc_python_plugin.
  */
 #include <errno.h>
@@ -724,6 +724,7 @@ Test(csi, deadline_exceeded)
 	struct csi_metrics m;
 	csi_plugin_metrics(plugin, &m);
 	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].errors[GRPC_DEADLINE_EXCEEDED], 3);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].cancelled, 0, "a deadline is not a cancel");
 	cr_assert_eq(m.connects, 1);
 }
 
@@ -1027,6 +1028,117 @@ Test(csi, many_concurrent_calls_one_connection)
 		     (unsigned long long)max_pending);
 }
 
+/* 100 calls in flight at once on one connection: 100 threads each make one
+ * NodeGetInfo that the plugin holds for a second, so they must all be open
+ * streams together. The client's pending gauge reaches 100, the plugin's
+ * own count of handlers running at once (GetPluginInfo's manifest) reaches
+ * 100, all succeed, and the whole takes about one delay, not a hundred. */
+#define NINFLIGHT 100
+
+struct inflight {
+	pthread_barrier_t *go;
+	struct bg_call b;
+};
+
+static void *one_call(void *arg)
+{
+	struct inflight *f = arg;
+
+	pthread_barrier_wait(f->go);
+	bg_node_get_info(&f->b);
+	return NULL;
+}
+
+static long manifest_long(const char *key)
+{
+	Csi__V1__GetPluginInfoRequest ir = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	struct nerr err = { 0 };
+	struct csi_result res;
+	ProtobufCMessage *resp;
+	long v = -1;
+
+	cr_assert(csi_call(plugin, CSI_RPC_GET_PLUGIN_INFO, &ir.base, &resp, &res, &err) == 0, "%s", err.msg);
+	Csi__V1__GetPluginInfoResponse *info = (void *)resp;
+	for (size_t i = 0; i < info->n_manifest; i++)
+		if (strcmp(info->manifest[i]->key, key) == 0)
+			v = strtol(info->manifest[i]->value, NULL, 10);
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return v;
+}
+
+Test(csi, hundred_calls_in_flight_one_connection)
+{
+	const char *flags[] = { "--delay", "NodeGetInfo=1", "--workers", "128", NULL };
+	static struct inflight f[NINFLIGHT];
+	pthread_t t[NINFLIGHT];
+	pthread_barrier_t go;
+	uint64_t max_pending = 0, t0;
+	struct csi_metrics m;
+
+	plugin_start(flags);
+	client_start(10, 1, 10000);
+	csi_plugin_set_probe_interval(plugin, 0);
+	/* Connected before the burst, so all of it goes on that connection. */
+	cr_assert_eq(manifest_long("max_in_flight"), 1);
+	cr_assert(pthread_barrier_init(&go, NULL, NINFLIGHT + 1) == 0);
+	for (int i = 0; i < NINFLIGHT; i++) {
+		f[i] = (struct inflight){ .go = &go, .b = { .max_attempts = 1 } };
+		cr_assert(pthread_create(&t[i], NULL, one_call, &f[i]) == 0);
+	}
+	t0 = loop_now_ms();
+	pthread_barrier_wait(&go);
+	/* Watch the gauge until every call is pending, or all are done. */
+	for (int i = 0; i < 1000; i++) {
+		csi_plugin_metrics(plugin, &m);
+		if (m.rpc[CSI_RPC_NODE_GET_INFO].pending > max_pending)
+			max_pending = m.rpc[CSI_RPC_NODE_GET_INFO].pending;
+		if (max_pending == NINFLIGHT || m.rpc[CSI_RPC_NODE_GET_INFO].count == NINFLIGHT)
+			break;
+		usleep(2000);
+	}
+	for (int i = 0; i < NINFLIGHT; i++)
+		pthread_join(t[i], NULL);
+	uint64_t took = loop_now_ms() - t0;
+	pthread_barrier_destroy(&go);
+	for (int i = 0; i < NINFLIGHT; i++)
+		cr_assert_eq(f[i].b.r, 0, "call %d: %s", i, f[i].b.err.msg);
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(max_pending, NINFLIGHT, "at most %llu calls pending at once",
+		     (unsigned long long)max_pending);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].successes, NINFLIGHT);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].count, NINFLIGHT);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].pending, 0);
+	cr_assert_eq(m.connects, 1);
+	cr_assert_eq(m.disconnects, 0);
+	/* The plugin ran them side by side: they overlapped on the wire, not
+	 * just in our queue. */
+	long most = manifest_long("max_in_flight");
+	cr_assert_geq(most, NINFLIGHT, "the plugin ran at most %ld at once", most);
+	cr_assert_lt(took, 5000, "100 one-second calls took %llu ms", (unsigned long long)took);
+}
+
+/* A plugin that answers CANCELLED: counted in cancelled (and errors), never
+ * retried; the other failures (deadline, connection loss) are not. */
+Test(csi, cancelled_status_counted)
+{
+	const char *flags[] = { "--fail", "NodeGetInfo=CANCELLED:1", NULL };
+	struct nerr err = { 0 };
+	struct csi_result res;
+	struct csi_metrics m;
+
+	plugin_start(flags);
+	client_start(10, 5, 5000);
+	cr_assert_eq(node_get_info(&res, &err, NULL), -ECANCELED);
+	cr_assert_eq(res.code, GRPC_CANCELLED);
+	cr_assert_eq(res.attempts, 1);
+	cr_assert(node_get_info(&res, &err, NULL) == 0, "%s", err.msg);
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].cancelled, 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].errors[GRPC_CANCELLED], 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].successes, 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].count, 2);
+}
+
 Test(csi, shutdown_cancels_pending_calls)
 {
 	const char *slow[] = { "--delay", "NodeGetInfo=10", NULL };
@@ -1037,6 +1149,12 @@ Test(csi, shutdown_cancels_pending_calls)
 	client_start(10, 1, 30000);
 	cr_assert(pthread_create(&t, NULL, bg_node_get_info, &b) == 0);
 	usleep(500000);
+	/* The metrics go with the plugin, so what the shutdown counts cannot
+	 * be read after it: here the call is pending and nothing cancelled. */
+	struct csi_metrics m;
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].pending, 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].cancelled, 0);
 	uint64_t t0 = loop_now_ms();
 	csi_plugin_free(plugin);
 	plugin = NULL;
