@@ -490,17 +490,20 @@ static void proc_drain_locked(struct rt_lxc_watch *w)
 		for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (size_t)n);
 		     nh = NLMSG_NEXT(nh, n)) {
 			struct cn_msg *cn = NLMSG_DATA(nh);
-			struct proc_event *ev = (struct proc_event *)cn->data;
+			struct proc_event ev;
 			struct wentry *e;
 
-			if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*cn) + sizeof(*ev)) ||
-			    ev->what != PROC_EVENT_EXIT ||
-			    ev->event_data.exit.process_pid != ev->event_data.exit.process_tgid)
+			if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*cn) + sizeof(ev)))
 				continue;
-			e = find_pid_locked(w, ev->event_data.exit.process_pid);
+			/* 4-aligned in the message, and the struct wants 8 */
+			memcpy(&ev, cn->data, sizeof(ev));
+			if (ev.what != PROC_EVENT_EXIT ||
+			    ev.event_data.exit.process_pid != ev.event_data.exit.process_tgid)
+				continue;
+			e = find_pid_locked(w, ev.event_data.exit.process_pid);
 			if (!e)
 				continue;
-			e->event_status = (int)ev->event_data.exit.exit_code;
+			e->event_status = (int)ev.event_data.exit.exit_code;
 			if (e->dead)
 				finish_locked(w, e, e->event_status);
 		}
