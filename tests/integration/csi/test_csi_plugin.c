@@ -1139,6 +1139,75 @@ Test(csi, cancelled_status_counted)
 	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].count, 2);
 }
 
+/* A lone caller drives its call on the socket itself (h2_conn_call). A call
+ * made meanwhile must not wait behind it: the slow call is handed to the
+ * loop, which multiplexes both, and a handed-over call keeps its deadline
+ * (the loop arms it). One connection throughout. */
+struct bg_timed {
+	uint64_t timeout_ms;
+	int r;
+	struct csi_result res;
+	struct nerr err;
+};
+
+static void *bg_node_get_info_timed(void *arg)
+{
+	struct bg_timed *b = arg;
+	Csi__V1__NodeGetInfoRequest req = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
+
+	b->r = csi_call_ex(plugin, CSI_RPC_NODE_GET_INFO, &req.base, b->timeout_ms, 1, NULL,
+			   &b->res, &b->err);
+	return NULL;
+}
+
+Test(csi, direct_call_hands_over_to_company)
+{
+	const char *slow[] = { "--delay", "NodeGetInfo=1", NULL };
+	struct nerr err = { 0 };
+	struct csi_metrics m;
+	pthread_t t;
+	bool ready;
+
+	plugin_start(slow);
+	client_start(10, 1, 20000);
+	csi_plugin_set_probe_interval(plugin, 0);
+	cr_assert(csi_probe(plugin, &ready, &err) == 0, "%s", err.msg);
+
+	for (int round = 0; round < 2; round++) {
+		/* Round 0: the slow call answers (1 s); round 1: its 600 ms
+		 * deadline, armed by the loop after the hand-over, ends it. */
+		struct bg_timed b = { .timeout_ms = round ? 600 : 5000 };
+
+		cr_assert(pthread_create(&t, NULL, bg_node_get_info_timed, &b) == 0);
+		usleep(200000);
+		uint64_t t0 = loop_now_us();
+		cr_assert(csi_probe(plugin, &ready, &err) == 0, "%s", err.msg);
+		uint64_t took = loop_now_us() - t0;
+		cr_assert_lt(took, 500000, "the Probe waited %llu us behind the slow call",
+			     (unsigned long long)took);
+		pthread_join(t, NULL);
+		if (round == 0) {
+			cr_assert_eq(b.r, 0, "%s", b.err.msg);
+			cr_assert_geq(b.res.elapsed_us, 1000000);
+		} else {
+			cr_assert_eq(b.r, -ETIMEDOUT, "r=%d %s", b.r, b.err.msg);
+			cr_assert_eq(b.res.code, GRPC_DEADLINE_EXCEEDED);
+			cr_assert_geq(b.res.elapsed_us, 590000);
+			cr_assert_lt(b.res.elapsed_us, 950000, "took %llu us",
+				     (unsigned long long)b.res.elapsed_us);
+		}
+	}
+	/* Alone again: the next call goes direct and the connection is the same. */
+	cr_assert(csi_probe(plugin, &ready, &err) == 0, "%s", err.msg);
+	csi_plugin_metrics(plugin, &m);
+	cr_assert_eq(m.connects, 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].successes, 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].errors[GRPC_DEADLINE_EXCEEDED], 1);
+	cr_assert_eq(m.rpc[CSI_RPC_NODE_GET_INFO].pending, 0);
+	cr_assert_geq(m.rpc[CSI_RPC_PROBE].successes, 4);	/* + the loop's first */
+	cr_assert_eq(m.rpc[CSI_RPC_PROBE].pending, 0);
+}
+
 Test(csi, shutdown_cancels_pending_calls)
 {
 	const char *slow[] = { "--delay", "NodeGetInfo=10", NULL };
