@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct work_item {
 	work_fn fn;
@@ -16,9 +17,10 @@ struct work_item {
 struct work_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	pthread_cond_t gone;	/* a thread left (stopping) */
 	struct work_item *head, *tail;
 	pthread_t *threads;
-	size_t nthreads, max, idle;
+	size_t nthreads, max, idle, left;
 	bool stopping;
 };
 
@@ -47,6 +49,8 @@ static void *worker_main(void *arg)
 		free(w);
 		pthread_mutex_lock(&p->lock);
 	}
+	p->left++;
+	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
@@ -54,6 +58,7 @@ static void *worker_main(void *arg)
 struct work_pool *work_pool_new(size_t max_threads)
 {
 	struct work_pool *p = calloc(1, sizeof(*p));
+	pthread_condattr_t ca;
 
 	if (!p)
 		return NULL;
@@ -63,8 +68,12 @@ struct work_pool *work_pool_new(size_t max_threads)
 		return NULL;
 	}
 	p->max = max_threads;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
+	pthread_cond_init(&p->gone, &ca);
+	pthread_condattr_destroy(&ca);
 	return p;
 }
 
@@ -106,18 +115,39 @@ int work_submit(struct work_pool *p, work_fn fn, void *arg)
 	return r;
 }
 
+size_t work_pool_stop(struct work_pool *p, unsigned timeout_ms)
+{
+	struct timespec t;
+	size_t busy;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += timeout_ms / 1000;
+	t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cond);
+	/* idle threads leave at once; busy ones after the queue is empty */
+	while (p->left < p->nthreads && pthread_cond_timedwait(&p->gone, &p->lock, &t) == 0)
+		;
+	busy = p->nthreads - p->left;
+	pthread_mutex_unlock(&p->lock);
+	return busy;
+}
+
 void work_pool_free(struct work_pool *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
-	p->stopping = true;
-	pthread_cond_broadcast(&p->cond);
-	pthread_mutex_unlock(&p->lock);
+	work_pool_stop(p, 0);
 	for (size_t i = 0; i < p->nthreads; i++)
 		pthread_join(p->threads[i], NULL);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
+	pthread_cond_destroy(&p->gone);
 	free(p->threads);
 	free(p);
 }

@@ -17,6 +17,11 @@ typedef void (*work_fn)(void *arg);
 struct work_pool *work_pool_new(size_t max_threads);
 /* Queue fn(arg). -ENOMEM, -ESHUTDOWN after work_pool_free began. */
 int work_submit(struct work_pool *p, work_fn fn, void *arg);
+/* Stop taking work (work_submit returns -ESHUTDOWN from now on) and wait
+ * up to timeout_ms for the items queued and running to finish. Returns how
+ * many threads are still busy then (0: work_pool_free will not wait). The
+ * owner's thread, before work_pool_free. */
+size_t work_pool_stop(struct work_pool *p, unsigned timeout_ms);
 /* Finish queued work, join the threads, free. NULL-safe. */
 void work_pool_free(struct work_pool *p);
 
