@@ -325,15 +325,29 @@ int backend_start(struct backend *b, struct nerr *err)
 	return 0;
 }
 
+size_t backend_stop(struct backend *b, unsigned grace_ms)
+{
+	if (atomic_exchange(&b->state, BACKEND_STOPPING) != BACKEND_STOPPING && b->root)
+		bnode_changed(b->root);
+	/* no new work: no reconciliation, no new command (bctl), and the
+	 * queues run nothing more (actq_run) */
+	engines_stop_monitor(b);
+	return b->work ? work_pool_stop(b->work, grace_ms) : 0;
+}
+
 void backend_free(struct backend *b)
 {
 	if (!b)
 		return;
-	atomic_store(&b->state, BACKEND_STOPPING);
-	/* no new work, then no blocked call, then no worker, then no engine */
-	engines_stop_monitor(b);
-	plugins_stop(b);
+	backend_stop(b, 0);
+	/*
+	 * No worker, then no plugin, then no engine. The workers finish what
+	 * runs first: a CSI call in flight ends by its deadline (csi_timeout).
+	 * csi_plugin_free would cancel it sooner, but it also frees the handle
+	 * the action's next step would call through.
+	 */
 	work_pool_free(b->work);
+	plugins_stop(b);
 	engines_stop(b);
 	if (b->loop_running) {
 		loop_stop(b->loop);

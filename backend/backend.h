@@ -23,7 +23,17 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err);
 /* Start the threads (workers, engine watchers) and recover checkpointed
  * objects; status goes RECOVERING -> READY. Call after the mount is up. */
 int backend_start(struct backend *b, struct nerr *err);
-/* Stop the threads and free everything. NULL-safe. */
+/* Stop taking work: status STOPPING, ctl commands refused (-ESHUTDOWN).
+ * Actions queued but not started are not run: their operations stay
+ * PENDING on disk, the next start resumes them, and their writers get
+ * -ESHUTDOWN at once. Running actions get up to grace_ms to finish, and
+ * their writers their real answer. Returns how many are still running
+ * then: their requests may complete later, from a worker, until
+ * backend_free. Main thread, before backend_free; idempotent. */
+size_t backend_stop(struct backend *b, unsigned grace_ms);
+/* Stop (backend_stop with no grace, if not stopped yet), let the running
+ * actions end (a CSI call by its deadline), join the threads and free
+ * everything. NULL-safe. */
 void backend_free(struct backend *b);
 
 struct bnode *backend_root(struct backend *b);

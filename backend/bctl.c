@@ -4,6 +4,8 @@
 
 #include <errno.h>
 
+#include "backend-internal.h"
+
 int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 		  size_t len, struct breq *rq)
 {
@@ -15,6 +17,10 @@ int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 	if (r < 0)
 		return r;
 	r = ctl_match(t->specs, t->n, &cmd, &spec, &rq->err);
+	/* a bad line is told as such whatever the daemon's state; a good one
+	 * acts only while the daemon takes commands */
+	if (r >= 0 && atomic_load(&node_backend(n)->state) == BACKEND_STOPPING)
+		r = nerr_set(&rq->err, ESHUTDOWN, "nodefs is stopping: the command was not run");
 	if (r >= 0)
 		r = t->fns[spec - t->specs](n, &cmd, rq);
 	if (r == -ERANGE)

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jw.h"
 #include "log.h"
+#include "nodefs-config.h"
 #include "operation.h"
 #include "store.h"
 
@@ -510,14 +512,48 @@ static void action_finish(struct action *a, int r)
 	/* a->free runs in actq_run, once the queue is no longer touched */
 }
 
+/* nodefs is stopping and a has not started: it is not run. Its operation
+ * stays PENDING on disk, where the next start finds it and drives it to an
+ * end (ops_drop_orphans), and its writer is told so. */
+static void action_leave(struct action *a)
+{
+	if (a->op)
+		nerr_set(&a->err, ESHUTDOWN, "nodefs stopped before operation %s started: "
+			 "it stays PENDING and is resumed at the next start", a->op->id);
+	else
+		nerr_set(&a->err, ESHUTDOWN, "nodefs stopped before the action started");
+	if (a->done)
+		a->done(a, -ESHUTDOWN);
+	if (a->rq) {
+		a->rq->err = a->err;
+		breq_complete(a->rq, -ESHUTDOWN);
+		a->rq = NULL;
+	}
+	op_unref(a->op);
+	a->op = NULL;
+}
+
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_SLOW_ACTION=MS makes every action take MS
+ * milliseconds longer on its worker before it runs, as one blocked on a
+ * slow plugin or engine would. */
+static void slow_action_hook(void)
+{
+	const char *ms = getenv("NODEFS_TEST_SLOW_ACTION");
+
+	if (ms && *ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
+#endif
+
 static void actq_run(void *arg)
 {
 	struct actq *q = arg;
 
 	for (;;) {
 		struct action *a;
-		int r;
-		bool last;
+		int r = 0;
+		bool last, leave;
 
 		pthread_mutex_lock(&q->lock);
 		a = q->head;
@@ -530,10 +566,18 @@ static void actq_run(void *arg)
 		if (!q->head)
 			q->tail = NULL;
 		pthread_mutex_unlock(&q->lock);
-		nerr_clear(&a->err);
-		r = a->run(a, &a->err);
-		if (r < 0 && !a->err.msg[0])
-			nerr_set(&a->err, -r, "%s", strerror(-r));
+		/* a stop does not wait for a queue: what has not started is
+		 * left to the next start (backend_stop) */
+		leave = atomic_load(&a->b->state) == BACKEND_STOPPING;
+		if (!leave) {
+			nerr_clear(&a->err);
+#if NODEFS_TEST_HOOKS
+			slow_action_hook();
+#endif
+			r = a->run(a, &a->err);
+			if (r < 0 && !a->err.msg[0])
+				nerr_set(&a->err, -r, "%s", strerror(-r));
+		}
 		/* the queue is free before the writer is answered, so its next
 		 * command (even O_NONBLOCK) is taken; the calls are done */
 		pthread_mutex_lock(&q->lock);
@@ -541,7 +585,10 @@ static void actq_run(void *arg)
 		if (last)
 			q->busy = false;
 		pthread_mutex_unlock(&q->lock);
-		action_finish(a, r);
+		if (leave)
+			action_leave(a);
+		else
+			action_finish(a, r);
 		/* a may hold the last reference to the object that owns q: after
 		 * freeing it, q is touched only if a next action (holding its own
 		 * reference) was queued */

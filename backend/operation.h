@@ -95,7 +95,9 @@ void actq_init(struct actq *q);
 bool actq_busy(struct actq *q);
 /* Queue a (begun with op_begin, or op NULL). Returns -EINPROGRESS: rq is
  * completed when a has run (or at once with the operation id when rq is
- * nonblock); -EBUSY for a nonblock rq while q is busy (nothing queued). */
+ * nonblock); -EBUSY for a nonblock rq while q is busy (nothing queued).
+ * Once the backend is STOPPING an action not yet started is not run: its
+ * operation stays PENDING for the next start and rq gets -ESHUTDOWN. */
 int actq_submit(struct actq *q, struct action *a);
 
 #endif

@@ -264,7 +264,8 @@ static void plugin_refresh(void *arg)
 	char node_id[256];
 	int r;
 
-	if (atomic_load(&n->dead))
+	/* a refresh still queued at a stop would only hold the exit up */
+	if (atomic_load(&n->dead) || atomic_load(&p->b->state) == BACKEND_STOPPING)
 		goto out;
 	pthread_mutex_lock(&p->lock);
 	p->lists_stale = false;		/* a change from now on marks it again */
