@@ -110,6 +110,23 @@ struct fs_key {
 };
 
 struct fs_file;
+struct fs_req;
+
+/*
+ * The requests handed to the backend (ctl writes, mkdir, rmdir) that it
+ * has not completed yet. At a stop the backend may still hold some when
+ * the session must go: fs_free answers them (ESHUTDOWN) and detaches them,
+ * so a late breq_complete only frees its request. The list outlives the
+ * struct fs while a request is in it.
+ */
+struct fs_pending {
+	pthread_mutex_t lock;
+	pthread_cond_t idle;		/* completing dropped to 0 */
+	unsigned ref;			/* the fs's, and one per request */
+	unsigned completing;		/* completions answering now */
+	bool detached;
+	struct fs_req *head;
+};
 
 struct fs_removal {
 	uint64_t parent_serial;
@@ -123,6 +140,7 @@ struct fs {
 	struct bnode *root;
 	time_t mount_time;
 	bool mounted;
+	bool signals;		/* SIGTERM, SIGINT, SIGHUP end the session */
 
 	pthread_mutex_t ilock;	/* the inode table */
 	struct hmap by_ino;
@@ -144,6 +162,7 @@ struct fs {
 	atomic_uint slow[SLOW_SLOTS];
 	pthread_mutex_t flock;	/* files */
 	struct fs_file *files;	/* open files, freed at unmount if still open */
+	struct fs_pending *pending;
 };
 
 struct fs_file {
@@ -612,6 +631,8 @@ struct fs_req {
 	enum fs_req_kind kind;
 	fuse_req_t req;
 	struct fs *fs;
+	struct fs_pending *pending;	/* referenced; the list r is in */
+	struct fs_req *pprev, *pnext;	/* under pending->lock */
 	struct bnode *node;	/* the ctl's directory, or the parent */
 	struct fs_file *file;	/* writes */
 	char *buf;		/* writes: the lines */
@@ -619,8 +640,43 @@ struct fs_req {
 	char name[65];		/* mkdir */
 };
 
+static struct fs_pending *pending_new(void)
+{
+	struct fs_pending *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->idle, NULL);
+	p->ref = 1;
+	return p;
+}
+
+/* Drop a reference; p->lock held, and released here. */
+static void pending_unref_unlock(struct fs_pending *p)
+{
+	bool last = --p->ref == 0;
+
+	pthread_mutex_unlock(&p->lock);
+	if (last) {
+		pthread_cond_destroy(&p->idle);
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+}
+
 static void fs_req_free(struct fs_req *r)
 {
+	struct fs_pending *p = r->pending;
+
+	pthread_mutex_lock(&p->lock);
+	if (r->pprev)
+		r->pprev->pnext = r->pnext;
+	else
+		p->head = r->pnext;
+	if (r->pnext)
+		r->pnext->pprev = r->pprev;
+	pending_unref_unlock(p);
 	sbuf_free(&r->rq.reply);
 	bnode_unref(r->node);
 	free(r->buf);
@@ -637,11 +693,33 @@ static void fs_req_fail(struct fs_req *r, int result)
 }
 
 static void write_continue(struct fs_req *r);
+static void fs_req_answer(struct fs_req *r, int result);
 
+/* breq_complete lands here, on any thread: answer the kernel, unless fs
+ * has stopped and answered the request already (fs_pending_detach). */
 static void fs_req_done(struct breq *rq, int result)
 {
 	struct fs_req *r = (struct fs_req *)rq;
+	struct fs_pending *p = r->pending;
 
+	pthread_mutex_lock(&p->lock);
+	if (p->detached) {
+		pthread_mutex_unlock(&p->lock);
+		fs_req_free(r);
+		return;
+	}
+	/* fs_free waits for this answer before the session and files go */
+	p->completing++;
+	pthread_mutex_unlock(&p->lock);
+	fs_req_answer(r, result);
+	pthread_mutex_lock(&p->lock);
+	if (--p->completing == 0)
+		pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void fs_req_answer(struct fs_req *r, int result)
+{
 	if (result < 0) {
 		fs_req_fail(r, result);
 		return;
@@ -770,12 +848,21 @@ static struct fs_req *fs_req_new(fuse_req_t req, enum fs_req_kind kind, struct b
 {
 	struct fs_req *r = calloc(1, sizeof(*r));
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs_pending *p;
 
 	if (!r)
 		return NULL;
 	r->kind = kind;
 	r->req = req;
 	r->fs = fuse_req_userdata(req);
+	p = r->pending = r->fs->pending;
+	pthread_mutex_lock(&p->lock);
+	p->ref++;
+	r->pnext = p->head;
+	if (p->head)
+		p->head->pprev = r;
+	p->head = r;
+	pthread_mutex_unlock(&p->lock);
 	r->node = bnode_ref(node);
 	r->rq.uid = ctx->uid;
 	r->rq.gid = ctx->gid;
@@ -1438,6 +1525,9 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	pthread_cond_init(&f->wcond, NULL);
 	hmap_init(&f->by_ino);
 	hmap_init(&f->by_key);
+	f->pending = pending_new();
+	if (!f->pending)
+		goto oom;
 
 	ri = calloc(1, sizeof(*ri));
 	if (!ri)
@@ -1478,16 +1568,18 @@ int fs_loop(struct fs *f)
 {
 	int r;
 
-	if (fuse_set_signal_handlers(f->se) != 0)
-		return -EIO;
-	if (pthread_create(&f->notifier, NULL, notifier_main, f) != 0) {
-		fuse_remove_signal_handlers(f->se);
-		return -EAGAIN;
+	if (!f->signals) {
+		if (fuse_set_signal_handlers(f->se) != 0)
+			return -EIO;
+		f->signals = true;
 	}
+	if (pthread_create(&f->notifier, NULL, notifier_main, f) != 0)
+		return -EAGAIN;
 	f->notifier_running = true;
-	/* renders that call out and ctl writes may wait: many may run at once */
+	/* renders that call out and ctl writes may wait: many may run at once;
+	 * the handlers stay until fs_free, so a second SIGTERM while the
+	 * backend stops does not kill the daemon and leave a dead mount */
 	r = fs_serve(f->se, fs_may_wait, f, 256, 8);
-	fuse_remove_signal_handlers(f->se);
 	pthread_mutex_lock(&f->wlock);
 	/* reads parked on streams get an answer, so libfuse frees them */
 	for (struct fs_file *h = f->watchers; h; h = h->wnext)
@@ -1511,6 +1603,35 @@ static void free_inode(void *v)
 	free(i);
 }
 
+/*
+ * The session is about to go: answer what the backend still holds
+ * (ESHUTDOWN: the daemon stopped before the action finished) and detach it,
+ * so its completion, whenever it comes, touches nothing of the session or
+ * the open files. Waits for completions answering right now.
+ */
+static void fs_pending_detach(struct fs *f)
+{
+	struct fs_pending *p = f->pending;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&p->lock);
+	p->detached = true;
+	while (p->completing)
+		pthread_cond_wait(&p->idle, &p->lock);
+	for (struct fs_req *r = p->head; r; r = r->pnext) {
+		if (!r->req)
+			continue;
+		fuse_reply_err(r->req, ESHUTDOWN);
+		r->req = NULL;
+		r->file = NULL;
+		n++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (n)
+		log_warn("stopping: %u requests still waiting on their actions were answered "
+			 "ESHUTDOWN", n);
+}
+
 void fs_free(struct fs *f)
 {
 	struct tree_notifier none = { 0 };
@@ -1518,6 +1639,10 @@ void fs_free(struct fs *f)
 	if (!f)
 		return;
 	tree_set_notifier(&none);
+	if (f->pending)
+		fs_pending_detach(f);
+	if (f->signals)
+		fuse_remove_signal_handlers(f->se);
 	if (f->se) {
 		if (f->mounted)
 			fuse_session_unmount(f->se);
@@ -1535,9 +1660,14 @@ void fs_free(struct fs *f)
 	}
 	hmap_free(&f->by_ino);
 	hmap_free(&f->by_key);
+	if (f->pending) {
+		pthread_mutex_lock(&f->pending->lock);
+		pending_unref_unlock(f->pending);
+	}
 	bnode_unref(f->root);
 	pthread_mutex_destroy(&f->ilock);
 	pthread_mutex_destroy(&f->wlock);
+	pthread_mutex_destroy(&f->flock);
 	pthread_cond_destroy(&f->wcond);
 	free(f);
 }

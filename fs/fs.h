@@ -30,14 +30,19 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 /* Mount at mnt. -errno with err. */
 int fs_mount(struct fs *f, const char *mnt, struct nerr *err);
 /* Serve requests until unmounted or a signal (SIGTERM, SIGINT, SIGHUP).
- * Returns 0 on a clean exit. Runs the notifier thread meanwhile. */
+ * Returns 0 on a clean exit. Runs the notifier thread meanwhile. The
+ * signal handlers stay until fs_free: a repeated signal while the daemon
+ * stops only ends the (ended) session again. */
 int fs_loop(struct fs *f);
 /* Render the FUSE request figures (Prometheus text) for metrics/nodefs.prom;
  * ctx is the struct fs. Any thread. */
 struct sbuf;
 int fs_render_metrics(void *ctx, struct sbuf *out);
 
-/* Unmount (if mounted) and free. NULL-safe. */
+/* Unmount (if mounted) and free. Requests the backend still holds (ctl
+ * writes, mkdir, rmdir; see backend_stop) are answered ESHUTDOWN first and
+ * detached: their breq_complete may still come, from any thread, and only
+ * frees them. NULL-safe. */
 void fs_free(struct fs *f);
 
 #endif
