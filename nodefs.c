@@ -11,6 +11,7 @@
 #include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,27 @@
  * arenas keep it flat. MALLOC_ARENA_MAX in the environment still wins.
  */
 #define ARENA_MAX 2
+
+/*
+ * A stop does not wait for the queues: actions not started yet stay
+ * PENDING for the next start. Running ones get this long to finish and
+ * answer their writers; then the mount goes and their writers get
+ * ESHUTDOWN, and the daemon exits once their calls have returned (each
+ * bounded by its deadline).
+ */
+#define STOP_GRACE_MS 10000
+
+static unsigned stop_grace_ms(void)
+{
+#if NODEFS_TEST_HOOKS
+	/* test builds: NODEFS_TEST_STOP_GRACE_MS shortens the grace */
+	const char *s = getenv("NODEFS_TEST_STOP_GRACE_MS");
+
+	if (s && *s)
+		return (unsigned)atoi(s);
+#endif
+	return STOP_GRACE_MS;
+}
 
 static void malloc_setup(void)
 {
@@ -265,9 +287,29 @@ int main(int argc, char **argv)
 	log_info("mounted on %s", o.mountpoint);
 	r = fs_loop(f);
 	status = r < 0 ? 1 : 0;
-	log_info("unmounting %s", o.mountpoint);
 out:
+	/*
+	 * The backend stops first: its workers complete requests into fs
+	 * until then. What it still holds after the grace fs answers and
+	 * detaches before the session goes (fs_free); backend_free then
+	 * cancels and joins what is left.
+	 */
+	if (b) {
+		size_t busy = backend_stop(b, stop_grace_ms());
+
+		if (busy)
+			log_warn("%zu workers still busy after %u ms: unmounting; writers still "
+				 "waiting get ESHUTDOWN, and the daemon exits once the calls "
+				 "have returned", busy, stop_grace_ms());
+	}
+	if (f)
+		log_info("unmounting %s", o.mountpoint);
 	fs_free(f);
+	/* the mount is gone: a repeated SIGTERM must not cut short what is
+	 * left (cancelled calls returning, threads joined) */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
 	backend_free(b);
 	fuse_opt_free_args(&args);
 	return status;

@@ -3,8 +3,17 @@
 `fusermount3 -u` makes the daemon exit 0; a reader blocked on events does
 not hold shutdown up; without -f the daemon returns once mounted and is
 stopped by SIGTERM. After each, no /proc/mounts entry and no process remain.
+
+With ctl writes waiting on their actions (test builds slow every action
+down, NODEFS_TEST_SLOW_ACTION): the running action finishes and answers its
+writer, the queued ones are not run (ESHUTDOWN, their operations stay
+PENDING and are driven to an end at the next start); an action still
+running after the grace (NODEFS_TEST_STOP_GRACE_MS) does not hold the mount,
+and its late completion touches nothing freed (the sanitizer build checks).
 """
 
+import errno
+import json
 import os
 import shutil
 import signal
@@ -15,6 +24,64 @@ import time
 import unittest
 
 import nodefs_test as nt
+
+
+def hooks_built():
+    out = subprocess.run([nt.NODEFS_BIN, "--version"], capture_output=True,
+                         text=True).stdout
+    return "test hooks" in out
+
+
+# A default plugin whose socket is absent: a volume create is queued and
+# fails fast (UNAVAILABLE, no retries to speak of) once its worker gets to
+# it.
+PLUGIN_DOWN = nt.offline_config().replace("[nodefs]\n", """[nodefs]
+csi_timeout = 1s
+retry_backoff = 10ms
+retry_max = 20ms
+""") + """
+[plugin p0]
+endpoint = unix:///nonexistent/nodefs-test/p0.sock
+default = yes
+"""
+
+
+class Caller(threading.Thread):
+    """One blocking call on its own thread: .result is (ok, errno)."""
+
+    def __init__(self, what, fn):
+        super().__init__(daemon=True)
+        self.what, self.fn = what, fn
+        self.result = None
+
+    def run(self):
+        self.result = self.fn()
+
+
+def Writer(path, line):
+    """A ctl write of line to path on its own thread."""
+    return Caller(line, lambda: nt.write_line(path, line))
+
+
+def Rmdir(path):
+    def call():
+        try:
+            os.rmdir(path)
+            return (True, 0)
+        except OSError as e:
+            return (False, e.errno)
+    return Caller("rmdir " + path, call)
+
+
+def op_records(state_dir):
+    """{id: record} of the operation checkpoints on disk."""
+    d = os.path.join(state_dir, "operations")
+    out = {}
+    for name in os.listdir(d) if os.path.isdir(d) else ():
+        if name.endswith(".json") and not name.startswith("."):
+            with open(os.path.join(d, name)) as f:
+                out[name[:-5]] = json.load(f)
+    return out
 
 
 class UnmountTest(unittest.TestCase):
@@ -123,6 +190,101 @@ class UnmountTest(unittest.TestCase):
                 subprocess.run(["fusermount3", "-u", "-z", mnt],
                                capture_output=True)
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def require_hooks(self):
+        if not hooks_built():
+            self.skipTest("needs a test build (-Dtest_hooks=true)")
+
+    def wait_ops(self, fs, n):
+        self.assertTrue(nt.wait_until(
+            lambda: len(fs.listdir("operations")) >= n, 10),
+            "operations: %r" % fs.listdir("operations"))
+
+    def test_sigterm_does_not_wait_for_the_queue(self):
+        """SIGTERM with a running action and two queued behind it on the
+        same volume (a write of its ctl file and an rmdir; the kernel runs
+        one write of a file at a time): the running one finishes and its
+        writer gets its own answer; the queued ones never run, their callers
+        get ESHUTDOWN and their operations stay PENDING; the stop takes one
+        action's time, not three. Restarted, the daemon ends the PENDING
+        operations."""
+        self.require_hooks()
+        slow = 1.5
+        with nt.Nodefs(PLUGIN_DOWN, env={
+                "NODEFS_TEST_SLOW_ACTION": str(int(slow * 1000))}) as fs:
+            create = Writer(fs.path("volumes", "ctl"), "create v1")
+            create.start()
+            self.assertTrue(nt.wait_until(
+                lambda: os.path.isdir(fs.path("volumes", "v1")), 5))
+            self.wait_ops(fs, 1)
+            queued = [Writer(fs.path("volumes", "v1", "ctl"), "publish /srv/v1"),
+                      Rmdir(fs.path("volumes", "v1"))]
+            for k, w in enumerate(queued):
+                w.start()
+                self.wait_ops(fs, 2 + k)
+            t0 = time.monotonic()
+            problems = fs.stop(signal.SIGTERM)
+            took = time.monotonic() - t0
+            for w in [create] + queued:
+                w.join(10)
+                self.assertFalse(w.is_alive(), "a writer is still blocked")
+            self.assertEqual(problems, [], fs.log())
+            self.check_gone(fs)
+            # one action's time (and start-up noise), not three
+            self.assertLess(took, slow + 1.5, fs.log())
+            # the running create finished: its writer got the plugin's
+            # answer, not the stop's
+            self.assertEqual(create.result, (False, errno.EAGAIN), fs.log())
+            for w in queued:
+                self.assertEqual(w.result, (False, errno.ESHUTDOWN),
+                                 (w.what, fs.log()))
+            recs = op_records(fs.state_dir)
+            states = sorted((r["command"], r["state"]) for r in recs.values())
+            self.assertEqual(states, [("create v1", "FAILED"),
+                                      ("publish /srv/v1", "PENDING"),
+                                      ("rmdir", "PENDING")])
+
+            # The next start drives them to an end (v1 was never made:
+            # dropped, with the reason) and serves as usual.
+            fs.env = None
+            fs.start()
+            self.assertTrue(nt.wait_until(
+                lambda: all(fs.read("operations", i, "state").strip()
+                            != "PENDING" for i in fs.listdir("operations")),
+                10), fs.log())
+            for i in fs.listdir("operations"):
+                self.assertIn(fs.read("operations", i, "state").strip(),
+                              ("FAILED", "DROPPED"), i)
+            self.assertEqual(fs.listdir("volumes"), ["ctl", "error"])
+            self.assertEqual(fs.status().get("operations"), "3")
+            self.assertEqual(fs.stop(signal.SIGTERM), [], fs.log())
+
+    def test_sigterm_action_outlasts_grace(self):
+        """An action still running when the stop's grace ends does not hold
+        the mount: its writer gets ESHUTDOWN and the mount goes at once; the
+        daemon exits 0 once the action has ended, and its completion, which
+        comes after the session is gone, touches nothing freed."""
+        self.require_hooks()
+        with nt.Nodefs(PLUGIN_DOWN, env={
+                "NODEFS_TEST_SLOW_ACTION": "3000",
+                "NODEFS_TEST_STOP_GRACE_MS": "200"}) as fs:
+            w = Writer(fs.path("volumes", "ctl"), "create v1")
+            w.start()
+            self.wait_ops(fs, 1)
+            t0 = time.monotonic()
+            fs.proc.send_signal(signal.SIGTERM)
+            w.join(10)
+            self.assertEqual(w.result, (False, errno.ESHUTDOWN), fs.log())
+            self.assertLess(time.monotonic() - t0, 2.0)
+            self.assertTrue(nt.wait_until(
+                lambda: not nt.is_mounted(fs.mnt), 2), "still mounted")
+            try:
+                fs.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.fail("nodefs still running 10s after SIGTERM")
+            problems = fs.stop(signal.SIGTERM)
+            self.assertEqual(problems, [], fs.log())
+            self.check_gone(fs)
 
     def test_restart_on_same_state_dir(self):
         with nt.Nodefs(nt.offline_config()) as fs:
