@@ -4,11 +4,14 @@
  * (runtimes/docker, runtimes/lxc). The backend owns container objects, their
  * state machine and checkpoints; a driver only talks to its engine.
  *
- * Threads: every call below except watch() may block (HTTP, liblxc locks) and
- * is made from the backend's worker pool, never from a FUSE thread or the
- * event loop. Calls on different containers may run concurrently; the backend
- * serialises calls on one container. Events are delivered from a thread the
- * driver owns.
+ * Threads: every call below except watch(), stats() and logs() may block
+ * (HTTP, liblxc locks) and is made from the backend's worker pool (or the
+ * monitor, or recovery), never from a FUSE thread or the event loop. stats()
+ * and logs() serve reads on FUSE threads: they take no engine lock (LXC reads
+ * cgroup files and the console log; Docker reads cgroup files and makes at
+ * most one bounded Engine API call). Calls on different containers may run
+ * concurrently; the backend serialises actions on one container. Events are
+ * delivered from a thread the driver owns.
  *
  * Errors: -errno plus a message in err (see common/nerr.h). Each driver maps
  * its engine's failures through one table: ENOENT no such container or image,
