@@ -66,12 +66,38 @@ struct backend {
 	pthread_mutex_t mlock;
 	pthread_cond_t mcond;
 	bool stopping;
+
+	/* Recovery runs on its own thread while fs serves (status says
+	 * RECOVERING); commands wait for it in the parked list. dlock guards
+	 * the list, recovered and the RECOVERING -> READY/STOPPING moves. */
+	pthread_t recovery;
+	bool recovery_running;
+	pthread_mutex_t dlock;
+	pthread_cond_t dcond;		/* recovered, or stopping */
+	bool recovered;			/* the recovery thread is done */
+	atomic_bool failed;		/* recovery failed: the daemon stops */
+	struct parked *parked, **parked_tail;
+	void (*failed_hook)(void *ctx);
+	void *failed_hook_ctx;
 };
 
 /* The backend a node belongs to: every node's type keeps it reachable. */
 struct backend *node_backend(struct bnode *n);
 
 const char *backend_state_to_string(enum backend_state s);
+
+/*
+ * Commands wait for recovery: a command that acts (a ctl line that parsed
+ * and matched, a mkdir, an rmdir) asks first. 0: act now (READY).
+ * -EINPROGRESS: RECOVERING, the command is parked and run again once the
+ * daemon is READY (rq completes then, or with -ESHUTDOWN if it stops
+ * first). -EAGAIN: RECOVERING and rq is nonblock. -ESHUTDOWN: STOPPING.
+ * rq->err says why on failure. Any thread.
+ */
+int backend_admit_ctl(const struct bctl_table *t, struct bnode *n, const char *line, size_t len,
+		      struct breq *rq);
+int backend_admit_mkdir(struct bnode *dir, const char *name, struct breq *rq);
+int backend_admit_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq);
 
 int engines_init(struct backend *b, struct nerr *err);
 int engines_start(struct backend *b, struct nerr *err);

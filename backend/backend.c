@@ -181,6 +181,7 @@ static int mkdir_p(const char *path, struct nerr *err)
 int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 {
 	struct backend *b = calloc(1, sizeof(*b));
+	pthread_condattr_t ca;
 	int r;
 
 	if (!b) {
@@ -194,6 +195,12 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	pthread_mutex_init(&b->mlock, NULL);
 	pthread_mutex_init(&b->ended_lock, NULL);
 	pthread_cond_init(&b->mcond, NULL);
+	pthread_mutex_init(&b->dlock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->dcond, &ca);
+	pthread_condattr_destroy(&ca);
+	b->parked_tail = &b->parked;
 
 	r = mkdir_p(cfg->state_dir, err);
 	if (r < 0)
@@ -286,6 +293,212 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+/* ---- commands wait for recovery ---- */
+
+enum park_kind { PARK_CTL, PARK_MKDIR, PARK_RMDIR };
+
+/* A command that came while RECOVERING, run again once READY. */
+struct parked {
+	struct parked *next;
+	enum park_kind kind;
+	const struct bctl_table *t;	/* PARK_CTL */
+	struct bnode *node;		/* the ctl's node, or the directory */
+	struct bnode *child;		/* PARK_RMDIR */
+	struct breq *rq;
+	size_t len;
+	char text[];			/* the line, or the name to make */
+};
+
+static int admit(struct bnode *n, enum park_kind kind, const struct bctl_table *t,
+		 struct bnode *child, const char *text, size_t len, struct breq *rq)
+{
+	struct backend *b = node_backend(n);
+	struct parked *p;
+	int st;
+
+	/* READY: the common case, without the lock */
+	st = atomic_load(&b->state);
+	if (st == BACKEND_READY)
+		return 0;
+	if (st == BACKEND_STOPPING)
+		return nerr_set(&rq->err, ESHUTDOWN, "nodefs is stopping: the command was not run");
+	if (rq->nonblock)
+		return nerr_set(&rq->err, EAGAIN, "nodefs is recovering its checkpoints (status: "
+				"RECOVERING): try again once it is READY");
+	p = malloc(sizeof(*p) + len + 1);
+	if (!p)
+		return nerr_set(&rq->err, ENOMEM, "out of memory");
+	*p = (struct parked){ .kind = kind, .t = t, .node = bnode_ref(n), .child = bnode_ref(child),
+			      .rq = rq, .len = len };
+	memcpy(p->text, text, len);
+	p->text[len] = '\0';
+	pthread_mutex_lock(&b->dlock);
+	st = atomic_load(&b->state);
+	if (st == BACKEND_RECOVERING) {
+		*b->parked_tail = p;
+		b->parked_tail = &p->next;
+	}
+	pthread_mutex_unlock(&b->dlock);
+	if (st == BACKEND_RECOVERING)
+		return -EINPROGRESS;
+	/* the state moved meanwhile: as if it had been seen first */
+	bnode_unref(p->node);
+	bnode_unref(p->child);
+	free(p);
+	return admit(n, kind, t, child, text, len, rq);
+}
+
+int backend_admit_ctl(const struct bctl_table *t, struct bnode *n, const char *line, size_t len,
+		      struct breq *rq)
+{
+	return admit(n, PARK_CTL, t, NULL, line, len, rq);
+}
+
+int backend_admit_mkdir(struct bnode *dir, const char *name, struct breq *rq)
+{
+	return admit(dir, PARK_MKDIR, NULL, NULL, name, strlen(name), rq);
+}
+
+int backend_admit_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq)
+{
+	return admit(dir, PARK_RMDIR, NULL, child, "", 0, rq);
+}
+
+/* Take the parked commands; dlock held. */
+static struct parked *parked_take_locked(struct backend *b)
+{
+	struct parked *p = b->parked;
+
+	b->parked = NULL;
+	b->parked_tail = &b->parked;
+	return p;
+}
+
+/* Run the parked commands in the order they came (READY), or answer them
+ * -ESHUTDOWN (stopping). */
+static void parked_finish(struct parked *p, bool run)
+{
+	while (p) {
+		struct parked *next = p->next;
+		struct breq *rq = p->rq;
+		int r;
+
+		if (!run) {
+			r = nerr_set(&rq->err, ESHUTDOWN, "nodefs stopped while it was recovering: "
+				     "the command was not run");
+		} else if (p->kind == PARK_CTL) {
+			r = bctl_dispatch(p->t, p->node, p->text, p->len, rq);
+		} else if (atomic_load(&p->node->dead) || (p->child && atomic_load(&p->child->dead))) {
+			r = nerr_set(&rq->err, ENOENT, "no such volume");
+		} else if (p->kind == PARK_MKDIR) {
+			r = p->node->type->mkdir(p->node, p->text, rq);
+		} else {
+			r = p->node->type->rmdir(p->node, p->child, rq);
+		}
+		bnode_unref(p->node);
+		bnode_unref(p->child);
+		free(p);
+		if (r != -EINPROGRESS)
+			breq_complete(rq, r);
+		p = next;
+	}
+}
+
+/* ---- recovery ---- */
+
+static bool stopping(struct backend *b)
+{
+	return atomic_load(&b->state) == BACKEND_STOPPING;
+}
+
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_SLOW_RECOVERY=MS makes recovery take MS
+ * milliseconds longer (before it reads the checkpoints), as thousands of
+ * records or a slow engine would; a stop cuts the wait short. */
+static void slow_recovery_hook(struct backend *b)
+{
+	const char *s = getenv("NODEFS_TEST_SLOW_RECOVERY");
+	struct timespec t;
+	long ms;
+
+	if (!s || !*s)
+		return;
+	ms = atol(s);
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += ms % 1000 * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&b->dlock);
+	while (!stopping(b) && pthread_cond_timedwait(&b->dcond, &b->dlock, &t) == 0)
+		;
+	pthread_mutex_unlock(&b->dlock);
+}
+#endif
+
+/* Read the checkpoints back and take up what was in flight. A stop between
+ * the steps ends it early: PENDING operations are then left as they are
+ * (not dropped) for the next start. */
+static int recover(struct backend *b, struct nerr *err)
+{
+	int r;
+
+#if NODEFS_TEST_HOOKS
+	slow_recovery_hook(b);
+#endif
+	if (!stopping(b) && (r = ops_recover(b, err)) < 0)
+		return r;
+	if (!stopping(b) && (r = volumes_recover(b, err)) < 0)
+		return r;
+	if (!stopping(b) && (r = containers_recover(b, err)) < 0)
+		return r;
+	if (!stopping(b))
+		containers_watch(b);
+	if (!stopping(b))
+		ops_drop_orphans(b);
+	return 0;
+}
+
+static void *recovery_main(void *arg)
+{
+	struct backend *b = arg;
+	struct nerr err = { 0 };
+	struct parked *parked = NULL;
+	int expect = BACKEND_RECOVERING;
+	bool ready = false;
+	int r;
+
+	pthread_setname_np(pthread_self(), "nodefs-recover");
+	r = recover(b, &err);
+	pthread_mutex_lock(&b->dlock);
+	if (r >= 0)
+		ready = atomic_compare_exchange_strong(&b->state, &expect, BACKEND_READY);
+	if (ready)
+		parked = parked_take_locked(b);
+	b->recovered = true;
+	pthread_cond_broadcast(&b->dcond);
+	pthread_mutex_unlock(&b->dlock);
+	if (r < 0) {
+		/* nothing may act on a tree that is not whole: the daemon stops
+		 * (the parked commands get ESHUTDOWN from backend_stop) */
+		log_err("recovery failed: %s", err.msg);
+		atomic_store(&b->failed, true);
+		if (b->failed_hook)
+			b->failed_hook(b->failed_hook_ctx);
+		return NULL;
+	}
+	if (!ready)
+		return NULL;	/* stopping */
+	bnode_changed(b->root);
+	events_emit(b->events, "daemon", NULL, "RECOVERING", "READY", NULL, NULL);
+	log_info("ready: %zu plugins, %zu profiles, %zu runtimes",
+		 bnode_count(b->plugins), bnode_count(b->profiles), b->nengines);
+	parked_finish(parked, true);
+	return NULL;
+}
+
 int backend_start(struct backend *b, struct nerr *err)
 {
 	int r;
@@ -306,33 +519,58 @@ int backend_start(struct backend *b, struct nerr *err)
 	b->rebooted = check_reboot(b);
 	if (b->rebooted)
 		log_warn("the node rebooted since the last run: staged and published volumes go back to NODE_READY");
-	r = ops_recover(b, err);
-	if (r < 0)
-		return r;
-	r = volumes_recover(b, err);
-	if (r < 0)
-		return r;
-	r = containers_recover(b, err);
-	if (r < 0)
-		return r;
-	containers_watch(b);
-	ops_drop_orphans(b);
-	atomic_store(&b->state, BACKEND_READY);
-	bnode_changed(b->root);
-	events_emit(b->events, "daemon", NULL, "RECOVERING", "READY", NULL, NULL);
-	log_info("ready: %zu plugins, %zu profiles, %zu runtimes",
-		 bnode_count(b->plugins), bnode_count(b->profiles), b->nengines);
+	if (pthread_create(&b->recovery, NULL, recovery_main, b) != 0)
+		return nerr_set(err, EAGAIN, "cannot start the recovery thread");
+	b->recovery_running = true;
 	return 0;
+}
+
+void backend_set_failed_hook(struct backend *b, void (*fn)(void *ctx), void *ctx)
+{
+	b->failed_hook = fn;
+	b->failed_hook_ctx = ctx;
+}
+
+bool backend_failed(struct backend *b)
+{
+	return atomic_load(&b->failed);
 }
 
 size_t backend_stop(struct backend *b, unsigned grace_ms)
 {
-	if (atomic_exchange(&b->state, BACKEND_STOPPING) != BACKEND_STOPPING && b->root)
+	struct parked *parked;
+	struct timespec t0, t;
+	unsigned spent;
+	bool was, recovering;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t = t0;
+	t.tv_sec += grace_ms / 1000;
+	t.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&b->dlock);
+	was = atomic_exchange(&b->state, BACKEND_STOPPING) == BACKEND_STOPPING;
+	parked = parked_take_locked(b);
+	pthread_cond_broadcast(&b->dcond);
+	/* recovery stops at its next step; it may still be in one */
+	while (b->recovery_running && !b->recovered &&
+	       pthread_cond_timedwait(&b->dcond, &b->dlock, &t) == 0)
+		;
+	recovering = b->recovery_running && !b->recovered;
+	pthread_mutex_unlock(&b->dlock);
+	parked_finish(parked, false);
+	if (!was && b->root)
 		bnode_changed(b->root);
 	/* no new work: no reconciliation, no new command (bctl), and the
 	 * queues run nothing more (actq_run) */
 	engines_stop_monitor(b);
-	return b->work ? work_pool_stop(b->work, grace_ms) : 0;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	spent = (unsigned)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+	return (b->work ? work_pool_stop(b->work, spent < grace_ms ? grace_ms - spent : 0) : 0) +
+	       recovering;
 }
 
 void backend_free(struct backend *b)
@@ -340,6 +578,8 @@ void backend_free(struct backend *b)
 	if (!b)
 		return;
 	backend_stop(b, 0);
+	if (b->recovery_running)
+		pthread_join(b->recovery, NULL);
 	/*
 	 * No worker, then no plugin, then no engine. The workers finish what
 	 * runs first: a CSI call in flight ends by its deadline (csi_timeout).
@@ -370,6 +610,8 @@ void backend_free(struct backend *b)
 	pthread_mutex_destroy(&b->mlock);
 	pthread_mutex_destroy(&b->ended_lock);
 	pthread_cond_destroy(&b->mcond);
+	pthread_mutex_destroy(&b->dlock);
+	pthread_cond_destroy(&b->dcond);
 	free(b);
 }
 

@@ -20,16 +20,27 @@ struct nerr;
 /* Build the tree from cfg (the backend takes ownership of cfg) and make
  * the state dir. -errno with err on failure (bad state dir, OOM). */
 int backend_new(struct config *cfg, struct backend **ret, struct nerr *err);
-/* Start the threads (workers, engine watchers) and recover checkpointed
- * objects; status goes RECOVERING -> READY. Call after the mount is up. */
+/* Start the threads (event loop, plugins' connections, engine monitor)
+ * and the recovery of the checkpointed objects, which runs on its own
+ * thread while the mount serves: status says RECOVERING, objects appear as
+ * their records are read, and commands wait (backend_admit_*); then READY.
+ * Call after the mount is up. -errno with err when a thread cannot start. */
 int backend_start(struct backend *b, struct nerr *err);
-/* Stop taking work: status STOPPING, ctl commands refused (-ESHUTDOWN).
+/* fn(ctx) is called, from the recovery thread, when recovery fails (the
+ * checkpoints cannot be read): the caller should stop. Before
+ * backend_start. */
+void backend_set_failed_hook(struct backend *b, void (*fn)(void *ctx), void *ctx);
+/* Whether recovery failed (the daemon should exit non-zero). */
+bool backend_failed(struct backend *b);
+/* Stop taking work: status STOPPING, ctl commands refused (-ESHUTDOWN),
+ * commands waiting for recovery answered -ESHUTDOWN, recovery ended at
+ * its next step (PENDING operations are left for the next start).
  * Actions queued but not started are not run: their operations stay
  * PENDING on disk, the next start resumes them, and their writers get
- * -ESHUTDOWN at once. Running actions get up to grace_ms to finish, and
- * their writers their real answer. Returns how many are still running
- * then: their requests may complete later, from a worker, until
- * backend_free. Main thread, before backend_free; idempotent. */
+ * -ESHUTDOWN at once. Running actions (and recovery) get up to grace_ms to
+ * finish, and their writers their real answer. Returns how many are still
+ * running then: their requests may complete later, from another thread,
+ * until backend_free. Main thread, before backend_free; idempotent. */
 size_t backend_stop(struct backend *b, unsigned grace_ms);
 /* Stop (backend_stop with no grace, if not stopped yet), let the running
  * actions end (a CSI call by its deadline), join the threads and free

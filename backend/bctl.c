@@ -18,10 +18,10 @@ int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 		return r;
 	r = ctl_match(t->specs, t->n, &cmd, &spec, &rq->err);
 	/* a bad line is told as such whatever the daemon's state; a good one
-	 * acts only while the daemon takes commands */
-	if (r >= 0 && atomic_load(&node_backend(n)->state) == BACKEND_STOPPING)
-		r = nerr_set(&rq->err, ESHUTDOWN, "nodefs is stopping: the command was not run");
+	 * acts once recovery is over, and not while the daemon stops */
 	if (r >= 0)
+		r = backend_admit_ctl(t, n, line, len, rq);
+	if (r == 0)
 		r = t->fns[spec - t->specs](n, &cmd, rq);
 	if (r == -ERANGE)
 		r = -EINVAL;	/* an out-of-range argument is a bad argument */

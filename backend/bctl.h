@@ -23,7 +23,9 @@ struct bctl_table {
 	size_t n;
 };
 
-/* Parse line, match it, call the handler. Handler contract as a store. */
+/* Parse line, match it, call the handler. Handler contract as a store.
+ * A good line waits for recovery (backend_admit_ctl): -EINPROGRESS while
+ * RECOVERING (-EAGAIN nonblock), -ESHUTDOWN while stopping. */
 int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 		  size_t len, struct breq *rq);
 int bctl_usage(const struct bctl_table *t, struct sbuf *out);

@@ -1824,8 +1824,11 @@ static int volumes_mkdir(struct bnode *dir, const char *name, struct breq *rq)
 	struct backend *b = node_backend(dir);
 	struct volume *v;
 	char line[128];
-	int r = build_volume(b, NULL, name, NULL, &v, &rq->err);
+	int r = backend_admit_mkdir(dir, name, rq);	/* after recovery */
 
+	if (r != 0)
+		return r;
+	r = build_volume(b, NULL, name, NULL, &v, &rq->err);
 	if (r < 0)
 		return r;
 	snprintf(line, sizeof(line), "mkdir %s", name);
@@ -1835,7 +1838,12 @@ static int volumes_mkdir(struct bnode *dir, const char *name, struct breq *rq)
 static int volumes_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq)
 {
 	struct volume *v = vof(child);
-	enum vstate s = get_state(v);
+	enum vstate s;
+	int r = backend_admit_rmdir(dir, child, rq);	/* after recovery */
+
+	if (r != 0)
+		return r;
+	s = get_state(v);
 
 	if (s == V_PUBLISHED || s == V_NODE_PUBLISH || s == V_NODE_UNPUBLISH)
 		return nerr_set(&rq->err, EBUSY, "volume %s is published at %s: unpublish it first",
