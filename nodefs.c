@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -151,6 +152,15 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/* Recovery could not read the checkpoints: nothing may act on a tree that
+ * is not whole, so stop as SIGTERM would, and exit 1. */
+static void recovery_failed(void *ctx)
+{
+	(void)ctx;
+	log_err("stopping: recovery failed");
+	kill(getpid(), SIGTERM);
+}
+
 /* Is mnt the mountpoint of a nodefs FUSE mount (per /proc/self/mounts)? */
 static bool nodefs_mounted_at(const char *mnt)
 {
@@ -216,6 +226,7 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fs_opts fo = { .entry_timeout = 1.0, .attr_timeout = 1.0 };
 	char mopts[4200];
+	sigset_t block, oldmask;
 	int r, status = 1;
 
 	malloc_setup();
@@ -279,14 +290,25 @@ int main(int argc, char **argv)
 			goto out;
 		log_setup(LOG_LVL_INFO, true);
 	}
+	/* Recovery runs while the mount serves. The backend's threads (and
+	 * the ones they start) block the stop signals, so those come to this
+	 * thread, which waits in fs_loop. */
+	backend_set_failed_hook(b, recovery_failed, NULL);
+	sigemptyset(&block);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGQUIT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &oldmask);
 	r = backend_start(b, &err);
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 	if (r < 0) {
 		log_err("%s", err.msg);
 		goto out;
 	}
 	log_info("mounted on %s", o.mountpoint);
 	r = fs_loop(f);
-	status = r < 0 ? 1 : 0;
+	status = r < 0 || backend_failed(b) ? 1 : 0;
 out:
 	/*
 	 * The backend stops first: its workers complete requests into fs

@@ -28,6 +28,7 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1561,11 +1562,16 @@ int fs_mount(struct fs *f, const char *mnt, struct nerr *err)
 	if (fuse_session_mount(f->se, mnt) != 0)
 		return nerr_set(err, EIO, "cannot mount on %s", mnt);
 	f->mounted = true;
+	/* from now on a signal must unmount, even before fs_loop: it ends the
+	 * session, and fs_loop then returns at once */
+	if (fuse_set_signal_handlers(f->se) == 0)
+		f->signals = true;
 	return 0;
 }
 
 int fs_loop(struct fs *f)
 {
+	sigset_t block, old;
 	int r;
 
 	if (!f->signals) {
@@ -1573,7 +1579,15 @@ int fs_loop(struct fs *f)
 			return -EIO;
 		f->signals = true;
 	}
-	if (pthread_create(&f->notifier, NULL, notifier_main, f) != 0)
+	/* the signals go to the thread that waits in fs_serve */
+	sigemptyset(&block);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	r = pthread_create(&f->notifier, NULL, notifier_main, f);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0)
 		return -EAGAIN;
 	f->notifier_running = true;
 	/* renders that call out and ctl writes may wait: many may run at once;

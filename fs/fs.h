@@ -27,7 +27,8 @@ struct fs_opts {
 /* Make the session from args (fuse options; consumed). -errno. */
 int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	   struct fs **ret, struct nerr *err);
-/* Mount at mnt. -errno with err. */
+/* Mount at mnt, and from then on SIGTERM, SIGINT and SIGHUP end the
+ * session (fs_loop returns at once if it came before). -errno with err. */
 int fs_mount(struct fs *f, const char *mnt, struct nerr *err);
 /* Serve requests until unmounted or a signal (SIGTERM, SIGINT, SIGHUP).
  * Returns 0 on a clean exit. Runs the notifier thread meanwhile. The
