@@ -4,7 +4,8 @@
 A test mounts a real nodefs with `with Nodefs(config_text) as fs:` and drives
 it with ordinary system calls and programs. The harness owns one temp dir per
 mount (mountpoint, state dir, config, daemon log), starts the daemon in the
-foreground, waits (bounded) until `status` answers, and on exit sends SIGTERM,
+foreground, waits (bounded) until `status` answers and says recovery is over
+(`ready=False`: until it answers), and on exit sends SIGTERM,
 checks that the mount is gone and removes everything it made. A daemon that
 does not unmount, does not exit, or exits non-zero (a sanitizer finding exits
 non-zero) fails the test that used it, with the daemon's log attached.
@@ -322,15 +323,18 @@ class Nodefs:
     "fsname=x"]). env: extra environment. start_timeout: seconds to wait for
     `status` to answer. state_dir: use this state dir instead of a fresh one
     (tests of restart keep one across mounts); by default <tmp>/state, which
-    is not created beforehand (the daemon must create it).
+    is not created beforehand (the daemon must create it). ready: start()
+    waits until status is past RECOVERING (recovery runs while the mount
+    serves); False returns as soon as status answers.
 
     Attributes: mnt, state_dir, config_path, tmp, proc, log_path.
     """
 
     def __init__(self, config="[nodefs]\n", args=(), env=None,
                  start_timeout=20.0, stop_timeout=20.0, state_dir=None,
-                 keep_state=False):
+                 keep_state=False, ready=True):
         self.config = config
+        self.ready = ready
         self.args = list(args)
         self.env = env
         self.start_timeout = start_timeout
@@ -390,14 +394,18 @@ class Nodefs:
                                   "mounting; log:\n%s" % (rc, self.log()))
             if is_mounted(self.mnt):
                 try:
-                    if read_file(status):
+                    text = read_file(status)
+                    # recovery runs while the mount serves: a test starts
+                    # on a whole tree (ready=False: as soon as it answers)
+                    if text and (not self.ready or
+                                 "state: RECOVERING" not in text):
                         return
                 except OSError:
                     pass
             if time.monotonic() >= deadline:
-                raise DaemonError("nodefs did not answer %s within %.0fs; "
-                                  "log:\n%s" % (status, self.start_timeout,
-                                                self.log()))
+                raise DaemonError("nodefs did not answer %s (or stayed "
+                                  "RECOVERING) within %.0fs; log:\n%s"
+                                  % (status, self.start_timeout, self.log()))
             time.sleep(0.05)
 
     def stop(self, sig=signal.SIGTERM):

@@ -242,5 +242,78 @@ class CtlTest(unittest.TestCase):
         self.assertEqual(self.snapshot(), before)
 
 
+def hooks_built():
+    import subprocess
+    out = subprocess.run([nt.NODEFS_BIN, "--version"], capture_output=True,
+                         text=True).stdout
+    return "test hooks" in out
+
+
+class RecoveringTest(unittest.TestCase):
+    """Recovery runs while the mount serves; test builds make it last
+    (NODEFS_TEST_SLOW_RECOVERY). Meanwhile status says RECOVERING, a bad
+    line is refused as ever, an O_NONBLOCK write gets EAGAIN and the error
+    file says why, and a blocking write or mkdir waits, then runs once the
+    daemon is READY."""
+
+    SLOW = 2.0
+
+    def test_commands_wait_for_recovery(self):
+        if not hooks_built():
+            self.skipTest("needs a test build (-Dtest_hooks=true)")
+        import threading
+        import time
+        with nt.Nodefs(nt.offline_config(), ready=False, env={
+                "NODEFS_TEST_SLOW_RECOVERY": str(int(self.SLOW * 1000))}) as fs:
+            t0 = time.monotonic()
+            # status answers at once, and says so
+            p = fs.sh("timeout 2 cat status")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("state: RECOVERING", p.stdout)
+
+            ok, err = fs.write_ctl("plugins/ctl", "bogus")
+            self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
+            ok, err = fs.write_ctl("plugins/ctl",
+                                   "add p1 unix:///nonexistent/p1.sock",
+                                   os.O_NONBLOCK)
+            self.assertEqual((ok, nt.errname(err)), (False, "EAGAIN"))
+            self.assertIn("RECOVERING", fs.error("plugins"))
+
+            done = {}
+
+            def call(key, fn):
+                try:
+                    fn()
+                    done[key] = ("OK", time.monotonic())
+                except OSError as e:
+                    done[key] = (nt.errname(e.errno), time.monotonic())
+
+            def write():
+                with open(fs.path("plugins", "ctl"), "w") as f:
+                    f.write("add p1 unix:///nonexistent/p1.sock\n")
+
+            threads = [
+                threading.Thread(target=call, args=("write", write)),
+                # refused (no plugin, or p1 which is down), but only once
+                # it may act
+                threading.Thread(target=call, args=(
+                    "mkdir", lambda: os.mkdir(fs.path("volumes", "v1")))),
+            ]
+            for t in threads:
+                t.start()
+            time.sleep(0.3)
+            self.assertEqual(done, {}, "a command ran during recovery")
+            self.assertEqual(fs.status().get("state"), "RECOVERING")
+            for t in threads:
+                t.join(10 + self.SLOW)
+            self.assertEqual(fs.status().get("state"), "READY")
+            self.assertEqual(done["write"][0], "OK", fs.log())
+            self.assertIn(done["mkdir"][0], ("EINVAL", "EAGAIN"), fs.log())
+            for key, (_, at) in done.items():
+                self.assertGreaterEqual(at - t0, self.SLOW - 0.5, key)
+            self.assertIn("p1", fs.listdir("plugins"))
+            self.assertNotIn("v1", fs.listdir("volumes"))
+
+
 if __name__ == "__main__":
     nt.main()

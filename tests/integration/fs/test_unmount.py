@@ -10,6 +10,7 @@ writer, the queued ones are not run (ESHUTDOWN, their operations stay
 PENDING and are driven to an end at the next start); an action still
 running after the grace (NODEFS_TEST_STOP_GRACE_MS) does not hold the mount,
 and its late completion touches nothing freed (the sanitizer build checks).
+SIGTERM while the daemon recovers (NODEFS_TEST_SLOW_RECOVERY) unmounts.
 """
 
 import errno
@@ -285,6 +286,38 @@ class UnmountTest(unittest.TestCase):
             problems = fs.stop(signal.SIGTERM)
             self.assertEqual(problems, [], fs.log())
             self.check_gone(fs)
+
+    def test_sigterm_during_recovery(self):
+        """Recovery runs while the mount serves (test builds make it last
+        a minute, NODEFS_TEST_SLOW_RECOVERY): SIGTERM then unmounts cleanly
+        and at once, a ctl write waiting for recovery gets ESHUTDOWN, and
+        the next start recovers the same state dir."""
+        self.require_hooks()
+        with nt.Nodefs(PLUGIN_DOWN, ready=False, env={
+                "NODEFS_TEST_SLOW_RECOVERY": "60000"}) as fs:
+            self.assertEqual(fs.status().get("state"), "RECOVERING")
+            w = Writer(fs.path("plugins", "ctl"),
+                       "add p1 unix:///nonexistent/p1.sock")
+            w.start()
+            time.sleep(0.3)
+            self.assertTrue(w.is_alive(), "the write did not wait: %r"
+                            % (w.result,))
+            t0 = time.monotonic()
+            problems = fs.stop(signal.SIGTERM)
+            took = time.monotonic() - t0
+            w.join(10)
+            self.assertEqual(problems, [], fs.log())
+            self.check_gone(fs)
+            self.assertLess(took, 5.0)
+            self.assertEqual(w.result, (False, errno.ESHUTDOWN), fs.log())
+
+            fs.env = None
+            fs.ready = True
+            fs.start()
+            st = fs.status()
+            self.assertEqual(st.get("state"), "READY")
+            self.assertEqual(st.get("plugins"), "1")
+            self.assertEqual(fs.listdir("plugins"), ["ctl", "error", "p0"])
 
     def test_restart_on_same_state_dir(self):
         with nt.Nodefs(nt.offline_config()) as fs:
