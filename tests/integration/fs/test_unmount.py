@@ -169,9 +169,10 @@ class UnmountTest(unittest.TestCase):
                                stdin=subprocess.DEVNULL)
             self.assertEqual(p.returncode, 0, p.stderr)
             # Mounted by the time the parent returns: no waiting here.
+            # Recovery runs while it serves: RECOVERING, then READY.
             self.assertTrue(nt.is_mounted(mnt))
-            self.assertIn("state: READY", nt.read_file(
-                os.path.join(mnt, "status")))
+            self.assertTrue(nt.wait_until(lambda: "state: READY" in nt.read_file(
+                os.path.join(mnt, "status")), 10))
             pids = nt.find_pids_with_arg(mnt)
             self.assertEqual(len(pids), 1, pids)
             with open("/proc/%d/stat" % pids[0]) as f:
