@@ -2,10 +2,10 @@
 /*
  * fs: FUSE low-level operations derived from the backend's attribute tables.
  *
- * Inodes: a table maps ino -> {node, attr, nlookup}. A directory is a tree
- * node (attr -1); a file is a node and the index of one of its attributes.
- * Inode numbers are never reused within a mount, so a recreated volumes/db
- * is a new inode (Plan 9's qid.vers).
+ * Inodes: the inode table (inode.h) maps ino -> {node, attr, nlookup,
+ * generation}. A directory is a tree node (attr -1); a file is a node and
+ * the index of one of its attributes. Inode numbers are never reused within
+ * a mount, so a recreated volumes/db is a new inode (Plan 9's qid.vers).
  *
  * Reads serve a snapshot taken at offset 0 and continued at later offsets
  * (sysfs); stream files (events) park the read until data arrives. Writes
@@ -38,7 +38,7 @@
 #include "ctl.h"
 #include "fs-internal.h"
 #include "hist.h"
-#include "hmap.h"
+#include "inode.h"
 #include "log.h"
 #include "nerr.h"
 #include "nodefs-config.h"
@@ -98,18 +98,6 @@ static void fs_optimer_done(struct fs_optimer *t)
 		.st = &((struct fs *)fuse_req_userdata(req))->opstat[op] };	\
 	clock_gettime(CLOCK_MONOTONIC, &_fs_timer_.t0)
 
-struct fs_inode {
-	fuse_ino_t ino;
-	struct bnode *node;	/* referenced */
-	int attr;		/* -1: the directory itself */
-	uint64_t nlookup;
-};
-
-struct fs_key {
-	uint64_t serial;
-	int attr;
-};
-
 struct fs_file;
 struct fs_req;
 
@@ -143,10 +131,7 @@ struct fs {
 	bool mounted;
 	bool signals;		/* SIGTERM, SIGINT, SIGHUP end the session */
 
-	pthread_mutex_t ilock;	/* the inode table */
-	struct hmap by_ino;
-	struct hmap by_key;
-	fuse_ino_t next_ino;
+	struct inode_table *inodes;
 
 	/* the notifier: watched files (pollers, parked readers) and removals */
 	pthread_mutex_t wlock;
@@ -194,106 +179,6 @@ struct fs_file {
 };
 
 static void file_free(struct fs *f, struct fs_file *h);
-
-/* ---- inode table ---- */
-
-static bool ino_eq(const void *val, const void *key)
-{
-	return ((const struct fs_inode *)val)->ino == *(const fuse_ino_t *)key;
-}
-
-static bool key_eq(const void *val, const void *key)
-{
-	const struct fs_inode *i = val;
-	const struct fs_key *k = key;
-
-	return i->node->serial == k->serial && i->attr == k->attr;
-}
-
-static uint64_t key_hash(uint64_t serial, int attr)
-{
-	return hmap_hash_u64(serial * 131 + (uint64_t)(attr + 1));
-}
-
-static struct fs_inode *inode_get(struct fs *f, fuse_ino_t ino)
-{
-	struct fs_inode *i;
-
-	pthread_mutex_lock(&f->ilock);
-	i = hmap_get(&f->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
-	pthread_mutex_unlock(&f->ilock);
-	return i;
-}
-
-/* Find or make the inode of (node, attr) and count one lookup. */
-static int inode_lookup(struct fs *f, struct bnode *node, int attr, struct fs_inode **ret)
-{
-	struct fs_key k = { node->serial, attr };
-	uint64_t kh = key_hash(node->serial, attr);
-	struct fs_inode *i;
-	int r = 0;
-
-	pthread_mutex_lock(&f->ilock);
-	i = hmap_get(&f->by_key, kh, &k, key_eq);
-	if (!i) {
-		i = calloc(1, sizeof(*i));
-		if (!i) {
-			r = -ENOMEM;
-			goto out;
-		}
-		i->ino = f->next_ino++;
-		i->node = bnode_ref(node);
-		i->attr = attr;
-		if ((r = hmap_put(&f->by_key, kh, i)) < 0 ||
-		    (r = hmap_put(&f->by_ino, hmap_hash_u64(i->ino), i)) < 0) {
-			hmap_del(&f->by_key, kh, &k, key_eq);
-			bnode_unref(i->node);
-			free(i);
-			goto out;
-		}
-	}
-	i->nlookup++;
-	*ret = i;
-out:
-	pthread_mutex_unlock(&f->ilock);
-	return r;
-}
-
-static void inode_forget(struct fs *f, fuse_ino_t ino, uint64_t n)
-{
-	struct fs_inode *i;
-	struct bnode *drop = NULL;
-
-	if (ino == FUSE_ROOT_ID)
-		return;
-	pthread_mutex_lock(&f->ilock);
-	i = hmap_get(&f->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
-	if (i)
-		i->nlookup -= n < i->nlookup ? n : i->nlookup;
-	if (i && i->nlookup == 0) {
-		struct fs_key k = { i->node->serial, i->attr };
-		hmap_del(&f->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
-		hmap_del(&f->by_key, key_hash(k.serial, k.attr), &k, key_eq);
-		drop = i->node;
-		free(i);
-	}
-	pthread_mutex_unlock(&f->ilock);
-	bnode_unref(drop);
-}
-
-static fuse_ino_t inode_of_dir(struct fs *f, uint64_t serial)
-{
-	struct fs_key k = { serial, -1 };
-	struct fs_inode *i;
-	fuse_ino_t ino = 0;
-
-	pthread_mutex_lock(&f->ilock);
-	i = hmap_get(&f->by_key, key_hash(serial, -1), &k, key_eq);
-	if (i)
-		ino = i->ino;
-	pthread_mutex_unlock(&f->ilock);
-	return ino;
-}
 
 /* ---- attributes ---- */
 
@@ -401,17 +286,17 @@ static void reply_entry(fuse_req_t req, struct fs *f, struct fs_inode *i)
 	struct fuse_entry_param e = { 0 };
 
 	e.ino = i->ino;
-	e.generation = (uint64_t)f->mount_time;
+	e.generation = i->generation;
 	e.attr_timeout = f->opts.attr_timeout;
 	e.entry_timeout = f->opts.entry_timeout;
 	fill_stat(f, i, &e.attr);
 	if (fuse_reply_entry(req, &e) == -ENOENT)	/* lookup aborted */
-		inode_forget(f, i->ino, 1);
+		inode_forget(f->inodes, i->ino, 1);
 }
 
 static struct fs_inode *live_dir(struct fs *f, fuse_ino_t ino, int *err)
 {
-	struct fs_inode *i = inode_get(f, ino);
+	struct fs_inode *i = inode_get(f->inodes, ino);
 
 	if (!i || atomic_load(&i->node->dead)) {
 		*err = ENOENT;
@@ -439,14 +324,14 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (bnode_attr(p->node, name, &idx)) {
-		r = inode_lookup(f, p->node, (int)idx, &i);
+		r = inode_lookup(f->inodes, p->node, (int)idx, &i);
 	} else {
 		kid = bnode_lookup(p->node, name);
 		if (!kid) {
 			fuse_reply_err(req, ENOENT);
 			return;
 		}
-		r = inode_lookup(f, kid, -1, &i);
+		r = inode_lookup(f->inodes, kid, -1, &i);
 		bnode_unref(kid);
 	}
 	if (r < 0) {
@@ -459,7 +344,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	FS_OP(req, FSOP_FORGET);
-	inode_forget(fuse_req_userdata(req), ino, nlookup);
+	inode_forget(((struct fs *)fuse_req_userdata(req))->inodes, ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -469,7 +354,7 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	struct fs *f = fuse_req_userdata(req);
 
 	for (size_t k = 0; k < count; k++)
-		inode_forget(f, v[k].ino, v[k].nlookup);
+		inode_forget(f->inodes, v[k].ino, v[k].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -477,7 +362,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	FS_OP(req, FSOP_GETATTR);
 	struct fs *f = fuse_req_userdata(req);
-	struct fs_inode *i = inode_get(f, ino);
+	struct fs_inode *i = inode_get(f->inodes, ino);
 	struct stat st;
 
 	if (!i || atomic_load(&i->node->dead)) {
@@ -493,7 +378,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 {
 	FS_OP(req, FSOP_SETATTR);
 	struct fs *f = fuse_req_userdata(req);
-	struct fs_inode *i = inode_get(f, ino);
+	struct fs_inode *i = inode_get(f->inodes, ino);
 	struct stat st;
 
 	if (!i || atomic_load(&i->node->dead)) {
@@ -586,16 +471,16 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		} else {
 			/* readdirplus hands the kernel an entry: a lookup, except
 			 * for "." and ".." which it does not keep */
-			if (o >= 2 && inode_lookup(f, kid ? kid : n, kid ? -1 : attr, &ei) == 0) {
+			if (o >= 2 && inode_lookup(f->inodes, kid ? kid : n, kid ? -1 : attr, &ei) == 0) {
 				e.ino = ei->ino;
-				e.generation = (uint64_t)f->mount_time;
+				e.generation = i->generation;
 				e.attr_timeout = f->opts.attr_timeout;
 				e.entry_timeout = f->opts.entry_timeout;
 				fill_stat(f, ei, &e.attr);
 			}
 			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)next);
 			if (len > size - used && ei)
-				inode_forget(f, ei->ino, 1);	/* did not fit: not handed over */
+				inode_forget(f->inodes, ei->ino, 1);	/* did not fit: not handed over */
 		}
 		bnode_unref(kid);
 		if (len > size - used)
@@ -744,7 +629,7 @@ static void fs_req_answer(struct fs_req *r, int result)
 
 		if (!kid) {
 			fuse_reply_err(r->req, ENOENT);
-		} else if ((e = inode_lookup(r->fs, kid, -1, &i)) < 0) {
+		} else if ((e = inode_lookup(r->fs->inodes, kid, -1, &i)) < 0) {
 			fuse_reply_err(r->req, -e);
 		} else {
 			reply_entry(r->req, r->fs, i);
@@ -964,7 +849,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	FS_OP(req, FSOP_OPEN);
 	struct fs *f = fuse_req_userdata(req);
-	struct fs_inode *i = inode_get(f, ino);
+	struct fs_inode *i = inode_get(f->inodes, ino);
 	const struct battr *a;
 	struct fs_file *h;
 	int acc = fi->flags & O_ACCMODE;
@@ -1415,8 +1300,7 @@ static void *notifier_main(void *arg)
 		pthread_mutex_unlock(&f->wlock);
 		while (rm) {
 			struct fs_removal *next = rm->next;
-			fuse_ino_t pino = rm->parent_serial == f->root->serial ? FUSE_ROOT_ID
-					  : inode_of_dir(f, rm->parent_serial);
+			fuse_ino_t pino = inode_of_dir(f->inodes, rm->parent_serial);
 			if (pino)
 				fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
 			free(rm);
@@ -1511,34 +1395,25 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	   struct fs **ret, struct nerr *err)
 {
 	struct fs *f = calloc(1, sizeof(*f));
-	struct fs_inode *ri;
 	struct tree_notifier nt;
+	struct timespec now;
 
 	if (!f)
 		return nerr_set(err, ENOMEM, "out of memory");
 	f->opts = *o;
 	f->root = bnode_ref(root);
 	f->mount_time = time(NULL);
-	f->next_ino = FUSE_ROOT_ID + 1;
-	pthread_mutex_init(&f->ilock, NULL);
 	pthread_mutex_init(&f->wlock, NULL);
 	pthread_mutex_init(&f->flock, NULL);
 	pthread_cond_init(&f->wcond, NULL);
-	hmap_init(&f->by_ino);
-	hmap_init(&f->by_key);
 	f->pending = pending_new();
 	if (!f->pending)
 		goto oom;
-
-	ri = calloc(1, sizeof(*ri));
-	if (!ri)
-		goto oom;
-	ri->ino = FUSE_ROOT_ID;
-	ri->node = bnode_ref(root);
-	ri->attr = -1;
-	ri->nlookup = 1;
-	if (hmap_put(&f->by_ino, hmap_hash_u64(ri->ino), ri) < 0 ||
-	    hmap_put(&f->by_key, key_hash(root->serial, -1), ri) < 0)
+	/* the generation tells this mount's inodes from an earlier mount's
+	 * (NFS export handles); numbers are unique within one mount */
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (inode_table_new(root, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
+			    &f->inodes) < 0)
 		goto oom;
 
 	f->se = fuse_session_new(args, &fs_ops, sizeof(fs_ops), f);
@@ -1609,14 +1484,6 @@ int fs_loop(struct fs *f)
 	return r < 0 ? r : 0;
 }
 
-static void free_inode(void *v)
-{
-	struct fs_inode *i = v;
-
-	bnode_unref(i->node);
-	free(i);
-}
-
 /*
  * The session is about to go: answer what the backend still holds
  * (ESHUTDOWN: the daemon stopped before the action finished) and detach it,
@@ -1662,9 +1529,7 @@ void fs_free(struct fs *f)
 			fuse_session_unmount(f->se);
 		fuse_session_destroy(f->se);
 	}
-	size_t pos = 0;
-	for (void *v; (v = hmap_next(&f->by_ino, &pos));)
-		free_inode(v);
+	inode_table_free(f->inodes);
 	while (f->files)	/* open when the session ended: no RELEASE will come */
 		file_free(f, f->files);
 	while (f->removals) {
@@ -1672,14 +1537,11 @@ void fs_free(struct fs *f)
 		free(f->removals);
 		f->removals = n;
 	}
-	hmap_free(&f->by_ino);
-	hmap_free(&f->by_key);
 	if (f->pending) {
 		pthread_mutex_lock(&f->pending->lock);
 		pending_unref_unlock(f->pending);
 	}
 	bnode_unref(f->root);
-	pthread_mutex_destroy(&f->ilock);
 	pthread_mutex_destroy(&f->wlock);
 	pthread_mutex_destroy(&f->flock);
 	pthread_cond_destroy(&f->wcond);

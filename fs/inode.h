@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * inode: the inode table of the mount.
+ *
+ * An inode number stands for (node, attr): a directory is a tree node
+ * (attr -1), a file a node and the index of one of its attributes. Each
+ * entry counts the kernel's lookups; forgetting the last one drops the
+ * entry and its node reference. Numbers rise and are never reused within a
+ * table's life, so a recreated volumes/db (a new node, with a new serial)
+ * is a new inode even while the kernel still holds the old one (Plan 9's
+ * qid.vers). Every inode carries the table's generation, fixed when the
+ * table is made (one per mount), so (ino, generation) never repeats across
+ * mounts either.
+ *
+ * Thread-safe: FUSE threads and the notifier share one table. Must not
+ * know: FUSE (fs.c maps its requests onto this), CSI, Docker, LXC.
+ */
+#ifndef NODEFS_INODE_H
+#define NODEFS_INODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define INODE_ROOT 1	/* FUSE_ROOT_ID */
+
+struct bnode;
+struct inode_table;
+
+struct fs_inode {
+	uint64_t ino;
+	uint64_t generation;
+	struct bnode *node;	/* referenced */
+	int attr;		/* -1: the directory itself */
+	uint64_t nlookup;	/* under the table's lock */
+};
+
+/* A table holding root as INODE_ROOT (one lookup that is never forgotten),
+ * whose inodes carry generation. -ENOMEM. */
+int inode_table_new(struct bnode *root, uint64_t generation, struct inode_table **ret);
+/* Drop every entry and its node reference. NULL-safe. */
+void inode_table_free(struct inode_table *t);
+
+/* The entry of ino, or NULL. It stays valid while the kernel holds ino
+ * (its lookups are not all forgotten): the kernel sends no request for an
+ * inode after its FORGET, so a request may use its own inode's entry. */
+struct fs_inode *inode_get(struct inode_table *t, uint64_t ino);
+/* Find or make the inode of (node, attr) and count one lookup: 0 with
+ * *ret, -ENOMEM. A new entry takes a node reference. */
+int inode_lookup(struct inode_table *t, struct bnode *node, int attr, struct fs_inode **ret);
+/* Forget n lookups of ino (FORGET); at zero the entry and its node
+ * reference go. The root and unknown numbers are left alone. */
+void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n);
+/* The inode of the directory node with this serial, 0 if there is none
+ * (the kernel holds no entry of it: nothing to invalidate). */
+uint64_t inode_of_dir(struct inode_table *t, uint64_t serial);
+/* How many entries the table holds, the root included. */
+size_t inode_count(struct inode_table *t);
+
+#endif
