@@ -523,6 +523,11 @@ struct fs_req {
 	struct fs_file *file;	/* writes */
 	char *buf;		/* writes: the lines */
 	size_t len, pos, size;
+	size_t done;		/* writes: the bytes of the lines that have run */
+	unsigned nlines;	/* writes: command lines in all */
+	unsigned line;		/* writes: the one running (1-based) */
+	const char *cur;	/* writes: its text, in buf */
+	size_t cur_len;
 	char name[65];		/* mkdir */
 };
 
@@ -581,6 +586,35 @@ static void fs_req_fail(struct fs_req *r, int result)
 static void write_continue(struct fs_req *r);
 static void fs_req_answer(struct fs_req *r, int result);
 
+/* Name the failing line of a write of several (err already says why). */
+static void write_name_line(struct fs_req *r, unsigned line, const char *text, size_t len)
+{
+	if (r->nlines > 1)
+		nerr_prefix(&r->rq.err, "line %u '%.*s%s'", line, (int)(len > 48 ? 45 : len), text,
+			    len > 48 ? "..." : "");
+}
+
+/*
+ * A line of a write failed. When earlier lines have run, the write returns
+ * the count of their bytes, a short write, rather than -1 with something
+ * done: the writer sees what happened, and one that writes the rest again
+ * (stdio, a shell) gets the failing line's errno then. The error file
+ * names the line either way.
+ */
+static void write_fail(struct fs_req *r, int result)
+{
+	if (!r->rq.err.msg[0])
+		nerr_set(&r->rq.err, -result, "%s", strerror(-result));
+	write_name_line(r, r->line, r->cur, r->cur_len);
+	if (!r->done) {
+		fs_req_fail(r, result);
+		return;
+	}
+	bnode_set_error(r->node, r->rq.err.msg);
+	fuse_reply_write(r->req, r->done);
+	fs_req_free(r);
+}
+
 /* breq_complete lands here, on any thread: answer the kernel, unless fs
  * has stopped and answered the request already (fs_pending_detach). */
 static void fs_req_done(struct breq *rq, int result)
@@ -606,12 +640,17 @@ static void fs_req_done(struct breq *rq, int result)
 
 static void fs_req_answer(struct fs_req *r, int result)
 {
+	if (result < 0 && r->kind == FSR_WRITE) {
+		write_fail(r, result);
+		return;
+	}
 	if (result < 0) {
 		fs_req_fail(r, result);
 		return;
 	}
 	switch (r->kind) {
 	case FSR_WRITE:
+		r->done = r->pos;	/* the line the backend finished */
 		if (r->rq.reply.len) {
 			pthread_mutex_lock(&r->file->lock);
 			sbuf_reset(&r->file->reply);
@@ -685,14 +724,18 @@ static void write_continue(struct fs_req *r)
 	int k;
 
 	while ((k = next_cmd_line(r->buf, r->len, &r->pos, &line, &llen)) > 0) {
+		r->line++;
+		r->cur = line;
+		r->cur_len = llen;
 		nerr_clear(&r->rq.err);
 		int res = a->store(r->file->node, line, llen, &r->rq);
 		if (res == -EINPROGRESS)
 			return;
 		if (res < 0) {
-			fs_req_fail(r, res);
+			write_fail(r, res);
 			return;
 		}
+		r->done = r->pos;
 		if (r->rq.reply.len) {
 			pthread_mutex_lock(&r->file->lock);
 			sbuf_reset(&r->file->reply);
@@ -704,14 +747,18 @@ static void write_continue(struct fs_req *r)
 	}
 	if (k < 0) {
 		nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
-		fs_req_fail(r, -EINVAL);
+		r->cur = "";
+		r->cur_len = 0;
+		write_fail(r, -EINVAL);
 		return;
 	}
 	fuse_reply_write(r->req, r->size);
 	fs_req_free(r);
 }
 
-/* Check every line before the first runs: a rejected write changes nothing. */
+/* Check every line before the first runs: a write whose lines do not all
+ * parse and match changes nothing. (A line can still fail when it runs:
+ * write_fail.) */
 static int write_check(struct fs_req *r)
 {
 	const struct battr *a = r->file->attr;
@@ -720,13 +767,21 @@ static int write_check(struct fs_req *r)
 	size_t llen;
 	int k;
 
-	while ((k = next_cmd_line(r->buf, r->len, &pos, &line, &llen)) > 0) {
-		int res = a->check ? a->check(r->file->node, line, llen, &r->rq.err) : 0;
-		if (res < 0)
-			return res;
-	}
+	unsigned n = 0;
+
+	while ((k = next_cmd_line(r->buf, r->len, &pos, &line, &llen)) > 0)
+		r->nlines++;
 	if (k < 0)
 		return nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
+	for (pos = 0; next_cmd_line(r->buf, r->len, &pos, &line, &llen) > 0;) {
+		int res = a->check ? a->check(r->file->node, line, llen, &r->rq.err) : 0;
+
+		n++;
+		if (res < 0) {
+			write_name_line(r, n, line, llen);
+			return res;
+		}
+	}
 	return 0;
 }
 
@@ -1502,7 +1557,10 @@ static void fs_pending_detach(struct fs *f)
 	for (struct fs_req *r = p->head; r; r = r->pnext) {
 		if (!r->req)
 			continue;
-		fuse_reply_err(r->req, ESHUTDOWN);
+		if (r->kind == FSR_WRITE && r->done)
+			fuse_reply_write(r->req, r->done);	/* as write_fail */
+		else
+			fuse_reply_err(r->req, ESHUTDOWN);
 		r->req = NULL;
 		r->file = NULL;
 		n++;

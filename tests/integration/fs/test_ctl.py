@@ -4,6 +4,8 @@ error file beside it says why in one line; a rejected command changes
 nothing; `echo bogus > ctl` from a real shell fails with "Invalid argument";
 reading a ctl file lists its commands; truncating one succeeds; writing a
 read-only file gets EACCES; mkdir of a bad name under volumes/ gets EINVAL.
+A write of several lines whose later line fails when it runs returns a
+short count covering the lines that ran, and the error file names the line.
 None of it needs a plugin or a runtime service.
 """
 
@@ -117,6 +119,55 @@ class CtlTest(unittest.TestCase):
         else:
             self.assertEqual(n, len(first), "short count")
             self.assertIn("p1", self.fs.listdir("plugins"))
+
+    def test_later_line_fails_short_count(self):
+        """A write of several lines that all parse, where a later one fails
+        when it runs (its endpoint is refused by the handler, not by the
+        syntax check): the write returns the bytes of the lines that ran,
+        not -1 after acting; the error file names the failing line; the
+        lines after it never ran. A writer that writes the rest again (a
+        buffered Python file) then gets the failing line's errno."""
+        first = b"add p1 unix:///nonexistent/p1.sock\n"
+        bad = b"add p2 tcp://x\n"
+        third = b"add p3 unix:///nonexistent/p3.sock\n"
+        for name in ("p1", "p3", "p4", "p5"):
+            self.addCleanup(self.fs.write_ctl, "plugins/ctl", "remove " + name)
+        fd = os.open(self.fs.path("plugins", "ctl"), os.O_WRONLY)
+        try:
+            n = os.write(fd, first + bad + third)
+        finally:
+            os.close(fd)
+        self.assertEqual(n, len(first), "a short count covering line 1")
+        plugins = self.fs.listdir("plugins")
+        self.assertIn("p1", plugins)
+        self.assertNotIn("p2", plugins)
+        self.assertNotIn("p3", plugins, "a line after the failing one ran")
+        text = self.fs.error("plugins")
+        self.assertEqual(len(text.splitlines()), 1, text)
+        self.assertIn("line 2", text)
+        self.assertIn("add p2 tcp://x", text)
+        self.assertIn("tcp", text.split("':", 1)[1])
+
+        # A line that does not parse is still caught before anything runs
+        # (EINVAL, nothing done), and the error file says which.
+        fd = os.open(self.fs.path("plugins", "ctl"), os.O_WRONLY)
+        try:
+            with self.assertRaises(OSError) as cm:
+                os.write(fd, b"add p4 unix:///nonexistent/p4.sock\nbogus\n")
+        finally:
+            os.close(fd)
+        self.assertEqual(nt.errname(cm.exception.errno), "EINVAL")
+        self.assertNotIn("p4", self.fs.listdir("plugins"))
+        self.assertIn("line 2 'bogus'", self.fs.error("plugins"))
+
+        # Python's buffered file writes the rest after the short count and
+        # raises the failing line's errno; the first line ran once.
+        with self.assertRaises(OSError) as cm:
+            with open(self.fs.path("plugins", "ctl"), "w") as f:
+                f.write("add p5 unix:///nonexistent/p5.sock\nadd p6 tcp://x\n")
+        self.assertEqual(nt.errname(cm.exception.errno), "EINVAL")
+        self.assertIn("p5", self.fs.listdir("plugins"))
+        self.assertNotIn("p6", self.fs.listdir("plugins"))
 
     def test_missing_object_enoent(self):
         ok, err = self.fs.write_ctl("plugins/ctl", "remove nosuchplugin")
@@ -263,7 +314,11 @@ class RecoveringTest(unittest.TestCase):
             self.skipTest("needs a test build (-Dtest_hooks=true)")
         import threading
         import time
-        with nt.Nodefs(nt.offline_config(), ready=False, env={
+        # no retries to speak of: a create on p1, which is down, fails fast
+        config = nt.offline_config().replace("[nodefs]\n", (
+            "[nodefs]\ncsi_timeout = 1s\nretry_backoff = 10ms\n"
+            "retry_max = 20ms\n"))
+        with nt.Nodefs(config, ready=False, env={
                 "NODEFS_TEST_SLOW_RECOVERY": str(int(self.SLOW * 1000))}) as fs:
             t0 = time.monotonic()
             # status answers at once, and says so
