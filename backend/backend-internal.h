@@ -66,6 +66,7 @@ struct backend {
 	pthread_mutex_t mlock;
 	pthread_cond_t mcond;
 	bool stopping;
+	bool plugins_poked;	/* a plugin's health changed: tick the plugins now */
 
 	/* Recovery runs on its own thread while fs serves (status says
 	 * RECOVERING); commands wait for it in the parked list. dlock guards
@@ -118,6 +119,9 @@ int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);
 int plugins_start(struct backend *b, struct nerr *err);
 void plugins_tick(struct backend *b);
+/* Wake the monitor to run plugins_tick now (any thread, no lock held but
+ * maybe a CSI connection's: it only sets a flag and signals). */
+void engines_poke_plugins(struct backend *b);
 int plugins_render_metrics(struct backend *b, struct sbuf *out);
 
 /* A plugin by name (its node referenced in *ret_node), or NULL. */

@@ -253,6 +253,14 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+void engines_poke_plugins(struct backend *b)
+{
+	pthread_mutex_lock(&b->mlock);
+	b->plugins_poked = true;
+	pthread_cond_signal(&b->mcond);
+	pthread_mutex_unlock(&b->mlock);
+}
+
 static void *monitor_main(void *arg)
 {
 	struct backend *b = arg;
@@ -264,14 +272,17 @@ static void *monitor_main(void *arg)
 	while (!b->stopping) {
 		struct timespec ts;
 		uint64_t now = mono_ms(), until;
+		bool poked = b->plugins_poked;
 
+		b->plugins_poked = false;
 		pthread_mutex_unlock(&b->mlock);
 		if (now >= next_probe) {
 			for (size_t i = 0; i < b->nengines; i++)
 				engine_probe(&b->engines[i]);
 			plugins_tick(b);
 			next_probe = now + ENGINE_PROBE_SECONDS * 1000;
-		}
+		} else if (poked)
+			plugins_tick(b);	/* a plugin's health changed */
 		/* not while recovery still sets containers straight */
 		if (every && now >= next_rec && atomic_load(&b->state) == BACKEND_READY) {
 			for (size_t i = 0; i < b->nengines; i++)
@@ -291,7 +302,8 @@ static void *monitor_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		while (!b->stopping && pthread_cond_timedwait(&b->mcond, &b->mlock, &ts) == 0)
+		while (!b->stopping && !b->plugins_poked
+		       && pthread_cond_timedwait(&b->mcond, &b->mlock, &ts) == 0)
 			;
 	}
 	pthread_mutex_unlock(&b->mlock);

@@ -551,6 +551,11 @@ static const struct btype plugin_type = {
 	.free = plugin_node_free,
 };
 
+static void on_csi_health(void *userdata)
+{
+	engines_poke_plugins(userdata);
+}
+
 static int plugin_connect(struct plugin *p, struct nerr *err)
 {
 	struct backend *b = p->b;
@@ -564,6 +569,9 @@ static int plugin_connect(struct plugin *p, struct nerr *err)
 			   &p->csi, err);
 	if (r < 0)
 		return r;
+	/* A change of health is an event at once, not at the monitor's next
+	 * tick: the monitor is woken to look (plugins_tick). */
+	csi_plugin_on_health(p->csi, on_csi_health, b);
 	plugin_refresh_soon(p);
 	return 0;
 }

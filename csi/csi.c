@@ -75,6 +75,8 @@ struct csi_plugin {
 	bool closing;
 	unsigned users;			/* threads inside csi_call */
 	struct csi_health_info health;
+	csi_health_fn on_health;	/* told of every change of health.health */
+	void *on_health_ud;
 	struct csi_metrics m;
 	uint64_t rng;
 
@@ -164,20 +166,37 @@ const char *csi_health_to_string(enum csi_health h)
 
 /* ---- health and metrics (under p->lock) ---- */
 
-static void health_set_locked(struct csi_plugin *p, enum csi_health h, const char *reason)
+/* true when the health changed: the caller tells the owner (health_told)
+ * once it has let go of p->lock. */
+static bool health_set_locked(struct csi_plugin *p, enum csi_health h, const char *reason)
 {
-	if (p->health.health != h) {
+	bool changed = p->health.health != h;
+
+	if (changed) {
 		p->health.health = h;
 		p->health.since = time(NULL);
 	}
 	snprintf(p->health.reason, sizeof(p->health.reason), "%s", reason ? reason : "");
+	return changed;
+}
+
+static void health_told(struct csi_plugin *p)
+{
+	pthread_mutex_lock(&p->lock);
+	csi_health_fn fn = p->on_health;
+	void *ud = p->on_health_ud;
+	pthread_mutex_unlock(&p->lock);
+	if (fn)
+		fn(ud);
 }
 
 static void health_set(struct csi_plugin *p, enum csi_health h, const char *reason)
 {
 	pthread_mutex_lock(&p->lock);
-	health_set_locked(p, h, reason);
+	bool changed = health_set_locked(p, h, reason);
 	pthread_mutex_unlock(&p->lock);
+	if (changed)
+		health_told(p);
 }
 
 /* Judge a Probe outcome. body: the ProbeResponse bytes when code is OK. */
@@ -328,6 +347,8 @@ static void on_conn_state(void *ud, enum h2_state st, const char *reason)
 {
 	struct csi_plugin *p = ud;
 
+	bool changed = false;
+
 	pthread_mutex_lock(&p->lock);
 	if (st == H2_UP) {
 		p->m.connects++;
@@ -336,9 +357,11 @@ static void on_conn_state(void *ud, enum h2_state st, const char *reason)
 		if (p->was_up)
 			p->m.disconnects++;
 		p->was_up = false;
-		health_set_locked(p, CSI_HEALTH_DOWN, reason);
+		changed = health_set_locked(p, CSI_HEALTH_DOWN, reason);
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (changed)
+		health_told(p);
 	if (st == H2_UP && atomic_load(&p->probe_ms)) {
 		/* Judge a fresh connection at once. */
 		if (p->probe_timer) {
@@ -456,6 +479,7 @@ void csi_plugin_free(struct csi_plugin *p)
 		return;
 	pthread_mutex_lock(&p->lock);
 	p->closing = true;
+	p->on_health = NULL;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 	/* Completes every call on the wire or queued with CANCELLED. */
@@ -487,6 +511,14 @@ void csi_plugin_set_probe_interval(struct csi_plugin *p, uint64_t ms)
 
 	if (!old && ms)
 		run_on_loop(p, plugin_probe_restart, NULL);
+}
+
+void csi_plugin_on_health(struct csi_plugin *p, csi_health_fn fn, void *userdata)
+{
+	pthread_mutex_lock(&p->lock);
+	p->on_health = fn;
+	p->on_health_ud = userdata;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void csi_plugin_health(struct csi_plugin *p, struct csi_health_info *ret)

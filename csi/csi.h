@@ -192,6 +192,14 @@ struct csi_health_info {
 /* Copy the current health. Any thread. */
 void csi_plugin_health(struct csi_plugin *p, struct csi_health_info *ret);
 
+/* Be told whenever the health (READY, NOT_READY, DOWN) changes. fn runs on
+ * whichever thread saw the change (the loop, or a caller's), with no lock of
+ * the plugin held but possibly the connection's: it must only take note
+ * (set a flag, wake a thread) and never call back into this plugin. NULL
+ * stops it; csi_plugin_free() also does. */
+typedef void (*csi_health_fn)(void *userdata);
+void csi_plugin_on_health(struct csi_plugin *p, csi_health_fn fn, void *userdata);
+
 /* ---- metrics ---- */
 
 /* Upper bounds (seconds) of the latency histogram buckets, Prometheus

@@ -17,6 +17,7 @@ plugin is restarted with them, both files show real figures.
 
 import os
 import signal
+import time
 import unittest
 
 import nodefs_test as nt
@@ -25,6 +26,12 @@ import voltest as vt
 
 def lines(text):
     return [l for l in text.splitlines() if l.strip()]
+
+
+def plugin_events(acc, env, fd):
+    """Add the plugin events readable now from fd to acc; true once any."""
+    acc.extend(e for e in env.drain_events(fd) if e.get("kind") == "plugin")
+    return bool(acc)
 
 
 class PluginFilesTest(unittest.TestCase):
@@ -37,6 +44,10 @@ class PluginFilesTest(unittest.TestCase):
             health = fs.read("plugins", "hostpath", "health")
             self.assertRegex(health, r"^READY since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$")
             pid = env.plugin.proc.pid
+            evfd = env.open_events()
+            self.addCleanup(os.close, evfd)
+            env.drain_events(evfd)
+            killed = time.monotonic()
             os.kill(pid, signal.SIGKILL)
             env.plugin.proc.wait()
             # The connection's end is seen at once: DOWN, and why.
@@ -45,6 +56,13 @@ class PluginFilesTest(unittest.TestCase):
                 fs.read("plugins", "hostpath", "health"))
             down = fs.read("plugins", "hostpath", "health")
             self.assertRegex(down, r"^DOWN since \S+Z: \S")
+            # Every change of health is an event, at once (not at the
+            # monitor's next 5 s tick).
+            ev = []
+            self.assertTrue(nt.wait_until(lambda: plugin_events(ev, env, evfd), 2), ev)
+            self.assertLess(time.monotonic() - killed, 2.5)
+            self.assertEqual((ev[0]["name"], ev[0]["old"], ev[0]["new"]),
+                             ("hostpath", "READY", "DOWN"), ev)
             self.assertEqual(len(lines(down)), 1, down)
             # What was fetched stays readable while the plugin is away.
             self.assertEqual(nt.parse_kv(fs.read("plugins", "hostpath", "info"))["name"],
@@ -63,6 +81,10 @@ class PluginFilesTest(unittest.TestCase):
                 fs.read("plugins", "hostpath", "health"))
             self.assertRegex(fs.read("plugins", "hostpath", "health"),
                              r"^READY since \S+Z\n$")
+            ev = []
+            self.assertTrue(nt.wait_until(
+                lambda: plugin_events(ev, env, evfd) and ev[-1]["new"] == "READY", 2), ev)
+            self.assertEqual(ev[0]["old"], "DOWN", ev)
             r = env.ctl("volumes/late/ctl", "destroy")
             self.assertEqual(r, (True, "OK"), r == (True, "OK") or fs.error("volumes/late"))
             self.assertNotIn("late", env.volumes())
