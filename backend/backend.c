@@ -386,10 +386,12 @@ static void parked_finish(struct parked *p, bool run)
 		if (!run) {
 			r = nerr_set(&rq->err, ESHUTDOWN, "nodefs stopped while it was recovering: "
 				     "the command was not run");
+		} else if (atomic_load(&p->node->dead) || (p->child && atomic_load(&p->child->dead))) {
+			/* as fs answers a write to, or an rmdir of, a removed node */
+			r = nerr_set(&rq->err, ENOENT, "%s was removed while nodefs recovered",
+				     p->child ? p->child->name : p->node->name);
 		} else if (p->kind == PARK_CTL) {
 			r = bctl_dispatch(p->t, p->node, p->text, p->len, rq);
-		} else if (atomic_load(&p->node->dead) || (p->child && atomic_load(&p->child->dead))) {
-			r = nerr_set(&rq->err, ENOENT, "no such volume");
 		} else if (p->kind == PARK_MKDIR) {
 			r = p->node->type->mkdir(p->node, p->text, rq);
 		} else {
