@@ -73,6 +73,7 @@ struct backend {
 	 * the list, recovered and the RECOVERING -> READY/STOPPING moves. */
 	pthread_t recovery;
 	bool recovery_running;
+	int lock_fd;		/* STATE_DIR/lock, flock'ed while we run (-1: none) */
 	pthread_mutex_t dlock;
 	pthread_cond_t dcond;		/* recovered, or stopping */
 	bool recovered;			/* the recovery thread is done */

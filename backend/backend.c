@@ -10,9 +10,11 @@
 #include "backend-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,6 +203,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	pthread_cond_init(&b->dcond, &ca);
 	pthread_condattr_destroy(&ca);
 	b->parked_tail = &b->parked;
+	b->lock_fd = -1;
 
 	r = mkdir_p(cfg->state_dir, err);
 	if (r < 0)
@@ -208,6 +211,23 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	if (access(cfg->state_dir, W_OK) < 0) {
 		r = nerr_set(err, errno, "state dir %s is not writable: %s",
 			     cfg->state_dir, strerror(errno));
+		goto fail;
+	}
+	/* One daemon per state dir: two would write the same records. The
+	 * lock goes with the daemon (flock: its open file, kept across the
+	 * fork of daemonizing), so a crashed one never leaves it held. */
+	char lock[4096];
+	snprintf(lock, sizeof(lock), "%s/lock", cfg->state_dir);
+	b->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (b->lock_fd < 0) {
+		r = nerr_set(err, errno, "cannot open %s: %s", lock, strerror(errno));
+		goto fail;
+	}
+	if (flock(b->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK
+			? nerr_set(err, EBUSY, "state dir %s is in use by another nodefs (it holds %s)",
+				   cfg->state_dir, lock)
+			: nerr_set(err, errno, "cannot lock %s: %s", lock, strerror(errno));
 		goto fail;
 	}
 	r = store_init(cfg->state_dir, err);
@@ -614,6 +634,8 @@ void backend_free(struct backend *b)
 	pthread_cond_destroy(&b->mcond);
 	pthread_mutex_destroy(&b->dlock);
 	pthread_cond_destroy(&b->dcond);
+	if (b->lock_fd >= 0)
+		close(b->lock_fd);	/* last: nothing of ours writes the dir now */
 	free(b);
 }
 

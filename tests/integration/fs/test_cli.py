@@ -153,6 +153,25 @@ class CliTest(unittest.TestCase):
                 self.assertNotRegex(fs.read("plugins", "p1", "health"),
                                     r"^READY\b")
 
+    def test_second_daemon_on_a_state_dir_refused(self):
+        # Two daemons would write the same checkpoints: the second is
+        # refused at start (exit 1, the reason), the first serves on, and
+        # once it has stopped the state dir is free again.
+        with nt.Nodefs(nt.offline_config()) as fs:
+            r = Refused(nt.offline_config(), extra=())
+            try:
+                r.argv[r.argv.index("--state-dir") + 1] = fs.state_dir
+                p = r.run()
+                self.assertFalse(r.mounted)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("state dir %s is in use by another nodefs" % fs.state_dir,
+                              p.stderr)
+                self.assertEqual(fs.status().get("state"), "READY")
+            finally:
+                r.cleanup()
+            fs.restart()
+            self.assertEqual(fs.status().get("state"), "READY")
+
     def test_o_passes_fuse_options(self):
         name = "nodefs-test-%d" % os.getpid()
         with nt.Nodefs(nt.offline_config(), args=["-o", "fsname=" + name]) \
