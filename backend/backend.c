@@ -215,10 +215,12 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	}
 	/* One daemon per state dir: two would write the same records. The
 	 * lock goes with the daemon (flock: its open file, kept across the
-	 * fork of daemonizing), so a crashed one never leaves it held. */
+	 * fork of daemonizing), so a crashed one never leaves it held. Open
+	 * read-only: a file open for writing would keep the state dir's
+	 * filesystem from being remounted read-only under a running daemon. */
 	char lock[4096];
 	snprintf(lock, sizeof(lock), "%s/lock", cfg->state_dir);
-	b->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	b->lock_fd = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (b->lock_fd < 0) {
 		r = nerr_set(err, errno, "cannot open %s: %s", lock, strerror(errno));
 		goto fail;
