@@ -331,11 +331,11 @@ static void conn_close(struct h2_conn *c, int code, const char *reason, bool los
 		c->fd = -1;
 	}
 	c->interest = c->armed = 0;
-	c->lost[0] = 0;
 	c->sess = NULL;
 	sbuf_reset(&c->out);
 	c->out_off = 0;
-	snprintf(c->reason, sizeof(c->reason), "%s", reason);
+	snprintf(c->reason, sizeof(c->reason), "%s", reason);	/* reason may be c->lost */
+	c->lost[0] = 0;
 	set_state(c, H2_DOWN, c->reason);
 	if (s) {
 		/* Calls on the wire: their grpc_call handles die with s. */
@@ -349,34 +349,72 @@ static void conn_close(struct h2_conn *c, int code, const char *reason, bool los
 		kick(c);	/* calls queued behind a GOAWAY: new connection */
 }
 
-static void conn_flush(struct h2_conn *c)
+/* Send what the session has for the socket until it is all sent or the
+ * socket is full: 0, or -1 with why set. Whoever drives the socket. */
+static int sock_send(struct h2_conn *c, char *why, size_t whysz)
 {
-	if (c->state != H2_UP || c->held)
-		return;
 	for (;;) {
 		if (c->out_off == c->out.len) {
 			sbuf_reset(&c->out);
 			c->out_off = 0;
 			int r = grpc_session_output(c->sess, &c->out);
 			if (r < 0) {
-				conn_close(c, GRPC_UNAVAILABLE, "HTTP/2 send failed", true);
-				return;
+				snprintf(why, whysz, "HTTP/2 send failed");
+				return -1;
 			}
 			if (r == 0)
-				break;
+				return 0;
 		}
-		ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+		ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
-				break;
-			char why[128];
-			snprintf(why, sizeof(why), "send: %s", strerror(errno));
-			conn_close(c, GRPC_UNAVAILABLE, why, true);
-			return;
+				return 0;
+			snprintf(why, whysz, "send: %s", strerror(errno));
+			return -1;
 		}
 		c->out_off += (size_t)n;
+	}
+}
+
+/* Feed the session what the socket has (up to 1 MiB a turn): 0, or -1
+ * with why set (end of stream, error, protocol error). */
+static int sock_recv(struct h2_conn *c, char *why, size_t whysz)
+{
+	uint8_t buf[65536];
+
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			snprintf(why, whysz, "%s", n == 0 ? "connection closed by peer" : strerror(errno));
+			return -1;
+		}
+		if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
+			snprintf(why, whysz, "HTTP/2 protocol error from peer");
+			return -1;
+		}
+		if ((size_t)n < sizeof(buf))
+			break;
+	}
+	return 0;
+}
+
+static void conn_flush(struct h2_conn *c)
+{
+	char why[128];
+
+	if (c->state != H2_UP || c->held)
+		return;
+	if (sock_send(c, why, sizeof(why)) < 0) {
+		conn_close(c, GRPC_UNAVAILABLE, why, true);
+		return;
 	}
 	set_interest(c, c->out_off < c->out.len ? LOOP_READ | LOOP_WRITE : LOOP_READ);
 	/* A GOAWAY'd or finished session with nothing left open: close it. */
@@ -386,35 +424,17 @@ static void conn_flush(struct h2_conn *c)
 }
 
 /* Read what the socket has into the session: 0, or -1 after closing the
- * connection (lost) with the reason. Loop thread. */
+ * connection (lost) with the reason: a direct caller's if one gave the
+ * socket up (c->lost), else what the read met. Loop thread. */
 static int conn_read(struct h2_conn *c)
 {
-	uint8_t buf[65536];
+	char why[128];
 
-	for (int i = 0; i < 16; i++) {
-		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n <= 0) {
-			char why[128];
-			snprintf(why, sizeof(why), "%s", c->lost[0] ? c->lost
-				 : n == 0 ? "connection closed by peer" : strerror(errno));
-			conn_close(c, GRPC_UNAVAILABLE, why, true);
-			return -1;
-		}
-		if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
-			conn_close(c, GRPC_UNAVAILABLE, "HTTP/2 protocol error from peer", true);
-			return -1;
-		}
-		if (c->state != H2_UP)
-			return -1;
-		if ((size_t)n < sizeof(buf))
-			break;
+	if (sock_recv(c, why, sizeof(why)) < 0) {
+		conn_close(c, GRPC_UNAVAILABLE, c->lost[0] ? c->lost : why, true);
+		return -1;
 	}
-	return 0;
+	return c->state == H2_UP ? 0 : -1;
 }
 
 static void on_deadline(struct loop *l, struct loop_timer *t, void *ud);
@@ -629,61 +649,6 @@ void h2_conn_ref(struct h2_conn *c)
 	atomic_fetch_add(&c->users, 1);
 }
 
-/* Send what the session has for the socket: 0, or -1 with c->lost set. */
-static int direct_flush(struct h2_conn *c)
-{
-	for (;;) {
-		if (c->out_off == c->out.len) {
-			sbuf_reset(&c->out);
-			c->out_off = 0;
-			int r = grpc_session_output(c->sess, &c->out);
-			if (r < 0) {
-				snprintf(c->lost, sizeof(c->lost), "HTTP/2 send failed");
-				return -1;
-			}
-			if (r == 0)
-				return 0;
-		}
-		ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				return 0;
-			snprintf(c->lost, sizeof(c->lost), "send: %s", strerror(errno));
-			return -1;
-		}
-		c->out_off += (size_t)n;
-	}
-}
-
-/* Feed the session what the socket has: 0, or -1 with c->lost set. */
-static int direct_read(struct h2_conn *c)
-{
-	uint8_t buf[16384];
-
-	for (;;) {
-		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0) {
-			snprintf(c->lost, sizeof(c->lost), "%s",
-				 n == 0 ? "connection closed by peer" : strerror(errno));
-			return -1;
-		}
-		if (grpc_session_recv(c->sess, buf, (size_t)n) < 0) {
-			snprintf(c->lost, sizeof(c->lost), "HTTP/2 protocol error from peer");
-			return -1;
-		}
-		if ((size_t)n < sizeof(buf))
-			return 0;
-	}
-}
-
 int h2_conn_call(struct h2_conn *c, const char *path, const void *msg, size_t len,
 		 uint64_t timeout_ms, grpc_done_fn done, void *userdata)
 {
@@ -717,7 +682,7 @@ int h2_conn_call(struct h2_conn *c, const char *path, const void *msg, size_t le
 	arm(c);
 	uint64_t deadline = timeout_ms ? loop_now_ms() + timeout_ms : 0;
 	bool handover = false;
-	lost = direct_flush(c) < 0;
+	lost = sock_send(c, c->lost, sizeof(c->lost)) < 0;
 	while (!finished && !lost) {
 		struct pollfd pfd[2] = {
 			{ .fd = c->fd, .events = POLLIN | (c->out_off < c->out.len ? POLLOUT : 0) },
@@ -745,7 +710,7 @@ int h2_conn_call(struct h2_conn *c, const char *path, const void *msg, size_t le
 			if (now >= deadline) {
 				snprintf(m, sizeof(m), "deadline of %" PRIu64 " ms exceeded", timeout_ms);
 				grpc_session_cancel(c->sess, k->gc, GRPC_DEADLINE_EXCEEDED, m);
-				lost = direct_flush(c) < 0;	/* the RST_STREAM */
+				lost = sock_send(c, c->lost, sizeof(c->lost)) < 0;	/* the RST_STREAM */
 				break;
 			}
 			wait = deadline - now > 60000 ? 60000 : (int)(deadline - now);
@@ -765,9 +730,9 @@ int h2_conn_call(struct h2_conn *c, const char *path, const void *msg, size_t le
 			(void)!read(c->efd, &v, sizeof(v));
 		}
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
-			lost = direct_read(c) < 0;
+			lost = sock_recv(c, c->lost, sizeof(c->lost)) < 0;
 		if (!lost)
-			lost = direct_flush(c) < 0;	/* acks, window updates */
+			lost = sock_send(c, c->lost, sizeof(c->lost)) < 0;	/* acks, window updates */
 	}
 	if (lost) {
 		/* The loop closes the connection: it finds the socket shut and
