@@ -22,6 +22,7 @@
 #include "operation.h"
 #include "store.h"
 #include "nodefs-config.h"
+#include "loop.h"
 
 struct backend *node_backend(struct bnode *n)
 {
@@ -448,13 +449,7 @@ static void slow_recovery_hook(struct backend *b)
 	if (!s || !*s)
 		return;
 	ms = atol(s);
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	t.tv_sec += ms / 1000;
-	t.tv_nsec += ms % 1000 * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
+	t = ts_after_ms(CLOCK_MONOTONIC, ms);
 	pthread_mutex_lock(&b->dlock);
 	while (!stopping(b) && pthread_cond_timedwait(&b->dcond, &b->dlock, &t) == 0)
 		;
@@ -563,18 +558,11 @@ bool backend_failed(struct backend *b)
 size_t backend_stop(struct backend *b, unsigned grace_ms)
 {
 	struct parked *parked;
-	struct timespec t0, t;
-	unsigned spent;
+	uint64_t t0 = loop_now_ms(), spent;
+	struct timespec t;
 	bool was, recovering;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	t = t0;
-	t.tv_sec += grace_ms / 1000;
-	t.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
+	t = ts_after_ms(CLOCK_MONOTONIC, grace_ms);
 	pthread_mutex_lock(&b->dlock);
 	was = atomic_exchange(&b->state, BACKEND_STOPPING) == BACKEND_STOPPING;
 	parked = parked_take_locked(b);
@@ -591,9 +579,8 @@ size_t backend_stop(struct backend *b, unsigned grace_ms)
 	/* no new work: no reconciliation, no new command (bctl), and the
 	 * queues run nothing more (actq_run) */
 	engines_stop_monitor(b);
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	spent = (unsigned)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
-	return (b->work ? work_pool_stop(b->work, spent < grace_ms ? grace_ms - spent : 0) : 0) +
+	spent = loop_now_ms() - t0;
+	return (b->work ? work_pool_stop(b->work, spent < grace_ms ? (unsigned)(grace_ms - spent) : 0) : 0) +
 	       recovering;
 }
 

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "reconcile.h"
 #include "sbuf.h"
+#include "loop.h"
 
 #define ENGINE_PROBE_SECONDS 5
 
@@ -295,13 +296,7 @@ static void *monitor_main(void *arg)
 			until = next_rec;
 		until = until > now ? until - now : 1;
 		pthread_mutex_lock(&b->mlock);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)(until / 1000);
-		ts.tv_nsec += (long)(until % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = ts_after_ms(CLOCK_REALTIME, until);
 		while (!b->stopping && !b->plugins_poked
 		       && pthread_cond_timedwait(&b->mcond, &b->mlock, &ts) == 0)
 			;

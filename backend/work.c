@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* work: a lazily grown worker pool with a FIFO queue; see work.h. */
 #include "work.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -120,13 +121,7 @@ size_t work_pool_stop(struct work_pool *p, unsigned timeout_ms)
 	struct timespec t;
 	size_t busy;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	t.tv_sec += timeout_ms / 1000;
-	t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
+	t = ts_after_ms(CLOCK_MONOTONIC, timeout_ms);
 	pthread_mutex_lock(&p->lock);
 	p->stopping = true;
 	pthread_cond_broadcast(&p->cond);

@@ -61,6 +61,20 @@ uint64_t loop_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+struct timespec ts_after_ms(clockid_t clk, uint64_t ms)
+{
+	struct timespec t;
+
+	clock_gettime(clk, &t);
+	t.tv_sec += (time_t)(ms / 1000);
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 uint64_t loop_now_ms(void)
 {
 	return loop_now_us() / 1000u;

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 struct loop;
 struct loop_timer;
@@ -77,5 +78,9 @@ int loop_submit(struct loop *l, loop_work_fn fn, void *userdata);
 uint64_t loop_now_ms(void);
 /* Monotonic microseconds. */
 uint64_t loop_now_us(void);
+/* The time ms milliseconds from now on clock clk, as the absolute deadline
+ * pthread_cond_timedwait wants (CLOCK_REALTIME unless the condvar was made
+ * with another clock). */
+struct timespec ts_after_ms(clockid_t clk, uint64_t ms);
 
 #endif

@@ -731,13 +731,7 @@ wait:
 		uint64_t delay = csi_retry_delay_ms(&p->retry, attempt, &p->rng);
 		pthread_mutex_unlock(&p->lock);
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(delay / 1000);
-		ts.tv_nsec += (long)(delay % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = ts_after_ms(CLOCK_MONOTONIC, delay);
 		pthread_mutex_lock(&p->lock);
 		while (!p->closing && pthread_cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT)
 			;

@@ -19,6 +19,7 @@
 #define FUSE_USE_VERSION 312
 
 #include "fs-internal.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -261,13 +262,7 @@ static void *watchdog_main(void *arg)
 		}
 		seen_w = w;
 		seen = busy;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		t.tv_sec += WATCH_MS / 1000;
-		t.tv_nsec += WATCH_MS % 1000 * 1000000L;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
+		t = ts_after_ms(CLOCK_MONOTONIC, WATCH_MS);
 		pthread_cond_timedwait(&s->wcond, &s->lock, &t);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -57,6 +57,7 @@
 #include "lxc-internal.h"
 #include "nodefs-config.h"
 #include "macro.h"
+#include "loop.h"
 
 /* linux/pidfd.h of Debian 12 predates PIDFD_GET_INFO (6.13) and
  * PIDFD_INFO_EXIT (6.15); the ioctl is extensible by size. */
@@ -334,13 +335,7 @@ int rt_lxc_watch_wait(struct rt_lxc_watch *w, const char *name, int timeout_ms)
 	struct timespec dl;
 	int r = 0;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	dl = ts_after_ms(CLOCK_REALTIME, timeout_ms);
 	pthread_mutex_lock(&w->lock);
 	if (!find_locked(w, name))
 		r = -ENOENT;
