@@ -3,6 +3,7 @@
 #ifndef NODEFS_BACKEND_INTERNAL_H
 #define NODEFS_BACKEND_INTERNAL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -13,10 +14,10 @@
 #include "backend.h"
 #include "bctl.h"
 #include "config.h"
-#include "csi.h"
 #include "loop.h"
 #include "events.h"
 #include "runtime.h"
+#include "storage.h"
 #include "tree.h"
 #include "work.h"
 
@@ -44,6 +45,9 @@ struct backend {
 	struct events *events;
 	struct work_pool *work;
 	struct loop *loop;		/* the CSI connections; its own thread */
+	/* What plugins are reached through: &csi_storage_ops unless set
+	 * (before backend_start) to another implementation, e.g. a fake. */
+	const struct storage_ops *storage;
 	pthread_t loop_thread;
 	bool loop_running;
 	struct engine *engines;
@@ -128,30 +132,36 @@ int plugins_render_metrics(struct backend *b, struct sbuf *out);
 /* A plugin by name (its node referenced in *ret_node), or NULL. */
 struct plugin;
 struct plugin *plugin_get(struct backend *b, const char *name, struct bnode **ret_node);
-int plugin_caps(struct plugin *p, struct csi_caps *ret, struct nerr *err);
+/* The plugin's capabilities, fetched once (a call the first time). */
+int plugin_caps(struct plugin *p, struct storage_caps *ret, struct nerr *err);
+/* The capabilities as last fetched, without a call: for checks on FUSE
+ * threads, which must not wait on a plugin. false when never fetched. */
+bool plugin_caps_cached(struct plugin *p, struct storage_caps *ret);
 int plugin_node_id(struct plugin *p, char *buf, size_t len, struct nerr *err);
-struct csi_plugin *plugin_csi(struct plugin *p);
+/* How to call the plugin: its storage implementation and handle (NULL
+ * handle before plugins_start and after plugins_stop). */
+const struct storage_ops *plugin_ops(struct plugin *p);
+void *plugin_handle(struct plugin *p);
 const char *plugin_name(struct plugin *p);
+/* A volume of plugin `name` was made, adopted or deleted: its lists are
+ * refreshed when next read. Any thread. */
+void plugin_lists_stale(struct backend *b, const char *name);
 
 /* volume.c: helpers the plugin module shares */
 bool volume_name_by_id(struct backend *b, const char *plugin, const char *id, char *buf, size_t len);
 bool volume_uses_plugin(struct backend *b, const char *plugin, char *buf, size_t len);
 int volumes_recover(struct backend *b, struct nerr *err);
-
-/* Protobuf map fields (string to string) built from "k=v" strings. */
-struct csi_kv_array {
-	void **v;	/* entries, all of one map-entry type */
-	size_t n;
-};
-int csi_kv_array_from_strv(struct csi_kv_array *a, char *const *kv);
-int csi_kv_array_add(struct csi_kv_array *a, const char *k, const char *v);
-void csi_kv_array_free(struct csi_kv_array *a);
-/* A mount VolumeCapability from an access mode name (NULL: single-node-writer),
- * an fs type and mount flags; the three structs are the caller's. */
-void volume_capability_build(const char *access_mode, const char *fs_type, char **mount_flags,
-			     Csi__V1__VolumeCapability *cap,
-			     Csi__V1__VolumeCapability__MountVolume *mnt,
-			     Csi__V1__VolumeCapability__AccessMode *am);
+/* Measure the plugin's volumes on this node for the metrics (a worker). */
+void volumes_refresh_stats(struct backend *b, const char *plugin);
+/* The plugin's volumes by id (NULL on OOM). */
+struct volume_index;
+struct volume_index *volume_index_new(struct backend *b, const char *plugin);
+const char *volume_index_find(const struct volume_index *ix, const char *id);
+void volume_index_free(struct volume_index *ix);
+/* A storage capability from a config access mode name (NULL or unknown:
+ * single-node-writer), an fs type and mount flags (borrowed). */
+struct storage_cap storage_cap_of(const char *access_mode, const char *fs_type,
+				  char *const *mount_flags);
 int profiles_init(struct backend *b, struct nerr *err);
 
 /* container.c */

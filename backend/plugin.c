@@ -3,12 +3,14 @@
  * plugin: plugins/ and plugins/NAME/, the CSI plugins nodefs talks to.
  *
  * Plugins come from the config and from `plugins/ctl add NAME ENDPOINT`.
- * Each holds a csi_plugin (csi/csi.h: one gRPC connection on the event
- * loop). What the files show that needs a call (info, capabilities, node
- * id, capacity, the plugin's volume list) is fetched by a refresh on the
- * worker pool — at start, when the plugin becomes READY, and every
- * reconcile_interval — and served from that cache, so a read never waits
- * on a plugin. health follows Probe and the connection, live.
+ * Each holds a storage handle (storage.h; csi_storage_ops: one gRPC
+ * connection on the event loop), reached only through struct storage_ops:
+ * this module never sees a CSI message. What the files show that needs a
+ * call (info, capabilities, node id, capacity, the plugin's volume list) is
+ * fetched by a refresh on the worker pool — at start, when the plugin
+ * becomes READY, and every reconcile_interval — and served from that
+ * cache, so a read never waits on a plugin. health follows Probe and the
+ * connection, live.
  */
 #include "backend-internal.h"
 
@@ -19,18 +21,9 @@
 
 #include <jansson.h>
 
-#include "csi.h"
 #include "log.h"
+#include "macro.h"
 #include "valid.h"
-
-/* volume.c: measure the plugin's volumes on this node for the metrics.
- * (To move to backend-internal.h beside volume_name_by_id.) */
-void volumes_refresh_stats(struct backend *b, const char *plugin);
-/* volume.c: the plugin's volumes by id (NULL on OOM). */
-struct volume_index;
-struct volume_index *volume_index_new(struct backend *b, const char *plugin);
-const char *volume_index_find(const struct volume_index *ix, const char *id);
-void volume_index_free(struct volume_index *ix);
 
 struct plugin {
 	struct backend *b;
@@ -38,12 +31,13 @@ struct plugin {
 	char *name;
 	char *endpoint;
 	bool from_config;
-	struct csi_plugin *csi;		/* NULL until plugins_start */
+	const struct storage_ops *ops;
+	void *h;			/* storage handle; NULL until plugins_start */
 
 	pthread_mutex_t lock;		/* the cache below */
 	bool have_info, have_caps;
 	char info_name[256], info_version[256];
-	struct csi_caps caps;
+	struct storage_caps caps;
 	char node_id[256];
 	struct sbuf capacity;		/* the capacity file */
 	struct sbuf volumes;		/* the volumes file */
@@ -51,7 +45,7 @@ struct plugin {
 	bool refreshing;
 	bool have_lists;		/* capacity and volumes fetched once */
 	bool lists_stale;		/* a volume changed since the fetch */
-	enum csi_health last_health;
+	enum storage_health last_health;
 	char refresh_error[NERR_MSG_MAX];
 };
 
@@ -59,7 +53,8 @@ static void plugin_free(struct plugin *p)
 {
 	if (!p)
 		return;
-	csi_plugin_free(p->csi);
+	if (p->h)
+		p->ops->close(p->h);
 	free(p->name);
 	free(p->endpoint);
 	sbuf_free(&p->capacity);
@@ -71,6 +66,29 @@ static void plugin_free(struct plugin *p)
 static struct plugin *pof(struct bnode *n)
 {
 	return n->priv;
+}
+
+/* The backend's storage implementation: CSI unless a test set another. */
+static const struct storage_ops *storage_of(struct backend *b)
+{
+	return b->storage ? b->storage : &csi_storage_ops;
+}
+
+static const char *health_to_string(enum storage_health h)
+{
+	switch (h) {
+	case STORAGE_HEALTH_READY: return "READY";
+	case STORAGE_HEALTH_NOT_READY: return "NOT_READY";
+	default: return "DOWN";
+	}
+}
+
+/* The health of a plugin; DOWN while it has no handle. */
+static void plugin_health(struct plugin *p, struct storage_health_info *ret)
+{
+	*ret = (struct storage_health_info){ .health = STORAGE_HEALTH_DOWN };
+	if (p->h)
+		p->ops->health(p->h, ret);
 }
 
 /* ---- the refresh (worker) ---- */
@@ -89,9 +107,9 @@ static const char *const plugin_cap_names[] = {
 	"UNKNOWN", "CONTROLLER_SERVICE", "VOLUME_ACCESSIBILITY_CONSTRAINTS", "GROUP_CONTROLLER_SERVICE",
 };
 
-int plugin_caps(struct plugin *p, struct csi_caps *ret, struct nerr *err)
+int plugin_caps(struct plugin *p, struct storage_caps *ret, struct nerr *err)
 {
-	struct csi_caps caps;
+	struct storage_caps caps;
 	int r;
 
 	pthread_mutex_lock(&p->lock);
@@ -101,7 +119,7 @@ int plugin_caps(struct plugin *p, struct csi_caps *ret, struct nerr *err)
 		return 0;
 	}
 	pthread_mutex_unlock(&p->lock);
-	r = csi_get_caps(p->csi, &caps, err);
+	r = p->ops->capabilities(p->h, &caps, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&p->lock);
@@ -112,9 +130,7 @@ int plugin_caps(struct plugin *p, struct csi_caps *ret, struct nerr *err)
 	return 0;
 }
 
-/* The capabilities as last fetched, without a call: for checks on FUSE
- * threads, which must not wait on a plugin. false when never fetched. */
-bool plugin_caps_cached(struct plugin *p, struct csi_caps *ret)
+bool plugin_caps_cached(struct plugin *p, struct storage_caps *ret)
 {
 	bool have;
 
@@ -128,9 +144,7 @@ bool plugin_caps_cached(struct plugin *p, struct csi_caps *ret)
 
 int plugin_node_id(struct plugin *p, char *buf, size_t len, struct nerr *err)
 {
-	Csi__V1__NodeGetInfoRequest req = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
-	ProtobufCMessage *resp;
-	struct csi_result res;
+	char *id;
 	int r;
 
 	pthread_mutex_lock(&p->lock);
@@ -140,21 +154,25 @@ int plugin_node_id(struct plugin *p, char *buf, size_t len, struct nerr *err)
 		return 0;
 	}
 	pthread_mutex_unlock(&p->lock);
-	r = csi_call(p->csi, CSI_RPC_NODE_GET_INFO, &req.base, &resp, &res, err);
+	r = p->ops->node_info(p->h, &id, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&p->lock);
-	snprintf(p->node_id, sizeof(p->node_id), "%s",
-		 ((Csi__V1__NodeGetInfoResponse *)resp)->node_id ?: "");
+	snprintf(p->node_id, sizeof(p->node_id), "%s", id);
 	snprintf(buf, len, "%s", p->node_id);
 	pthread_mutex_unlock(&p->lock);
-	protobuf_c_message_free_unpacked(resp, NULL);
+	free(id);
 	return 0;
 }
 
-struct csi_plugin *plugin_csi(struct plugin *p)
+const struct storage_ops *plugin_ops(struct plugin *p)
 {
-	return p->csi;
+	return p->ops;
+}
+
+void *plugin_handle(struct plugin *p)
+{
+	return p->h;
 }
 
 const char *plugin_name(struct plugin *p)
@@ -162,54 +180,38 @@ const char *plugin_name(struct plugin *p)
 	return p->name;
 }
 
-static void refresh_capacity(struct plugin *p, const struct csi_caps *caps, struct sbuf *out)
+static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
 {
 	struct backend *b = p->b;
 
-	if (!CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY)) {
+	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_GET_CAPACITY)) {
 		sbuf_adds(out, "unsupported: the plugin has no GET_CAPACITY capability\n");
 		return;
 	}
 	for (size_t i = 0; i <= b->cfg->nprofiles; i++) {
 		const struct config_profile *pr = i < b->cfg->nprofiles ? &b->cfg->profiles[i] : NULL;
-		Csi__V1__GetCapacityRequest req = CSI__V1__GET_CAPACITY_REQUEST__INIT;
-		Csi__V1__VolumeCapability cap;
-		Csi__V1__VolumeCapability__MountVolume mnt;
-		Csi__V1__VolumeCapability__AccessMode am;
-		Csi__V1__VolumeCapability *caps1[1] = { &cap };
-		struct csi_kv_array params = { 0 };
-		ProtobufCMessage *resp;
-		struct csi_result res;
+		struct storage_req rq = { 0 };
 		struct nerr err = { 0 };
+		int64_t bytes;
 
 		if (pr && (!pr->plugin || strcmp(pr->plugin, p->name) != 0))
 			continue;
-		volume_capability_build(pr ? pr->access_mode : NULL, pr ? pr->fs_type : NULL,
-					pr ? pr->mount_flags : NULL, &cap, &mnt, &am);
-		req.n_volume_capabilities = 1;
-		req.volume_capabilities = caps1;
-		if (pr && csi_kv_array_from_strv(&params, pr->params) == 0) {
-			req.n_parameters = params.n;
-			req.parameters = (Csi__V1__GetCapacityRequest__ParametersEntry **)params.v;
-		}
-		if (csi_call(p->csi, CSI_RPC_GET_CAPACITY, &req.base, &resp, &res, &err) >= 0) {
-			sbuf_printf(out, "%s %lld\n", pr ? pr->name : "default",
-				    (long long)((Csi__V1__GetCapacityResponse *)resp)->available_capacity);
-			protobuf_c_message_free_unpacked(resp, NULL);
-		} else {
+		rq.cap = storage_cap_of(pr ? pr->access_mode : NULL, pr ? pr->fs_type : NULL,
+					pr ? pr->mount_flags : NULL);
+		rq.params = pr ? pr->params : NULL;
+		if (p->ops->capacity(p->h, &rq, &bytes, NULL, &err) >= 0)
+			sbuf_printf(out, "%s %lld\n", pr ? pr->name : "default", (long long)bytes);
+		else
 			sbuf_printf(out, "%s error: %s\n", pr ? pr->name : "default", err.msg);
-		}
-		csi_kv_array_free(&params);
 	}
 }
 
-static void refresh_volumes(struct plugin *p, const struct csi_caps *caps, struct sbuf *out)
+static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
 {
-	Csi__V1__ListVolumesRequest req = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
 	struct volume_index *ix;
 	char *token = NULL;
 
-	if (!CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES)) {
+	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_LIST_VOLUMES)) {
 		sbuf_adds(out, "unsupported: the plugin has no LIST_VOLUMES capability\n");
 		return;
 	}
@@ -219,33 +221,25 @@ static void refresh_volumes(struct plugin *p, const struct csi_caps *caps, struc
 		return;
 	}
 	for (int pages = 0; pages < 1000; pages++) {
-		Csi__V1__ListVolumesResponse *lr;
-		ProtobufCMessage *resp;
-		struct csi_result res;
+		struct storage_page pg = { 0 };
 		struct nerr err = { 0 };
 
-		req.starting_token = token ? token : (char *)"";
-		if (csi_call(p->csi, CSI_RPC_LIST_VOLUMES, &req.base, &resp, &res, &err) < 0) {
+		if (p->ops->list(p->h, token, &pg, NULL, &err) < 0) {
 			sbuf_printf(out, "error: %s\n", err.msg);
 			break;
 		}
-		lr = (Csi__V1__ListVolumesResponse *)resp;
-		for (size_t i = 0; i < lr->n_entries; i++) {
-			Csi__V1__Volume *v = lr->entries[i]->volume;
+		for (size_t i = 0; i < pg.n; i++) {
+			const struct storage_volume *v = &pg.v[i];
 			const char *known;
 
-			if (!v || !v->volume_id)
-				continue;
-			if ((known = volume_index_find(ix, v->volume_id)))
-				sbuf_printf(out, "%s %lld known %s\n", v->volume_id,
-					    (long long)v->capacity_bytes, known);
+			if ((known = volume_index_find(ix, v->id)))
+				sbuf_printf(out, "%s %lld known %s\n", v->id, (long long)v->capacity, known);
 			else
-				sbuf_printf(out, "%s %lld discovered\n", v->volume_id,
-					    (long long)v->capacity_bytes);
+				sbuf_printf(out, "%s %lld discovered\n", v->id, (long long)v->capacity);
 		}
 		free(token);
-		token = lr->next_token && lr->next_token[0] ? strdup(lr->next_token) : NULL;
-		protobuf_c_message_free_unpacked(resp, NULL);
+		token = TAKE_PTR(pg.next_token);
+		storage_page_clear(&pg);
 		if (!token)
 			break;
 	}
@@ -259,7 +253,7 @@ static void plugin_refresh(void *arg)
 	struct plugin *p = pof(n);
 	struct sbuf cap = SBUF_INIT(1u << 20), vols = SBUF_INIT(8u << 20);
 	struct nerr err = { 0 };
-	struct csi_caps caps;
+	struct storage_caps caps;
 	char *iname = NULL, *iver = NULL;
 	char node_id[256];
 	int r;
@@ -270,7 +264,7 @@ static void plugin_refresh(void *arg)
 	pthread_mutex_lock(&p->lock);
 	p->lists_stale = false;		/* a change from now on marks it again */
 	pthread_mutex_unlock(&p->lock);
-	r = csi_get_plugin_info(p->csi, &iname, &iver, &err);
+	r = p->ops->plugin_info(p->h, &iname, &iver, &err);
 	if (r >= 0) {
 		pthread_mutex_lock(&p->lock);
 		snprintf(p->info_name, sizeof(p->info_name), "%s", iname ? iname : "");
@@ -281,7 +275,7 @@ static void plugin_refresh(void *arg)
 	free(iname);
 	free(iver);
 	if (r >= 0) {
-		r = csi_get_caps(p->csi, &caps, &err);
+		r = p->ops->capabilities(p->h, &caps, &err);
 		if (r >= 0) {
 			pthread_mutex_lock(&p->lock);
 			p->caps = caps;
@@ -323,7 +317,7 @@ static void plugin_refresh_soon(struct plugin *p)
 {
 	bool go;
 
-	if (!p->csi)
+	if (!p->h)
 		return;
 	pthread_mutex_lock(&p->lock);
 	go = !p->refreshing;
@@ -354,20 +348,20 @@ void plugins_tick(struct backend *b)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct plugin *p = pof(v[i]);
-		struct csi_health_info h;
+		struct storage_health_info h;
 		bool stale;
 
-		if (!p->csi)
+		if (!p->h)
 			continue;
-		csi_plugin_health(p->csi, &h);
+		p->ops->health(p->h, &h);
 		pthread_mutex_lock(&p->lock);
-		stale = (h.health == CSI_HEALTH_READY && p->last_health != CSI_HEALTH_READY) ||
+		stale = (h.health == STORAGE_HEALTH_READY && p->last_health != STORAGE_HEALTH_READY) ||
 			(every && (uint64_t)(time(NULL) - p->refreshed) >= every);
 		if (h.health != p->last_health) {
-			const char *old = csi_health_to_string(p->last_health);
+			const char *old = health_to_string(p->last_health);
 			p->last_health = h.health;
 			pthread_mutex_unlock(&p->lock);
-			events_emit(b->events, "plugin", p->name, old, csi_health_to_string(h.health),
+			events_emit(b->events, "plugin", p->name, old, health_to_string(h.health),
 				    NULL, h.reason[0] ? h.reason : NULL);
 			bnode_changed(v[i]);
 			pthread_mutex_lock(&p->lock);
@@ -418,7 +412,7 @@ static void cap_line(struct sbuf *out, const char *what, uint32_t set, const cha
 static int show_capabilities(struct bnode *n, struct sbuf *out)
 {
 	struct plugin *p = pof(n);
-	struct csi_caps c;
+	struct storage_caps c;
 	bool have;
 
 	pthread_mutex_lock(&p->lock);
@@ -437,19 +431,18 @@ static int show_capabilities(struct bnode *n, struct sbuf *out)
 static int show_health(struct bnode *n, struct sbuf *out)
 {
 	struct plugin *p = pof(n);
-	struct csi_health_info h = { .health = CSI_HEALTH_DOWN };
+	struct storage_health_info h;
 	char t[64] = "";
 	struct tm tm;
 
-	if (p->csi)
-		csi_plugin_health(p->csi, &h);
+	plugin_health(p, &h);
 	if (h.since) {
 		gmtime_r(&h.since, &tm);
 		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	}
 	if (h.reason[0])
-		return sbuf_printf(out, "%s since %s: %s\n", csi_health_to_string(h.health), t, h.reason);
-	return sbuf_printf(out, "%s since %s\n", csi_health_to_string(h.health), t);
+		return sbuf_printf(out, "%s since %s: %s\n", health_to_string(h.health), t, h.reason);
+	return sbuf_printf(out, "%s since %s\n", health_to_string(h.health), t);
 }
 
 static int show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
@@ -466,9 +459,8 @@ static int show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
 	return r;
 }
 
-/* A volume of plugin `name` was made, adopted or deleted: the capacity and
- * volume lists are refreshed when next read (in the background: that read
- * still shows the cached lists). Any thread. */
+/* The capacity and volume lists are refreshed in the background: the read
+ * that finds them stale still shows the cached lists. */
 void plugin_lists_stale(struct backend *b, const char *name)
 {
 	struct bnode *n = bnode_lookup(b->plugins, name);
@@ -507,11 +499,10 @@ static int show_volumes(struct bnode *n, struct sbuf *out)
 static int show_info_json(struct bnode *n, struct sbuf *out)
 {
 	struct plugin *p = pof(n);
-	struct csi_health_info h = { .health = CSI_HEALTH_DOWN };
+	struct storage_health_info h;
 	json_t *j, *caps = json_object();
 
-	if (p->csi)
-		csi_plugin_health(p->csi, &h);
+	plugin_health(p, &h);
 	pthread_mutex_lock(&p->lock);
 	if (p->have_caps) {
 		json_object_set_new(caps, "plugin", json_integer(p->caps.plugin));
@@ -522,7 +513,7 @@ static int show_info_json(struct bnode *n, struct sbuf *out)
 		      "name", p->name, "endpoint", p->endpoint, "from_config", p->from_config,
 		      "plugin_name", p->have_info ? p->info_name : NULL,
 		      "vendor_version", p->have_info ? p->info_version : NULL,
-		      "health", csi_health_to_string(h.health), "health_since_unix", (json_int_t)h.since,
+		      "health", health_to_string(h.health), "health_since_unix", (json_int_t)h.since,
 		      "health_reason", h.reason, "capabilities", caps, "node_id", p->node_id);
 	pthread_mutex_unlock(&p->lock);
 	return show_json(out, j);
@@ -551,7 +542,7 @@ static const struct btype plugin_type = {
 	.free = plugin_node_free,
 };
 
-static void on_csi_health(void *userdata)
+static void on_health(void *userdata)
 {
 	engines_poke_plugins(userdata);
 }
@@ -559,19 +550,22 @@ static void on_csi_health(void *userdata)
 static int plugin_connect(struct plugin *p, struct nerr *err)
 {
 	struct backend *b = p->b;
-	struct csi_retry retry = {
-		.backoff_ms = b->cfg->retry_backoff_ms,
-		.max_ms = b->cfg->retry_max_ms,
+	struct storage_config sc = {
+		.name = p->name,
+		.endpoint = p->endpoint,
+		.retry_backoff_ms = b->cfg->retry_backoff_ms,
+		.retry_max_ms = b->cfg->retry_max_ms,
+		.timeout_ms = b->cfg->csi_timeout_ms,
 	};
 	int r;
 
-	r = csi_plugin_new(b->loop, p->name, p->endpoint, &retry, b->cfg->csi_timeout_ms,
-			   &p->csi, err);
+	p->ops = storage_of(b);
+	r = p->ops->open(b->loop, &sc, &p->h, err);
 	if (r < 0)
 		return r;
 	/* A change of health is an event at once, not at the monitor's next
 	 * tick: the monitor is woken to look (plugins_tick). */
-	csi_plugin_on_health(p->csi, on_csi_health, b);
+	p->ops->on_health(p->h, on_health, b);
 	plugin_refresh_soon(p);
 	return 0;
 }
@@ -605,7 +599,8 @@ static int plugin_add(struct backend *b, const char *name, const char *endpoint,
 	p->name = strdup(name);
 	p->endpoint = strdup(endpoint);
 	p->from_config = from_config;
-	p->last_health = CSI_HEALTH_DOWN;
+	p->ops = storage_of(b);
+	p->last_health = STORAGE_HEALTH_DOWN;
 	pthread_mutex_init(&p->lock, NULL);
 	sbuf_init(&p->capacity, 1u << 20);
 	sbuf_init(&p->volumes, 8u << 20);
@@ -736,8 +731,11 @@ void plugins_stop(struct backend *b)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct plugin *p = pof(v[i]);
-		csi_plugin_free(p->csi);
-		p->csi = NULL;
+		void *h = p->h;
+
+		p->h = NULL;
+		if (h)
+			p->ops->close(h);
 	}
 	bnode_list_free(v, n);
 }
@@ -754,65 +752,28 @@ int plugins_render_metrics(struct backend *b, struct sbuf *out)
 			   "# TYPE nodefs_csi_plugin_up gauge\n");
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		struct plugin *p = pof(v[i]);
-		struct csi_health_info h = { .health = CSI_HEALTH_DOWN };
+		struct storage_health_info h;
 
-		if (p->csi)
-			csi_plugin_health(p->csi, &h);
+		plugin_health(p, &h);
 		r = sbuf_printf(out, "nodefs_csi_plugin_up{plugin=\"%s\"} %d\n", p->name,
-				h.health == CSI_HEALTH_READY);
+				h.health == STORAGE_HEALTH_READY);
 	}
-	static const struct { const char *name, *type, *help; } fam[] = {
-		{ "nodefs_csi_rpcs_pending", "gauge", "CSI calls in flight." },
-		{ "nodefs_csi_rpcs_total", "counter", "CSI calls completed, by gRPC status code." },
-		{ "nodefs_csi_rpc_duration_seconds", "histogram", "CSI call latency, retries included." },
-	};
-	for (size_t f = 0; r >= 0 && f < 3; f++) {
-		r = sbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help,
-				fam[f].name, fam[f].type);
-		for (size_t i = 0; r >= 0 && i < n; i++) {
-			struct plugin *p = pof(v[i]);
-			struct csi_metrics m;
+	/* the call metrics, rendered by the implementation for all its
+	 * plugins at once (one family after the other) */
+	void **hs = calloc(n ? n : 1, sizeof(*hs));
+	const char **names = calloc(n ? n : 1, sizeof(*names));
+	const struct storage_ops *ops = storage_of(b);
 
-			if (!p->csi)
-				continue;
-			csi_plugin_metrics(p->csi, &m);
-			for (int rpc = 0; r >= 0 && rpc < _CSI_RPC_MAX; rpc++) {
-				const struct csi_rpc_metrics *x = &m.rpc[rpc];
-				const char *rn = csi_rpc_to_string(rpc);
-
-				if (f == 0) {
-					r = sbuf_printf(out, "%s{plugin=\"%s\",rpc=\"%s\"} %llu\n", fam[f].name,
-							p->name, rn, (unsigned long long)x->pending);
-				} else if (f == 1) {
-					if (x->successes)
-						r = sbuf_printf(out, "%s{plugin=\"%s\",rpc=\"%s\",code=\"OK\"} %llu\n",
-								fam[f].name, p->name, rn,
-								(unsigned long long)x->successes);
-					for (int c = 1; r >= 0 && c < _GRPC_CODE_MAX; c++)
-						if (x->errors[c])
-							r = sbuf_printf(out, "%s{plugin=\"%s\",rpc=\"%s\",code=\"%s\"} %llu\n",
-									fam[f].name, p->name, rn,
-									grpc_code_to_string(c),
-									(unsigned long long)x->errors[c]);
-				} else if (x->count) {
-					uint64_t cum = 0;
-					for (int k = 0; r >= 0 && k < CSI_LATENCY_BUCKETS; k++) {
-						cum += x->hist[k];
-						r = sbuf_printf(out, "%s_bucket{plugin=\"%s\",rpc=\"%s\",le=\"%g\"} %llu\n",
-								fam[f].name, p->name, rn, csi_latency_buckets[k],
-								(unsigned long long)cum);
-					}
-					if (r >= 0)
-						r = sbuf_printf(out, "%s_bucket{plugin=\"%s\",rpc=\"%s\",le=\"+Inf\"} %llu\n"
-								"%s_sum{plugin=\"%s\",rpc=\"%s\"} %.6f\n"
-								"%s_count{plugin=\"%s\",rpc=\"%s\"} %llu\n",
-								fam[f].name, p->name, rn, (unsigned long long)x->count,
-								fam[f].name, p->name, rn, x->latency_sum,
-								fam[f].name, p->name, rn, (unsigned long long)x->count);
-				}
-			}
-		}
+	if (!hs || !names)
+		r = -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		hs[i] = pof(v[i])->h;
+		names[i] = pof(v[i])->name;
 	}
+	if (r >= 0 && ops->render_metrics)
+		r = ops->render_metrics(hs, names, n, out);
+	free(hs);
+	free(names);
 	bnode_list_free(v, n);
 	return r;
 }

@@ -2,7 +2,8 @@
 /*
  * profile: profiles/NAME/, the volume profiles of the config, read-only.
  * A profile names a plugin and the access mode, fs type, mount flags and
- * parameters that CreateVolume and the node calls get.
+ * parameters that CreateVolume and the node calls get; storage_cap_of
+ * turns those names into the storage interface's capability.
  */
 #include "backend-internal.h"
 
@@ -93,4 +94,21 @@ int profiles_init(struct backend *b, struct nerr *err)
 			return nerr_set(err, -r, "profile %s: %s", p->name, strerror(-r));
 	}
 	return 0;
+}
+
+struct storage_cap storage_cap_of(const char *access_mode, const char *fs_type,
+				  char *const *mount_flags)
+{
+	struct storage_cap c = {
+		.mode = STORAGE_MODE_SINGLE_NODE_WRITER,
+		.access = STORAGE_ACCESS_MOUNT,
+		.fs_type = fs_type,
+		.mount_flags = mount_flags,
+	};
+
+	/* the config lists the modes in the order of enum storage_mode */
+	for (int i = 0; access_mode && config_access_modes[i]; i++)
+		if (strcmp(access_mode, config_access_modes[i]) == 0)
+			c.mode = (enum storage_mode)(i + 1);
+	return c;
 }

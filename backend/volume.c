@@ -32,17 +32,11 @@
 
 #include "jw.h"
 #include "log.h"
+#include "macro.h"
 #include "operation.h"
 #include "store.h"
 #include "units.h"
 #include "valid.h"
-
-/* plugin.c: the capabilities as last fetched, without a call; false when
- * never fetched. (To move to backend-internal.h beside plugin_caps.) */
-bool plugin_caps_cached(struct plugin *p, struct csi_caps *ret);
-void volumes_refresh_stats(struct backend *b, const char *plugin);
-/* plugin.c: a volume of the plugin was made, adopted or deleted. */
-void plugin_lists_stale(struct backend *b, const char *name);
 
 enum vstate {
 	V_CREATING, V_CREATED, V_CONTROLLER_PUBLISH, V_NODE_READY, V_NODE_STAGE, V_VOL_READY,
@@ -106,7 +100,7 @@ struct volume {
 	char *target;
 	bool ro;
 	char staging[PATH_MAX];
-	int last_code;			/* gRPC code of the last call */
+	bool last_uncertain;		/* the last call's outcome is unknown */
 };
 
 static struct volume *vof(struct bnode *n)
@@ -166,87 +160,6 @@ static void volume_free(struct volume *v)
 	free(v->target);
 	pthread_mutex_destroy(&v->lock);
 	free(v);
-}
-
-/* ---- protobuf helpers shared with plugin.c ---- */
-
-int csi_kv_array_add(struct csi_kv_array *a, const char *k, const char *val)
-{
-	Csi__V1__CreateVolumeRequest__ParametersEntry *e;
-	void **nv = realloc(a->v, (a->n + 1) * sizeof(*nv));
-
-	if (!nv)
-		return -ENOMEM;
-	a->v = nv;
-	e = malloc(sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	/* every string map entry of csi.proto has this layout: key = 1, value = 2 */
-	*e = (Csi__V1__CreateVolumeRequest__ParametersEntry)CSI__V1__CREATE_VOLUME_REQUEST__PARAMETERS_ENTRY__INIT;
-	e->key = strdup(k);
-	e->value = strdup(val);
-	a->v[a->n++] = e;
-	return e->key && e->value ? 0 : -ENOMEM;
-}
-
-int csi_kv_array_from_strv(struct csi_kv_array *a, char *const *kv)
-{
-	for (size_t i = 0; kv && kv[i]; i++) {
-		char buf[4096], *eq;
-		int r;
-
-		snprintf(buf, sizeof(buf), "%s", kv[i]);
-		eq = strchr(buf, '=');
-		if (!eq)
-			continue;
-		*eq = '\0';
-		r = csi_kv_array_add(a, buf, eq + 1);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-void csi_kv_array_free(struct csi_kv_array *a)
-{
-	for (size_t i = 0; i < a->n; i++) {
-		Csi__V1__CreateVolumeRequest__ParametersEntry *e = a->v[i];
-		free(e->key);
-		free(e->value);
-		free(e);
-	}
-	free(a->v);
-	a->v = NULL;
-	a->n = 0;
-}
-
-static int access_mode_value(const char *m)
-{
-	for (int i = 0; config_access_modes[i]; i++)
-		if (m && strcmp(m, config_access_modes[i]) == 0)
-			return i + 1;	/* the config lists them in proto order */
-	return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-}
-
-void volume_capability_build(const char *access_mode, const char *fs_type, char **mount_flags,
-			     Csi__V1__VolumeCapability *cap,
-			     Csi__V1__VolumeCapability__MountVolume *mnt,
-			     Csi__V1__VolumeCapability__AccessMode *am)
-{
-	size_t n = 0;
-
-	*cap = (Csi__V1__VolumeCapability)CSI__V1__VOLUME_CAPABILITY__INIT;
-	*mnt = (Csi__V1__VolumeCapability__MountVolume)CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
-	*am = (Csi__V1__VolumeCapability__AccessMode)CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
-	am->mode = access_mode_value(access_mode);
-	mnt->fs_type = (char *)(fs_type ? fs_type : "");
-	while (mount_flags && mount_flags[n])
-		n++;
-	mnt->n_mount_flags = n;
-	mnt->mount_flags = mount_flags;
-	cap->access_mode = am;
-	cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
-	cap->mount = mnt;
 }
 
 /* ---- state and checkpoints ---- */
@@ -364,22 +277,27 @@ static void set_state(struct volume *v, enum vstate s)
 		    NULL, NULL);
 }
 
-/* ---- the steps: one CSI call each ---- */
+/* ---- the steps: one storage call each ---- */
 
 struct vctx {
 	struct volume *v;
 	struct plugin *p;
 	struct bnode *pnode;
-	struct csi_caps caps;
+	const struct storage_ops *ops;
+	void *h;
+	struct storage_caps caps;
 	struct operation *op;
 	unsigned attempts;
 	bool dirty;			/* state changed since the last checkpoint */
 	char node_id[256];
 };
 
-static void note_result(struct vctx *x, const struct csi_result *res)
+/* What a call ended with, for the step and the operation. */
+static void note_result(struct vctx *x, const struct storage_result *res)
 {
-	x->v->last_code = res->code;
+	if (!res->call)
+		return;		/* nothing was sent */
+	x->v->last_uncertain = res->uncertain;
 	/* the operation shows the most attempts one call of it needed: a
 	 * retried step stays visible after the steps that followed it */
 	if (res->attempts > x->attempts)
@@ -387,136 +305,63 @@ static void note_result(struct vctx *x, const struct csi_result *res)
 	if (x->op) {
 		char remote[64];
 		op_set_attempts(x->op, x->attempts);
-		snprintf(remote, sizeof(remote), "%d %s", res->code, grpc_code_to_string(res->code));
+		snprintf(remote, sizeof(remote), "%d %s", res->code, res->code_name);
 		op_set_remote(x->op, remote);
 	}
 }
 
-static bool uncertain(int code)
+#define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
+#define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
+
+/* The request naming v: id, capability, parameters and contexts. The
+ * strings are v's; the volume's lock is not needed, as only the action
+ * running on the volume's queue changes them. */
+static struct storage_req req_of(struct volume *v)
 {
-	return code == GRPC_DEADLINE_EXCEEDED || code == GRPC_UNAVAILABLE || code == GRPC_ABORTED ||
-	       code == GRPC_CANCELLED;
-}
-
-#define HAS_CTL(x, c) CSI_CAP((x)->caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__##c)
-#define HAS_NODE(x, c) CSI_CAP((x)->caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__##c)
-
-static int call(struct vctx *x, enum csi_rpc rpc, ProtobufCMessage *req, ProtobufCMessage **resp,
-		struct nerr *err)
-{
-	struct csi_result res = { 0 };
-	ProtobufCMessage *r0 = NULL;
-	int r = csi_call(plugin_csi(x->p), rpc, req, resp ? resp : &r0, &res, err);
-
-	note_result(x, &res);
-	if (r >= 0 && !resp && r0)
-		protobuf_c_message_free_unpacked(r0, NULL);
-	if (r < 0)
-		nerr_prefix(err, "%s", csi_rpc_to_string(rpc));
-	return r;
-}
-
-static void cap_of(struct volume *v, Csi__V1__VolumeCapability *cap,
-		   Csi__V1__VolumeCapability__MountVolume *mnt,
-		   Csi__V1__VolumeCapability__AccessMode *am)
-{
-	volume_capability_build(v->access_mode, v->fs_type, v->mount_flags, cap, mnt, am);
-}
-
-static int kv_to_strv(char ***dst, size_t n, void **entries)
-{
-	char **v = calloc(1, sizeof(*v));
-
-	for (size_t i = 0; v && i < n; i++) {
-		Csi__V1__CreateVolumeRequest__ParametersEntry *e = entries[i];
-		char buf[8192];
-		snprintf(buf, sizeof(buf), "%s=%s", e->key ? e->key : "", e->value ? e->value : "");
-		if (strv_push(&v, buf) < 0) {
-			strv_free(v);
-			return -ENOMEM;
-		}
-	}
-	if (!v)
-		return -ENOMEM;
-	strv_free(*dst);
-	*dst = v;
-	return 0;
+	return (struct storage_req){
+		.name = v->csi_name,
+		.id = v->id,
+		.cap = storage_cap_of(v->access_mode, v->fs_type, v->mount_flags),
+		.params = v->params,
+		.vctx = v->vctx,
+		.pctx = v->pctx,
+		.staging = v->staged ? v->staging : "",
+		.target = v->target,
+		.readonly = v->ro,
+	};
 }
 
 static int do_create_volume(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
-	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
-	Csi__V1__VolumeCapability cap, *caps[1] = { &cap };
-	Csi__V1__VolumeCapability__MountVolume mnt;
-	Csi__V1__VolumeCapability__AccessMode am;
-	struct csi_kv_array params = { 0 };
-	Csi__V1__CreateVolumeResponse *resp;
+	struct storage_req rq = req_of(v);
+	struct storage_result res = { 0 };
+	struct storage_volume sv = { 0 };
 	int r;
 
-	cap_of(v, &cap, &mnt, &am);
-	req.name = v->csi_name;
-	if (v->size_req) {
-		range.required_bytes = (int64_t)v->size_req;
-		req.capacity_range = &range;
-	}
-	req.n_volume_capabilities = 1;
-	req.volume_capabilities = caps;
-	r = csi_kv_array_from_strv(&params, v->params);
-	if (r < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	req.n_parameters = params.n;
-	req.parameters = (Csi__V1__CreateVolumeRequest__ParametersEntry **)params.v;
-	r = call(x, CSI_RPC_CREATE_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
-	csi_kv_array_free(&params);
+	rq.bytes = (int64_t)v->size_req;
+	r = x->ops->create(x->h, &rq, &sv, &res, err);
+	note_result(x, &res);
 	if (r < 0)
 		return r;
-	if (!resp->volume || !resp->volume->volume_id || !resp->volume->volume_id[0]) {
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
-		return nerr_set(err, EIO, "CreateVolume: the plugin returned no volume id");
-	}
 	pthread_mutex_lock(&v->lock);
 	free(v->id);
-	v->id = strdup(resp->volume->volume_id);
-	v->capacity = resp->volume->capacity_bytes;
-	kv_to_strv(&v->vctx, resp->volume->n_volume_context, (void **)resp->volume->volume_context);
-	if (v->id)
-		staging_from_id_locked(v);
+	v->id = TAKE_PTR(sv.id);
+	v->capacity = sv.capacity;
+	storage_strv_free(v->vctx);
+	v->vctx = TAKE_PTR(sv.vctx);
+	staging_from_id_locked(v);
 	pthread_mutex_unlock(&v->lock);
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
-	return v->id ? 0 : nerr_set(err, ENOMEM, "out of memory");
+	return 0;
 }
 
 static int do_validate(struct vctx *x, struct nerr *err)
 {
-	struct volume *v = x->v;
-	Csi__V1__ValidateVolumeCapabilitiesRequest req = CSI__V1__VALIDATE_VOLUME_CAPABILITIES_REQUEST__INIT;
-	Csi__V1__VolumeCapability cap, *caps[1] = { &cap };
-	Csi__V1__VolumeCapability__MountVolume mnt;
-	Csi__V1__VolumeCapability__AccessMode am;
-	struct csi_kv_array params = { 0 };
-	Csi__V1__ValidateVolumeCapabilitiesResponse *resp;
-	int r;
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r = x->ops->validate(x->h, &rq, &res, err);
 
-	cap_of(v, &cap, &mnt, &am);
-	req.volume_id = v->id;
-	req.n_volume_capabilities = 1;
-	req.volume_capabilities = caps;
-	if (csi_kv_array_from_strv(&params, v->params) < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	req.n_parameters = params.n;
-	req.parameters = (Csi__V1__ValidateVolumeCapabilitiesRequest__ParametersEntry **)params.v;
-	r = call(x, CSI_RPC_VALIDATE_VOLUME_CAPABILITIES, &req.base, (ProtobufCMessage **)&resp, err);
-	csi_kv_array_free(&params);
-	if (r < 0)
-		return r;
-	if (!resp->confirmed) {
-		r = nerr_set(err, EINVAL, "the plugin does not confirm volume %s for these capabilities%s%s",
-			     v->id, resp->message && resp->message[0] ? ": " : "",
-			     resp->message ? resp->message : "");
-	}
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	note_result(x, &res);
 	return r;
 }
 
@@ -525,35 +370,30 @@ static int do_validate(struct vctx *x, struct nerr *err)
 static void import_listed(struct vctx *x)
 {
 	struct volume *v = x->v;
-	Csi__V1__ListVolumesRequest req = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
 	char *token = NULL;
 	bool found = false;
 
 	if (!HAS_CTL(x, LIST_VOLUMES))
 		return;
 	for (int pages = 0; pages < 1000 && !found; pages++) {
-		Csi__V1__ListVolumesResponse *lr;
-		ProtobufCMessage *resp;
-		struct csi_result res;
+		struct storage_page pg = { 0 };
 		struct nerr e = { 0 };
 
-		req.starting_token = token ? token : (char *)"";
-		if (csi_call(plugin_csi(x->p), CSI_RPC_LIST_VOLUMES, &req.base, &resp, &res, &e) < 0)
+		if (x->ops->list(x->h, token, &pg, NULL, &e) < 0)
 			break;
-		lr = (Csi__V1__ListVolumesResponse *)resp;
-		for (size_t i = 0; i < lr->n_entries && !found; i++) {
-			Csi__V1__Volume *lv = lr->entries[i]->volume;
-			if (!lv || !lv->volume_id || strcmp(lv->volume_id, v->id) != 0)
+		for (size_t i = 0; i < pg.n && !found; i++) {
+			if (strcmp(pg.v[i].id, v->id) != 0)
 				continue;
 			found = true;
 			pthread_mutex_lock(&v->lock);
-			v->capacity = lv->capacity_bytes;
-			kv_to_strv(&v->vctx, lv->n_volume_context, (void **)lv->volume_context);
+			v->capacity = pg.v[i].capacity;
+			storage_strv_free(v->vctx);
+			v->vctx = TAKE_PTR(pg.v[i].vctx);
 			pthread_mutex_unlock(&v->lock);
 		}
 		free(token);
-		token = lr->next_token && lr->next_token[0] ? strdup(lr->next_token) : NULL;
-		protobuf_c_message_free_unpacked(resp, NULL);
+		token = TAKE_PTR(pg.next_token);
+		storage_page_clear(&pg);
 		if (!token)
 			break;
 	}
@@ -563,49 +403,41 @@ static void import_listed(struct vctx *x)
 static int do_controller_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	Csi__V1__ControllerPublishVolumeRequest req = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
-	Csi__V1__VolumeCapability cap;
-	Csi__V1__VolumeCapability__MountVolume mnt;
-	Csi__V1__VolumeCapability__AccessMode am;
-	struct csi_kv_array vc = { 0 };
-	Csi__V1__ControllerPublishVolumeResponse *resp;
+	struct storage_req rq;
+	struct storage_result res = { 0 };
+	char **pctx = NULL;
 	int r;
 
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
 	if (r < 0)
 		return r;
-	cap_of(v, &cap, &mnt, &am);
-	req.volume_id = v->id;
-	req.node_id = x->node_id;
-	req.volume_capability = &cap;
-	req.readonly = v->ro;
-	if (csi_kv_array_from_strv(&vc, v->vctx) < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	req.n_volume_context = vc.n;
-	req.volume_context = (Csi__V1__ControllerPublishVolumeRequest__VolumeContextEntry **)vc.v;
-	r = call(x, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
-	csi_kv_array_free(&vc);
+	rq = req_of(v);
+	rq.node_id = x->node_id;
+	r = x->ops->controller_publish(x->h, &rq, &pctx, &res, err);
+	note_result(x, &res);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&v->lock);
-	kv_to_strv(&v->pctx, resp->n_publish_context, (void **)resp->publish_context);
+	storage_strv_free(v->pctx);
+	v->pctx = pctx;
 	v->ctl_published = true;
 	pthread_mutex_unlock(&v->lock);
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return 0;
 }
 
 static int do_controller_unpublish(struct vctx *x, struct nerr *err)
 {
-	Csi__V1__ControllerUnpublishVolumeRequest req = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
+	struct storage_req rq;
+	struct storage_result res = { 0 };
 	int r;
 
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
 	if (r < 0)
 		return r;
-	req.volume_id = x->v->id;
-	req.node_id = x->node_id;
-	r = call(x, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &req.base, NULL, err);
+	rq = req_of(x->v);
+	rq.node_id = x->node_id;
+	r = x->ops->controller_unpublish(x->h, &rq, &res, err);
+	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
 		x->v->ctl_published = false;
@@ -643,11 +475,8 @@ static int mkdir_p(const char *path, mode_t mode)
 static int do_stage(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	Csi__V1__NodeStageVolumeRequest req = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
-	Csi__V1__VolumeCapability cap;
-	Csi__V1__VolumeCapability__MountVolume mnt;
-	Csi__V1__VolumeCapability__AccessMode am;
-	struct csi_kv_array pc = { 0 }, vc = { 0 };
+	struct storage_req rq;
+	struct storage_result res = { 0 };
 	int r;
 
 	if (!v->staging[0])
@@ -655,22 +484,10 @@ static int do_stage(struct vctx *x, struct nerr *err)
 	r = mkdir_p(v->staging, 0750);
 	if (r < 0)
 		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
-	cap_of(v, &cap, &mnt, &am);
-	req.volume_id = v->id;
-	req.staging_target_path = v->staging;
-	req.volume_capability = &cap;
-	if (csi_kv_array_from_strv(&pc, v->pctx) < 0 || csi_kv_array_from_strv(&vc, v->vctx) < 0) {
-		csi_kv_array_free(&pc);
-		csi_kv_array_free(&vc);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	req.n_publish_context = pc.n;
-	req.publish_context = (Csi__V1__NodeStageVolumeRequest__PublishContextEntry **)pc.v;
-	req.n_volume_context = vc.n;
-	req.volume_context = (Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **)vc.v;
-	r = call(x, CSI_RPC_NODE_STAGE_VOLUME, &req.base, NULL, err);
-	csi_kv_array_free(&pc);
-	csi_kv_array_free(&vc);
+	rq = req_of(v);
+	rq.staging = v->staging;
+	r = x->ops->stage(x->h, &rq, &res, err);
+	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&v->lock);
 		v->staged = true;
@@ -681,12 +498,13 @@ static int do_stage(struct vctx *x, struct nerr *err)
 
 static int do_unstage(struct vctx *x, struct nerr *err)
 {
-	Csi__V1__NodeUnstageVolumeRequest req = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
 	int r;
 
-	req.volume_id = x->v->id;
-	req.staging_target_path = x->v->staging;
-	r = call(x, CSI_RPC_NODE_UNSTAGE_VOLUME, &req.base, NULL, err);
+	rq.staging = x->v->staging;
+	r = x->ops->unstage(x->h, &rq, &res, err);
+	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
 		x->v->staged = false;
@@ -699,11 +517,8 @@ static int do_unstage(struct vctx *x, struct nerr *err)
 static int do_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	Csi__V1__NodePublishVolumeRequest req = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
-	Csi__V1__VolumeCapability cap;
-	Csi__V1__VolumeCapability__MountVolume mnt;
-	Csi__V1__VolumeCapability__AccessMode am;
-	struct csi_kv_array pc = { 0 }, vc = { 0 };
+	struct storage_req rq;
+	struct storage_result res = { 0 };
 	char parent[PATH_MAX], *slash;
 	int r;
 
@@ -716,42 +531,30 @@ static int do_publish(struct vctx *x, struct nerr *err)
 		if (r < 0)
 			return nerr_set(err, -r, "cannot make %s: %s", parent, strerror(-r));
 	}
-	cap_of(v, &cap, &mnt, &am);
-	req.volume_id = v->id;
-	req.staging_target_path = v->staged ? v->staging : (char *)"";
-	req.target_path = v->target;
-	req.volume_capability = &cap;
-	req.readonly = v->ro;
-	if (csi_kv_array_from_strv(&pc, v->pctx) < 0 || csi_kv_array_from_strv(&vc, v->vctx) < 0) {
-		csi_kv_array_free(&pc);
-		csi_kv_array_free(&vc);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	req.n_publish_context = pc.n;
-	req.publish_context = (Csi__V1__NodePublishVolumeRequest__PublishContextEntry **)pc.v;
-	req.n_volume_context = vc.n;
-	req.volume_context = (Csi__V1__NodePublishVolumeRequest__VolumeContextEntry **)vc.v;
-	r = call(x, CSI_RPC_NODE_PUBLISH_VOLUME, &req.base, NULL, err);
-	csi_kv_array_free(&pc);
-	csi_kv_array_free(&vc);
+	rq = req_of(v);
+	r = x->ops->publish(x->h, &rq, &res, err);
+	note_result(x, &res);
 	return r;
 }
 
 static int do_unpublish(struct vctx *x, struct nerr *err)
 {
-	Csi__V1__NodeUnpublishVolumeRequest req = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r = x->ops->unpublish(x->h, &rq, &res, err);
 
-	req.volume_id = x->v->id;
-	req.target_path = x->v->target;
-	return call(x, CSI_RPC_NODE_UNPUBLISH_VOLUME, &req.base, NULL, err);
+	note_result(x, &res);
+	return r;
 }
 
 static int do_delete(struct vctx *x, struct nerr *err)
 {
-	Csi__V1__DeleteVolumeRequest req = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r = x->ops->delete(x->h, &rq, &res, err);
 
-	req.volume_id = x->v->id;
-	return call(x, CSI_RPC_DELETE_VOLUME, &req.base, NULL, err);
+	note_result(x, &res);
+	return r;
 }
 
 /*
@@ -780,10 +583,10 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 		return r;
 	}
 	x->dirty = false;
-	v->last_code = 0;
+	v->last_uncertain = false;
 	r = fn(x, err);
 	if (r < 0) {
-		if (!uncertain(v->last_code)) {
+		if (!v->last_uncertain) {
 			set_state(v, back);
 			checkpoint(v, &cerr);
 		} else {
@@ -998,48 +801,35 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 		return nerr_set(err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
 				v->plugin);
 	if (ctl && !finish_node) {
-		Csi__V1__ControllerExpandVolumeRequest req = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
-		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
-		Csi__V1__VolumeCapability vcap;
-		Csi__V1__VolumeCapability__MountVolume mnt;
-		Csi__V1__VolumeCapability__AccessMode am;
-		Csi__V1__ControllerExpandVolumeResponse *resp;
+		struct storage_req rq = req_of(v);
+		struct storage_result res = { 0 };
+		int64_t newcap = 0;
+		bool needed = false;
 
-		cap_of(v, &vcap, &mnt, &am);
-		range.required_bytes = (int64_t)size;
-		req.volume_id = v->id;
-		req.capacity_range = &range;
-		req.volume_capability = &vcap;
-		r = call(x, CSI_RPC_CONTROLLER_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+		rq.bytes = (int64_t)size;
+		r = x->ops->controller_expand(x->h, &rq, &newcap, &needed, &res, err);
+		note_result(x, &res);
 		if (r < 0)
 			return r;
-		node_needed = node && resp->node_expansion_required;
+		node_needed = node && needed;
 		pthread_mutex_lock(&v->lock);
-		v->capacity = resp->capacity_bytes ? resp->capacity_bytes : (int64_t)size;
+		v->capacity = newcap ? newcap : (int64_t)size;
 		v->node_expand_to = node_needed && on_node ? (int64_t)size : 0;
 		pthread_mutex_unlock(&v->lock);
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
 		bnode_changed(v->node);
 		r = checkpoint(v, err);
 		if (r < 0)
 			return r;
 	}
 	if (node_needed && on_node) {
-		Csi__V1__NodeExpandVolumeRequest req = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
-		Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
-		Csi__V1__VolumeCapability vcap;
-		Csi__V1__VolumeCapability__MountVolume mnt;
-		Csi__V1__VolumeCapability__AccessMode am;
-		Csi__V1__NodeExpandVolumeResponse *resp;
+		struct storage_req rq = req_of(v);
+		struct storage_result res = { 0 };
+		int64_t newcap = 0;
 
-		cap_of(v, &vcap, &mnt, &am);
-		range.required_bytes = (int64_t)size;
-		req.volume_id = v->id;
-		req.volume_path = v->target && v->state == V_PUBLISHED ? v->target : v->staging;
-		req.staging_target_path = v->staged ? v->staging : (char *)"";
-		req.capacity_range = &range;
-		req.volume_capability = &vcap;
-		r = call(x, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, (ProtobufCMessage **)&resp, err);
+		rq.bytes = (int64_t)size;
+		rq.path = v->target && v->state == V_PUBLISHED ? v->target : v->staging;
+		r = x->ops->node_expand(x->h, &rq, &newcap, &res, err);
+		note_result(x, &res);
 		if (r < 0) {
 			if (ctl)
 				nerr_prefix(err, "the controller expanded it; `expand %llu` finishes on the node",
@@ -1047,13 +837,12 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 			return r;
 		}
 		pthread_mutex_lock(&v->lock);
-		if (resp->capacity_bytes)
-			v->capacity = resp->capacity_bytes;
+		if (newcap)
+			v->capacity = newcap;
 		else if (!ctl)
 			v->capacity = (int64_t)size;
 		v->node_expand_to = 0;
 		pthread_mutex_unlock(&v->lock);
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	} else if (finish_node) {
 		pthread_mutex_lock(&v->lock);
 		v->node_expand_to = 0;
@@ -1077,6 +866,8 @@ static int run_action(struct action *a, struct nerr *err)
 	x.p = plugin_get(v->b, v->plugin, &x.pnode);
 	if (!x.p)
 		return nerr_set(err, ENOENT, "plugin %s of volume %s is gone", v->plugin, v->name);
+	x.ops = plugin_ops(x.p);
+	x.h = plugin_handle(x.p);
 	r = plugin_caps(x.p, &x.caps, err);
 	if (r < 0) {
 		nerr_prefix(err, "plugin %s", v->plugin);
@@ -1093,7 +884,7 @@ static int run_action(struct action *a, struct nerr *err)
 			break;
 		}
 		r = step(&x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
-		if (r < 0 && !uncertain(v->last_code))
+		if (r < 0 && !v->last_uncertain)
 			volume_forget(v, a->op ? a->op->id : NULL);	/* it never existed: nothing changed */
 		break;
 	case VA_IMPORT:
@@ -1284,12 +1075,11 @@ static int show_capacity(struct bnode *n, struct sbuf *out)
 static int volume_stats(struct volume *v, long long used[3], long long ino[3], bool *ret_unsupported,
 			struct nerr *err)
 {
-	Csi__V1__NodeGetVolumeStatsRequest req = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
-	Csi__V1__NodeGetVolumeStatsResponse *resp;
-	struct csi_result res;
+	struct storage_req rq = { 0 };
+	struct storage_stats st;
 	struct bnode *pn = NULL;
 	struct plugin *p;
-	struct csi_caps caps;
+	struct storage_caps caps;
 	char path[PATH_MAX] = "", id[1024] = "", staging[PATH_MAX];
 	int r;
 
@@ -1310,30 +1100,22 @@ static int volume_stats(struct volume *v, long long used[3], long long ino[3], b
 	p = plugin_get(v->b, v->plugin, &pn);
 	if (!p)
 		return 0;
-	if (!plugin_caps_cached(p, &caps) ||
-	    !CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS)) {
+	if (!plugin_caps_cached(p, &caps) || !STORAGE_CAP(caps.node, STORAGE_NODE_GET_VOLUME_STATS)) {
 		bnode_unref(pn);
 		*ret_unsupported = true;
 		return 0;
 	}
-	req.volume_id = id;
-	req.volume_path = path;
-	req.staging_target_path = staging;
-	r = csi_call_ex(plugin_csi(p), CSI_RPC_NODE_GET_VOLUME_STATS, &req.base, 5000, 1,
-			(ProtobufCMessage **)&resp, &res, err);
+	rq.id = id;
+	rq.path = path;
+	rq.staging = staging;
+	r = plugin_ops(p)->stats(plugin_handle(p), &rq, 5000, &st, NULL, err);
 	bnode_unref(pn);
 	if (r < 0)
 		return r;
-	for (int k = 0; k < 3; k++)
-		used[k] = ino[k] = -1;
-	for (size_t i = 0; i < resp->n_usage; i++) {
-		Csi__V1__VolumeUsage *u = resp->usage[i];
-		long long *d = u->unit == CSI__V1__VOLUME_USAGE__UNIT__INODES ? ino : used;
-		d[0] = u->used;
-		d[1] = u->available;
-		d[2] = u->total;
+	for (int k = 0; k < 3; k++) {
+		used[k] = st.bytes[k];
+		ino[k] = st.inodes[k];
 	}
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	pthread_mutex_lock(&v->lock);
 	v->have_stats = used[0] >= 0;
 	v->stats_used = used[0];
@@ -1550,7 +1332,7 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 {
 	struct volume *v = vof(n);
 	struct vact t = { 0 };
-	struct csi_caps caps;
+	struct storage_caps caps;
 	struct bnode *pn = NULL;
 	struct plugin *p;
 	char line[512];
@@ -1574,8 +1356,8 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 	p = plugin_get(v->b, v->plugin, &pn);
 	known = p && plugin_caps_cached(p, &caps);
 	bnode_unref(pn);
-	if (known && !CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME) &&
-	    !CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME))
+	if (known && !STORAGE_CAP(caps.controller, STORAGE_CTL_EXPAND_VOLUME) &&
+	    !STORAGE_CAP(caps.node, STORAGE_NODE_EXPAND_VOLUME))
 		return nerr_set(&rq->err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
 				v->plugin);
 	return submit(vof(n), VA_EXPAND, cmdline_of(cmd, line, sizeof(line)), rq, &t);

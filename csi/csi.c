@@ -16,6 +16,7 @@
 
 #include "csi.h"
 #include "h2conn.h"
+#include "hist.h"
 #include "loop.h"
 #include "macro.h"
 
@@ -77,7 +78,8 @@ struct csi_plugin {
 	struct csi_health_info health;
 	csi_health_fn on_health;	/* told of every change of health.health */
 	void *on_health_ud;
-	struct csi_metrics m;
+	struct csi_metrics m;		/* but for the latency: */
+	struct hist latency[_CSI_RPC_MAX];	/* lock-free, common/hist */
 	uint64_t rng;
 
 	/* Loop thread only; conn is also read under lock by direct callers
@@ -243,7 +245,6 @@ static void metrics_unstart(struct csi_plugin *p, enum csi_rpc rpc)
 static void metrics_done(struct csi_plugin *p, enum csi_rpc rpc, int code, uint64_t us)
 {
 	struct csi_rpc_metrics *m = &p->m.rpc[rpc];
-	double s = (double)us / 1e6;
 
 	pthread_mutex_lock(&p->lock);
 	m->pending--;
@@ -256,12 +257,8 @@ static void metrics_done(struct csi_plugin *p, enum csi_rpc rpc, int code, uint6
 	if (code == GRPC_CANCELLED)
 		m->cancelled++;
 	m->count++;
-	m->latency_sum += s;
-	int k = 0;
-	while (k < CSI_LATENCY_BUCKETS && s > csi_latency_buckets[k])
-		k++;
-	m->hist[k]++;
 	pthread_mutex_unlock(&p->lock);
+	hist_observe(&p->latency[rpc], csi_latency_buckets, CSI_LATENCY_BUCKETS, us * 1000);
 }
 
 /* ---- running things on the loop thread ---- */
@@ -533,6 +530,22 @@ void csi_plugin_metrics(struct csi_plugin *p, struct csi_metrics *ret)
 	pthread_mutex_lock(&p->lock);
 	*ret = p->m;
 	pthread_mutex_unlock(&p->lock);
+	/* the latency from its histogram, read while others add to it */
+	for (int rpc = 0; rpc < _CSI_RPC_MAX; rpc++) {
+		const struct hist *h = &p->latency[rpc];
+		struct csi_rpc_metrics *m = &ret->rpc[rpc];
+		uint64_t in = 0, count = atomic_load(&h->count);
+
+		for (int k = 0; k < CSI_LATENCY_BUCKETS; k++)
+			in += m->hist[k] = atomic_load(&h->bucket[k]);
+		m->hist[CSI_LATENCY_BUCKETS] = count > in ? count - in : 0;
+		m->latency_sum = (double)atomic_load(&h->sum_ns) / 1e9;
+	}
+}
+
+const struct hist *csi_plugin_latency(struct csi_plugin *p, enum csi_rpc rpc)
+{
+	return &p->latency[(unsigned)rpc < _CSI_RPC_MAX ? rpc : 0];
 }
 
 /* ---- one blocking attempt ---- */

@@ -12,7 +12,9 @@
  *
  * Requests and responses are the protobuf-c types generated from csi.proto
  * (csi.pb-c.h: Csi__V1__CreateVolumeRequest, CSI__V1__CREATE_VOLUME_REQUEST__INIT,
- * ...). This layer knows nothing of volumes, files or the tree.
+ * ...). This layer knows nothing of volumes, files or the tree. The backend
+ * never includes this header: it calls plugins through struct storage_ops
+ * (backend/storage.h), which csi-storage.c implements on top of it.
  *
  * Threads: csi_call() and the typed wrappers block and must run on a thread
  * other than the loop thread (-EDEADLK otherwise); the loop must be running
@@ -229,7 +231,13 @@ struct csi_metrics {
 	uint64_t disconnects;		/* connection losses */
 };
 
-/* Copy a consistent snapshot of the plugin's metrics. Any thread. */
+/* Copy a snapshot of the plugin's metrics (the counts consistent; the
+ * latency histogram read while others may add to it). Any thread. */
 void csi_plugin_metrics(struct csi_plugin *p, struct csi_metrics *ret);
+
+/* The latency histogram of one RPC (common/hist, the buckets above), for
+ * hist_render. Lives as long as the plugin. Any thread. */
+struct hist;
+const struct hist *csi_plugin_latency(struct csi_plugin *p, enum csi_rpc rpc);
 
 #endif
