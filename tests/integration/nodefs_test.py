@@ -22,14 +22,26 @@ Use:
                 self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
 
     if __name__ == "__main__":
-        nt.main()          # exits 77 when root, FUSE or the binary is missing
+        nt.main("mount")   # exits 77 when root, FUSE or the binary is missing
+
+What a test needs from the machine is checked by one function, requires():
+  nt.main("mount", "docker", "prog:jq")   the whole file needs these
+  nt.requires("hooks")                    first thing in setUp or a case
+Needs: "mount" (= "bin", "root", "fuse"), "hooks" (-Dtest_hooks=true),
+"docker" (the run's dockerd answers), "lxc", "csi-plugin" (the test CSI
+plugin can run), "prog:NAME[:DEBIAN_PACKAGE]"; why_not(*needs) gives the
+reason without skipping. A skip exits 77 (meson SKIP): before the cases at
+once, from inside a case (unittest.SkipTest, self.skipTest, nt.skip) once
+the cases ran, so a skipped case never passes silently and CI=true fails on
+it. Never return early from a case for want of something: call requires().
 
 Nodefs(config, args=(), env=None, start_timeout, stop_timeout, state_dir):
   .mnt .state_dir .config_path .tmp .proc .returncode; .path(*parts),
   .read(*parts), .status() -> dict, .write_ctl(rel, line, flags) -> (ok,
   errno), .error(dir), .listdir(*parts), .sh(script) (bash, cwd = mount),
   .log(), .stop(sig) -> [problems], .restart(), .kill9().
-Module: skip(reason), require_root/fuse/bin/all(), read_file(path),
+Module: requires(*needs), why_not(*needs), skip(reason),
+  require_root/fuse/bin/all() (= requires("root") ...), read_file(path),
   write_line(path, line, flags) -> (ok, errno), errname(e), parse_kv(text),
   run_as(argv, uid, gid, groups) (setpriv; nobody by default),
   syscall_as(op, path, data, uid, gid, groups) -> (ok, errno, data),
@@ -70,34 +82,186 @@ TOP_LEVEL = ("status", "events", "metrics", "plugins", "profiles",
              "runtimes", "volumes", "operations", "containers")
 
 
+# -- requirements ------------------------------------------------------
+# One table of what a test may need from the machine. Each check returns
+# None when the need is met, else the reason; a reason naming a Debian
+# package says "(Debian package NAME)", which scripts/test.sh matches
+# against the packages scripts/deps.sh could not install.
+
+_running = False        # True while main() runs the unittest cases
+
+
 def skip(reason):
-    """Exit 77 (meson SKIP) with the reason on stdout."""
+    """Skip with reason. Before main() runs the cases (module level, main's
+    requires): exit 77 (meson SKIP) now. Inside a case (setUp, setUpClass,
+    a test body): raise unittest.SkipTest, and main() exits 77 once the
+    cases ran, unless one failed (then 1). Either way meson sees SKIP, never
+    a silent pass."""
+    if _running:
+        raise unittest.SkipTest(reason)
     print("SKIP: %s" % reason, flush=True)
     sys.exit(SKIP)
 
 
+def _why_bin():
+    if not NODEFS_BIN or not os.access(NODEFS_BIN, os.X_OK):
+        return "NODEFS_BIN not set or not executable: %r" % NODEFS_BIN
+    return None
+
+
+def _why_root():
+    return None if os.geteuid() == 0 else "needs root (mounts with allow_other)"
+
+
+def _why_fuse():
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if shutil.which("fusermount3") is None:
+        return "no fusermount3 (Debian package fuse3)"
+    return None
+
+
+_memo = {}
+
+
+def _memoized(fn):
+    def wrapped():
+        if fn not in _memo:
+            _memo[fn] = fn()
+        return _memo[fn]
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+@_memoized
+def _why_hooks():
+    """a test build (-Dtest_hooks=true): `nodefs --version` says so"""
+    why = _why_bin()
+    if why:
+        return why
+    out = subprocess.run([NODEFS_BIN, "--version"], capture_output=True,
+                         text=True).stdout
+    if "test hooks" not in out:
+        return "nodefs built without -Dtest_hooks=true"
+    return None
+
+
+@_memoized
+def _why_docker():
+    """the run's dockerd (tests/fixtures/dockerd.sh), answering"""
+    if not os.environ.get("NODEFS_TEST_DOCKER_HOST"):
+        return ("NODEFS_TEST_DOCKER_HOST unset: tests/fixtures/dockerd.sh "
+                "starts a dockerd for the run (scripts/test.sh)")
+    if shutil.which("docker") is None:
+        return "docker CLI missing (Debian package docker.io)"
+    env = dict(os.environ, DOCKER_HOST=os.environ["NODEFS_TEST_DOCKER_HOST"])
+    try:
+        p = subprocess.run(["docker", "version", "--format",
+                            "{{.Server.APIVersion}}"], env=env,
+                           capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "dockerd at NODEFS_TEST_DOCKER_HOST did not answer in 20 s"
+    if p.returncode != 0:
+        return ("dockerd at NODEFS_TEST_DOCKER_HOST not answering: %s"
+                % p.stderr.strip()[:200])
+    return None
+
+
+def _why_lxc():
+    """the lxc tools, the busybox template and busybox"""
+    for prog in ("lxc-ls", "lxc-create", "lxc-stop", "lxc-destroy"):
+        if shutil.which(prog) is None:
+            return "%s missing (Debian package lxc)" % prog
+    if not os.path.exists("/usr/share/lxc/templates/lxc-busybox"):
+        return ("no busybox template /usr/share/lxc/templates/lxc-busybox "
+                "(Debian package lxc-templates)")
+    if shutil.which("busybox") is None:
+        return "no busybox binary (Debian package busybox-static)"
+    return None
+
+
+@_memoized
+def _why_csi_plugin():
+    """what the CSI test plugin (tests/fixtures/csi/plugin.py) runs on"""
+    for mod, pkg in (("grpc", "python3-grpcio"),
+                     ("google.protobuf", "python3-protobuf")):
+        p = subprocess.run(["/usr/bin/python3", "-c", "import " + mod],
+                           capture_output=True)
+        if p.returncode != 0:
+            return "python3 module %s missing (Debian package %s)" % (mod, pkg)
+    for prog, pkg in (("protoc", "protobuf-compiler"),
+                      ("/usr/bin/grpc_python_plugin",
+                       "protobuf-compiler-grpc")):
+        if shutil.which(prog) is None:
+            return "%s missing (Debian package %s)" % (prog, pkg)
+    plugin = os.path.join(NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
+    if not os.path.exists(plugin):
+        return "no %s" % plugin
+    return None
+
+
+CHECKS = {
+    "bin": _why_bin,            # NODEFS_BIN is an executable
+    "root": _why_root,
+    "fuse": _why_fuse,          # /dev/fuse and fusermount3
+    "hooks": _why_hooks,        # a -Dtest_hooks=true build
+    "docker": _why_docker,      # the run's dockerd answers
+    "lxc": _why_lxc,            # lxc tools, busybox template, busybox
+    "csi-plugin": _why_csi_plugin,  # grpcio, protobuf, protoc, plugin.py
+}
+# "mount" (what every mounting test needs) stands for these:
+MOUNT = ("bin", "root", "fuse")
+
+
+def why_not(*needs):
+    """None when every need is met, else the reason for the first that is
+    not. A need is a name of CHECKS, "mount" (bin, root, fuse), or
+    "prog:NAME" / "prog:NAME:PACKAGE" (a program on PATH; PACKAGE, the
+    Debian package that has it, defaults to NAME)."""
+    for need in needs:
+        if need == "mount":
+            why = why_not(*MOUNT)
+        elif need.startswith("prog:"):
+            _, _, rest = need.partition(":")
+            prog, _, pkg = rest.partition(":")
+            why = None
+            if shutil.which(prog) is None:
+                why = "%s missing (Debian package %s)" % (prog, pkg or prog)
+        elif need in CHECKS:
+            why = CHECKS[need]()
+        else:
+            raise ValueError("requires(): unknown need %r" % need)
+        if why:
+            return why
+    return None
+
+
+def requires(*needs):
+    """Skip (see skip()) unless every need is met; needs as in why_not().
+    The one way a test checks its environment: for a whole file, name the
+    needs in main (`nt.main("mount", "docker")`) or call requires() at the
+    top of the file; for one case, call it first thing in setUp,
+    setUpClass or the test (`nt.requires("hooks")`)."""
+    why = why_not(*needs)
+    if why:
+        skip(why)
+
+
 def require_root():
-    if os.geteuid() != 0:
-        skip("needs root (mounts with allow_other)")
+    requires("root")
 
 
 def require_fuse():
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
-    if shutil.which("fusermount3") is None:
-        skip("no fusermount3 (package fuse3)")
+    requires("fuse")
 
 
 def require_bin():
-    if not NODEFS_BIN or not os.access(NODEFS_BIN, os.X_OK):
-        skip("NODEFS_BIN not set or not executable: %r" % NODEFS_BIN)
+    requires("bin")
 
 
 def require_all():
     """The common preamble of a mounting test: binary, root, FUSE."""
-    require_bin()
-    require_root()
-    require_fuse()
+    requires("mount")
 
 
 def offline_config(tmp_hint="/nonexistent/nodefs-test"):
@@ -523,10 +687,37 @@ class Nodefs:
                               timeout=timeout, check=check)
 
 
-def main(requires=require_all):
-    """Check requirements (exit 77 when something is missing: a skip must
-    happen here, since unittest counts a SystemExit inside a test as an
-    error), then unittest.main, which exits 0 on success and 1 on failure."""
+_DEFAULT = object()
+
+
+def main(*needs, requires=_DEFAULT):
+    """Check requirements, run the cases, exit with meson's meaning:
+    0 all passed, 1 a case failed or errored (or none ran), 77 (SKIP) no
+    failure but a case was skipped (a skipped case never passes silently;
+    with CI=true scripts/test.sh fails on it).
+    needs: names for requires() checked first ("mount" when neither needs
+    nor requires is given). requires: a callable run before the cases
+    (kept for older callers); None checks nothing."""
+    global _running
+    if requires is _DEFAULT:
+        requires = None if needs else require_all
+    if needs:
+        globals()["requires"](*needs)
     if requires is not None:
         requires()
-    unittest.main(verbosity=2)
+    _running = True
+    prog = unittest.main(verbosity=2, exit=False)
+    _running = False
+    r = prog.result
+    if not r.wasSuccessful():
+        sys.exit(1)
+    if r.testsRun == 0:
+        print("FAIL: no test case ran", flush=True)
+        sys.exit(1)
+    if r.skipped:
+        for case, reason in r.skipped:
+            print("SKIP: %s: %s" % (case.id(), reason), flush=True)
+        print("SKIP: %d of %d cases skipped" % (len(r.skipped), r.testsRun),
+              flush=True)
+        sys.exit(SKIP)
+    sys.exit(0)

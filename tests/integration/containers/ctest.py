@@ -61,41 +61,21 @@ signal.signal(signal.SIGTERM, _terminated)
 
 # ---- requirements ------------------------------------------------------
 
+# (nt.requires() is the one check; these stay for older callers)
+
 def have_docker():
-    if not HOST or shutil.which("docker") is None:
-        return False
-    return docker("version", "--format", "{{.Server.APIVersion}}",
-                  timeout=20).returncode == 0
+    return nt.why_not("docker") is None
 
 
 def lxc_why_not():
     """None when liblxc can be driven here, else the reason."""
-    for prog in ("lxc-ls", "lxc-create", "lxc-stop", "lxc-destroy"):
-        if shutil.which(prog) is None:
-            return "%s missing (package lxc)" % prog
-    if not os.path.exists("/usr/share/lxc/templates/lxc-busybox"):
-        return "no busybox template (/usr/share/lxc/templates/lxc-busybox)"
-    if shutil.which("busybox") is None:
-        return "no busybox binary (package busybox-static)"
-    return None
+    return nt.why_not("lxc")
 
 
 def require(docker_needed=False, lxc_needed=False, csi_needed=False):
-    nt.require_all()
-    if docker_needed and not have_docker():
-        nt.skip("NODEFS_TEST_DOCKER_HOST unset or dockerd not answering: "
-                "start tests/fixtures/dockerd.sh")
-    if lxc_needed:
-        why = lxc_why_not()
-        if why:
-            nt.skip(why)
-    if csi_needed:
-        p = subprocess.run(["/usr/bin/python3", "-c", "import grpc, google.protobuf"],
-                           capture_output=True)
-        if p.returncode != 0:
-            nt.skip("python3-grpcio or python3-protobuf missing")
-        if shutil.which("protoc") is None or not os.path.exists(PLUGIN_PY):
-            nt.skip("protoc or the CSI test plugin missing")
+    nt.requires("mount", *(["docker"] if docker_needed else [])
+                + (["lxc"] if lxc_needed else [])
+                + (["csi-plugin"] if csi_needed else []))
 
 
 # ---- engines seen from outside ---------------------------------------
@@ -371,6 +351,6 @@ def _shq(s):
 
 
 def main(**req):
-    require(**req)
-    import unittest
-    unittest.main(verbosity=2)
+    """nt.main() after require(**req) (docker_needed, lxc_needed,
+    csi_needed): a file's whole needs; a case's own go in nt.requires()."""
+    nt.main(requires=lambda: require(**req))

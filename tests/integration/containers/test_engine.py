@@ -55,8 +55,9 @@ def dockerd_pid(d):
 
 class Engine(unittest.TestCase):
     def test_dockerd_goes_away_and_comes_back(self):
-        if not ctest.have_docker() or not os.access(DOCKERD_FIXTURE, os.X_OK):
-            self.skipTest("no dockerd here")
+        nt.requires("docker")
+        if not os.access(DOCKERD_FIXTURE, os.X_OK):
+            self.fail("%s is not executable" % DOCKERD_FIXTURE)
         d = "/tmp/nfc-dk.%d" % os.getpid()
         host = "unix://%s/docker.sock" % d
         try:

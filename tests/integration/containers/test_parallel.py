@@ -10,6 +10,7 @@ engine. Wall times are printed (the commands, not a benchmark).
 import unittest
 
 import ctest
+import nodefs_test as nt
 from ctest import IMAGE, lxc
 
 
@@ -34,8 +35,7 @@ class Parallel(unittest.TestCase):
             env.wait_gone(n, 20)
 
     def test_twenty_docker_in_parallel(self):
-        if not ctest.have_docker():
-            self.skipTest("no dockerd (NODEFS_TEST_DOCKER_HOST)")
+        nt.requires("docker")
         with ctest.Env() as env:
             names = [env.name("d%02d" % i) for i in range(20)]
             lines = ["run %s runtime=docker image=%s cmd='sleep 1000' memory=32M" % (n, IMAGE)
@@ -53,9 +53,7 @@ class Parallel(unittest.TestCase):
             self.assertEqual(ctest.docker_names(env.tag), [])
 
     def test_ten_lxc_in_parallel(self):
-        why = ctest.lxc_why_not()
-        if why:
-            self.skipTest(why)
+        nt.requires("lxc")
         with ctest.Env() as env:
             names = [env.name("l%02d" % i) for i in range(10)]
             lines = ["run %s runtime=lxc template=busybox cmd='sleep 1000' memory=32M" % n

@@ -102,8 +102,7 @@ def is_drift(name, new=None):
 
 class DockerReconcileTest(unittest.TestCase):
     def setUp(self):
-        if not ctest.have_docker():
-            self.skipTest("NODEFS_TEST_DOCKER_HOST unset or dockerd not answering")
+        nt.requires("docker")
 
     def test_removed_behind_its_back(self):
         with REnv() as env:
@@ -176,9 +175,7 @@ class DockerReconcileTest(unittest.TestCase):
 
 class LxcReconcileTest(unittest.TestCase):
     def setUp(self):
-        why = ctest.lxc_why_not()
-        if why:
-            self.skipTest(why)
+        nt.requires("lxc")
 
     def test_destroyed_with_lxc_destroy(self):
         with REnv() as env:

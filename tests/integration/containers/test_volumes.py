@@ -11,6 +11,7 @@ import os
 import unittest
 
 import ctest
+import nodefs_test as nt
 from ctest import IMAGE
 
 
@@ -35,13 +36,9 @@ class Volumes(unittest.TestCase):
         self.assertNotEqual(code, "0", "a :ro volume was writable")
 
     def test_volume_inside_containers(self):
-        runtimes = []
-        if ctest.have_docker():
-            runtimes.append(("docker", "runtime=docker image=%s cmd='sleep 1000'" % IMAGE))
-        if ctest.lxc_why_not() is None:
-            runtimes.append(("lxc", "runtime=lxc template=busybox cmd='sleep 1000'"))
-        if not runtimes:
-            self.skipTest("neither dockerd nor lxc here")
+        nt.requires("docker", "lxc")
+        runtimes = [("docker", "runtime=docker image=%s cmd='sleep 1000'" % IMAGE),
+                    ("lxc", "runtime=lxc template=busybox cmd='sleep 1000'")]
         with ctest.Env(csi=True) as env:
             vol = env.name("vol")
             target = self.make_volume(env, vol)

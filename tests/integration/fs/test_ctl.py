@@ -293,13 +293,6 @@ class CtlTest(unittest.TestCase):
         self.assertEqual(self.snapshot(), before)
 
 
-def hooks_built():
-    import subprocess
-    out = subprocess.run([nt.NODEFS_BIN, "--version"], capture_output=True,
-                         text=True).stdout
-    return "test hooks" in out
-
-
 class RecoveringTest(unittest.TestCase):
     """Recovery runs while the mount serves; test builds make it last
     (NODEFS_TEST_SLOW_RECOVERY). Meanwhile status says RECOVERING, a bad
@@ -310,8 +303,7 @@ class RecoveringTest(unittest.TestCase):
     SLOW = 2.0
 
     def test_commands_wait_for_recovery(self):
-        if not hooks_built():
-            self.skipTest("needs a test build (-Dtest_hooks=true)")
+        nt.requires("hooks")
         import threading
         import time
         # no retries to speak of: a create on p1, which is down, fails fast

@@ -13,7 +13,6 @@ checkpoint on a slow disk would be): the same rules hold for it.
 
 import functools
 import os
-import subprocess
 import threading
 import time
 import unittest
@@ -23,10 +22,6 @@ import nodefs_test as nt
 SLOW_MS = 400
 
 
-def hooks_built():
-    out = subprocess.run([os.environ["NODEFS_BIN"], "--version"],
-                         capture_output=True, text=True).stdout
-    return "test hooks" in out
 
 
 class SlowCase(unittest.TestCase):
@@ -156,11 +151,5 @@ class SlowWriteTest(SlowCase):
                      "ctl writes to %s" % ctls, share=0.75)
 
 
-def requires():
-    nt.require_all()
-    if not hooks_built():
-        nt.skip("nodefs built without -Dtest_hooks=true")
-
-
 if __name__ == "__main__":
-    nt.main(requires)
+    nt.main("mount", "hooks")

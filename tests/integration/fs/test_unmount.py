@@ -27,12 +27,6 @@ import unittest
 import nodefs_test as nt
 
 
-def hooks_built():
-    out = subprocess.run([nt.NODEFS_BIN, "--version"], capture_output=True,
-                         text=True).stdout
-    return "test hooks" in out
-
-
 # A default plugin whose socket is absent: a volume create is queued and
 # fails fast (UNAVAILABLE, no retries to speak of) once its worker gets to
 # it.
@@ -194,8 +188,7 @@ class UnmountTest(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
     def require_hooks(self):
-        if not hooks_built():
-            self.skipTest("needs a test build (-Dtest_hooks=true)")
+        nt.requires("hooks")
 
     def wait_ops(self, fs, n):
         self.assertTrue(nt.wait_until(

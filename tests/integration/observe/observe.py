@@ -35,20 +35,11 @@ def docker_host():
 
 def require_plugin():
     """Skip (77) without what the CSI test plugin needs."""
-    for tool in ("protoc", "/usr/bin/grpc_python_plugin"):
-        if shutil.which(tool) is None:
-            nt.skip("%s missing (protobuf-compiler, protobuf-compiler-grpc)"
-                    % tool)
-    r = subprocess.run(["/usr/bin/python3", "-c", "import grpc"],
-                       capture_output=True)
-    if r.returncode != 0:
-        nt.skip("python3-grpcio missing")
+    nt.requires("csi-plugin")
 
 
 def require_docker():
-    if not docker_host():
-        nt.skip("NODEFS_TEST_DOCKER_HOST not set (tests/fixtures/dockerd.sh "
-                "starts a dockerd for the run)")
+    nt.requires("docker")
 
 
 class Plugin:

@@ -111,13 +111,5 @@ class ConsumersTest(MetricsWorld):
 
 
 if __name__ == "__main__":
-    def requires():
-        for tool, pkg in (("promtool", "prometheus"),
-                          ("prometheus-node-exporter",
-                           "prometheus-node-exporter")):
-            if shutil.which(tool) is None:
-                nt.skip("%s missing (Debian package %s)" % (tool, pkg))
-        nt.require_all()
-        ob.require_plugin()
-        ob.require_docker()
-    nt.main(requires)
+    nt.main("prog:promtool:prometheus", "prog:prometheus-node-exporter",
+            "mount", "csi-plugin", "docker")

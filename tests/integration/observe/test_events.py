@@ -402,8 +402,4 @@ class EventsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    def requires():
-        nt.require_all()
-        ob.require_plugin()
-        ob.require_docker()
-    nt.main(requires)
+    nt.main("mount", "csi-plugin", "docker")

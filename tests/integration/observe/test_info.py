@@ -6,7 +6,6 @@ would, and names its object.
 
 import json
 import os
-import shutil
 import subprocess
 import unittest
 
@@ -73,10 +72,4 @@ class InfoTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    def requires():
-        if shutil.which("jq") is None:
-            nt.skip("jq missing (Debian package jq)")
-        nt.require_all()
-        ob.require_plugin()
-        ob.require_docker()
-    nt.main(requires)
+    nt.main("prog:jq", "mount", "csi-plugin", "docker")

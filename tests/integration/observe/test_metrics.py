@@ -234,8 +234,4 @@ class MetricsTest(MetricsWorld):
             self.w.ctl("volumes/%s/ctl" % name, "destroy")
 
 if __name__ == "__main__":
-    def requires():
-        nt.require_all()
-        ob.require_plugin()
-        ob.require_docker()
-    nt.main(requires)
+    nt.main("mount", "csi-plugin", "docker")

@@ -187,8 +187,4 @@ class VolumeWaitTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    def requires():
-        nt.require_all()
-        ob.require_plugin()
-        ob.require_docker()
-    nt.main(requires)
+    nt.main("mount", "csi-plugin", "docker")

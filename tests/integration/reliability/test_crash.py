@@ -27,12 +27,6 @@ import voltest  # noqa: E402
 COVERED = []
 
 
-def hooks_built():
-    out = subprocess.run([os.environ["NODEFS_BIN"], "--version"],
-                         capture_output=True, text=True).stdout
-    return "test hooks" in out
-
-
 def settle(env, timeout=30):
     """Wait until no operation is PENDING."""
     def done():
@@ -59,8 +53,7 @@ def crash_run(env, point, rel, line):
 
 class VolumeCrashTest(unittest.TestCase):
     def setUp(self):
-        if not hooks_built():
-            nt.skip("nodefs built without -Dtest_hooks=true")
+        nt.requires("hooks")
 
     def check_clean(self, env):
         """Destroy what is left and prove nothing leaked."""
@@ -132,11 +125,8 @@ class VolumeCrashTest(unittest.TestCase):
 
 class ContainerCrashTest(unittest.TestCase):
     def setUp(self):
-        if not hooks_built():
-            nt.skip("nodefs built without -Dtest_hooks=true")
-        self.host = os.environ.get("NODEFS_TEST_DOCKER_HOST")
-        if not self.host:
-            nt.skip("NODEFS_TEST_DOCKER_HOST is not set (tests/fixtures/dockerd.sh)")
+        nt.requires("hooks", "docker")
+        self.host = os.environ["NODEFS_TEST_DOCKER_HOST"]
 
     def engine_containers(self):
         out = subprocess.run(["docker", "-H", self.host, "ps", "-aq", "--filter",

@@ -12,7 +12,6 @@ the container and every file of the create, end the create's operation
 FAILED with the reason, and leave the name free for a new create.
 """
 import os
-import subprocess
 import sys
 import time
 import unittest
@@ -22,12 +21,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "containers"))
 
 import ctest  # noqa: E402
 import nodefs_test as nt  # noqa: E402
-
-
-def hooks_built():
-    out = subprocess.run([os.environ["NODEFS_BIN"], "--version"],
-                         capture_output=True, text=True).stdout
-    return "test hooks" in out
 
 
 def template_procs(path):
@@ -46,11 +39,7 @@ def template_procs(path):
 
 class HalfMadeTest(unittest.TestCase):
     def setUp(self):
-        if not hooks_built():
-            self.skipTest("nodefs built without -Dtest_hooks=true")
-        why = ctest.lxc_why_not()
-        if why:
-            self.skipTest(why)
+        nt.requires("hooks", "lxc")
 
     def test_crash_mid_template(self):
         with ctest.Env() as env:

@@ -47,16 +47,7 @@ signal.signal(signal.SIGTERM, _terminated)
 
 def require_plugin():
     """The preamble of every volume test: nodefs, root, FUSE, grpcio."""
-    nt.require_all()
-    p = subprocess.run(["/usr/bin/python3", "-c", "import grpc, google.protobuf"],
-                       capture_output=True)
-    if p.returncode != 0:
-        nt.skip("python3-grpcio or python3-protobuf missing")
-    for prog in ("protoc", "/usr/bin/grpc_python_plugin"):
-        if shutil.which(prog) is None:
-            nt.skip("%s missing (protobuf-compiler, protobuf-compiler-grpc)" % prog)
-    if not os.path.exists(PLUGIN_PY):
-        nt.skip("no %s" % PLUGIN_PY)
+    nt.requires("mount", "csi-plugin")
 
 
 mounts_under = nt.mounts_under
