@@ -46,11 +46,18 @@ Module: requires(*needs), why_not(*needs), skip(reason),
   run_as(argv, uid, gid, groups) (setpriv; nobody by default),
   syscall_as(op, path, data, uid, gid, groups) -> (ok, errno, data),
   mount_entry(path), is_mounted(path), find_pids_with_arg(arg),
-  wait_until(pred, timeout), offline_config(), main().
+  wait_until(pred, timeout), scaled(seconds), TIME_SCALE, offline_config(),
+  main().
 
 It knows nothing of CSI, Docker or LXC: tests bring their own config and
 services. Stdlib only; runs under /usr/bin/python3. Environment (set by meson
-through integration_env): NODEFS_BIN, NODEFS_SRC, NODEFS_BUILD.
+through integration_env): NODEFS_BIN, NODEFS_SRC, NODEFS_BUILD; by
+scripts/test.sh: NODEFS_TIME_SCALE (see scaled()).
+
+Time: an upper bound on elapsed time is asserted as scaled(seconds), never
+a bare number; better, wait on the event itself (wait_until, poll). A test
+that sleeps and then asserts that something did not happen says why in a
+comment (a negative has no event to wait on).
 """
 
 import errno
@@ -72,6 +79,22 @@ NODEFS_BIN = os.environ.get("NODEFS_BIN", "")
 NODEFS_SRC = os.environ.get("NODEFS_SRC", os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 NODEFS_BUILD = os.environ.get("NODEFS_BUILD", "")
+
+# Wall-clock bounds scale with the build: scripts/test.sh exports
+# NODEFS_TIME_SCALE (4 for the sanitizer build, as meson's
+# --timeout-multiplier; 1 otherwise). Every upper bound a test asserts on
+# elapsed time is scaled(seconds); wait_until and the daemon's start and
+# stop deadlines scale themselves.
+try:
+    TIME_SCALE = max(1.0, float(os.environ.get("NODEFS_TIME_SCALE", "1")))
+except ValueError:
+    TIME_SCALE = 1.0
+
+
+def scaled(seconds):
+    """An upper bound on elapsed time, in seconds, for this build."""
+    return seconds * TIME_SCALE
+
 
 # A daemon log holding one of these failed, whatever its exit status.
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
@@ -465,9 +488,9 @@ def find_pids_with_arg(arg):
 
 
 def wait_until(pred, timeout, interval=0.05):
-    """Poll pred() until it is true or timeout seconds passed; returns the
-    last value of pred()."""
-    deadline = time.monotonic() + timeout
+    """Poll pred() until it is true or timeout seconds (scaled()) passed;
+    returns the last value of pred()."""
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         v = pred()
         if v or time.monotonic() >= deadline:
@@ -549,7 +572,7 @@ class Nodefs:
                                      stdout=self._log, stderr=self._log,
                                      env=env, cwd="/")
         status = os.path.join(self.mnt, "status")
-        deadline = time.monotonic() + self.start_timeout
+        deadline = time.monotonic() + scaled(self.start_timeout)
         while True:
             rc = self.proc.poll()
             if rc is not None:
@@ -569,7 +592,8 @@ class Nodefs:
             if time.monotonic() >= deadline:
                 raise DaemonError("nodefs did not answer %s (or stayed "
                                   "RECOVERING) within %.0fs; log:\n%s"
-                                  % (status, self.start_timeout, self.log()))
+                                  % (status, scaled(self.start_timeout),
+                                     self.log()))
             time.sleep(0.05)
 
     def stop(self, sig=signal.SIGTERM):
@@ -580,10 +604,10 @@ class Nodefs:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(self.stop_timeout)
+                self.proc.wait(scaled(self.stop_timeout))
             except subprocess.TimeoutExpired:
                 problems.append("nodefs did not exit within %.0fs of %s"
-                                % (self.stop_timeout, sig.name))
+                                % (scaled(self.stop_timeout), sig.name))
                 self.proc.kill()
                 self.proc.wait()
         if self.proc is not None:

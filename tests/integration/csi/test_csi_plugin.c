@@ -29,6 +29,7 @@
 
 #include <criterion/criterion.h>
 
+#include "../test_time.h"
 #include "csi.h"
 #include "loop.h"
 
@@ -713,7 +714,7 @@ Test(csi, deadline_exceeded)
 	cr_assert_eq(res.code, GRPC_DEADLINE_EXCEEDED);
 	cr_assert_eq(res.attempts, 1);
 	cr_assert_geq(res.elapsed_us, 290000);
-	cr_assert_lt(res.elapsed_us, 1500000, "took %llu us", (unsigned long long)res.elapsed_us);
+	cr_assert_lt(res.elapsed_us, SCALED(1500000), "took %llu us", (unsigned long long)res.elapsed_us);
 	/* DEADLINE_EXCEEDED is retried on idempotent calls. */
 	cr_assert_eq(csi_call_ex(plugin, CSI_RPC_NODE_GET_INFO, &req.base, 200, 2, NULL, &res, &err),
 		     -ETIMEDOUT);
@@ -855,7 +856,7 @@ Test(csi, dropped_connection_comes_back)
 		     -EAGAIN, "%s", err.msg);
 	cr_assert_eq(res.code, GRPC_UNAVAILABLE);
 	cr_assert_eq(res.attempts, 1);
-	cr_assert_lt(res.elapsed_us, 2000000, "took %llu us", (unsigned long long)res.elapsed_us);
+	cr_assert_lt(res.elapsed_us, SCALED(2000000), "took %llu us", (unsigned long long)res.elapsed_us);
 
 	/* Back by itself: no call of ours, only the client's reconnect (the
 	 * Probe then says READY over the new connection). */
@@ -1114,7 +1115,7 @@ Test(csi, hundred_calls_in_flight_one_connection)
 	 * just in our queue. */
 	long most = manifest_long("max_in_flight");
 	cr_assert_geq(most, NINFLIGHT, "the plugin ran at most %ld at once", most);
-	cr_assert_lt(took, 5000, "100 one-second calls took %llu ms", (unsigned long long)took);
+	cr_assert_lt(took, SCALED(5000), "100 one-second calls took %llu ms", (unsigned long long)took);
 }
 
 /* A plugin that answers CANCELLED: counted in cancelled (and errors), never
@@ -1183,7 +1184,7 @@ Test(csi, direct_call_hands_over_to_company)
 		uint64_t t0 = loop_now_us();
 		cr_assert(csi_probe(plugin, &ready, &err) == 0, "%s", err.msg);
 		uint64_t took = loop_now_us() - t0;
-		cr_assert_lt(took, 500000, "the Probe waited %llu us behind the slow call",
+		cr_assert_lt(took, SCALED(500000), "the Probe waited %llu us behind the slow call",
 			     (unsigned long long)took);
 		pthread_join(t, NULL);
 		if (round == 0) {
@@ -1193,7 +1194,9 @@ Test(csi, direct_call_hands_over_to_company)
 			cr_assert_eq(b.r, -ETIMEDOUT, "r=%d %s", b.r, b.err.msg);
 			cr_assert_eq(b.res.code, GRPC_DEADLINE_EXCEEDED);
 			cr_assert_geq(b.res.elapsed_us, 590000);
-			cr_assert_lt(b.res.elapsed_us, 950000, "took %llu us",
+			/* the deadline (600 ms) fired, promptly: well before the
+			 * slow call's own second would have ended it */
+			cr_assert_lt(b.res.elapsed_us, 590000 + SCALED(360000), "took %llu us",
 				     (unsigned long long)b.res.elapsed_us);
 		}
 	}
@@ -1228,7 +1231,7 @@ Test(csi, shutdown_cancels_pending_calls)
 	csi_plugin_free(plugin);
 	plugin = NULL;
 	pthread_join(t, NULL);
-	cr_assert_lt(loop_now_ms() - t0, 2000);
+	cr_assert_lt(loop_now_ms() - t0, SCALED(2000));
 	cr_assert_eq(b.r, -ECANCELED);
 	cr_assert_eq(b.res.code, GRPC_CANCELLED);
 }

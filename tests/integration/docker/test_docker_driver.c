@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../test_time.h"
 #include "nerr.h"
 #include "runtime.h"
 #include "sbuf.h"
@@ -184,7 +185,7 @@ Test(docker, absent_engine_fails_fast)
 	cr_assert(strstr(err.msg, "No such file or directory") != NULL, "msg: %s", err.msg);
 	r = ops->inspect(h, "abc", &st, &err);
 	cr_assert_eq(r, -EHOSTDOWN);
-	cr_assert_lt(now() - t0, 1.0);
+	cr_assert_lt(now() - t0, SCALED(1.0));
 	sbuf_free(&v);
 	ops->close(h);
 }
@@ -353,7 +354,7 @@ Test(docker, stop_waits_then_kills)
 	cr_assert_eq(r, 0, "stop: %d %s", r, err.msg);
 	fprintf(stderr, "stop t=2 took %.2f s\n", dt);
 	cr_assert_geq(dt, 1.9);
-	cr_assert_lt(dt, 10);	/* t + kill + exit, on a loaded machine */
+	cr_assert_lt(dt, SCALED(10));	/* t + kill + exit, on a loaded machine */
 	struct rt_status st = inspect(id);
 	cr_assert_eq(st.state, RT_STATE_EXITED);
 	cr_assert_eq(st.exit_code, 137);
@@ -562,7 +563,7 @@ Test(docker, watch_outside_kill)
 	i = evlog_wait(&l, 0, RT_EV_DIE, id, 5);
 	cr_assert_geq(i, 0, "no DIE");
 	fprintf(stderr, "DIE delivered %.3f s after docker kill returned\n", l.ev[i].at - killed);
-	cr_assert_lt(l.ev[i].at - killed, 1.0);
+	cr_assert_lt(l.ev[i].at - killed, SCALED(1.0));
 	cr_assert_eq(l.ev[i].exit_code, 137);
 	/* pause/unpause/destroy come through too */
 	char *id2 = sleeper("watched2");
@@ -594,7 +595,7 @@ Test(docker, watch_outside_kill)
 	double t0 = now();
 	ops->close(H);
 	H = open_endpoint(getenv("NODEFS_TEST_DOCKER_HOST"));
-	cr_assert_lt(now() - t0, 0.5, "close() did not stop the watcher promptly");
+	cr_assert_lt(now() - t0, SCALED(0.5), "close() did not stop the watcher promptly");
 }
 
 Test(docker, oom_kill)
@@ -708,7 +709,7 @@ Test(docker, bad_input_leaves_nothing)
 	cr_assert(strstr(err.msg, "127.0.0.1:1/nodefs/missing") != NULL, "msg: %s", err.msg);
 	/* the engine's reason is kept */
 	cr_assert(strstr(err.msg, "connection refused") != NULL, "msg: %s", err.msg);
-	cr_assert_lt(now() - t0, 10);
+	cr_assert_lt(now() - t0, SCALED(10));
 	cr_assert_not(listed(name));
 
 	/* a cancelled create makes nothing either */
@@ -835,7 +836,7 @@ Test(docker, pull_cancel_closes_transfer)
 	cr_assert_geq(cc.lines, 1, "no progress line");
 	cr_assert_gt(accepted, 0, "the engine never tried the registry");
 	fprintf(stderr, "pull cancelled %.3f s after cancel was set\n", done - cc.cancelled_at);
-	cr_assert_lt(done - cc.cancelled_at, 0.5);
+	cr_assert_lt(done - cc.cancelled_at, SCALED(0.5));
 	cr_assert_not(listed(name));
 }
 
@@ -908,7 +909,7 @@ Test(docker, engine_down_and_up, .timeout = 180)
 	cr_assert_eq(stopped, 0);
 	cr_assert_geq(down, 0, "no ENGINE_DOWN");
 	cr_assert_eq(hr, -EHOSTDOWN, "health with dockerd stopped: %d", hr);
-	cr_assert_lt(dt, 1.0);
+	cr_assert_lt(dt, SCALED(1.0));
 	cr_assert_eq(restarted, 0);
 	cr_assert_geq(up2, 0, "no ENGINE_UP after the restart");
 	cr_assert_eq(hr2, 0, "health after the restart");

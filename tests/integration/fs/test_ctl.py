@@ -348,6 +348,7 @@ class RecoveringTest(unittest.TestCase):
             ]
             for t in threads:
                 t.start()
+            # a negative (nothing returned yet) has no event to wait on: 0.3 s of a recovery made to last SLOW s
             time.sleep(0.3)
             self.assertEqual(done, {}, "a command ran during recovery")
             self.assertEqual(fs.status().get("state"), "RECOVERING")

@@ -19,7 +19,8 @@ import unittest
 
 import nodefs_test as nt
 
-SLOW_MS = 400
+# the slow requests and every bound below scale together
+SLOW_MS = int(400 * nt.TIME_SCALE)
 
 
 

@@ -47,7 +47,7 @@ class ReadTest(unittest.TestCase):
             self.assertEqual(list(nt.parse_kv(chunked)),
                              list(nt.parse_kv(before)))
             self.assertTrue(chunked.endswith("\n"))
-            self.assertLessEqual(uptime(chunked) - uptime(before), 1.0,
+            self.assertLessEqual(uptime(chunked) - uptime(before), nt.scaled(1.0),
                                  "chunks were not served from one snapshot:"
                                  "\nbefore:\n%s\nchunked:\n%s"
                                  % (before, chunked))

@@ -64,7 +64,7 @@ class WatchTest(unittest.TestCase):
         """Read event lines from fd until one satisfies want(ev) or the
         timeout passes; returns (match, all events seen)."""
         seen, buf = [], b""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + nt.scaled(timeout)
         p = select.poll()
         p.register(fd, select.POLLIN)
         while time.monotonic() < deadline:
@@ -83,6 +83,7 @@ class WatchTest(unittest.TestCase):
 
     def test_events_start_now_and_follow(self):
         self.add_plugin("pw2")      # before the open: must not be seen
+        # the event is out before the open (a reader starts at its open)
         time.sleep(0.2)
         fd = os.open(self.fs.path("events"), os.O_RDONLY)
         try:
@@ -109,6 +110,7 @@ class WatchTest(unittest.TestCase):
                                  self.fs.path("events")],
                                 stdout=subprocess.PIPE, text=True)
         try:
+            # let the reader open events first (a reader starts at its open)
             time.sleep(0.5)
             self.add_plugin("pw4")
             out, _ = proc.communicate(timeout=15)

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../test_time.h"
 #include "lxc-internal.h"
 #include "nerr.h"
 #include "runtime.h"
@@ -361,7 +362,7 @@ Test(lxc, lifecycle_exec_stop_destroy)
 	/* A clean halt of the busybox init: quick without udhcpc. */
 	t0 = now_s();
 	cr_assert_eq(ops->stop(H, "life", 10, &err), 0, "stop: %s", err.msg);
-	cr_assert_lt(now_s() - t0, 5.0, "clean stop took %.1f s", now_s() - t0);
+	cr_assert_lt(now_s() - t0, SCALED(5.0), "clean stop took %.1f s", now_s() - t0);
 	i = wait_event(RT_EV_DIE, "life", 2);
 	cr_assert_geq(i, 0);
 	st = status_of("life");
@@ -401,7 +402,7 @@ Test(lxc, kill_sigkill_gives_die_137)
 	cr_assert_eq(ops->kill(H, "killme", SIGKILL, &err), 0, "kill: %s", err.msg);
 	i = wait_event(RT_EV_DIE, "killme", 2);
 	cr_assert_geq(i, 0, "no DIE after SIGKILL");
-	cr_assert_lt(now_s() - t0, 1.0);
+	cr_assert_lt(now_s() - t0, SCALED(1.0));
 	cr_assert_eq(evs.ev[i].exit_code, 137);
 	st = status_of("killme");
 	cr_assert_eq(st.state, RT_STATE_EXITED);
@@ -570,12 +571,12 @@ Test(lxc, app_stop_uses_sigterm)
 		usleep(20000);
 		sbuf_reset(&logs);
 		cr_assert_eq(ops->logs(H, "apps", 0, &logs, &err), 0);
-	} while (!(logs.buf && strstr(logs.buf, "trap-set")) && now_s() - t0 < 10);
+	} while (!(logs.buf && strstr(logs.buf, "trap-set")) && now_s() - t0 < SCALED(10));
 	cr_assert(logs.buf && strstr(logs.buf, "trap-set"), "the command never ran");
 	sbuf_free(&logs);
 	t0 = now_s();
 	cr_assert_eq(ops->stop(H, "apps", 10, &err), 0, "stop: %s", err.msg);
-	cr_assert_lt(now_s() - t0, 3.0);
+	cr_assert_lt(now_s() - t0, SCALED(3.0));
 	i = wait_event(RT_EV_DIE, "apps", 2);
 	cr_assert_geq(i, 0);
 	cr_assert_eq(evs.ev[i].exit_code, 143);
@@ -780,7 +781,7 @@ Test(lxc, stats_and_logs_take_no_liblxc_lock)
 		usleep(20000);
 		sbuf_reset(&logs);
 		cr_assert_eq(ops->logs(H, "locked", 0, &logs, &err), 0, "%s", err.msg);
-	} while (!(logs.buf && strstr(logs.buf, "ready-to-read")) && now_s() - t0 < 10);
+	} while (!(logs.buf && strstr(logs.buf, "ready-to-read")) && now_s() - t0 < SCALED(10));
 	sbuf_free(&logs);
 
 	/* liblxc's lock file: RUNDIR/lxc/lock/LXCPATH/.NAME, an OFD lock */
@@ -939,7 +940,7 @@ Test(lxc, lxc_stop_k_from_outside_gives_die_within_a_second)
 	cr_assert_eq(run_cmd("lxc-stop -k -P '%s' -n outside", lxcpath), 0);
 	i = wait_event(RT_EV_DIE, "outside", 1.0);
 	cr_assert_geq(i, 0, "no DIE within a second");
-	cr_assert_lt(now_s() - t0, 1.5);
+	cr_assert_lt(now_s() - t0, SCALED(1.5));
 	cr_assert_eq(evs.ev[i].exit_code, 137);
 	cr_assert_eq(status_of("outside").state, RT_STATE_EXITED);
 }

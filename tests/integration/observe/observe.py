@@ -204,7 +204,7 @@ class EventReader:
     def read_until(self, want, timeout=10.0):
         """Events up to and including the first one with want(ev) true;
         None as the match when timeout passed first."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + nt.scaled(timeout)
         p = select.poll()
         p.register(self.fd, select.POLLIN)
         while True:

@@ -63,7 +63,7 @@ class OpsTest(unittest.TestCase):
             finally:
                 os.close(fd)
             self.assertEqual(n, len("publish %s\n" % tgt))
-            self.assertLess(took, 1.0)
+            self.assertLess(took, nt.scaled(1.0))
             self.assertTrue(oid and oid in env.ops(), oid)
             op = env.op(oid)
             self.assertEqual((op["state"], op["type"], op["object"], op["command"]),

@@ -74,7 +74,7 @@ class Plugin:
              "--base", self.base] + self.flags,
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/")
         log.close()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + nt.scaled(timeout)
         while True:
             if self.proc.poll() is not None:
                 raise AssertionError("plugin exited (%d): %s"
