@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+#include <stdatomic.h>
 
 #include "backend.h"
 #include "config.h"
@@ -28,6 +29,7 @@
 #include "log.h"
 #include "nerr.h"
 #include "nodefs-config.h"
+#include "notify.h"
 
 #define DEFAULT_CONFIG "/etc/nodefs/nodefs.conf"
 
@@ -161,6 +163,56 @@ static void recovery_failed(void *ctx)
 	kill(getpid(), SIGTERM);
 }
 
+/* ---- systemd: readiness, status, watchdog, reload (common/notify) ---- */
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+struct daemon {
+	struct backend *b;
+	const char *mountpoint;
+};
+
+static enum notify_phase daemon_phase(void *ctx, char *status, size_t len, uint64_t *ret_progress)
+{
+	struct daemon *d = ctx;
+	struct backend_progress p;
+
+	backend_progress(d->b, &p);
+	*ret_progress = p.records_read;
+	if (p.stopping) {
+		snprintf(status, len, "stopping");
+		return NOTIFY_STOPPING;
+	}
+	if (p.recovering) {
+		snprintf(status, len, "recovering %llu of %llu records", p.records_read, p.records);
+		return NOTIFY_STARTING;
+	}
+	snprintf(status, len, "ready with %zu volumes and %zu containers", p.volumes, p.containers);
+	return NOTIFY_READY;
+}
+
+/* The FUSE loop answers (a statfs through the kernel: never cached, and
+ * answered by the loop's leader in place; a wedged loop blocks it, and then
+ * no WATCHDOG=1 goes out) and the worker pool takes its work. */
+static bool daemon_alive(void *ctx)
+{
+	struct daemon *d = ctx;
+	struct statfs st;
+
+	if (statfs(d->mountpoint, &st) < 0 || st.f_type != FUSE_SUPER_MAGIC)
+		return false;
+	return backend_moving(d->b);
+}
+
+/* SIGHUP reloads: the handler only wakes the notify thread. */
+static _Atomic(struct notify *) reload_target;
+
+static void on_sighup(int sig)
+{
+	(void)sig;
+	notify_reload(atomic_load(&reload_target));
+}
+
 /* Is mnt the mountpoint of a nodefs FUSE mount (per /proc/self/mounts)? */
 static bool nodefs_mounted_at(const char *mnt)
 {
@@ -225,6 +277,10 @@ int main(int argc, char **argv)
 	struct fs *f = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fs_opts fo = { .entry_timeout = 1.0, .attr_timeout = 1.0 };
+	struct daemon d = { 0 };
+	struct notify_hooks nh = { .phase = daemon_phase, .alive = daemon_alive, .ctx = &d };
+	struct notify *sd = NULL;
+	struct sigaction hup = { .sa_handler = on_sighup };
 	char mopts[4200];
 	sigset_t block, oldmask;
 	int r, status = 1;
@@ -279,6 +335,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	backend_set_metrics_hook(b, fs_render_metrics, f);
+	/* before the mount: libfuse then leaves SIGHUP to us (it takes only
+	 * signals still at their default) */
+	sigemptyset(&hup.sa_mask);
+	hup.sa_flags = SA_RESTART;
+	sigaction(SIGHUP, &hup, NULL);
 	r = fs_mount(f, o.mountpoint, &err);
 	if (r < 0) {
 		fprintf(stderr, "nodefs: %s\n", err.msg);
@@ -289,6 +350,13 @@ int main(int argc, char **argv)
 		if (fuse_daemonize(0) != 0)
 			goto out;
 		log_setup(LOG_LVL_INFO, true);
+	}
+	d.b = b;
+	d.mountpoint = o.mountpoint;
+	r = notify_new(&nh, &sd, &err);
+	if (r < 0) {
+		log_err("%s", err.msg);
+		goto out;
 	}
 	/* Recovery runs while the mount serves. The backend's threads (and
 	 * the ones they start) block the stop signals, so those come to this
@@ -301,15 +369,21 @@ int main(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &block, &oldmask);
 	r = backend_start(b, &err);
+	if (r >= 0)
+		r = notify_start(sd, &err);
 	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 	if (r < 0) {
 		log_err("%s", err.msg);
 		goto out;
 	}
-	log_info("mounted on %s", o.mountpoint);
+	atomic_store(&reload_target, sd);
+	log_info("mounted on %s%s", o.mountpoint,
+		 notify_watchdog_usec(sd) ? " (systemd watchdog armed)" : "");
 	r = fs_loop(f);
 	status = r < 0 || backend_failed(b) ? 1 : 0;
 out:
+	atomic_store(&reload_target, NULL);
+	notify_stopping(sd, b && backend_failed(b) ? "stopping: recovery failed" : "stopping");
 	/*
 	 * The backend stops first: its workers complete requests into fs
 	 * until then. What it still holds after the grace fs answers and
@@ -327,11 +401,13 @@ out:
 	if (f)
 		log_info("unmounting %s", o.mountpoint);
 	fs_free(f);
-	/* the mount is gone: a repeated SIGTERM must not cut short what is
+	/* the mount is gone: a watchdog probe of it no longer blocks, and a
+	 * repeated SIGTERM must not cut short what is
 	 * left (cancelled calls returning, threads joined) */
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
+	notify_free(sd);
 	backend_free(b);
 	fuse_opt_free_args(&args);
 	return status;

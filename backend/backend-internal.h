@@ -82,6 +82,8 @@ struct backend {
 	pthread_cond_t dcond;		/* recovered, or stopping */
 	bool recovered;			/* the recovery thread is done */
 	atomic_bool failed;		/* recovery failed: the daemon stops */
+	atomic_ullong records, records_base;	/* backend_progress */
+	uint64_t work_seen;		/* backend_moving */
 	struct parked *parked, **parked_tail;
 	void (*failed_hook)(void *ctx);
 	void *failed_hook_ctx;

@@ -490,6 +490,8 @@ static void *recovery_main(void *arg)
 	int r;
 
 	pthread_setname_np(pthread_self(), "nodefs-recover");
+	atomic_store(&b->records_base, store_loaded(b->cfg->state_dir));
+	atomic_store(&b->records, store_count(b->cfg->state_dir));
 	r = recover(b, &err);
 	pthread_mutex_lock(&b->dlock);
 	if (r >= 0)
@@ -631,6 +633,24 @@ void backend_free(struct backend *b)
 struct bnode *backend_root(struct backend *b)
 {
 	return b->root;
+}
+
+void backend_progress(struct backend *b, struct backend_progress *ret)
+{
+	int st = atomic_load(&b->state);
+	unsigned long long total = atomic_load(&b->records);
+	unsigned long long read = store_loaded(b->cfg->state_dir) - atomic_load(&b->records_base);
+
+	*ret = (struct backend_progress){
+		.recovering = st == BACKEND_RECOVERING, .stopping = st == BACKEND_STOPPING,
+		.records = total, .records_read = read < total ? read : total,
+		.volumes = bnode_count(b->volumes), .containers = bnode_count(b->containers),
+	};
+}
+
+bool backend_moving(struct backend *b)
+{
+	return work_pool_moving(b->work, &b->work_seen);
 }
 
 void backend_set_metrics_hook(struct backend *b, int (*fn)(void *ctx, struct sbuf *out), void *ctx)

@@ -49,6 +49,18 @@ void backend_free(struct backend *b);
 
 struct bnode *backend_root(struct backend *b);
 
+/* What the daemon does, for systemd's STATUS= and READY=1. */
+struct backend_progress {
+	bool recovering, stopping;	/* neither: READY */
+	unsigned long long records;	/* checkpoint records recovery found */
+	unsigned long long records_read;	/* of them, read so far */
+	size_t volumes, containers;
+};
+void backend_progress(struct backend *b, struct backend_progress *ret);
+/* The worker pool's heartbeat: false when work waited in its queue and no
+ * worker took any since the last call (one caller: the watchdog). */
+bool backend_moving(struct backend *b);
+
 /* Figures another layer renders itself (fs: FUSE requests), appended to
  * metrics/nodefs.prom. Set once before backend_start. */
 struct sbuf;

@@ -96,6 +96,7 @@ const double store_bucket_le[STORE_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 
 struct kind_stats {
 	struct hist write;
 	atomic_ullong errors, removals;
+	atomic_ullong loaded;	/* records store_load has read (recovery's progress) */
 };
 static struct {
 	char path[4096];
@@ -470,6 +471,9 @@ int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_
 	struct dirent *de;
 	DIR *d;
 
+	struct kind_stats *ks;
+
+	(void)kind_fd(state_dir, kind, &ks);
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, kind);
 	d = opendir(dir);
 	if (!d)
@@ -509,6 +513,8 @@ int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_
 		size_t len = 0;
 		char *text;
 
+		if (ks)
+			atomic_fetch_add_explicit(&ks->loaded, 1, memory_order_relaxed);
 		snprintf(path, sizeof(path), "%s/%s.json", dir, v[i].name);
 		text = read_record(path, &len, inner, sizeof(inner));
 		if (text)
@@ -533,4 +539,48 @@ int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_
 	}
 	free(v);
 	return 0;
+}
+
+/* A record's file name: NAME.json, no leading dot (temporary files). */
+static bool is_record(const char *name)
+{
+	size_t l = strlen(name);
+
+	return name[0] != '.' && l >= 6 && strcmp(name + l - 5, ".json") == 0;
+}
+
+unsigned long long store_count(const char *state_dir)
+{
+	unsigned long long n = 0;
+	char dir[4200];
+
+	for (size_t k = 0; k < NKINDS; k++) {
+		struct dirent *de;
+		DIR *d;
+
+		snprintf(dir, sizeof(dir), "%s/%s", state_dir, kinds[k]);
+		d = opendir(dir);
+		if (!d)
+			continue;
+		while ((de = readdir(d)))
+			n += is_record(de->d_name);
+		closedir(d);
+	}
+	return n;
+}
+
+unsigned long long store_loaded(const char *state_dir)
+{
+	unsigned long long n = 0;
+
+	pthread_mutex_lock(&dirs_lock);
+	for (size_t i = 0; i < ndirs; i++) {
+		if (strcmp(dirs[i].path, state_dir) != 0)
+			continue;
+		for (size_t k = 0; k < NKINDS; k++)
+			n += atomic_load_explicit(&dirs[i].st[k].loaded, memory_order_relaxed);
+		break;
+	}
+	pthread_mutex_unlock(&dirs_lock);
+	return n;
 }

@@ -71,4 +71,10 @@ typedef void (*store_bad_fn)(void *ctx, const char *name, const char *reason);
 int store_load(const char *state_dir, const char *kind, store_load_fn fn, store_bad_fn bad,
 	       void *ctx);
 
+/* Recovery's progress: how many records the kinds' directories hold now,
+ * and how many store_load has read under state_dir since the start (good
+ * or not). Any thread. */
+unsigned long long store_count(const char *state_dir);
+unsigned long long store_loaded(const char *state_dir);
+
 #endif

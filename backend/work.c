@@ -22,6 +22,7 @@ struct work_pool {
 	struct work_item *head, *tail;
 	pthread_t *threads;
 	size_t nthreads, max, idle, left;
+	uint64_t taken;		/* items a worker took: the pool's heartbeat */
 	bool stopping;
 };
 
@@ -42,6 +43,7 @@ static void *worker_main(void *arg)
 		if (!p->head)
 			break;
 		w = p->head;
+		p->taken++;
 		p->head = w->next;
 		if (!p->head)
 			p->tail = NULL;
@@ -131,6 +133,17 @@ size_t work_pool_stop(struct work_pool *p, unsigned timeout_ms)
 	busy = p->nthreads - p->left;
 	pthread_mutex_unlock(&p->lock);
 	return busy;
+}
+
+bool work_pool_moving(struct work_pool *p, uint64_t *seen)
+{
+	bool moving;
+
+	pthread_mutex_lock(&p->lock);
+	moving = !p->head || p->taken != *seen;
+	*seen = p->taken;
+	pthread_mutex_unlock(&p->lock);
+	return moving;
 }
 
 void work_pool_free(struct work_pool *p)

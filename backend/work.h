@@ -7,7 +7,9 @@
 #ifndef NODEFS_WORK_H
 #define NODEFS_WORK_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct work_pool;
 
@@ -22,6 +24,10 @@ int work_submit(struct work_pool *p, work_fn fn, void *arg);
  * many threads are still busy then (0: work_pool_free will not wait). The
  * owner's thread, before work_pool_free. */
 size_t work_pool_stop(struct work_pool *p, unsigned timeout_ms);
+/* Whether the pool makes progress: nothing waits in the queue, or a
+ * worker took an item since the last look (*seen, updated; start at 0).
+ * A pool whose queue stands still for a whole look is wedged. Any thread. */
+bool work_pool_moving(struct work_pool *p, uint64_t *seen);
 /* Finish queued work, join the threads, free. NULL-safe. */
 void work_pool_free(struct work_pool *p);
 

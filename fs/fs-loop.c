@@ -20,6 +20,7 @@
 
 #include "fs-internal.h"
 #include "loop.h"
+#include "nodefs-config.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -65,6 +66,9 @@ struct serve {
 	pthread_cond_t wcond;
 	pthread_t watchdog;
 	bool watchdog_running;
+#if NODEFS_TEST_HOOKS
+	uint64_t hang_at;	/* NODEFS_TEST_HANG_FUSE_AFTER_MS, as loop_now_ms */
+#endif
 };
 
 static void *worker_main(void *arg);
@@ -123,6 +127,31 @@ static bool pass_device_locked(struct serve *s)
 	return true;
 }
 
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_HANG_FUSE_AFTER_MS=MS makes the loop hang MS ms
+ * after it starts: the leader keeps the request it read unanswered and
+ * reads no other, as a wedged daemon would, until the session ends. The
+ * systemd watchdog must see it (no WATCHDOG=1). */
+static void hang_hook_init(struct serve *s)
+{
+	const char *v = getenv("NODEFS_TEST_HANG_FUSE_AFTER_MS");
+
+	if (v && *v)
+		s->hang_at = loop_now_ms() + (uint64_t)atoll(v);
+}
+
+static bool hang_hook(struct serve *s)
+{
+	if (!s->hang_at || loop_now_ms() < s->hang_at)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	while (!s->exit)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return true;
+}
+#endif
+
 static void session_ended(struct serve *s, int error)
 {
 	pthread_mutex_lock(&s->lock);
@@ -158,6 +187,10 @@ static void lead(struct serve_worker *w)
 			session_ended(s, res);
 			return;
 		}
+#if NODEFS_TEST_HOOKS
+		if (hang_hook(s))
+			return;
+#endif
 		if (!(w->buf.flags & FUSE_BUF_IS_FD) && s->may_wait(s->ctx, w->buf.mem, w->buf.size)) {
 			bool passed;
 
@@ -289,6 +322,9 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 	sem_init(&s.finish, 0, 0);
 	atomic_init(&s.leader_w, NULL);
 	atomic_init(&s.watch_parked, false);
+#if NODEFS_TEST_HOOKS
+	hang_hook_init(&s);
+#endif
 
 	pthread_mutex_lock(&s.lock);
 	block_signals(&old);

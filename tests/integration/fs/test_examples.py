@@ -54,7 +54,8 @@ class ExamplesTest(unittest.TestCase):
             unit = f.read()
         for want in ("ExecStart=/usr/local/bin/nodefs",
                      "ExecStopPost=-/usr/bin/fusermount3 -uz /run/nodefs",
-                     "Restart=on-failure"):
+                     "Restart=on-failure", "Type=notify", "NotifyAccess=main",
+                     "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID"):
             self.assertIn(want, unit)
 
 
