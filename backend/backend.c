@@ -490,8 +490,6 @@ static void *recovery_main(void *arg)
 	int r;
 
 	pthread_setname_np(pthread_self(), "nodefs-recover");
-	atomic_store(&b->records_base, store_loaded(b->cfg->state_dir));
-	atomic_store(&b->records, store_count(b->cfg->state_dir));
 	r = recover(b, &err);
 	pthread_mutex_lock(&b->dlock);
 	if (r >= 0)
@@ -540,6 +538,9 @@ int backend_start(struct backend *b, struct nerr *err)
 	b->rebooted = check_reboot(b);
 	if (b->rebooted)
 		log_warn("the node rebooted since the last run: staged and published volumes go back to NODE_READY");
+	/* recovery's progress (backend_progress): what there is to read */
+	atomic_store(&b->records_base, store_loaded(b->cfg->state_dir));
+	atomic_store(&b->records, store_count(b->cfg->state_dir));
 	if (pthread_create(&b->recovery, NULL, recovery_main, b) != 0)
 		return nerr_set(err, EAGAIN, "cannot start the recovery thread");
 	b->recovery_running = true;
