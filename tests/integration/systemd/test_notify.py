@@ -29,15 +29,6 @@ import unittest
 import nodefs_test as nt
 
 
-def hooks_built():
-    try:
-        out = subprocess.run([nt.NODEFS_BIN, "-V"], capture_output=True,
-                             text=True, timeout=10).stdout
-    except OSError:
-        return False
-    return "test hooks" in out
-
-
 class Listener:
     """A notify socket (a path, or @abstract) and a thread that keeps every
     datagram with its arrival time (monotonic) in .msgs."""
@@ -240,11 +231,5 @@ class Notify(unittest.TestCase):
             subprocess.run(["rm", "-rf", "--one-file-system", work])
 
 
-def requires():
-    nt.require_all()
-    if not hooks_built():
-        nt.skip("needs a test build (-Dtest_hooks=true)")
-
-
 if __name__ == "__main__":
-    nt.main(requires)
+    nt.main("mount", "hooks")
