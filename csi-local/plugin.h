@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * nodefs-csi-local: what its files share.
+ *
+ * main.c owns the process (options, loop, gRPC server, the RPC table and
+ * the worker pool); store.c the records of volumes and snapshots and their
+ * files under BASE/state; backing.c what a volume is on disk (a directory
+ * or an image file, loop devices, mkfs, mounts); controller.c and node.c
+ * the CSI services, identity.c the Identity service and the small answers.
+ * RPC handlers get a decoded request, build their reply in an arena and
+ * return a gRPC status code; they never see the wire.
+ */
+#ifndef NODEFS_CSI_LOCAL_PLUGIN_H
+#define NODEFS_CSI_LOCAL_PLUGIN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "csi.pb-c.h"
+
+#define PLUGIN_NAME "local.csi.nodefs.io"
+#define ID_MAX 128		/* names and ids we accept, in bytes (the spec's minimum) */
+#define PATH_CAP 4095
+
+enum backing { BACKING_DIR, BACKING_IMAGE };
+const char *backing_to_string(enum backing b);
+
+enum obj_state { OBJ_CREATING, OBJ_READY, OBJ_DELETING };
+
+struct target {
+	char *path;
+	bool readonly;
+	bool block;
+};
+
+struct vol {
+	char id[24];		/* "vol-" + 16 hex */
+	char *name;
+	int64_t size;		/* bytes; 0 = unknown (dir without a request) */
+	int64_t fs_size;	/* image: bytes the filesystem was grown to */
+	enum backing backing;
+	char fs_type[16];	/* image: ext4|xfs|...; "" for a block-only image */
+	char *params;		/* canonical parameters ("k=v" lines, encoded) */
+	char src[24];		/* content source id ("vol-..", "snap-..") or "" */
+	enum obj_state state;
+	int access_mode;	/* of the stage (0 when not staged) */
+	bool stage_block;
+	char *staged;		/* staging path, or NULL */
+	char loopdev[24];	/* image staged: "/dev/loopN" */
+	struct target *targets;
+	unsigned ntargets;
+	bool busy;		/* a call is working on it: others get ABORTED */
+};
+
+struct snap {
+	char id[24];		/* "snap-" + 16 hex */
+	char *name;
+	char src[24];		/* source volume */
+	int64_t size;
+	enum backing backing;
+	char fs_type[16];
+	int64_t ctime_s;
+	int32_t ctime_ns;
+	enum obj_state state;
+	bool busy;
+};
+
+struct plugin {
+	char *base;		/* --base-dir */
+	char *state_dir;	/* BASE/state */
+	char *data_dir;		/* BASE/data */
+	enum backing backing;
+	char node_id[256];
+	uint64_t max_volumes;
+	/* Records, sorted by id; under mu. */
+	pthread_mutex_t mu;
+	struct vol **vols;
+	size_t nvols, avols;
+	struct snap **snaps;
+	size_t nsnaps, asnaps;
+};
+
+/* An RPC's status: a gRPC code and its message. */
+struct rstat {
+	int code;
+	char msg[512];
+};
+/* Set st and return code. */
+int rfail(struct rstat *st, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A bump allocator for one reply: everything freed at once. */
+struct arena {
+	struct arena_chunk *head;
+};
+void *arena_alloc(struct arena *a, size_t n);	/* zeroed; NULL on OOM */
+char *arena_strdup(struct arena *a, const char *s);
+void arena_free(struct arena *a);
+
+/* An RPC handler: req is the decoded request; *ret_resp (arena-allocated)
+ * the reply when it returns GRPC_OK. Returns a gRPC code; st says why. */
+typedef int (*rpc_fn)(struct plugin *p, const ProtobufCMessage *req, struct arena *a,
+		      ProtobufCMessage **ret_resp, struct rstat *st);
+
+/* identity.c */
+int rpc_get_plugin_info(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_get_plugin_capabilities(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_probe(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_controller_get_capabilities(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_get_capabilities(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_get_info(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+
+/* controller.c */
+int rpc_create_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_delete_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_validate_volume_capabilities(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_list_volumes(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_get_capacity(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_controller_expand_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_create_snapshot(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_delete_snapshot(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_list_snapshots(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+
+/* node.c */
+int rpc_node_stage_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_unstage_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_publish_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_unpublish_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_get_volume_stats(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_node_expand_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+
+/* check (controller.c): the field checks every service shares. Each
+ * returns GRPC_OK or INVALID_ARGUMENT naming field. */
+int check_name(const char *field, const char *v, struct rstat *st);
+int check_id(const char *field, const char *v, struct rstat *st);
+int check_path(const char *field, const char *v, struct rstat *st);
+/* A capability we can serve on backing b (fs_type: the volume's, or NULL
+ * before it exists). INVALID_ARGUMENT with the reason otherwise. */
+int check_capability(const char *field, const Csi__V1__VolumeCapability *cap, enum backing b,
+		     const char *fs_type, struct rstat *st);
+
+/* store.c: records. Every function needs p->mu held unless it says so. */
+int store_open(struct plugin *p, char *err, size_t errsz);	/* load + recover; before serving */
+struct vol *store_vol(struct plugin *p, const char *id);
+struct vol *store_vol_by_name(struct plugin *p, const char *name);
+struct snap *store_snap(struct plugin *p, const char *id);
+struct snap *store_snap_by_name(struct plugin *p, const char *name);
+/* Insert a new record (takes ownership); -ENOMEM. */
+int store_add_vol(struct plugin *p, struct vol *v);
+int store_add_snap(struct plugin *p, struct snap *s);
+/* Write the record atomically (tmp + fsync + rename + fsync dir). -errno. */
+int store_save_vol(struct plugin *p, const struct vol *v);
+int store_save_snap(struct plugin *p, const struct snap *s);
+/* Remove the record from memory and disk, and free it. */
+void store_drop_vol(struct plugin *p, struct vol *v);
+void store_drop_snap(struct plugin *p, struct snap *s);
+/* First index whose id is >= id (paging). */
+size_t store_vol_index(struct plugin *p, const char *id);
+size_t store_snap_index(struct plugin *p, const char *id);
+void vol_free(struct vol *v);
+void snap_free(struct snap *s);
+/* A fresh random id with prefix ("vol-", "snap-") into out[24]. */
+void store_new_id(const char *prefix, char out[24]);
+/* Canonical parameters of a map, for idempotency; malloc'd. */
+char *store_params(size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e);
+
+/* backing.c: on-disk work; no lock held, the object busy. -errno + msg. */
+/* Data path of a volume or snapshot: BASE/data/ID (".img" for an image). */
+void backing_path(const struct plugin *p, const char *id, enum backing b, char *out, size_t outsz);
+int backing_create(struct plugin *p, const struct vol *v, const char *src_path,
+		   enum backing src_backing, char *err, size_t errsz);
+int backing_remove(struct plugin *p, const char *id, enum backing b);
+int backing_copy(const char *from, const char *to, enum backing b, char *err, size_t errsz);
+int backing_grow(struct plugin *p, const struct vol *v, int64_t size, char *err, size_t errsz);
+/* Stage: bind (dir) or attach + mount (image; block: attach only). The
+ * loop device used goes to ret_loop[24]. */
+int backing_stage(struct plugin *p, const struct vol *v, const char *path, bool block,
+		  unsigned long msflags, const char *data, char ret_loop[24], char *err, size_t errsz);
+int backing_unstage(const struct vol *v, char *err, size_t errsz);
+int backing_fs_grow(const struct vol *v, const char *mnt, char *err, size_t errsz);
+int backing_bind(const char *from, const char *to, bool block, bool readonly,
+		 unsigned long msflags, char *err, size_t errsz);
+int backing_unmount(const char *path, bool remove_dir, char *err, size_t errsz);
+/* Parse mount flags into MS_* bits and a data string (unknown words). */
+int backing_mount_flags(size_t n, char **flags, unsigned long *ret_flags, char *data, size_t datasz,
+			char *err, size_t errsz);
+/* Is path the root of a mount? 1, 0, -errno. */
+int backing_is_mount(const char *path);
+int backing_min_size(enum backing b, const char *fs_type, int64_t *ret);
+
+#endif
