@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * volume-internal: what the volume files share (volume.c, volume-steps.c,
+ * volume-ctl.c, volume-files.c, volume-recover.c); never seen outside them.
+ *
+ * A volume's states, the object and its action. The state machine
+ * (volume-steps.c) calls plugins only through struct storage_ops; the
+ * files and commands never call a plugin but through it either.
+ */
+#ifndef NODEFS_VOLUME_INTERNAL_H
+#define NODEFS_VOLUME_INTERNAL_H
+
+#include "backend-internal.h"
+#include "operation.h"
+
+struct jw;
+struct operation;
+
+enum vstate {
+	V_CREATING, V_CREATED, V_CONTROLLER_PUBLISH, V_NODE_READY, V_NODE_STAGE, V_VOL_READY,
+	V_NODE_PUBLISH, V_PUBLISHED, V_NODE_UNPUBLISH, V_NODE_UNSTAGE, V_CONTROLLER_UNPUBLISH,
+	V_DELETING,
+};
+
+struct volume {
+	struct backend *b;
+	struct bnode *node;		/* borrowed: the node owns the volume */
+	char name[65];
+	struct actq q;
+	atomic_int inflight;		/* actions submitted and not yet answered */
+	/* Its create or import is queued (or it was recovered): other commands
+	 * may follow. The node is in the tree before that action is queued
+	 * (a name is taken once), and a command slipping in first would run
+	 * before the create: a destroy would make and delete the volume, and
+	 * the create, running next on the forgotten volume, make it again. */
+	atomic_bool queued;
+
+	/* what it was made with; immutable after create */
+	char *plugin;
+	char *profile;
+	char *access_mode;
+	char *fs_type;
+	char **mount_flags;
+	char **params;			/* "k=v" */
+	uint64_t size_req;
+	bool imported;
+
+	pthread_mutex_t lock;		/* everything below */
+	enum vstate state;
+	char *csi_name;			/* CreateVolume name: nodefs-OPID */
+	char *id;			/* CSI volume id */
+	int64_t capacity;
+	char **vctx;			/* volume context, "k=v" */
+	char **pctx;			/* publish context, "k=v" */
+	bool ctl_published, staged;
+	int64_t node_expand_to;		/* ControllerExpand done, NodeExpand owed */
+	bool have_stats;		/* NodeGetVolumeStats as last reported */
+	long long stats_used, stats_available;
+	char *target;
+	bool ro;
+	char staging[PATH_MAX];
+	bool last_uncertain;		/* the last call's outcome is unknown */
+};
+
+static inline struct volume *vof(struct bnode *n)
+{
+	return n->priv;
+}
+
+/* An action on a volume: one command, run on the volume's queue. */
+enum { VA_CREATE, VA_IMPORT, VA_PUBLISH, VA_STAGE, VA_UNPUBLISH, VA_UNSTAGE, VA_EXPAND,
+       VA_DESTROY };
+
+struct vact {
+	struct action a;
+	struct volume *v;
+	struct bnode *node;
+	int kind;
+	char *target;
+	bool ro;
+	uint64_t size;
+};
+
+/* ---- volume.c: the object, its record, its state ---- */
+
+/* "CREATING", ...; "UNKNOWN" out of range. */
+const char *vstate_to_string(enum vstate s);
+/* The inverse; -1 when unknown. */
+int vstate_from_string(const char *s);
+/* Append a copy of s to the NULL-terminated *v; -ENOMEM. */
+int volume_strv_push(char ***v, const char *s);
+/* A copy of v (never NULL but on OOM; an empty vector for NULL). */
+char **volume_strv_dup(char *const *v);
+/* A volume named name, in no tree yet (NULL on OOM). */
+struct volume *volume_alloc(struct backend *b, const char *name);
+void volume_free(struct volume *v);
+/* The members as the record and info.json show them. Lock held. */
+void volume_write_locked(struct volume *v, struct jw *w);
+/* Derive the staging path from the id when not set. Lock held or v not
+ * yet shared. */
+void volume_staging_locked(struct volume *v);
+/* Write the volume's record (store.c). -errno with err. */
+int volume_checkpoint(struct volume *v, struct nerr *err);
+enum vstate volume_state(struct volume *v);
+/* Set the state; a change wakes pollers and emits an event. */
+void volume_set_state(struct volume *v, enum vstate s);
+/* The volume is gone: record, directory, and a DELETED event. */
+void volume_forget(struct volume *v, const char *op_id);
+
+/* ---- volume-steps.c: the state machine ---- */
+
+/* The action's run hook: one command walked to its end. */
+int volume_run_action(struct action *a, struct nerr *err);
+
+/* ---- volume-ctl.c: commands ---- */
+
+/* The action's done and free hooks. */
+void volume_act_done(struct action *a, int result);
+void volume_act_free(struct action *a);
+/* Queue an action of kind (VA_*) for v with its operation; t (may be
+ * NULL) gives its arguments (t->target is taken, even on failure). */
+int volume_submit(struct volume *v, int kind, const char *cmdline, struct breq *rq,
+		  struct vact *t);
+/* volumes/NAME/ctl's commands. */
+extern const struct bctl_table volume_ctl_table;
+
+/* ---- volume-files.c: volumes/NAME/ ---- */
+
+extern const struct btype volume_type;
+
+#endif

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * volume-recover: volumes at start. Every record in STATE_DIR/volumes is
+ * read back into a volume (a node reboot drops what was mounted: such
+ * volumes go back to NODE_READY), and a PENDING operation on a volume is
+ * resumed as an action on its queue, as if its command had just been
+ * written again.
+ *
+ * Must not know: the storage interface, how steps run, files.
+ */
+#include "volume-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "operation.h"
+#include "store.h"
+#include "units.h"
+#include "valid.h"
+
+static char **json_strv(json_t *a)
+{
+	char **v = calloc(1, sizeof(*v));
+	size_t i;
+	json_t *x;
+
+	json_array_foreach(a, i, x)
+		if (v && json_string_value(x) && volume_strv_push(&v, json_string_value(x)) < 0) {
+			storage_strv_free(v);
+			return NULL;
+		}
+	return v;
+}
+
+/* ---- recovery ---- */
+
+static void recover_one(void *ctx, const char *name, json_t *j)
+{
+	struct backend *b = ctx;
+	struct volume *v;
+	const char *s;
+	int st;
+
+	s = json_string_value(json_object_get(j, "plugin"));
+	if (valid_name(name, NULL) < 0 || !s || !s[0]) {
+		log_err("volume checkpoint %s: no plugin", name);
+		atomic_fetch_add(&b->bad_records, 1);
+		return;
+	}
+	v = volume_alloc(b, name);
+	if (!v)
+		return;
+#define S(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) v->field = strdup(s)
+	S(plugin, "plugin");
+	S(profile, "profile");
+	S(access_mode, "access_mode");
+	S(fs_type, "fs_type");
+	S(csi_name, "csi_name");
+	S(id, "id");
+	S(target, "target");
+#undef S
+	if ((s = json_string_value(json_object_get(j, "staging_path"))))
+		snprintf(v->staging, sizeof(v->staging), "%s", s);
+	volume_staging_locked(v);
+	v->mount_flags = json_strv(json_object_get(j, "mount_flags"));
+	v->params = json_strv(json_object_get(j, "parameters"));
+	v->vctx = json_strv(json_object_get(j, "volume_context"));
+	v->pctx = json_strv(json_object_get(j, "publish_context"));
+	v->size_req = (uint64_t)json_integer_value(json_object_get(j, "size_requested"));
+	v->imported = json_is_true(json_object_get(j, "imported"));
+	v->capacity = json_integer_value(json_object_get(j, "capacity"));
+	v->ctl_published = json_is_true(json_object_get(j, "controller_published"));
+	v->staged = json_is_true(json_object_get(j, "staged"));
+	v->node_expand_to = json_integer_value(json_object_get(j, "node_expand_to"));
+	v->ro = json_is_true(json_object_get(j, "readonly"));
+	atomic_store(&v->queued, true);
+	st = vstate_from_string(json_string_value(json_object_get(j, "state")));
+	v->state = st < 0 ? V_CREATED : (enum vstate)st;
+	if (b->rebooted && v->state >= V_NODE_STAGE && v->state <= V_NODE_UNSTAGE) {
+		/* the node rebooted: its mounts are gone; back to NODE_READY, and
+		 * publish or stage again on demand (Mesos does the same) */
+		v->state = V_NODE_READY;
+		v->staged = false;
+		free(v->target);
+		v->target = NULL;
+	}
+	v->node = bnode_new(&volume_type, name, v);
+	if (!v->node) {
+		volume_free(v);
+		return;
+	}
+	if (bnode_add(b->volumes, v->node) < 0)
+		log_err("volume checkpoint %s: cannot add it", name);
+	bnode_unref(v->node);
+}
+
+static void recover_bad(void *ctx, const char *name, const char *why)
+{
+	struct backend *b = ctx;
+
+	log_err("checkpoint of volume %s is unreadable: %s", name, why);
+	atomic_fetch_add(&b->bad_records, 1);
+}
+
+int volumes_recover(struct backend *b, struct nerr *err)
+{
+	int r = store_load(b->cfg->state_dir, "volumes", recover_one, recover_bad, b);
+
+	if (r < 0)
+		return nerr_set(err, -r, "cannot read the volume checkpoints: %s", strerror(-r));
+	return 0;
+}
+
+/*
+ * Recovery: a PENDING operation on a volume is driven to an end as if its
+ * command had just been written again (the calls are idempotent, and the
+ * CreateVolume name is kept in the record, so nothing is made twice). Its
+ * answer goes to the operation, there being no writer any more.
+ */
+int volume_resume(struct backend *b, struct operation *op)
+{
+	static const struct { const char *cmd; int kind; } kinds[] = {
+		{ "create", VA_CREATE }, { "mkdir", VA_CREATE }, { "import", VA_IMPORT },
+		{ "publish", VA_PUBLISH }, { "stage", VA_STAGE }, { "unpublish", VA_UNPUBLISH },
+		{ "unstage", VA_UNSTAGE }, { "expand", VA_EXPAND }, { "destroy", VA_DESTROY },
+		{ "rmdir", VA_DESTROY },
+	};
+	struct ctl_cmd cmd = { 0 };
+	struct bnode *n;
+	struct volume *v;
+	struct vact *x;
+	int kind = -1, r;
+
+	if (strncmp(op->object, "volumes/", 8) != 0)
+		return -EINVAL;
+	n = bnode_lookup(b->volumes, op->object + 8);
+	if (!n)
+		return -ENOENT;	/* it never reached its first checkpoint */
+	v = vof(n);
+	r = ctl_parse(op->command, strlen(op->command), &cmd, NULL);
+	for (size_t i = 0; r >= 0 && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(cmd.argv[0], kinds[i].cmd) == 0)
+			kind = kinds[i].kind;
+	x = kind >= 0 ? calloc(1, sizeof(*x)) : NULL;
+	if (!x) {
+		ctl_cmd_free(&cmd);
+		bnode_unref(n);
+		return -EINVAL;
+	}
+	if (kind == VA_PUBLISH && cmd.argc > 1) {
+		x->target = strdup(cmd.argv[1]);
+		x->ro = cmd.argc > 2 && strcmp(cmd.argv[2], "ro") == 0;
+	} else if (kind == VA_PUBLISH) {
+		pthread_mutex_lock(&v->lock);
+		x->target = v->target ? strdup(v->target) : NULL;
+		x->ro = v->ro;
+		pthread_mutex_unlock(&v->lock);
+	}
+	if (kind == VA_EXPAND && cmd.argc > 1)
+		parse_size(cmd.argv[1], &x->size, NULL);
+	ctl_cmd_free(&cmd);
+	if ((kind == VA_PUBLISH && !x->target) || (kind == VA_EXPAND && !x->size)) {
+		free(x->target);
+		free(x);
+		bnode_unref(n);
+		return -EINVAL;
+	}
+	x->v = v;
+	x->node = n;	/* the lookup's reference */
+	x->kind = kind;
+	x->a.b = b;
+	x->a.op = op;
+	bnode_ref(op->node);	/* the action's reference, dropped when it ends */
+	x->a.run = volume_run_action;
+	x->a.done = volume_act_done;
+	x->a.free = volume_act_free;
+	op->claimed = true;
+	events_emit(b->events, "operation", op->id, "PENDING", "PENDING", op->id,
+		    "resumed after a restart");
+	atomic_fetch_add(&v->inflight, 1);
+	actq_submit(&v->q, &x->a);
+	return 0;
+}

@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * volume-steps: the volume state machine. Publish walks CREATED ->
+ * CONTROLLER_PUBLISH -> NODE_READY -> NODE_STAGE -> VOL_READY ->
+ * NODE_PUBLISH -> PUBLISHED, skipping what the plugin's capabilities do not
+ * have; unpublish, unstage and destroy walk back down (NodeUnpublish before
+ * NodeUnstage before ControllerUnpublish before DeleteVolume); expand is
+ * ControllerExpand then NodeExpand. One action runs one command.
+ *
+ * Rules kept (from Mesos and kubelet): the calls of one volume run strictly
+ * in order on its action queue; CreateVolume's name derives from the
+ * operation id, so a retried create never makes two volumes; the transient
+ * state is checkpointed before each call and the stable state after it; a
+ * call whose outcome is unknown (deadline, unavailable, aborted) leaves the
+ * volume in its transient state and the next command re-drives that call
+ * (NodeStage is re-sent after a failed NodeUnstage); a call that failed for
+ * certain puts the volume back where it was.
+ *
+ * Owns: the steps and walks. Plugins are reached only through struct
+ * storage_ops (storage.h). Must not know: CSI messages, ctl parsing, files.
+ */
+#include "volume-internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "operation.h"
+
+/* ---- the steps: one storage call each ---- */
+
+struct vctx {
+	struct volume *v;
+	struct plugin *p;
+	struct bnode *pnode;
+	const struct storage_ops *ops;
+	void *h;
+	struct storage_caps caps;
+	struct operation *op;
+	unsigned attempts;
+	bool dirty;			/* state changed since the last checkpoint */
+	char node_id[256];
+};
+
+/* What a call ended with, for the step and the operation. */
+static void note_result(struct vctx *x, const struct storage_result *res)
+{
+	if (!res->call)
+		return;		/* nothing was sent */
+	x->v->last_uncertain = res->uncertain;
+	/* the operation shows the most attempts one call of it needed: a
+	 * retried step stays visible after the steps that followed it */
+	if (res->attempts > x->attempts)
+		x->attempts = res->attempts;
+	if (x->op) {
+		char remote[64];
+		op_set_attempts(x->op, x->attempts);
+		snprintf(remote, sizeof(remote), "%d %s", res->code, res->code_name);
+		op_set_remote(x->op, remote);
+	}
+}
+
+#define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
+#define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
+
+/* The request naming v: id, capability, parameters and contexts. The
+ * strings are v's; the volume's lock is not needed, as only the action
+ * running on the volume's queue changes them. */
+static struct storage_req req_of(struct volume *v)
+{
+	return (struct storage_req){
+		.name = v->csi_name,
+		.id = v->id,
+		.cap = storage_cap_of(v->access_mode, v->fs_type, v->mount_flags),
+		.params = v->params,
+		.vctx = v->vctx,
+		.pctx = v->pctx,
+		.staging = v->staged ? v->staging : "",
+		.target = v->target,
+		.readonly = v->ro,
+	};
+}
+
+static int do_create_volume(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct storage_req rq = req_of(v);
+	struct storage_result res = { 0 };
+	struct storage_volume sv = { 0 };
+	int r;
+
+	rq.bytes = (int64_t)v->size_req;
+	r = x->ops->create(x->h, &rq, &sv, &res, err);
+	note_result(x, &res);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&v->lock);
+	free(v->id);
+	v->id = TAKE_PTR(sv.id);
+	v->capacity = sv.capacity;
+	storage_strv_free(v->vctx);
+	v->vctx = TAKE_PTR(sv.vctx);
+	volume_staging_locked(v);
+	pthread_mutex_unlock(&v->lock);
+	return 0;
+}
+
+static int do_validate(struct vctx *x, struct nerr *err)
+{
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r = x->ops->validate(x->h, &rq, &res, err);
+
+	note_result(x, &res);
+	return r;
+}
+
+/* An imported volume's capacity and context, from ListVolumes when the
+ * plugin lists volumes; best effort (the volume is usable without them). */
+static void import_listed(struct vctx *x)
+{
+	struct volume *v = x->v;
+	char *token = NULL;
+	bool found = false;
+
+	if (!HAS_CTL(x, LIST_VOLUMES))
+		return;
+	for (int pages = 0; pages < 1000 && !found; pages++) {
+		struct storage_page pg = { 0 };
+		struct nerr e = { 0 };
+
+		if (x->ops->list(x->h, token, &pg, NULL, &e) < 0)
+			break;
+		for (size_t i = 0; i < pg.n && !found; i++) {
+			if (strcmp(pg.v[i].id, v->id) != 0)
+				continue;
+			found = true;
+			pthread_mutex_lock(&v->lock);
+			v->capacity = pg.v[i].capacity;
+			storage_strv_free(v->vctx);
+			v->vctx = TAKE_PTR(pg.v[i].vctx);
+			pthread_mutex_unlock(&v->lock);
+		}
+		free(token);
+		token = TAKE_PTR(pg.next_token);
+		storage_page_clear(&pg);
+		if (!token)
+			break;
+	}
+	free(token);
+}
+
+static int do_controller_publish(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct storage_req rq;
+	struct storage_result res = { 0 };
+	char **pctx = NULL;
+	int r;
+
+	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
+	if (r < 0)
+		return r;
+	rq = req_of(v);
+	rq.node_id = x->node_id;
+	r = x->ops->controller_publish(x->h, &rq, &pctx, &res, err);
+	note_result(x, &res);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&v->lock);
+	storage_strv_free(v->pctx);
+	v->pctx = pctx;
+	v->ctl_published = true;
+	pthread_mutex_unlock(&v->lock);
+	return 0;
+}
+
+static int do_controller_unpublish(struct vctx *x, struct nerr *err)
+{
+	struct storage_req rq;
+	struct storage_result res = { 0 };
+	int r;
+
+	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
+	if (r < 0)
+		return r;
+	rq = req_of(x->v);
+	rq.node_id = x->node_id;
+	r = x->ops->controller_unpublish(x->h, &rq, &res, err);
+	note_result(x, &res);
+	if (r >= 0) {
+		pthread_mutex_lock(&x->v->lock);
+		x->v->ctl_published = false;
+		storage_strv_free(x->v->pctx);
+		x->v->pctx = NULL;
+		pthread_mutex_unlock(&x->v->lock);
+	}
+	return r;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	/* usually only the last component is missing, or none */
+	if (mkdir(path, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int do_stage(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct storage_req rq;
+	struct storage_result res = { 0 };
+	int r;
+
+	if (!v->staging[0])
+		return nerr_set(err, EINVAL, "volume %s has no id to stage", v->name);
+	r = mkdir_p(v->staging, 0750);
+	if (r < 0)
+		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
+	rq = req_of(v);
+	rq.staging = v->staging;
+	r = x->ops->stage(x->h, &rq, &res, err);
+	note_result(x, &res);
+	if (r >= 0) {
+		pthread_mutex_lock(&v->lock);
+		v->staged = true;
+		pthread_mutex_unlock(&v->lock);
+	}
+	return r;
+}
+
+static int do_unstage(struct vctx *x, struct nerr *err)
+{
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r;
+
+	rq.staging = x->v->staging;
+	r = x->ops->unstage(x->h, &rq, &res, err);
+	note_result(x, &res);
+	if (r >= 0) {
+		pthread_mutex_lock(&x->v->lock);
+		x->v->staged = false;
+		pthread_mutex_unlock(&x->v->lock);
+		rmdir(x->v->staging);
+	}
+	return r;
+}
+
+static int do_publish(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct storage_req rq;
+	struct storage_result res = { 0 };
+	char parent[PATH_MAX], *slash;
+	int r;
+
+	/* the target's parent must exist (some plugins need it) */
+	snprintf(parent, sizeof(parent), "%s", v->target);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		r = mkdir_p(parent, 0755);
+		if (r < 0)
+			return nerr_set(err, -r, "cannot make %s: %s", parent, strerror(-r));
+	}
+	rq = req_of(v);
+	r = x->ops->publish(x->h, &rq, &res, err);
+	note_result(x, &res);
+	return r;
+}
+
+static int do_unpublish(struct vctx *x, struct nerr *err)
+{
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r = x->ops->unpublish(x->h, &rq, &res, err);
+
+	note_result(x, &res);
+	return r;
+}
+
+static int do_delete(struct vctx *x, struct nerr *err)
+{
+	struct storage_req rq = req_of(x->v);
+	struct storage_result res = { 0 };
+	int r = x->ops->delete(x->h, &rq, &res, err);
+
+	note_result(x, &res);
+	return r;
+}
+
+/*
+ * One step: the transient state is checkpointed before the call and the
+ * stable state after it. A call whose outcome is unknown leaves the volume
+ * in the transient state (the next command re-drives it); a call that
+ * failed for certain puts it back to `back`.
+ *
+ * The stable state after a call is written with the next step's transient
+ * record when another call follows at once (that record holds everything
+ * the call returned), else by flush() before the command is answered: one
+ * fsync'd write fewer per call, and a crash in between only re-drives an
+ * idempotent call whose result was not yet recorded.
+ */
+static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, struct nerr *),
+		enum vstate done, enum vstate back, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct nerr cerr = { 0 };
+	int r;
+
+	volume_set_state(v, transient);
+	r = volume_checkpoint(v, err);
+	if (r < 0) {
+		volume_set_state(v, back);
+		return r;
+	}
+	x->dirty = false;
+	v->last_uncertain = false;
+	r = fn(x, err);
+	if (r < 0) {
+		if (!v->last_uncertain) {
+			volume_set_state(v, back);
+			volume_checkpoint(v, &cerr);
+		} else {
+			nerr_prefix(err, "left in %s, the next command retries", vstate_to_string(transient));
+		}
+		return r;
+	}
+	volume_set_state(v, done);
+	x->dirty = true;
+	return 0;
+}
+
+/* The stable state a step or a walk left, checkpointed if not yet. */
+static int flush(struct vctx *x, struct nerr *err)
+{
+	if (!x->dirty)
+		return 0;
+	x->dirty = false;
+	return volume_checkpoint(x->v, err);
+}
+
+/* The state an up-walk resumes from: a transient state of either
+ * direction re-drives the call that goes up from there. */
+static int walk_up(struct vctx *x, bool want_publish, struct nerr *err)
+{
+	struct volume *v = x->v;
+	bool stage = HAS_NODE(x, STAGE_UNSTAGE_VOLUME);
+	bool ctl = HAS_CTL(x, PUBLISH_UNPUBLISH_VOLUME);
+	int r = 0;
+
+	for (int guard = 0; guard < 16 && r >= 0; guard++) {
+		switch (volume_state(v)) {
+		case V_CREATING:
+			r = step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+			break;
+		case V_CREATED:
+		case V_CONTROLLER_PUBLISH:
+		case V_CONTROLLER_UNPUBLISH:
+			if (ctl)
+				r = step(x, V_CONTROLLER_PUBLISH, do_controller_publish, V_NODE_READY,
+					 V_CREATED, err);
+			else {
+				volume_set_state(v, V_NODE_READY);
+				x->dirty = true;
+			}
+			break;
+		case V_NODE_READY:
+		case V_NODE_STAGE:
+		case V_NODE_UNSTAGE:
+			if (!stage) {
+				if (!want_publish)
+					return 0;
+				r = step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED, V_NODE_READY, err);
+			} else {
+				r = step(x, V_NODE_STAGE, do_stage, V_VOL_READY, V_NODE_READY, err);
+			}
+			break;
+		case V_VOL_READY:
+			if (!want_publish)
+				return 0;
+			r = step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED, V_VOL_READY, err);
+			break;
+		case V_NODE_PUBLISH:
+		case V_NODE_UNPUBLISH:
+			r = step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED,
+				 v->staged ? V_VOL_READY : V_NODE_READY, err);
+			break;
+		case V_PUBLISHED:
+			return 0;
+		case V_DELETING:
+			return nerr_set(err, EBUSY, "volume %s is being deleted: destroy it", v->name);
+		}
+	}
+	return r;
+}
+
+enum down_goal { DOWN_UNPUBLISHED, DOWN_CREATED, DOWN_DELETED };
+
+static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
+{
+	struct volume *v = x->v;
+	int r = 0;
+
+	for (int guard = 0; guard < 16 && r >= 0; guard++) {
+		switch (volume_state(v)) {
+		case V_PUBLISHED:
+		case V_NODE_PUBLISH:
+		case V_NODE_UNPUBLISH:
+			r = step(x, V_NODE_UNPUBLISH, do_unpublish, v->staged ? V_VOL_READY : V_NODE_READY,
+				 V_PUBLISHED, err);
+			if (r >= 0) {
+				pthread_mutex_lock(&v->lock);
+				free(v->target);
+				v->target = NULL;
+				v->ro = false;
+				pthread_mutex_unlock(&v->lock);
+				x->dirty = true;
+			}
+			if (r >= 0 && goal == DOWN_UNPUBLISHED)
+				return 0;
+			break;
+		case V_VOL_READY:
+		case V_NODE_STAGE:
+		case V_NODE_UNSTAGE:
+			if (goal == DOWN_UNPUBLISHED)
+				return 0;
+			r = step(x, V_NODE_UNSTAGE, do_unstage, V_NODE_READY, V_VOL_READY, err);
+			break;
+		case V_NODE_READY:
+		case V_CONTROLLER_PUBLISH:
+		case V_CONTROLLER_UNPUBLISH:
+			if (goal == DOWN_UNPUBLISHED)
+				return 0;
+			if (v->ctl_published || volume_state(v) != V_NODE_READY)
+				r = step(x, V_CONTROLLER_UNPUBLISH, do_controller_unpublish, V_CREATED,
+					 V_NODE_READY, err);
+			else {
+				volume_set_state(v, V_CREATED);
+				x->dirty = true;
+			}
+			break;
+		case V_CREATING:
+			/* a create whose outcome is unknown: finish it to learn the id */
+			r = step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+			break;
+		case V_CREATED:
+			if (goal != DOWN_DELETED)
+				return 0;
+			/* fall through */
+		case V_DELETING:
+			r = step(x, V_DELETING, do_delete, V_DELETING, V_CREATED, err);
+			return r < 0 ? r : 1;
+		}
+	}
+	return r;
+}
+
+/*
+ * expand: ControllerExpandVolume when the plugin has the controller
+ * capability, then NodeExpandVolume when it has the node one (and the
+ * controller says the node must act) while the volume is on this node.
+ * A NodeExpand that failed after the ControllerExpand went through is owed
+ * (node_expand_to, checkpointed): `expand` to that size again makes only
+ * the node call. Off the node, NodeStage/NodePublish see the new size.
+ */
+static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
+{
+	struct volume *v = x->v;
+	bool ctl = HAS_CTL(x, EXPAND_VOLUME), node = HAS_NODE(x, EXPAND_VOLUME);
+	bool node_needed = node, finish_node, on_node;
+	int64_t cap, owed;
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	cap = v->capacity;
+	owed = v->node_expand_to;
+	on_node = v->staged || (v->target && v->state == V_PUBLISHED);
+	pthread_mutex_unlock(&v->lock);
+	finish_node = owed && owed == (int64_t)size;
+	if (!finish_node && (int64_t)size <= cap)
+		return nerr_set(err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
+				(unsigned long long)size, (long long)cap);
+	if (!ctl && !node)
+		return nerr_set(err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
+				v->plugin);
+	if (ctl && !finish_node) {
+		struct storage_req rq = req_of(v);
+		struct storage_result res = { 0 };
+		int64_t newcap = 0;
+		bool needed = false;
+
+		rq.bytes = (int64_t)size;
+		r = x->ops->controller_expand(x->h, &rq, &newcap, &needed, &res, err);
+		note_result(x, &res);
+		if (r < 0)
+			return r;
+		node_needed = node && needed;
+		pthread_mutex_lock(&v->lock);
+		v->capacity = newcap ? newcap : (int64_t)size;
+		v->node_expand_to = node_needed && on_node ? (int64_t)size : 0;
+		pthread_mutex_unlock(&v->lock);
+		bnode_changed(v->node);
+		r = volume_checkpoint(v, err);
+		if (r < 0)
+			return r;
+	}
+	if (node_needed && on_node) {
+		struct storage_req rq = req_of(v);
+		struct storage_result res = { 0 };
+		int64_t newcap = 0;
+
+		rq.bytes = (int64_t)size;
+		rq.path = v->target && v->state == V_PUBLISHED ? v->target : v->staging;
+		r = x->ops->node_expand(x->h, &rq, &newcap, &res, err);
+		note_result(x, &res);
+		if (r < 0) {
+			if (ctl)
+				nerr_prefix(err, "the controller expanded it; `expand %llu` finishes on the node",
+					    (unsigned long long)size);
+			return r;
+		}
+		pthread_mutex_lock(&v->lock);
+		if (newcap)
+			v->capacity = newcap;
+		else if (!ctl)
+			v->capacity = (int64_t)size;
+		v->node_expand_to = 0;
+		pthread_mutex_unlock(&v->lock);
+	} else if (finish_node) {
+		pthread_mutex_lock(&v->lock);
+		v->node_expand_to = 0;
+		pthread_mutex_unlock(&v->lock);
+	}
+	bnode_changed(v->node);
+	return volume_checkpoint(v, err);
+}
+
+int volume_run_action(struct action *a, struct nerr *err)
+{
+	struct vact *act = (struct vact *)a;
+	struct volume *v = act->v;
+	struct vctx x = { .v = v, .op = a->op };
+	int r;
+
+	/* queued behind the destroy that forgot it: no call, no checkpoint
+	 * (a step would write the record of a volume that is gone) */
+	if (atomic_load(&v->node->dead))
+		return nerr_set(err, ENOENT, "volume %s was destroyed", v->name);
+	x.p = plugin_get(v->b, v->plugin, &x.pnode);
+	if (!x.p)
+		return nerr_set(err, ENOENT, "plugin %s of volume %s is gone", v->plugin, v->name);
+	x.ops = plugin_ops(x.p);
+	x.h = plugin_handle(x.p);
+	r = plugin_caps(x.p, &x.caps, err);
+	if (r < 0) {
+		nerr_prefix(err, "plugin %s", v->plugin);
+		if (act->kind == VA_CREATE || act->kind == VA_IMPORT)
+			volume_forget(v, a->op ? a->op->id : NULL);
+		goto out;
+	}
+	switch (act->kind) {
+	case VA_CREATE:
+		if (!HAS_CTL(&x, CREATE_DELETE_VOLUME)) {
+			r = nerr_set(err, ENOTSUP, "plugin %s cannot create volumes (no CREATE_DELETE_VOLUME); use import",
+				     v->plugin);
+			volume_forget(v, a->op ? a->op->id : NULL);
+			break;
+		}
+		r = step(&x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+		if (r < 0 && !v->last_uncertain)
+			volume_forget(v, a->op ? a->op->id : NULL);	/* it never existed: nothing changed */
+		break;
+	case VA_IMPORT:
+		r = do_validate(&x, err);
+		if (r >= 0) {
+			import_listed(&x);
+			r = volume_checkpoint(v, err);
+		}
+		if (r < 0)
+			volume_forget(v, a->op ? a->op->id : NULL);
+		else {
+			volume_set_state(v, V_CREATED);
+			events_emit(v->b->events, "volume", v->name, NULL, "CREATED", a->op ? a->op->id : NULL,
+				    "imported");
+		}
+		break;
+	case VA_PUBLISH:
+		if (volume_state(v) == V_PUBLISHED) {
+			r = nerr_set(err, EBUSY, "volume %s is already published at %s", v->name, v->target);
+			break;
+		}
+		pthread_mutex_lock(&v->lock);
+		free(v->target);
+		v->target = act->target;
+		act->target = NULL;
+		v->ro = act->ro;
+		pthread_mutex_unlock(&v->lock);
+		r = walk_up(&x, true, err);
+		break;
+	case VA_STAGE:
+		r = walk_up(&x, false, err);
+		break;
+	case VA_UNPUBLISH: {
+		enum vstate s = volume_state(v);
+		if (s != V_PUBLISHED && s != V_NODE_PUBLISH && s != V_NODE_UNPUBLISH) {
+			r = nerr_set(err, EINVAL, "volume %s is not published (%s)", v->name, vstate_to_string(s));
+			break;
+		}
+		r = walk_down(&x, DOWN_UNPUBLISHED, err);
+		break;
+	}
+	case VA_UNSTAGE:
+		if (volume_state(v) == V_PUBLISHED) {
+			r = nerr_set(err, EBUSY, "volume %s is published at %s: unpublish it first",
+				     v->name, v->target);
+			break;
+		}
+		r = walk_down(&x, DOWN_CREATED, err);
+		break;
+	case VA_EXPAND:
+		r = do_expand(&x, act->size, err);
+		break;
+	case VA_DESTROY:
+		r = walk_down(&x, DOWN_DELETED, err);
+		if (r > 0) {
+			volume_forget(v, a->op ? a->op->id : NULL);
+			r = 0;
+		}
+		break;
+	}
+	/* the stable state the walk ended in, before the command is answered */
+	if (!atomic_load(&v->node->dead)) {
+		struct nerr ferr = { 0 };
+		int fr = flush(&x, r < 0 ? &ferr : err);
+
+		if (fr < 0 && r >= 0)
+			r = fr;
+	}
+out:
+	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY)
+		plugin_lists_stale(v->b, v->plugin);
+	bnode_unref(x.pnode);
+	return r < 0 ? r : 0;
+}
