@@ -80,10 +80,12 @@ static int run(char *const argv[], char *err, size_t errsz)
 		return 0;
 	while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
 		out[--n] = '\0';
-	char *last = strrchr(out, '\n');
+	for (char *q = out; *q; q++)
+		if (*q == '\n' || *q == '\t')
+			*q = ' ';
 	snprintf(err, errsz, "%s failed (%s %d): %s", argv[0],
 		 WIFEXITED(status) ? "exit" : "signal",
-		 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), last ? last + 1 : out);
+		 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), out);
 	return -EIO;
 }
 
@@ -276,7 +278,8 @@ static int loop_attach(const char *file, char ret[24], char *err, size_t errsz)
 		if (lfd < 0)
 			continue;
 		struct loop_config cfg = { .fd = (unsigned)ffd };
-		snprintf((char *)cfg.info.lo_file_name, LO_NAME_SIZE, "%s", file);
+		size_t fl = strlen(file) < LO_NAME_SIZE - 1 ? strlen(file) : LO_NAME_SIZE - 1;
+		memcpy(cfg.info.lo_file_name, file, fl);
 		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) == 0) {
 			close(lfd);
 			close(ffd);
@@ -383,6 +386,28 @@ int backing_bind(const char *from, const char *to, bool block, bool readonly,
 	return 0;
 }
 
+int backing_freeze(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, FIFREEZE, 0) < 0) {
+		syncfs(fd);	/* not freezable: at least what is written */
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void backing_thaw(int fd)
+{
+	if (fd < 0)
+		return;
+	ioctl(fd, FITHAW, 0);
+	close(fd);
+}
+
 int backing_is_mount(const char *path)
 {
 	struct statx sx;
@@ -416,11 +441,13 @@ int backing_unmount(const char *path, bool remove, char *err, size_t errsz)
 }
 
 int backing_stage(struct plugin *p, const struct vol *v, const char *path, bool block,
-		  unsigned long msflags, const char *data, char ret_loop[24], char *err, size_t errsz)
+		  unsigned long msflags, const char *data, char ret_loop[24], bool *ret_grown,
+		  char *err, size_t errsz)
 {
 	char file[PATH_CAP + 1];
 	int r;
 
+	*ret_grown = false;
 	backing_path(p, v->id, v->backing, file, sizeof(file));
 	ret_loop[0] = '\0';
 	if (v->backing == BACKING_DIR)
@@ -430,6 +457,15 @@ int backing_stage(struct plugin *p, const struct vol *v, const char *path, bool 
 		return r;
 	if (block)
 		return 0;
+	if (v->fs_size < v->size && strncmp(v->fs_type, "ext", 3) == 0) {
+		/* Grow offline while nothing mounts it: needs no
+		 * CAP_SYS_RESOURCE, which ext4's online resize does. */
+		char *argv[] = { "resize2fs", "-f", ret_loop, NULL };
+
+		if ((r = run(argv, err, errsz)) < 0)
+			goto fail;
+		*ret_grown = true;
+	}
 	struct stat st;
 	if (lstat(path, &st) < 0 && mkdir(path, 0750) < 0) {
 		r = -errno;
@@ -476,7 +512,15 @@ int backing_fs_grow(const struct vol *v, const char *mnt, char *err, size_t errs
 	}
 	if (strncmp(v->fs_type, "ext", 3) == 0) {
 		char *argv[] = { "resize2fs", (char *)v->loopdev, NULL };
-		return run(argv, err, errsz);
+
+		r = run(argv, err, errsz);
+		if (r < 0 && strstr(err, "Permission denied")) {
+			size_t n = strlen(err);
+
+			snprintf(err + n, errsz - n, " (online ext4 resize needs CAP_SYS_RESOURCE; "
+				 "unstage and stage again to grow it offline)");
+		}
+		return r;
 	}
 	return snprintf(err, errsz, "cannot grow a %s filesystem", v->fs_type), -EOPNOTSUPP;
 }

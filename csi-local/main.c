@@ -166,7 +166,7 @@ static int run_rpc(struct plugin *p, const struct rpc *r, const uint8_t *msg, si
 	if (!req)
 		return rfail(st, GRPC_INVALID_ARGUMENT, "request does not decode as %s", r->req->name);
 	code = r->fn(p, req, &a, &resp, st);
-	protobuf_c_message_free_unpacked(req, NULL);
+	/* The reply may borrow from the request: pack before freeing it. */
 	if (code == GRPC_OK) {
 		size_t n = protobuf_c_message_get_packed_size(resp);
 		uint8_t *buf = malloc(n ? n : 1);
@@ -179,6 +179,7 @@ static int run_rpc(struct plugin *p, const struct rpc *r, const uint8_t *msg, si
 			*ret_len = n;
 		}
 	}
+	protobuf_c_message_free_unpacked(req, NULL);
 	arena_free(&a);
 	return code;
 }

@@ -176,9 +176,11 @@ int backing_remove(struct plugin *p, const char *id, enum backing b);
 int backing_copy(const char *from, const char *to, enum backing b, char *err, size_t errsz);
 int backing_grow(struct plugin *p, const struct vol *v, int64_t size, char *err, size_t errsz);
 /* Stage: bind (dir) or attach + mount (image; block: attach only). The
- * loop device used goes to ret_loop[24]. */
+ * loop device used goes to ret_loop[24]; *ret_grown tells whether an ext
+ * filesystem smaller than its image was grown (offline, before the mount). */
 int backing_stage(struct plugin *p, const struct vol *v, const char *path, bool block,
-		  unsigned long msflags, const char *data, char ret_loop[24], char *err, size_t errsz);
+		  unsigned long msflags, const char *data, char ret_loop[24], bool *ret_grown,
+		  char *err, size_t errsz);
 int backing_unstage(const struct vol *v, char *err, size_t errsz);
 int backing_fs_grow(const struct vol *v, const char *mnt, char *err, size_t errsz);
 int backing_bind(const char *from, const char *to, bool block, bool readonly,
@@ -187,6 +189,11 @@ int backing_unmount(const char *path, bool remove_dir, char *err, size_t errsz);
 /* Parse mount flags into MS_* bits and a data string (unknown words). */
 int backing_mount_flags(size_t n, char **flags, unsigned long *ret_flags, char *data, size_t datasz,
 			char *err, size_t errsz);
+/* Freeze the filesystem mounted at path (an image's) so a copy of its
+ * image is consistent: an fd for backing_thaw, or -1 (not frozen; synced
+ * at least). */
+int backing_freeze(const char *path);
+void backing_thaw(int fd);
 /* Is path the root of a mount? 1, 0, -errno. */
 int backing_is_mount(const char *path);
 int backing_min_size(enum backing b, const char *fs_type, int64_t *ret);

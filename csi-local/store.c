@@ -516,7 +516,7 @@ int store_open(struct plugin *p, char *err, size_t errsz)
 
 			if (de->d_name[0] == '.')
 				continue;
-			snprintf(id, sizeof(id), "%s", de->d_name);
+			snprintf(id, sizeof(id), "%.60s", de->d_name);
 			char *dot = strstr(id, ".img");
 			if (dot)
 				*dot = '\0';

@@ -6,12 +6,17 @@ every Controller and Node RPC with the error codes the CSI spec lists,
 idempotency, malformed requests that change nothing, and kill -9 restarts
 with volumes staged and published."""
 
+import errno
 import os
+import sys
 import threading
 import unittest
 
 import nodefs_test as nt
 import csilocal as cl
+
+# argv[1]: the backing the Volumes tests run on (dir or image).
+BACKING = sys.argv[1] if len(sys.argv) > 1 else "dir"
 
 
 class Identity(unittest.TestCase):
@@ -69,6 +74,516 @@ class Identity(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
 
 
+GiB = 1 << 30
+
+
+def has_cap_sys_resource():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+MiB = 1 << 20
+
+
+class Volumes(unittest.TestCase):
+    """Controller and Node services on one backing (BACKING)."""
+
+    def local(self):
+        return cl.Local(backing=BACKING)
+
+    def fs(self):
+        return "ext4" if BACKING == "image" else ""
+
+    def size(self):
+        return 64 * MiB
+
+    def create(self, pl, name, size=None, **kw):
+        kw.setdefault("volume_capabilities", [pl.cap(fs_type=self.fs())])
+        return pl.call("Controller", "CreateVolume", name=name,
+                       capacity_range=pl.pb.CapacityRange(required_bytes=size or self.size()), **kw)
+
+    def stage(self, pl, vid, path=None, cap=None):
+        path = path or os.path.join(pl.tmp, "stage-" + vid)
+        return pl.call("Node", "NodeStageVolume", volume_id=vid, staging_target_path=path,
+                       volume_capability=cap or pl.cap(fs_type=self.fs())), path
+
+    def publish(self, pl, vid, stage, target, ro=False, cap=None):
+        return pl.call("Node", "NodePublishVolume", volume_id=vid, staging_target_path=stage,
+                       target_path=target, readonly=ro,
+                       volume_capability=cap or pl.cap(fs_type=self.fs()))
+
+    def test_controller(self):
+        with self.local() as pl:
+            caps = [c.rpc.type for c in pl.ok("Controller", "ControllerGetCapabilities").capabilities]
+            T = pl.pb.ControllerServiceCapability.RPC
+            for t in ("CREATE_DELETE_VOLUME", "LIST_VOLUMES", "GET_CAPACITY", "CREATE_DELETE_SNAPSHOT",
+                      "LIST_SNAPSHOTS", "CLONE_VOLUME", "EXPAND_VOLUME"):
+                self.assertIn(getattr(T, t), caps)
+            code, r = self.create(pl, "db", parameters={"tier": "fast"})
+            self.assertEqual(code, "OK", r)
+            vid = r.volume.volume_id
+            self.assertGreaterEqual(r.volume.capacity_bytes, self.size())
+            # idempotent by name
+            code, r2 = self.create(pl, "db", parameters={"tier": "fast"})
+            self.assertEqual((code, r2.volume.volume_id), ("OK", vid))
+            self.assertEqual(self.create(pl, "db", parameters={"tier": "slow"})[0], "ALREADY_EXISTS")
+            self.assertEqual(self.create(pl, "db", size=8 * GiB, parameters={"tier": "fast"})[0], "ALREADY_EXISTS")
+            # required fields, named
+            code, det = pl.call("Controller", "CreateVolume", volume_capabilities=[pl.cap()])
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("name", det)
+            code, det = pl.call("Controller", "CreateVolume", name="x")
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("volume_capabilities", det)
+            code, det = pl.call("Controller", "CreateVolume", name="x",
+                                volume_capabilities=[pl.pb.VolumeCapability(mount={})])
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("access_mode", det)
+            self.assertEqual(self.create(pl, "n" * 129)[0], "INVALID_ARGUMENT")
+            code, det = pl.call("Controller", "CreateVolume", name="r", volume_capabilities=[pl.cap()],
+                                capacity_range=pl.pb.CapacityRange(required_bytes=2 * GiB, limit_bytes=GiB))
+            self.assertEqual(code, "OUT_OF_RANGE", det)
+            code, det = self.create(pl, "huge", size=1 << 60)
+            self.assertEqual(code, "OUT_OF_RANGE", det)
+            # validate
+            r = pl.ok("Controller", "ValidateVolumeCapabilities", volume_id=vid,
+                      volume_capabilities=[pl.cap(fs_type=self.fs())])
+            self.assertTrue(r.HasField("confirmed"))
+            self.assertEqual(pl.call("Controller", "ValidateVolumeCapabilities", volume_id="vol-0000000000000000",
+                                     volume_capabilities=[pl.cap()])[0], "NOT_FOUND")
+            code, det = pl.call("Controller", "ValidateVolumeCapabilities", volume_id=vid)
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("volume_capabilities", det)
+            if BACKING == "dir":
+                r = pl.ok("Controller", "ValidateVolumeCapabilities", volume_id=vid,
+                          volume_capabilities=[pl.cap(block=True)])
+                self.assertFalse(r.HasField("confirmed"))
+                self.assertIn("block", r.message)
+            # capacity
+            r = pl.ok("Controller", "GetCapacity")
+            self.assertGreater(r.available_capacity, 0)
+            # list with paging
+            ids = {vid}
+            for i in range(4):
+                ids.add(self.create(pl, "v%d" % i)[1].volume.volume_id)
+            seen, tok, pages = [], "", 0
+            while True:
+                r = pl.ok("Controller", "ListVolumes", max_entries=2, starting_token=tok)
+                self.assertLessEqual(len(r.entries), 2)
+                seen += [e.volume.volume_id for e in r.entries]
+                pages += 1
+                tok = r.next_token
+                if not tok:
+                    break
+            self.assertEqual(sorted(seen), sorted(ids))
+            self.assertEqual(pages, 3)
+            self.assertEqual(pl.call("Controller", "ListVolumes", starting_token="bogus")[0], "ABORTED")
+            self.assertEqual(pl.call("Controller", "ListVolumes", max_entries=-1)[0], "INVALID_ARGUMENT")
+            # delete, idempotent
+            pl.ok("Controller", "DeleteVolume", volume_id=vid)
+            pl.ok("Controller", "DeleteVolume", volume_id=vid)
+            self.assertEqual(pl.call("Controller", "DeleteVolume", volume_id="")[0], "INVALID_ARGUMENT")
+            self.assertEqual(pl.call("Controller", "DeleteVolume", volume_id="../state")[0], "INVALID_ARGUMENT")
+            self.assertNotIn(vid, [e.volume.volume_id for e in pl.ok("Controller", "ListVolumes").entries])
+            self.assertEqual(self.create(pl, "db", parameters={"tier": "fast"})[0], "OK")
+
+    def test_node(self):
+        with self.local() as pl:
+            T = pl.pb.NodeServiceCapability.RPC
+            caps = [c.rpc.type for c in pl.ok("Node", "NodeGetCapabilities").capabilities]
+            self.assertEqual(sorted(caps), sorted([T.STAGE_UNSTAGE_VOLUME, T.GET_VOLUME_STATS,
+                                                   T.EXPAND_VOLUME, T.VOLUME_CONDITION]))
+            vid = self.create(pl, "n1")[1].volume.volume_id
+            stg = os.path.join(pl.tmp, "stage")
+            # required fields and bad paths, named
+            for kw, field in ((dict(staging_target_path=stg, volume_capability=pl.cap()), "volume_id"),
+                              (dict(volume_id=vid, volume_capability=pl.cap()), "staging_target_path"),
+                              (dict(volume_id=vid, staging_target_path=stg), "volume_capability"),
+                              (dict(volume_id=vid, staging_target_path=pl.tmp + "/a/../b",
+                                    volume_capability=pl.cap()), "staging_target_path"),
+                              (dict(volume_id=vid, staging_target_path="relative",
+                                    volume_capability=pl.cap()), "staging_target_path")):
+                code, det = pl.call("Node", "NodeStageVolume", **kw)
+                self.assertEqual(code, "INVALID_ARGUMENT", kw)
+                self.assertIn(field, det)
+            self.assertEqual(self.stage(pl, "vol-0000000000000000", stg)[0][0], "NOT_FOUND")
+            (code, det), _ = self.stage(pl, vid, stg)
+            self.assertEqual(code, "OK", det)
+            self.assertTrue(nt.is_mounted(stg))
+            self.assertEqual(self.stage(pl, vid, stg)[0][0], "OK")  # idempotent
+            self.assertEqual(self.stage(pl, vid, stg + "2")[0][0], "ALREADY_EXISTS")
+            t1 = os.path.join(pl.pub, "t1")
+            t2 = os.path.join(pl.pub, "t2")
+            self.assertEqual(self.publish(pl, vid, stg + "x", t1)[0], "FAILED_PRECONDITION")
+            code, det = pl.call("Node", "NodePublishVolume", volume_id=vid, target_path=t1,
+                                volume_capability=pl.cap(fs_type=self.fs()))
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("staging_target_path", det)
+            cap = pl.cap(fs_type=self.fs(), flags=["noatime", "nodev"])
+            self.assertEqual(self.publish(pl, vid, stg, t1, cap=cap), ("OK", pl.pb.NodePublishVolumeResponse()))
+            self.assertEqual(self.publish(pl, vid, stg, t1, cap=cap)[0], "OK")  # idempotent
+            self.assertEqual(self.publish(pl, vid, stg, t1, ro=True)[0], "ALREADY_EXISTS")
+            opts = nt.mount_entry(t1)
+            self.assertIn("noatime", str(opts))
+            self.assertIn("nodev", str(opts))
+            with open(os.path.join(t1, "hello"), "w") as f:
+                f.write("world")
+            self.assertEqual(self.publish(pl, vid, stg, t2, ro=True)[0], "OK")
+            with open(os.path.join(t2, "hello")) as f:
+                self.assertEqual(f.read(), "world")
+            with self.assertRaises(OSError) as e:
+                open(os.path.join(t2, "nope"), "w")
+            self.assertEqual(e.exception.errno, errno.EROFS)
+            # busy volume: no delete, no unstage
+            self.assertEqual(pl.call("Controller", "DeleteVolume", volume_id=vid)[0], "FAILED_PRECONDITION")
+            self.assertEqual(pl.call("Node", "NodeUnstageVolume", volume_id=vid,
+                                     staging_target_path=stg)[0], "FAILED_PRECONDITION")
+            # stats
+            r = pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=t1)
+            units = {u.unit: u for u in r.usage}
+            U = pl.pb.VolumeUsage
+            self.assertGreater(units[U.BYTES].total, 0)
+            self.assertGreater(units[U.INODES].total, 0)
+            self.assertFalse(r.volume_condition.abnormal, r.volume_condition.message)
+            if BACKING == "image":
+                self.assertLessEqual(units[U.BYTES].total, self.size())
+            self.assertEqual(pl.call("Node", "NodeGetVolumeStats", volume_id=vid,
+                                     volume_path=pl.pub)[0], "NOT_FOUND")
+            self.assertEqual(pl.call("Node", "NodeGetVolumeStats", volume_id="vol-0000000000000000",
+                                     volume_path=t1)[0], "NOT_FOUND")
+            self.assertEqual(pl.call("Node", "NodeGetVolumeStats", volume_id=vid)[0], "INVALID_ARGUMENT")
+            # node expand (nothing to grow): the current size
+            r = pl.ok("Node", "NodeExpandVolume", volume_id=vid, volume_path=stg)
+            self.assertGreaterEqual(r.capacity_bytes, self.size())
+            self.assertEqual(pl.call("Node", "NodeExpandVolume", volume_id=vid, volume_path=stg,
+                                     capacity_range=pl.pb.CapacityRange(required_bytes=1 << 50))[0],
+                             "OUT_OF_RANGE")
+            # take it all down, twice
+            for t in (t1, t2, t1):
+                pl.ok("Node", "NodeUnpublishVolume", volume_id=vid, target_path=t)
+                self.assertFalse(nt.is_mounted(t))
+                self.assertFalse(os.path.exists(t))
+            self.assertEqual(pl.call("Node", "NodeUnpublishVolume", volume_id="vol-0000000000000000",
+                                     target_path=t1)[0], "NOT_FOUND")
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+            self.assertFalse(nt.is_mounted(stg))
+            self.assertEqual(pl.mounts(), [])
+            pl.ok("Controller", "DeleteVolume", volume_id=vid)
+            self.assertEqual(pl.data_files(), [])
+            if BACKING == "image":
+                self.assertEqual(cl.loops_of(pl.tmp), [])
+
+    def test_condition(self):
+        with self.local() as pl:
+            vid = self.create(pl, "c")[1].volume.volume_id
+            (code, _), stg = self.stage(pl, vid)
+            self.assertEqual(code, "OK")
+            r = pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=stg)
+            self.assertFalse(r.volume_condition.abnormal)
+            data = os.path.join(pl.base, "data")
+            if BACKING == "dir":
+                os.rename(os.path.join(data, vid), os.path.join(pl.tmp, "moved"))
+            else:
+                os.truncate(os.path.join(data, vid + ".img"), 4096)
+            r = pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=stg)
+            self.assertTrue(r.volume_condition.abnormal)
+            self.assertIn("backing", r.volume_condition.message)
+
+    def test_snapshots_and_clones(self):
+        with self.local() as pl:
+            vid = self.create(pl, "src")[1].volume.volume_id
+            (code, _), stg = self.stage(pl, vid)
+            t = os.path.join(pl.pub, "t")
+            self.assertEqual(self.publish(pl, vid, stg, t)[0], "OK")
+            with open(os.path.join(t, "file"), "w") as f:
+                f.write("v1")
+            code, r = pl.call("Controller", "CreateSnapshot", source_volume_id=vid, name="s1")
+            self.assertEqual(code, "OK", r)
+            sid = r.snapshot.snapshot_id
+            self.assertTrue(r.snapshot.ready_to_use)
+            self.assertEqual(r.snapshot.source_volume_id, vid)
+            self.assertGreater(r.snapshot.creation_time.seconds, 0)
+            r2 = pl.ok("Controller", "CreateSnapshot", source_volume_id=vid, name="s1")
+            self.assertEqual(r2.snapshot.snapshot_id, sid)
+            other = self.create(pl, "other")[1].volume.volume_id
+            self.assertEqual(pl.call("Controller", "CreateSnapshot", source_volume_id=other,
+                                     name="s1")[0], "ALREADY_EXISTS")
+            self.assertEqual(pl.call("Controller", "CreateSnapshot", source_volume_id="vol-0000000000000000",
+                                     name="s2")[0], "NOT_FOUND")
+            code, det = pl.call("Controller", "CreateSnapshot", source_volume_id=vid)
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("name", det)
+            code, det = pl.call("Controller", "CreateSnapshot", name="s3")
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("source_volume_id", det)
+            with open(os.path.join(t, "file"), "w") as f:
+                f.write("v2")
+            sid2 = pl.ok("Controller", "CreateSnapshot", source_volume_id=other, name="s2").snapshot.snapshot_id
+            # list: all, by id, by source, paged, bad token
+            self.assertEqual(sorted(e.snapshot.snapshot_id for e in pl.ok("Controller", "ListSnapshots").entries),
+                             sorted([sid, sid2]))
+            r = pl.ok("Controller", "ListSnapshots", snapshot_id=sid)
+            self.assertEqual([e.snapshot.snapshot_id for e in r.entries], [sid])
+            r = pl.ok("Controller", "ListSnapshots", source_volume_id=other)
+            self.assertEqual([e.snapshot.snapshot_id for e in r.entries], [sid2])
+            self.assertEqual(list(pl.ok("Controller", "ListSnapshots", snapshot_id="snap-0000000000000000").entries), [])
+            r = pl.ok("Controller", "ListSnapshots", max_entries=1)
+            self.assertEqual(len(r.entries), 1)
+            r2 = pl.ok("Controller", "ListSnapshots", max_entries=1, starting_token=r.next_token)
+            self.assertEqual(len(r2.entries), 1)
+            self.assertNotEqual(r.entries[0].snapshot.snapshot_id, r2.entries[0].snapshot.snapshot_id)
+            self.assertEqual(pl.call("Controller", "ListSnapshots", starting_token="x")[0], "ABORTED")
+            # volumes from the snapshot (v1) and from the volume (v2)
+            src = pl.pb.VolumeContentSource
+            code, r = self.create(pl, "from-snap", volume_content_source=src(snapshot=src.SnapshotSource(snapshot_id=sid)))
+            self.assertEqual(code, "OK", r)
+            self.assertEqual(r.volume.content_source.snapshot.snapshot_id, sid)
+            fs_id = r.volume.volume_id
+            code, r = self.create(pl, "from-vol", size=2 * self.size(),
+                                  volume_content_source=src(volume=src.VolumeSource(volume_id=vid)))
+            self.assertEqual(code, "OK", r)
+            fv_id = r.volume.volume_id
+            self.assertEqual(self.create(pl, "from-none", volume_content_source=src(
+                snapshot=src.SnapshotSource(snapshot_id="snap-0000000000000000")))[0], "NOT_FOUND")
+            self.assertEqual(self.create(pl, "from-none", volume_content_source=src(
+                volume=src.VolumeSource(volume_id="vol-0000000000000000")))[0], "NOT_FOUND")
+            for cid, want in ((fs_id, "v1"), (fv_id, "v2")):
+                (code, det), cstg = self.stage(pl, cid)
+                self.assertEqual(code, "OK", det)
+                with open(os.path.join(cstg, "file")) as f:
+                    self.assertEqual(f.read(), want)
+            if BACKING == "image":
+                # the bigger clone's filesystem was grown at stage
+                st = os.statvfs(os.path.join(pl.tmp, "stage-" + fv_id))
+                self.assertGreater(st.f_blocks * st.f_frsize, self.size())
+            pl.ok("Controller", "DeleteSnapshot", snapshot_id=sid)
+            pl.ok("Controller", "DeleteSnapshot", snapshot_id=sid)
+            self.assertEqual(pl.call("Controller", "DeleteSnapshot", snapshot_id="")[0], "INVALID_ARGUMENT")
+            self.assertEqual([e.snapshot.snapshot_id for e in pl.ok("Controller", "ListSnapshots").entries], [sid2])
+
+    def test_expand(self):
+        with self.local() as pl:
+            vid = self.create(pl, "e")[1].volume.volume_id
+            (code, _), stg = self.stage(pl, vid)
+            self.assertEqual(code, "OK")
+            self.assertEqual(pl.call("Controller", "ControllerExpandVolume", volume_id=vid)[0], "INVALID_ARGUMENT")
+            self.assertEqual(pl.call("Controller", "ControllerExpandVolume", volume_id="vol-0000000000000000",
+                                     capacity_range=pl.pb.CapacityRange(required_bytes=GiB))[0], "NOT_FOUND")
+            self.assertEqual(pl.call("Controller", "ControllerExpandVolume", volume_id=vid,
+                                     capacity_range=pl.pb.CapacityRange(required_bytes=1 << 60))[0], "OUT_OF_RANGE")
+            r = pl.ok("Controller", "ControllerExpandVolume", volume_id=vid,
+                      capacity_range=pl.pb.CapacityRange(required_bytes=2 * self.size()))
+            self.assertEqual(r.capacity_bytes, 2 * self.size())
+            self.assertEqual(r.node_expansion_required, BACKING == "image")
+            # smaller: never shrinks, answers the size it has
+            r = pl.ok("Controller", "ControllerExpandVolume", volume_id=vid,
+                      capacity_range=pl.pb.CapacityRange(required_bytes=self.size()))
+            self.assertEqual(r.capacity_bytes, 2 * self.size())
+            code, r = pl.call("Node", "NodeExpandVolume", volume_id=vid, volume_path=stg,
+                              capacity_range=pl.pb.CapacityRange(required_bytes=2 * self.size()))
+            if BACKING == "image" and not has_cap_sys_resource():
+                # ext4 grows online only with CAP_SYS_RESOURCE: the error
+                # says so, and a new stage grows it offline
+                self.assertEqual(code, "INTERNAL")
+                self.assertIn("CAP_SYS_RESOURCE", r)
+                pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+                self.assertEqual(self.stage(pl, vid, stg)[0][0], "OK")
+                r = pl.ok("Node", "NodeExpandVolume", volume_id=vid, volume_path=stg)
+            else:
+                self.assertEqual(code, "OK", r)
+            self.assertEqual(r.capacity_bytes, 2 * self.size())
+            if BACKING == "image":
+                st = os.statvfs(stg)
+                self.assertGreater(st.f_blocks * st.f_frsize, self.size())
+            self.assertEqual(pl.ok("Controller", "ListVolumes").entries[0].volume.capacity_bytes, 2 * self.size())
+
+    def test_malformed_changes_nothing(self):
+        with self.local() as pl:
+            vid = self.create(pl, "keep")[1].volume.volume_id
+            (code, _), stg = self.stage(pl, vid)
+            before = (pl.state_files(), pl.data_files(), pl.mounts())
+            long = "x" * 5000
+            bad = [
+                ("Controller", "CreateVolume", dict(name=long, volume_capabilities=[pl.cap()])),
+                ("Controller", "CreateVolume", dict(name="a\nb", volume_capabilities=[pl.cap()])),
+                ("Controller", "CreateVolume", dict(name="ok", volume_capabilities=[pl.pb.VolumeCapability()])),
+                ("Controller", "CreateVolume", dict(name="ok", volume_capabilities=[pl.cap(mode="UNKNOWN")])),
+                ("Controller", "CreateVolume", dict(name="ok", volume_capabilities=[pl.cap()],
+                                                    capacity_range=pl.pb.CapacityRange(required_bytes=-1))),
+                ("Controller", "DeleteVolume", dict(volume_id="../" + vid)),
+                ("Controller", "DeleteVolume", dict(volume_id=long)),
+                ("Controller", "ControllerExpandVolume", dict(volume_id="..", capacity_range=pl.pb.CapacityRange(required_bytes=1))),
+                ("Controller", "CreateSnapshot", dict(source_volume_id="../../etc", name="s")),
+                ("Controller", "CreateSnapshot", dict(source_volume_id=vid, name=long)),
+                ("Controller", "DeleteSnapshot", dict(snapshot_id="../state/" + vid)),
+                ("Node", "NodeStageVolume", dict(volume_id=vid, staging_target_path=stg + "/../x", volume_capability=pl.cap())),
+                ("Node", "NodeStageVolume", dict(volume_id="..", staging_target_path=stg, volume_capability=pl.cap())),
+                ("Node", "NodePublishVolume", dict(volume_id=vid, staging_target_path=stg, target_path="/", volume_capability=pl.cap())),
+                ("Node", "NodePublishVolume", dict(volume_id=vid, staging_target_path=stg, target_path=pl.pub + "/a/../../x", volume_capability=pl.cap())),
+                ("Node", "NodePublishVolume", dict(volume_id=vid, staging_target_path=stg, target_path="/" + long, volume_capability=pl.cap())),
+                ("Node", "NodePublishVolume", dict(volume_id=vid, staging_target_path=stg, target_path=pl.pub + "/t", volume_capability=pl.cap(flags=["bogus,flag"]))),
+                ("Node", "NodeUnpublishVolume", dict(volume_id=vid, target_path="x/../y")),
+                ("Node", "NodeUnstageVolume", dict(volume_id=vid, staging_target_path="")),
+                ("Node", "NodeGetVolumeStats", dict(volume_id=vid, volume_path="../" + stg)),
+                ("Node", "NodeExpandVolume", dict(volume_id=vid, volume_path="")),
+                ("Controller", "ValidateVolumeCapabilities", dict(volume_id="/etc", volume_capabilities=[pl.cap()])),
+            ]
+            for svc, rpc, kw in bad:
+                code, det = pl.call(svc, rpc, **kw)
+                self.assertEqual(code, "INVALID_ARGUMENT", (rpc, kw, det))
+            # raw garbage for every method
+            for rpc in ("CreateVolume", "DeleteVolume", "ListVolumes", "CreateSnapshot"):
+                self.assertEqual(pl.raw("/csi.v1.Controller/" + rpc, b"\x0a\xff\xff\xff\xff\x0f")[0],
+                                 "INVALID_ARGUMENT")
+            for rpc in ("NodeStageVolume", "NodePublishVolume", "NodeGetVolumeStats"):
+                self.assertEqual(pl.raw("/csi.v1.Node/" + rpc, b"\x12\x05ab")[0], "INVALID_ARGUMENT")
+            self.assertEqual((pl.state_files(), pl.data_files(), pl.mounts()), before)
+            self.assertTrue(pl.ok("Identity", "Probe").ready.value)
+
+    def test_kill9_restart(self):
+        with self.local() as pl:
+            vid = self.create(pl, "p")[1].volume.volume_id
+            other = self.create(pl, "q")[1].volume.volume_id
+            (code, _), stg = self.stage(pl, vid)
+            t = os.path.join(pl.pub, "t")
+            self.assertEqual(self.publish(pl, vid, stg, t)[0], "OK")
+            with open(os.path.join(t, "f"), "w") as f:
+                f.write("kept")
+            sid = pl.ok("Controller", "CreateSnapshot", source_volume_id=other, name="qs").snapshot.snapshot_id
+            # a half-made volume, as a crash between its two records leaves it
+            half = "vol-00000000000000ff"
+            with open(os.path.join(pl.base, "state", half), "w") as f:
+                f.write("id %s\nname half\nstate creating\nbacking %s\nsize 1\n" % (half, BACKING))
+            os.mkdir(os.path.join(pl.base, "data", half))
+            with open(os.path.join(pl.base, "state", ".%s.tmp" % other), "w") as f:
+                f.write("garbage")
+            self.assertEqual(pl.kill9(), -9)
+            pl.start()
+            self.assertEqual(sorted(e.volume.volume_id for e in pl.ok("Controller", "ListVolumes").entries),
+                             sorted([vid, other]))
+            self.assertNotIn(half, pl.data_files())
+            self.assertNotIn(".%s.tmp" % other, os.listdir(os.path.join(pl.base, "state")))
+            self.assertEqual([e.snapshot.snapshot_id for e in pl.ok("Controller", "ListSnapshots").entries], [sid])
+            self.assertTrue(nt.is_mounted(t))
+            with open(os.path.join(t, "f")) as f:
+                self.assertEqual(f.read(), "kept")
+            self.assertEqual(self.stage(pl, vid, stg)[0][0], "OK")
+            self.assertEqual(self.publish(pl, vid, stg, t)[0], "OK")
+            r = pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=t)
+            self.assertFalse(r.volume_condition.abnormal, r.volume_condition.message)
+            self.assertEqual(self.create(pl, "p")[1].volume.volume_id, vid)
+            pl.ok("Node", "NodeUnpublishVolume", volume_id=vid, target_path=t)
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+            pl.ok("Controller", "DeleteVolume", volume_id=vid)
+            self.assertEqual(pl.mounts(), [])
+
+    def test_concurrent_calls(self):
+        with self.local() as pl:
+            errs = []
+
+            def work(i):
+                for j in range(3):
+                    code, r = self.create(pl, "c%d-%d" % (i, j))
+                    if code != "OK":
+                        errs.append((code, r))
+                        continue
+                    code, r = pl.call("Controller", "DeleteVolume", volume_id=r.volume.volume_id)
+                    if code != "OK":
+                        errs.append((code, r))
+            ts = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+            [t.start() for t in ts]
+            for _ in range(20):
+                self.assertTrue(pl.ok("Identity", "Probe").ready.value)
+            [t.join() for t in ts]
+            self.assertEqual(errs, [])
+            self.assertEqual(list(pl.ok("Controller", "ListVolumes").entries), [])
+
+
+class ImageOnly(unittest.TestCase):
+    """What only the image backing does: block access, xfs, size enforced."""
+
+    def test_block(self):
+        with cl.Local(backing="image") as pl:
+            code, r = pl.call("Controller", "CreateVolume", name="b", volume_capabilities=[pl.cap(block=True)],
+                              capacity_range=pl.pb.CapacityRange(required_bytes=16 * MiB))
+            self.assertEqual(code, "OK", r)
+            vid = r.volume.volume_id
+            stg = os.path.join(pl.tmp, "bstage")
+            os.mkdir(stg)
+            pl.ok("Node", "NodeStageVolume", volume_id=vid, staging_target_path=stg,
+                  volume_capability=pl.cap(block=True))
+            # a filesystem stage of a block volume is refused
+            self.assertEqual(pl.call("Controller", "ValidateVolumeCapabilities", volume_id=vid,
+                                     volume_capabilities=[pl.cap(fs_type="ext4")])[1].HasField("confirmed"), False)
+            t = os.path.join(pl.pub, "dev")
+            pl.ok("Node", "NodePublishVolume", volume_id=vid, staging_target_path=stg, target_path=t,
+                  volume_capability=pl.cap(block=True))
+            import stat
+            self.assertTrue(stat.S_ISBLK(os.stat(t).st_mode))
+            fd = os.open(t, os.O_RDONLY)
+            try:
+                self.assertEqual(os.lseek(fd, 0, os.SEEK_END), 16 * MiB)
+            finally:
+                os.close(fd)
+            r = pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=t)
+            self.assertEqual(r.usage[0].total, 16 * MiB)
+            pl.ok("Controller", "ControllerExpandVolume", volume_id=vid,
+                  capacity_range=pl.pb.CapacityRange(required_bytes=32 * MiB))
+            pl.ok("Node", "NodeExpandVolume", volume_id=vid, volume_path=t)
+            fd = os.open(t, os.O_RDONLY)
+            try:
+                self.assertEqual(os.lseek(fd, 0, os.SEEK_END), 32 * MiB)
+            finally:
+                os.close(fd)
+            pl.ok("Node", "NodeUnpublishVolume", volume_id=vid, target_path=t)
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+            self.assertEqual(cl.loops_of(pl.tmp), [])
+
+    def test_xfs_and_enforced_size(self):
+        import shutil as sh
+        if sh.which("mkfs.xfs") is None:
+            self.skipTest("mkfs.xfs missing (xfsprogs)")
+        with cl.Local(backing="image") as pl:
+            self.assertEqual(pl.call("Controller", "CreateVolume", name="small", volume_capabilities=[pl.cap(fs_type="xfs")],
+                                     capacity_range=pl.pb.CapacityRange(required_bytes=MiB, limit_bytes=100 * MiB))[0],
+                             "OUT_OF_RANGE")
+            self.assertEqual(pl.call("Controller", "CreateVolume", name="zfs", volume_capabilities=[pl.cap(fs_type="zfs")])[0],
+                             "INVALID_ARGUMENT")
+            code, r = pl.call("Controller", "CreateVolume", name="x", volume_capabilities=[pl.cap(fs_type="xfs")],
+                              capacity_range=pl.pb.CapacityRange(required_bytes=300 * MiB))
+            self.assertEqual(code, "OK", r)
+            vid = r.volume.volume_id
+            stg = os.path.join(pl.tmp, "xstage")
+            pl.ok("Node", "NodeStageVolume", volume_id=vid, staging_target_path=stg,
+                  volume_capability=pl.cap(fs_type="xfs"))
+            self.assertIn("xfs", str(nt.mount_entry(stg)))
+            self.assertEqual(pl.call("Node", "NodeStageVolume", volume_id=vid, staging_target_path=stg,
+                                     volume_capability=pl.cap(fs_type="ext4"))[0], "INVALID_ARGUMENT")
+            # the size is enforced: writing past it fails with ENOSPC
+            with self.assertRaises(OSError) as e:
+                with open(os.path.join(stg, "big"), "wb") as f:
+                    for _ in range(400):
+                        f.write(b"\0" * MiB)
+            self.assertEqual(e.exception.errno, errno.ENOSPC)
+            os.unlink(os.path.join(stg, "big"))
+            pl.ok("Controller", "ControllerExpandVolume", volume_id=vid,
+                  capacity_range=pl.pb.CapacityRange(required_bytes=400 * MiB))
+            pl.ok("Node", "NodeExpandVolume", volume_id=vid, volume_path=stg)
+            st = os.statvfs(stg)
+            self.assertGreater(st.f_blocks * st.f_frsize, 330 * MiB)
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+
+
 if __name__ == "__main__":
     cl.require()
+    if BACKING == "image":
+        why = cl.loop_devices_ok()
+        if why:
+            nt.skip("image backing: " + why)
+        sys.argv[1:] = ["Volumes", "ImageOnly"]
+    else:
+        sys.argv[1:] = ["Identity", "Volumes"]
     unittest.main(verbosity=2)
