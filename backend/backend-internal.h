@@ -71,6 +71,7 @@ struct backend {
 	pthread_cond_t mcond;
 	bool stopping;
 	bool plugins_poked;	/* a plugin's health changed: tick the plugins now */
+	struct plugin_sup *sup;	/* plugin-proc.c: started plugins; made at first use (mlock) */
 
 	/* Recovery runs on its own thread while fs serves (status says
 	 * RECOVERING); commands wait for it in the parked list. dlock guards

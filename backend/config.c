@@ -127,6 +127,7 @@ void config_free(struct config *c)
 	for (size_t i = 0; i < c->nplugins; i++) {
 		free(c->plugins[i].name);
 		free(c->plugins[i].endpoint);
+		strv_free(c->plugins[i].command);
 	}
 	free(c->plugins);
 	for (size_t i = 0; i < c->nprofiles; i++)
@@ -635,6 +636,24 @@ static int apply_plugin(struct parser *p, const struct config_section *sec,
 				goto fail;
 			}
 			*ret_default_kv = pl.is_default ? kv : NULL;
+		} else if (strcmp(k, "command") == 0) {
+			char **v = NULL;
+
+			r = value_words(p, kv, false, &v);
+			if (r < 0)
+				goto fail;
+			strv_free(pl.command);
+			pl.command = v;
+		} else if (strcmp(k, "keep_running") == 0) {
+			_cleanup_free_ char *s = NULL;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				goto fail;
+			if (parse_bool(s, &pl.keep_running, &e) < 0) {
+				r = perr_from(p, kv->line, k, &e);
+				goto fail;
+			}
 		} else {
 			r = perr(p, kv->line, EINVAL, "unknown key '%s' in [plugin %s]", k, sec->name);
 			goto fail;
@@ -642,6 +661,11 @@ static int apply_plugin(struct parser *p, const struct config_section *sec,
 	}
 	if (!pl.endpoint) {
 		r = perr(p, sec->line, EINVAL, "[plugin %s] has no endpoint", sec->name);
+		goto fail;
+	}
+	if (pl.keep_running && !pl.command) {
+		r = perr(p, sec->line, EINVAL, "[plugin %s] has keep_running but no command",
+			 sec->name);
 		goto fail;
 	}
 	pl.name = str_dup(sec->name);
@@ -660,6 +684,7 @@ static int apply_plugin(struct parser *p, const struct config_section *sec,
 fail:
 	free(pl.name);
 	free(pl.endpoint);
+	strv_free(pl.command);
 	return r;
 }
 

@@ -5,7 +5,8 @@
  *     [nodefs]              state_dir, allowed_targets, ctl_group, csi_timeout,
  *                           retry_backoff, retry_max, operations_keep,
  *                           reconcile_interval
- *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no
+ *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
+ *                           command = PROGRAM ARGS..., keep_running = yes|no
  *     [profile NAME]        plugin, access_mode, fs_type, mount_flags,
  *                           parameters, size
  *     [runtime docker]      keys kept as written; the driver checks them
@@ -54,6 +55,8 @@ struct config_plugin {
 	char *name;
 	char *endpoint;		/* "unix:///absolute/path" as written */
 	bool is_default;
+	char **command;		/* PROGRAM ARGS..., NULL-terminated; NULL: an external plugin */
+	bool keep_running;	/* a started plugin outlives the daemon's stop */
 };
 
 struct config_profile {

@@ -152,6 +152,29 @@ static int render_checkpoints(struct backend *b, struct sbuf *out)
 	return r;
 }
 
+/* The plugins nodefs starts: tallied by plugin-proc.c as they end and
+ * start again (a series is made, at 0, when a plugin is first started). */
+static int render_plugin_processes(struct backend *b, struct sbuf *out)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+		{ "nodefs_csi_plugin_terminations_total",
+		  "Exits of the plugin processes nodefs started (crashes, kills, stops), by plugin." },
+		{ "nodefs_csi_plugin_restarts_total",
+		  "Starts of a plugin process after the first (after an exit, a hang or a failed "
+		  "exec), by plugin." },
+	};
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && i < sizeof(fam) / sizeof(fam[0]); i++) {
+		r = family(out, fam[i].name, "counter", fam[i].help);
+		if (r >= 0)
+			r = events_render_tallies(b->events, fam[i].name, out);
+	}
+	return r;
+}
+
 int metrics_render(struct backend *b, struct sbuf *out)
 {
 	int r;
@@ -163,6 +186,8 @@ int metrics_render(struct backend *b, struct sbuf *out)
 		r = render_checkpoints(b, out);
 	if (r >= 0)
 		r = plugins_render_metrics(b, out);
+	if (r >= 0)
+		r = render_plugin_processes(b, out);
 	if (r >= 0)
 		r = volumes_render_metrics(b, out);
 	if (r >= 0)

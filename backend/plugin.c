@@ -23,6 +23,8 @@
 
 #include "log.h"
 #include "macro.h"
+#include "plugin-proc.h"
+#include "units.h"
 #include "valid.h"
 
 struct plugin {
@@ -33,6 +35,7 @@ struct plugin {
 	bool from_config;
 	const struct storage_ops *ops;
 	void *h;			/* storage handle; NULL until plugins_start */
+	struct pproc *proc;		/* started by nodefs (command); else NULL */
 
 	pthread_mutex_t lock;		/* the cache below */
 	bool have_info, have_caps;
@@ -55,6 +58,7 @@ static void plugin_free(struct plugin *p)
 		return;
 	if (p->h)
 		p->ops->close(p->h);
+	pproc_unref(p->proc);
 	free(p->name);
 	free(p->endpoint);
 	sbuf_free(&p->capacity);
@@ -436,6 +440,8 @@ static int show_health(struct bnode *n, struct sbuf *out)
 	struct tm tm;
 
 	plugin_health(p, &h);
+	if (p->proc && h.health != STORAGE_HEALTH_READY)
+		pproc_health(p->proc, &h);	/* no process: why */
 	if (h.since) {
 		gmtime_r(&h.since, &tm);
 		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -519,8 +525,22 @@ static int show_info_json(struct bnode *n, struct sbuf *out)
 	return show_json(out, j);
 }
 
+static int show_process(struct bnode *n, struct sbuf *out)
+{
+	if (!pof(n)->proc)
+		return sbuf_adds(out, "external: nodefs does not start this plugin\n");
+	return pproc_show_process(pof(n)->proc, out);
+}
+
+static int show_log(struct bnode *n, struct sbuf *out)
+{
+	return pof(n)->proc ? pproc_show_log(pof(n)->proc, out) : 0;
+}
+
 static const struct battr plugin_attrs[] = {
 	{ .name = "endpoint", .show = show_endpoint },
+	{ .name = "process", .show = show_process },
+	{ .name = "log", .show = show_log },
 	{ .name = "info", .show = show_info },
 	{ .name = "capabilities", .show = show_capabilities },
 	{ .name = "health", .flags = BATTR_POLL, .show = show_health },
@@ -566,6 +586,8 @@ static int plugin_connect(struct plugin *p, struct nerr *err)
 	/* A change of health is an event at once, not at the monitor's next
 	 * tick: the monitor is woken to look (plugins_tick). */
 	p->ops->on_health(p->h, on_health, b);
+	if (p->proc && (r = pproc_start(p->proc, err)) < 0)
+		return r;
 	plugin_refresh_soon(p);
 	return 0;
 }
@@ -579,9 +601,10 @@ static int valid_endpoint(const char *ep, struct nerr *err)
 	return valid_path(ep + sizeof(pre) - 1, NULL, 0, err);
 }
 
-static int plugin_add(struct backend *b, const char *name, const char *endpoint,
-		      bool from_config, struct nerr *err)
+static int plugin_add(struct backend *b, const struct plugin_def *def, struct nerr *err)
 {
+	const char *name = def->name, *endpoint = def->endpoint;
+	bool from_config = def->from_config;
 	struct plugin *p;
 	struct bnode *n;
 	int r;
@@ -614,6 +637,10 @@ static int plugin_add(struct backend *b, const char *name, const char *endpoint,
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	p->node = n;
+	if (def->command && (r = pproc_new(b, def, n, &p->proc, err)) < 0) {
+		bnode_unref(n);
+		return r;
+	}
 	r = bnode_add(b->plugins, n);
 	if (r < 0) {
 		bnode_unref(n);
@@ -621,9 +648,20 @@ static int plugin_add(struct backend *b, const char *name, const char *endpoint,
 			return nerr_set(err, EEXIST, "plugin '%s' exists", name);
 		return nerr_set(err, -r, "plugin '%s': %s", name, strerror(-r));
 	}
+	/* added at run time: back after a restart, with its volumes */
+	if (!from_config && !def->from_record &&
+	    (r = def->command ? pproc_checkpoint(p->proc, err) : plugin_record_put(b, def, err)) < 0) {
+		bnode_remove(n);
+		bnode_unref(n);
+		return r;
+	}
 	if (b->loop_running) {
 		r = plugin_connect(p, err);
 		if (r < 0) {
+			if (p->proc)
+				pproc_remove(p->proc);
+			else if (!from_config)
+				plugin_record_del(b, name, &(struct nerr){ 0 });
 			bnode_remove(n);
 			bnode_unref(n);
 			return r;
@@ -646,7 +684,33 @@ struct plugin *plugin_get(struct backend *b, const char *name, struct bnode **re
 
 static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 {
-	return plugin_add(node_backend(n), c->argv[1], c->argv[2], false, &rq->err);
+	struct backend *b = node_backend(n);
+	const char *cmd = ctl_opt_get(c, "command"), *keep = ctl_opt_get(c, "keep_running");
+	struct plugin_def def = { .name = c->argv[1], .endpoint = c->argv[2] };
+	char **argv = NULL;
+	int r;
+
+	if (keep && parse_bool(keep, &def.keep_running, &rq->err) < 0)
+		return -rq->err.code;
+	if (keep && !cmd)
+		return nerr_set(&rq->err, EINVAL, "keep_running needs command=");
+	if (cmd) {
+		r = ctl_split_words(cmd, &argv, &rq->err);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			ctl_strv_free(argv);
+			return nerr_set(&rq->err, EINVAL, "command= is empty");
+		}
+		def.command = argv;
+	}
+	if (pproc_stopping(b, def.name))
+		r = nerr_set(&rq->err, EBUSY, "plugin '%s' was removed and its process is still "
+			     "stopping: try again", def.name);
+	else
+		r = plugin_add(b, &def, &rq->err);
+	ctl_strv_free(argv);
+	return r;
 }
 
 static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
@@ -669,14 +733,20 @@ static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 		bnode_unref(k);
 		return nerr_set(&rq->err, EBUSY, "plugin '%s' holds volume '%s'", c->argv[1], user);
 	}
+	if (pof(k)->proc)
+		pproc_remove(pof(k)->proc);	/* ended, then its record goes */
+	else if (!pof(k)->from_config)
+		plugin_record_del(b, c->argv[1], &(struct nerr){ 0 });
 	bnode_remove(k);
 	bnode_unref(k);
 	events_emit(b->events, "plugin", c->argv[1], "added", "removed", NULL, NULL);
 	return 0;
 }
 
+static const char *const add_opts[] = { "command", "keep_running", NULL };
 static const struct ctl_spec plugins_specs[] = {
-	{ .name = "add", .min_args = 2, .max_args = 2, .usage = "add NAME ENDPOINT" },
+	{ .name = "add", .min_args = 2, .max_args = 2, .opts = add_opts,
+	  .usage = "add NAME ENDPOINT [command='PROGRAM ARGS...'] [keep_running=yes|no]" },
 	{ .name = "remove", .min_args = 1, .max_args = 1, .usage = "remove NAME" },
 };
 static const bctl_fn plugins_fns[] = { cmd_add, cmd_remove };
@@ -694,16 +764,45 @@ const struct btype plugins_type = {
 	.nattrs = sizeof(plugins_attrs) / sizeof(plugins_attrs[0]),
 };
 
+/* A record of the state dir: a plugin added at run time comes back; one
+ * whose process the config no longer starts has that process ended. */
+static void plugin_from_record(void *ctx, const struct plugin_def *def)
+{
+	struct backend *b = ctx;
+	const struct config_plugin *cp = config_plugin_find(b->cfg, def->name);
+	struct plugin_def d = *def;
+	struct nerr err = { 0 };
+
+	if (def->from_config) {
+		if (!cp || !cp->command)
+			plugin_record_retire(b, def->name);
+		return;
+	}
+	if (cp) {
+		log_warn("plugin %s: added at run time and now in the config: the config's is used",
+			 def->name);
+		plugin_record_retire(b, def->name);
+		return;
+	}
+	d.from_record = true;
+	if (plugin_add(b, &d, &err) < 0)
+		log_warn("plugin %s: not brought back: %s", def->name, err.msg);
+}
+
 int plugins_init(struct backend *b, struct nerr *err)
 {
 	for (size_t i = 0; i < b->cfg->nplugins; i++) {
 		struct config_plugin *cp = &b->cfg->plugins[i];
-		int r = plugin_add(b, cp->name, cp->endpoint, true, err);
+		struct plugin_def def = {
+			.name = cp->name, .endpoint = cp->endpoint, .command = cp->command,
+			.keep_running = cp->keep_running, .from_config = true,
+		};
+		int r = plugin_add(b, &def, err);
 
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return plugin_records_load(b, plugin_from_record, b);
 }
 
 /* The loop runs: connect every plugin. */
@@ -738,6 +837,7 @@ void plugins_stop(struct backend *b)
 			p->ops->close(h);
 	}
 	bnode_list_free(v, n);
+	plugins_proc_stop(b, 5000);	/* the plugins nodefs started */
 }
 
 int plugins_render_metrics(struct backend *b, struct sbuf *out)

@@ -81,7 +81,7 @@ static void crash_hook(const char *kind, const char *name, const char *text, siz
 }
 #endif
 
-static const char *const kinds[] = { "volumes", "containers", "operations" };
+static const char *const kinds[] = { "volumes", "containers", "operations", "plugins" };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 /*

@@ -548,3 +548,34 @@ Test(config_failalloc, defaults)
 	}
 	cr_assert_gt(n, 3);
 }
+
+Test(config, plugin_command_and_keep_running)
+{
+	struct config *c = parse_ok("[plugin a]\nendpoint = unix:///a.sock\n"
+				    "command = /usr/bin/prog --base '/var/lib/a b' x\\ y\n"
+				    "keep_running = yes\n"
+				    "[plugin b]\nendpoint = unix:///b.sock\n");
+
+	cr_assert_str_eq(c->plugins[0].command[0], "/usr/bin/prog");
+	cr_assert_str_eq(c->plugins[0].command[1], "--base");
+	cr_assert_str_eq(c->plugins[0].command[2], "/var/lib/a b");
+	cr_assert_str_eq(c->plugins[0].command[3], "x y");
+	cr_assert_null(c->plugins[0].command[4]);
+	cr_assert(c->plugins[0].keep_running);
+	cr_assert_null(c->plugins[1].command, "no command: an external plugin");
+	cr_assert_not(c->plugins[1].keep_running);
+	config_free(c);
+}
+
+Test(config, plugin_command_errors)
+{
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\ncommand =\n",
+		  FILE_NAME ":3: command: expects at least one value, got 0");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\ncommand = 'open\n",
+		  FILE_NAME ":3: command: unterminated quote at column 1");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nkeep_running = maybe\n",
+		  FILE_NAME ":3: keep_running: invalid boolean 'maybe' "
+		  "(expected yes/no, true/false, on/off or 1/0)");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nkeep_running = yes\n",
+		  FILE_NAME ":1: [plugin a] has keep_running but no command");
+}

@@ -1,0 +1,1105 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * plugin-proc: the plugins nodefs starts and supervises, and the plugins'
+ * checkpoint records; see plugin-proc.h.
+ *
+ * Threads: the supervisor thread owns each pproc's process state (its
+ * `sup only` fields, its timer, pidfd and FIFO); other threads hand it work
+ * with loop_submit and read what the files show under pp->lock. Probes run
+ * on the worker pool (a call blocks) and post their answer back. It knows
+ * nothing of fs, and of CSI only the one Probe it has made.
+ */
+#include "plugin-proc.h"
+#include "plugin-record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend-internal.h"
+#include "log.h"
+#include "macro.h"
+#include "store.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+extern char **environ;
+
+#define LOG_RING (64u << 10)		/* plugins/NAME/log */
+#define FIFO_SIZE (1u << 20)		/* what a plugin may write while nodefs is away */
+#define SOCKET_POLL_MS 100		/* waiting for the socket after a start */
+#define START_TIMEOUT_MS 60000		/* a start must answer Probe within this */
+#define ADOPT_TIMEOUT_MS 10000		/* an adopted process must answer within this */
+#define PROBE_FAILS_MAX 2		/* unanswered Probes in a row: hung */
+#define REMOVE_GRACE_MS 5000		/* SIGTERM to SIGKILL at remove */
+#define LOG_EVERY_S 10			/* one log line per plugin per this, at most */
+
+enum pp_state { PP_IDLE, PP_BACKOFF, PP_STARTING, PP_UP, PP_KILLING, PP_GONE };
+
+struct plugin_sup {
+	struct backend *b;
+	struct loop *loop;
+	pthread_t thread;
+	pthread_mutex_t lock;		/* list, stopping */
+	pthread_cond_t cond;		/* a pproc is gone while stopping */
+	struct pproc *list;
+	bool stopping;
+	unsigned grace_ms;		/* SIGTERM to SIGKILL at the daemon's stop */
+};
+
+struct pproc {
+	atomic_int refs;
+	struct backend *b;
+	struct plugin_sup *sup;		/* set by pproc_start */
+	struct pproc *next;		/* sup->list */
+	char *name, *endpoint, *sock, *fifo;
+	char **argv;
+	bool keep_running, from_config;
+
+	pthread_mutex_t lock;		/* the fields below, as the files show them */
+	struct bnode *node;		/* borrowed; NULL once removed */
+	pid_t pid, pgid;		/* 0: no process */
+	unsigned long long starttime;	/* /proc/PID/stat field 22 */
+	time_t started, down_since;
+	unsigned restarts;
+	unsigned long long terminations;
+	bool adopted, running;
+	char last_exit[128];
+	char why[NERR_MSG_MAX];		/* no process to talk to: why */
+	char *ring;			/* LOG_RING bytes */
+	size_t ring_head;
+	bool ring_full;
+	bool removing;			/* also read by pproc_stopping */
+
+	/* sup thread only */
+	enum pp_state st;
+	int pidfd, logfd;
+	bool child;			/* ours to reap */
+	bool spawned_once;
+	struct loop_timer *timer;
+	unsigned attempt, gen, probe_fails;
+	bool probing, stopping;
+	uint64_t rng, deadline_ms, up_since_ms, probe_sent_ms;
+	time_t last_log;
+	unsigned unlogged;
+	/* the record of a previous run, for adoption */
+	pid_t rec_pid, rec_pgid;
+	unsigned long long rec_start;
+	unsigned rec_restarts;
+	char rec_boot[64];
+};
+
+/* ---- small helpers ---- */
+
+static void describe_exit(const siginfo_t *si, char *buf, size_t len)
+{
+	if (si->si_code == CLD_EXITED)
+		snprintf(buf, len, "exit status %d", si->si_status);
+	else if (si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED)
+		snprintf(buf, len, "killed by signal %d (SIG%s)%s", si->si_status,
+			 sigabbrev_np(si->si_status) ?: "?", si->si_code == CLD_DUMPED ? ", core dumped" : "");
+	else
+		snprintf(buf, len, "ended (code %d)", si->si_code);
+}
+
+static void set_why(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_why(struct pproc *pp, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&pp->lock);
+	va_start(ap, fmt);
+	vsnprintf(pp->why, sizeof(pp->why), fmt, ap);
+	va_end(ap);
+	if (!pp->down_since)
+		pp->down_since = time(NULL);
+	pthread_mutex_unlock(&pp->lock);
+}
+
+static struct bnode *node_ref(struct pproc *pp)
+{
+	struct bnode *n;
+
+	pthread_mutex_lock(&pp->lock);
+	n = pp->node ? bnode_ref(pp->node) : NULL;
+	pthread_mutex_unlock(&pp->lock);
+	return n;
+}
+
+static void changed(struct pproc *pp)
+{
+	struct bnode *n = node_ref(pp);
+
+	if (n) {
+		bnode_changed(n);
+		bnode_unref(n);
+	}
+}
+
+/* One log line per plugin per LOG_EVERY_S: a crash loop does not flood the
+ * log; the lines left out are counted in the next one. */
+static void log_event(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_event(struct pproc *pp, const char *fmt, ...)
+{
+	time_t now = time(NULL);
+	char msg[NERR_MSG_MAX + 128];
+	va_list ap;
+
+	if (pp->last_log && now - pp->last_log < LOG_EVERY_S) {
+		pp->unlogged++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (pp->unlogged)
+		log_warn("plugin %s: %s (%u more not logged in the last %d s)", pp->name, msg,
+			 pp->unlogged, LOG_EVERY_S);
+	else
+		log_warn("plugin %s: %s", pp->name, msg);
+	pp->unlogged = 0;
+	pp->last_log = now;
+}
+
+static void tally(struct pproc *pp, const char *family, int64_t delta)
+{
+	char series[256];
+
+	snprintf(series, sizeof(series), "%s{plugin=\"%s\"}", family, pp->name);
+	events_tally(pp->b->events, series, delta);
+}
+
+/* ---- records ---- */
+
+int pproc_checkpoint(struct pproc *pp, struct nerr *err)
+{
+	struct plugin_def def = { .name = pp->name, .endpoint = pp->endpoint, .command = pp->argv,
+				  .keep_running = pp->keep_running, .from_config = pp->from_config };
+	json_t *o = plugin_record_json(&def);
+	char boot[64];
+	int r;
+
+	if (!o)
+		return nerr_set(err, ENOMEM, "out of memory");
+	plugin_boot_id(boot, sizeof(boot));
+	pthread_mutex_lock(&pp->lock);
+	json_object_set_new(o, "pid", json_integer(pp->pid));
+	json_object_set_new(o, "pgid", json_integer(pp->pgid));
+	json_object_set_new(o, "starttime", json_integer((json_int_t)pp->starttime));
+	json_object_set_new(o, "boot_id", json_string(boot));
+	json_object_set_new(o, "restarts", json_integer(pp->restarts));
+	pthread_mutex_unlock(&pp->lock);
+	r = store_put(pp->b->cfg->state_dir, "plugins", pp->name, o, err);
+	json_decref(o);
+	return r;
+}
+
+/* ---- objects ---- */
+
+static void pproc_free(struct pproc *pp)
+{
+	free(pp->name);
+	free(pp->endpoint);
+	free(pp->sock);
+	free(pp->fifo);
+	ctl_strv_free(pp->argv);
+	free(pp->ring);
+	pthread_mutex_destroy(&pp->lock);
+	free(pp);
+}
+
+static struct pproc *pp_ref(struct pproc *pp)
+{
+	atomic_fetch_add(&pp->refs, 1);
+	return pp;
+}
+
+void pproc_unref(struct pproc *pp)
+{
+	if (pp && atomic_fetch_sub(&pp->refs, 1) == 1)
+		pproc_free(pp);
+}
+
+int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *node,
+	      struct pproc **ret, struct nerr *err)
+{
+	struct pproc *pp = calloc(1, sizeof(*pp));
+	const char *sock = def->endpoint + strlen("unix://");
+
+	if (!pp)
+		return nerr_set(err, ENOMEM, "out of memory");
+	atomic_init(&pp->refs, 1);
+	pthread_mutex_init(&pp->lock, NULL);
+	pp->b = b;
+	pp->node = node;
+	pp->pidfd = pp->logfd = -1;
+	pp->keep_running = def->keep_running;
+	pp->from_config = def->from_config;
+	pp->name = strdup(def->name);
+	pp->endpoint = strdup(def->endpoint);
+	while (sock[0] == '/' && sock[1] == '/')
+		sock++;
+	pp->sock = strdup(sock);
+	pp->argv = plugin_strv_dup(def->command);
+	pp->ring = malloc(LOG_RING);
+	if (asprintf(&pp->fifo, "%s/plugins/%s.log", b->cfg->state_dir, def->name) < 0)
+		pp->fifo = NULL;
+	if (!pp->name || !pp->endpoint || !pp->sock || !pp->argv || !pp->ring || !pp->fifo) {
+		pproc_free(pp);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	pp->rng = (uint64_t)loop_now_us() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)pp;
+	snprintf(pp->why, sizeof(pp->why), "not started yet");
+	pp->down_since = time(NULL);
+	plugin_record_read(b, def->name, &pp->rec_pid, &pp->rec_pgid, &pp->rec_start, pp->rec_boot,
+		 sizeof(pp->rec_boot), &pp->rec_restarts);
+	*ret = pp;
+	return 0;
+}
+
+/* ---- the supervisor thread ---- */
+
+static void *sup_main(void *arg)
+{
+	struct plugin_sup *s = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_setname_np(pthread_self(), "nodefs-superv");
+	loop_run(s->loop);
+	return NULL;
+}
+
+static struct plugin_sup *sup_get(struct backend *b, struct nerr *err)
+{
+	struct plugin_sup *s;
+	sigset_t all, old;
+	int r;
+
+	pthread_mutex_lock(&b->mlock);
+	s = b->sup;
+	if (s) {
+		pthread_mutex_unlock(&b->mlock);
+		return s;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s || loop_new(&s->loop) < 0) {
+		pthread_mutex_unlock(&b->mlock);
+		free(s);
+		nerr_set(err, ENOMEM, "cannot make the plugin supervisor's loop");
+		return NULL;
+	}
+	s->b = b;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = pthread_create(&s->thread, NULL, sup_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		pthread_mutex_unlock(&b->mlock);
+		loop_free(s->loop);
+		free(s);
+		nerr_set(err, r, "cannot start the plugin supervisor thread");
+		return NULL;
+	}
+	b->sup = s;
+	pthread_mutex_unlock(&b->mlock);
+	return s;
+}
+
+static void arm(struct pproc *pp, uint64_t ms, loop_timer_fn fn)
+{
+	if (pp->timer)
+		loop_del_timer(pp->sup->loop, pp->timer);
+	pp->timer = loop_add_timer(pp->sup->loop, ms, fn, pp);
+}
+
+static void disarm(struct pproc *pp)
+{
+	if (pp->timer)
+		loop_del_timer(pp->sup->loop, pp->timer);
+	pp->timer = NULL;
+}
+
+static void try_spawn(struct pproc *pp);
+static void on_tick(struct loop *l, struct loop_timer *t, void *ud);
+
+static void on_backoff_done(struct loop *l, struct loop_timer *t, void *ud)
+{
+	struct pproc *pp = ud;
+
+	pp->timer = NULL;
+	try_spawn(pp);
+}
+
+/* The wait before the next start: retry_backoff doubling up to retry_max,
+ * scaled by a uniform jitter in [0.5, 1.0] (the CSI retries' rule). */
+static uint64_t next_delay(struct pproc *pp)
+{
+	uint64_t base = pp->b->cfg->retry_backoff_ms ? pp->b->cfg->retry_backoff_ms : 1000;
+	uint64_t max = pp->b->cfg->retry_max_ms ? pp->b->cfg->retry_max_ms : 120000;
+	uint64_t ms = base;
+
+	pp->attempt++;
+	for (unsigned i = 1; i < pp->attempt && ms < max; i++)
+		ms *= 2;
+	if (ms > max)
+		ms = max;
+	pp->rng ^= pp->rng << 13;
+	pp->rng ^= pp->rng >> 7;
+	pp->rng ^= pp->rng << 17;
+	return ms / 2 + (pp->rng % (ms / 2 + 1));
+}
+
+/* The log FIFO: made once, opened read-write (never EOF, never a hang-up
+ * while no plugin runs) and drained into the ring. */
+static void on_log(struct loop *l, int fd, unsigned events, void *ud)
+{
+	struct pproc *pp = ud;
+	char buf[16384];
+	ssize_t k;
+
+	for (int i = 0; i < 64; i++) {
+		k = read(fd, buf, sizeof(buf));
+		if (k <= 0)
+			break;
+		pthread_mutex_lock(&pp->lock);
+		for (ssize_t off = 0; off < k;) {
+			size_t n = LOG_RING - pp->ring_head;
+
+			if (n > (size_t)(k - off))
+				n = (size_t)(k - off);
+			memcpy(pp->ring + pp->ring_head, buf + off, n);
+			pp->ring_head += n;
+			off += (ssize_t)n;
+			if (pp->ring_head == LOG_RING) {
+				pp->ring_head = 0;
+				pp->ring_full = true;
+			}
+		}
+		pthread_mutex_unlock(&pp->lock);
+	}
+}
+
+static int open_fifo(struct pproc *pp, struct nerr *err)
+{
+	struct stat st;
+	int fd;
+
+	if (pp->logfd >= 0)
+		return 0;
+	if (lstat(pp->fifo, &st) == 0 && !S_ISFIFO(st.st_mode))
+		unlink(pp->fifo);
+	if (mkfifo(pp->fifo, 0600) < 0 && errno != EEXIST)
+		return nerr_set(err, errno, "cannot make %s: %s", pp->fifo, strerror(errno));
+	fd = open(pp->fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return nerr_set(err, errno, "cannot open %s: %s", pp->fifo, strerror(errno));
+	(void)fcntl(fd, F_SETPIPE_SZ, FIFO_SIZE);	/* best effort */
+	if (loop_add_fd(pp->sup->loop, fd, LOOP_READ, on_log, pp) < 0) {
+		close(fd);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	pp->logfd = fd;
+	return 0;
+}
+
+static void close_fifo(struct pproc *pp)
+{
+	if (pp->logfd < 0)
+		return;
+	on_log(pp->sup->loop, pp->logfd, LOOP_READ, pp);
+	loop_del_fd(pp->sup->loop, pp->logfd);
+	close(pp->logfd);
+	pp->logfd = -1;
+}
+
+static void on_exit_fd(struct loop *l, int fd, unsigned events, void *ud);
+
+static int watch_pid(struct pproc *pp, pid_t pid, struct nerr *err)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd < 0)
+		return nerr_set(err, errno, "pidfd_open %d: %s", (int)pid, strerror(errno));
+	if (loop_add_fd(pp->sup->loop, fd, LOOP_READ, on_exit_fd, pp) < 0) {
+		close(fd);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	pp->pidfd = fd;
+	return 0;
+}
+
+/* The environment of the plugin: ours, with CSI_ENDPOINT set. */
+static char **plugin_env(struct pproc *pp)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 3, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "CSI_ENDPOINT=", 13) != 0 &&
+		    strncmp(environ[i], "NODEFS_PLUGIN=", 14) != 0)
+			env[k++] = environ[i];
+	if (asprintf(&env[k], "CSI_ENDPOINT=%s", pp->endpoint) < 0) {
+		free(env);
+		return NULL;
+	}
+	if (asprintf(&env[k + 1], "NODEFS_PLUGIN=%s", pp->name) < 0) {
+		free(env[k]);
+		free(env);
+		return NULL;
+	}
+	return env;
+}
+
+static int spawn(struct pproc *pp, pid_t *ret_pid, struct nerr *err)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, def;
+	char **env;
+	pid_t pid;
+	int r;
+
+	env = plugin_env(pp);
+	if (!env)
+		return nerr_set(err, ENOMEM, "out of memory");
+	sigemptyset(&none);
+	sigfillset(&def);
+	sigdelset(&def, SIGKILL);
+	sigdelset(&def, SIGSTOP);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+				 POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	/* read-write: the plugin is a reader of its own FIFO, so its writes
+	 * never meet EPIPE while nodefs is away (they wait in the pipe) */
+	posix_spawn_file_actions_addopen(&fa, 1, pp->fifo, O_RDWR, 0);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	r = posix_spawnp(&pid, pp->argv[0], &fa, &at, pp->argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	for (size_t i = 0; env[i]; i++)
+		if (strncmp(env[i], "CSI_ENDPOINT=", 13) == 0 || strncmp(env[i], "NODEFS_PLUGIN=", 14) == 0)
+			free(env[i]);
+	free(env);
+	if (r != 0)
+		return nerr_set(err, r, "cannot execute '%s': %s", pp->argv[0], strerror(r));
+	*ret_pid = pid;
+	return 0;
+}
+
+static void gone(struct pproc *pp);
+
+static void try_spawn(struct pproc *pp)
+{
+	struct nerr err = { 0 };
+	unsigned long long start = 0;
+	struct stat st;
+	pid_t pid = 0;
+	int r;
+
+	if (pp->stopping) {
+		gone(pp);
+		return;
+	}
+	r = open_fifo(pp, &err);
+	/* a socket left by the last process: the next one binds anew, and
+	 * its appearing is then the sign it listens */
+	if (r >= 0 && lstat(pp->sock, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(pp->sock);
+	if (r >= 0)
+		r = spawn(pp, &pid, &err);
+	if (r >= 0 && (r = watch_pid(pp, pid, &err)) < 0) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	if (r < 0) {
+		uint64_t ms = next_delay(pp);
+
+		set_why(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
+		log_event(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
+		events_emit(pp->b->events, "plugin", pp->name, NULL, "failed", NULL, err.msg);
+		if (pp->spawned_once) {
+			pthread_mutex_lock(&pp->lock);
+			pp->restarts++;
+			pthread_mutex_unlock(&pp->lock);
+			tally(pp, "nodefs_csi_plugin_restarts_total", 1);
+		}
+		pp->spawned_once = true;
+		pp->st = PP_BACKOFF;
+		arm(pp, ms, on_backoff_done);
+		changed(pp);
+		return;
+	}
+	pid_t pgid = pid;
+	plugin_proc_stat(pid, &start, NULL);
+	pp->child = true;
+	pp->gen++;
+	pthread_mutex_lock(&pp->lock);
+	pp->pid = pid;
+	pp->pgid = pgid;
+	pp->starttime = start;
+	pp->started = start ? plugin_start_time(start) : time(NULL);
+	pp->adopted = false;
+	pp->running = true;
+	if (pp->spawned_once)
+		pp->restarts++;
+	snprintf(pp->why, sizeof(pp->why), "started (pid %d): waiting for its socket and Probe",
+		 (int)pid);
+	pthread_mutex_unlock(&pp->lock);
+	if (pp->spawned_once) {
+		tally(pp, "nodefs_csi_plugin_restarts_total", 1);
+		log_event(pp, "restarted (pid %d, restart %u)", (int)pid, pp->restarts);
+	} else {
+		log_info("plugin %s: started (pid %d)", pp->name, (int)pid);
+	}
+	events_emit(pp->b->events, "plugin", pp->name, NULL, pp->spawned_once ? "restarted" : "started",
+		    NULL, NULL);
+	pp->spawned_once = true;
+	if (pproc_checkpoint(pp, &err) < 0)
+		log_warn("plugin %s: %s", pp->name, err.msg);
+	pp->st = PP_STARTING;
+	pp->probe_fails = 0;
+	pp->deadline_ms = loop_now_ms() + START_TIMEOUT_MS;
+	arm(pp, SOCKET_POLL_MS, on_tick);
+	changed(pp);
+}
+
+/* Kill what is left of the process (group): SIGKILL at once, or SIGTERM
+ * and SIGKILL after grace_ms. The exit comes through the pidfd. */
+static void on_kill_grace(struct loop *l, struct loop_timer *t, void *ud)
+{
+	struct pproc *pp = ud;
+
+	pp->timer = NULL;
+	if (pp->pgid > 0)
+		kill(-pp->pgid, SIGKILL);
+}
+
+static void end_process(struct pproc *pp, int sig, unsigned grace_ms)
+{
+	if (pp->pidfd < 0) {
+		gone(pp);
+		return;
+	}
+	pp->st = PP_KILLING;
+	kill(-pp->pgid, sig);
+	if (sig != SIGKILL)
+		arm(pp, grace_ms, on_kill_grace);
+	else
+		disarm(pp);
+}
+
+/* The supervisor is done with pp: a removed or stopping plugin. */
+static void gone(struct pproc *pp)
+{
+	struct plugin_sup *s = pp->sup;
+	struct nerr err = { 0 };
+	bool removing;
+
+	disarm(pp);
+	close_fifo(pp);
+	pthread_mutex_lock(&pp->lock);
+	removing = pp->removing;
+	pthread_mutex_unlock(&pp->lock);
+	if (removing) {
+		if (plugin_record_del(pp->b, pp->name, &err) < 0)
+			log_warn("plugin %s: %s", pp->name, err.msg);
+		unlink(pp->fifo);
+	}
+	pp->st = PP_GONE;
+	pthread_mutex_lock(&s->lock);
+	for (struct pproc **q = &s->list; *q; q = &(*q)->next)
+		if (*q == pp) {
+			*q = pp->next;
+			break;
+		}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pproc_unref(pp);	/* the list's */
+}
+
+static void on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
+{
+	struct pproc *pp = ud;
+	char what[128] = "exited";
+	siginfo_t si = { 0 };
+	pid_t pid = pp->pid;
+
+	if (pp->child) {
+		/* look without reaping: the unreaped leader still holds the
+		 * group's id while the rest of the group is killed */
+		int w = waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG | WNOWAIT);
+
+		if (w == 0 && si.si_pid == 0)
+			return;		/* not yet */
+		if (pp->pgid > 0)
+			kill(-pp->pgid, SIGKILL);
+		memset(&si, 0, sizeof(si));
+		if (waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid)
+			describe_exit(&si, what, sizeof(what));
+		else
+			snprintf(what, sizeof(what), "exited (status unknown)");
+	} else {
+		if (pp->pgid > 0)
+			kill(-pp->pgid, SIGKILL);
+		snprintf(what, sizeof(what), "exited (status unknown: adopted, not our child)");
+	}
+	loop_del_fd(l, fd);
+	close(fd);
+	pp->pidfd = -1;
+	pp->gen++;
+	pthread_mutex_lock(&pp->lock);
+	pp->pid = pp->pgid = 0;
+	pp->running = false;
+	pp->terminations++;
+	snprintf(pp->last_exit, sizeof(pp->last_exit), "%s", what);
+	pthread_mutex_unlock(&pp->lock);
+	tally(pp, "nodefs_csi_plugin_terminations_total", 1);
+	events_emit(pp->b->events, "plugin", pp->name, NULL, "exited", NULL, what);
+	if (pp->stopping) {
+		log_info("plugin %s (pid %d): %s", pp->name, (int)pid, what);
+		gone(pp);
+		return;
+	}
+	uint64_t ms = next_delay(pp);
+
+	log_event(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
+	set_why(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
+	pp->st = PP_BACKOFF;
+	arm(pp, ms, on_backoff_done);
+	changed(pp);
+}
+
+/* ---- probes (worker pool) ---- */
+
+struct probe_job {
+	struct pproc *pp;
+	struct bnode *node;	/* keeps the plugin, and its storage handle, alive */
+	unsigned gen;
+	bool answered;
+	char why[NERR_MSG_MAX];
+};
+
+static void probe_done(struct loop *l, void *ud);
+
+static void probe_work(void *arg)
+{
+	struct probe_job *j = arg;
+	struct pproc *pp = j->pp;
+	struct plugin *pl = j->node->priv;
+	const struct storage_ops *ops = plugin_ops(pl);
+	void *h = plugin_handle(pl);
+	struct nerr err = { 0 };
+	bool ready;
+	int r = -ECANCELED;
+
+	if (h)
+		r = ops->probe(h, &ready, &err);
+	/* any reply of the plugin's, an error too, is an answer */
+	j->answered = r >= 0 || (r != -EAGAIN && r != -ETIMEDOUT && r != -ECANCELED);
+	if (r < 0)
+		snprintf(j->why, sizeof(j->why), "%s", err.code ? err.msg : strerror(-r));
+	if (loop_submit(pp->sup->loop, probe_done, j) < 0) {
+		bnode_unref(j->node);
+		pproc_unref(j->pp);
+		free(j);
+	}
+}
+
+static void probe_submit(struct pproc *pp)
+{
+	struct probe_job *j;
+
+	if (pp->probing)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->node = node_ref(pp);
+	if (!j->node) {
+		free(j);
+		return;
+	}
+	j->pp = pp_ref(pp);
+	j->gen = pp->gen;
+	pp->probing = true;
+	pp->probe_sent_ms = loop_now_ms();
+	if (work_submit(pp->b->work, probe_work, j) < 0) {
+		pp->probing = false;
+		bnode_unref(j->node);
+		pproc_unref(j->pp);
+		free(j);
+	}
+}
+
+/* How long a Probe may take before it counts as unanswered. */
+static uint64_t probe_deadline_ms(struct pproc *pp)
+{
+	uint64_t ms = pp->b->cfg->csi_timeout_ms;
+
+	return ms == 0 || ms > 10000 ? 10000 : ms;
+}
+
+static uint64_t probe_every_ms(struct pproc *pp)
+{
+	uint64_t ms = pp->b->cfg->csi_timeout_ms;
+
+	return ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
+}
+
+static void probe_done(struct loop *l, void *ud)
+{
+	struct probe_job *j = ud;
+	struct pproc *pp = j->pp;
+
+	pp->probing = false;
+	if (j->gen != pp->gen || pp->stopping || pp->st == PP_GONE || pp->st == PP_KILLING)
+		goto out;
+	if (j->answered) {
+		pp->probe_fails = 0;
+		if (pp->st == PP_STARTING) {
+			pthread_mutex_lock(&pp->lock);
+			pp->why[0] = '\0';
+			pp->down_since = 0;
+			bool adopted = pp->adopted;
+			pid_t pid = pp->pid;
+			pthread_mutex_unlock(&pp->lock);
+			pp->st = PP_UP;
+			pp->up_since_ms = loop_now_ms();
+			if (adopted) {
+				log_info("plugin %s: adopted pid %d, started by an earlier run", pp->name,
+					 (int)pid);
+				events_emit(pp->b->events, "plugin", pp->name, NULL, "adopted", NULL, NULL);
+			}
+			arm(pp, probe_every_ms(pp), on_tick);
+			changed(pp);
+		} else if (pp->st == PP_UP &&
+			   loop_now_ms() - pp->up_since_ms >= pp->b->cfg->retry_max_ms) {
+			pp->attempt = 0;	/* it lived longer than the longest wait */
+		}
+		goto out;
+	}
+	if (pp->st == PP_UP && ++pp->probe_fails >= PROBE_FAILS_MAX) {
+		log_event(pp, "pid %d stopped answering Probe (%s): killing it", (int)pp->pid, j->why);
+		set_why(pp, "stopped answering Probe: %s", j->why);
+		end_process(pp, SIGKILL, 0);
+	}
+out:
+	bnode_unref(j->node);
+	pproc_unref(j->pp);
+	free(j);
+}
+
+static void on_tick(struct loop *l, struct loop_timer *t, void *ud)
+{
+	struct pproc *pp = ud;
+	struct stat st;
+
+	pp->timer = NULL;
+	if (pp->st == PP_STARTING) {
+		if (loop_now_ms() >= pp->deadline_ms) {
+			bool adopted = pp->adopted;
+
+			log_event(pp, "pid %d did not answer Probe within %u s: killing it", (int)pp->pid,
+				  (adopted ? ADOPT_TIMEOUT_MS : START_TIMEOUT_MS) / 1000);
+			set_why(pp, "pid %d did not answer Probe within %u s", (int)pp->pid,
+				(adopted ? ADOPT_TIMEOUT_MS : START_TIMEOUT_MS) / 1000);
+			end_process(pp, SIGKILL, 0);
+			return;
+		}
+		if (stat(pp->sock, &st) == 0 && S_ISSOCK(st.st_mode))
+			probe_submit(pp);
+		arm(pp, SOCKET_POLL_MS, on_tick);
+	} else if (pp->st == PP_UP) {
+		/* a Probe unanswered for as long as PROBE_FAILS_MAX deadlines:
+		 * hung (the call itself may wait for csi_timeout) */
+		if (pp->probing &&
+		    loop_now_ms() - pp->probe_sent_ms >= PROBE_FAILS_MAX * probe_deadline_ms(pp)) {
+			log_event(pp, "pid %d stopped answering Probe (none for %llu ms): killing it",
+				  (int)pp->pid, (unsigned long long)(loop_now_ms() - pp->probe_sent_ms));
+			set_why(pp, "stopped answering Probe");
+			end_process(pp, SIGKILL, 0);
+			return;
+		}
+		probe_submit(pp);
+		arm(pp, probe_every_ms(pp), on_tick);
+	}
+}
+
+/* ---- what other threads ask ---- */
+
+static void do_start(struct loop *l, void *ud)
+{
+	struct pproc *pp = ud;
+	struct nerr err = { 0 };
+
+	if (pp->stopping) {
+		gone(pp);
+		return;
+	}
+	if (plugin_record_alive(pp->rec_pid, pp->rec_start, pp->rec_boot) &&
+	    watch_pid(pp, pp->rec_pid, &err) >= 0) {
+		/* ours from an earlier run: adopted once it answers Probe, or
+		 * ended (then started anew) if it does not */
+		unsigned long long start = pp->rec_start;
+
+		if (open_fifo(pp, &err) < 0)
+			log_warn("plugin %s: %s", pp->name, err.msg);
+		pp->child = false;
+		pp->spawned_once = true;
+		pp->gen++;
+		pthread_mutex_lock(&pp->lock);
+		pp->pid = pp->rec_pid;
+		pp->pgid = pp->rec_pgid > 0 ? pp->rec_pgid : pp->rec_pid;
+		pp->starttime = start;
+		pp->started = plugin_start_time(start);
+		pp->restarts = pp->rec_restarts;
+		pp->adopted = true;
+		pp->running = true;
+		snprintf(pp->why, sizeof(pp->why), "pid %d from an earlier run: waiting for Probe",
+			 (int)pp->rec_pid);
+		pthread_mutex_unlock(&pp->lock);
+		pp->st = PP_STARTING;
+		pp->deadline_ms = loop_now_ms() + ADOPT_TIMEOUT_MS;
+		arm(pp, 1, on_tick);
+		return;
+	}
+	try_spawn(pp);
+}
+
+int pproc_start(struct pproc *pp, struct nerr *err)
+{
+	struct plugin_sup *s = sup_get(pp->b, err);
+
+	if (!s)
+		return -err->code;
+	pp->sup = s;
+	tally(pp, "nodefs_csi_plugin_terminations_total", 0);
+	tally(pp, "nodefs_csi_plugin_restarts_total", 0);
+	pthread_mutex_lock(&s->lock);
+	pp->next = s->list;
+	s->list = pp_ref(pp);
+	pthread_mutex_unlock(&s->lock);
+	if (loop_submit(s->loop, do_start, pp) < 0) {
+		pthread_mutex_lock(&s->lock);
+		s->list = pp->next;
+		pthread_mutex_unlock(&s->lock);
+		pproc_unref(pp);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static void do_remove(struct loop *l, void *ud)
+{
+	struct pproc *pp = ud;
+
+	pp->stopping = true;
+	if (pp->st == PP_GONE)
+		return;
+	if (pp->st == PP_KILLING)
+		return;		/* its exit ends it */
+	if (pp->pidfd >= 0) {
+		end_process(pp, SIGTERM, REMOVE_GRACE_MS);
+		return;
+	}
+	gone(pp);
+}
+
+void pproc_remove(struct pproc *pp)
+{
+	pthread_mutex_lock(&pp->lock);
+	pp->node = NULL;
+	pp->removing = true;
+	pthread_mutex_unlock(&pp->lock);
+	if (!pp->sup) {
+		struct nerr err = { 0 };
+
+		plugin_record_del(pp->b, pp->name, &err);	/* never started */
+		return;
+	}
+	/* the list's reference keeps pp until gone() */
+	if (loop_submit(pp->sup->loop, do_remove, pp) < 0)
+		log_warn("plugin %s: out of memory: its process is left running", pp->name);
+}
+
+bool pproc_stopping(struct backend *b, const char *name)
+{
+	struct plugin_sup *s;
+	bool found = false;
+
+	pthread_mutex_lock(&b->mlock);
+	s = b->sup;
+	pthread_mutex_unlock(&b->mlock);
+	if (!s)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	for (struct pproc *pp = s->list; pp && !found; pp = pp->next) {
+		pthread_mutex_lock(&pp->lock);
+		found = pp->removing && strcmp(pp->name, name) == 0;
+		pthread_mutex_unlock(&pp->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
+
+/* The daemon stops: end what must end, let go of what keeps running. */
+static void do_stop_all(struct loop *l, void *ud)
+{
+	struct plugin_sup *s = ud;
+	struct pproc *v[256];
+	size_t n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct pproc *pp = s->list; pp && n < 256; pp = pp->next)
+		v[n++] = pp_ref(pp);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct pproc *pp = v[i];
+
+		if (pp->st != PP_GONE && !pp->stopping) {
+			pp->stopping = true;
+			if (pp->keep_running && pp->pidfd >= 0) {
+				/* left running: the next start adopts it (the record
+				 * names it) */
+				log_info("plugin %s: left running (pid %d, keep_running)", pp->name,
+					 (int)pp->pid);
+				loop_del_fd(l, pp->pidfd);
+				close(pp->pidfd);
+				pp->pidfd = -1;
+				gone(pp);
+			} else if (pp->st != PP_KILLING) {
+				end_process(pp, SIGTERM, s->grace_ms);
+			}
+		}
+		pproc_unref(pp);
+	}
+}
+
+void plugins_proc_stop(struct backend *b, unsigned grace_ms)
+{
+	struct plugin_sup *s = b->sup;
+	struct timespec t;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	s->grace_ms = grace_ms;
+	pthread_mutex_unlock(&s->lock);
+	if (loop_submit(s->loop, do_stop_all, s) == 0) {
+		/* SIGTERM, grace_ms, SIGKILL: the exits come soon after */
+		t = ts_after_ms(CLOCK_REALTIME, grace_ms + 3000);
+		pthread_mutex_lock(&s->lock);
+		while (s->list && pthread_cond_timedwait(&s->cond, &s->lock, &t) == 0)
+			;
+		if (s->list)
+			log_warn("plugins still running %u ms after SIGTERM: left", grace_ms + 3000);
+		pthread_mutex_unlock(&s->lock);
+	}
+	loop_stop(s->loop);
+	pthread_join(s->thread, NULL);
+	/* what is left (a process that would not die) is let go */
+	while (s->list) {
+		struct pproc *pp = s->list;
+
+		s->list = pp->next;
+		if (pp->pidfd >= 0)
+			close(pp->pidfd);
+		if (pp->logfd >= 0)
+			close(pp->logfd);
+		disarm(pp);
+		pproc_unref(pp);
+	}
+	loop_free(s->loop);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+	b->sup = NULL;
+}
+
+/* ---- files ---- */
+
+bool pproc_health(struct pproc *pp, struct storage_health_info *h)
+{
+	bool r;
+
+	pthread_mutex_lock(&pp->lock);
+	r = !pp->running && pp->why[0];
+	if (r) {
+		h->health = STORAGE_HEALTH_DOWN;
+		h->since = pp->down_since;
+		snprintf(h->reason, sizeof(h->reason), "%s", pp->why);
+	}
+	pthread_mutex_unlock(&pp->lock);
+	return r;
+}
+
+int pproc_show_process(struct pproc *pp, struct sbuf *out)
+{
+	char t[64];
+	int r;
+
+	pthread_mutex_lock(&pp->lock);
+	fmt_time(pp->started, t, sizeof(t));
+	if (pp->running)
+		r = sbuf_printf(out, "pid: %d\n", (int)pp->pid);
+	else
+		r = sbuf_printf(out, "pid: none\n");
+	if (r >= 0)
+		r = sbuf_printf(out, "started: %s\nrestarts: %u\nterminations: %llu\nlast_exit: %s\n"
+				"adopted: %s\nkeep_running: %s\n",
+				t[0] ? t : "never", pp->restarts, pp->terminations,
+				pp->last_exit[0] ? pp->last_exit : "none", pp->adopted ? "yes" : "no",
+				pp->keep_running ? "yes" : "no");
+	if (r >= 0 && !pp->running && pp->why[0])
+		r = sbuf_printf(out, "why: %s\n", pp->why);
+	pthread_mutex_unlock(&pp->lock);
+	if (r >= 0) {
+		r = sbuf_adds(out, "command:");
+		for (size_t i = 0; r >= 0 && pp->argv[i]; i++)
+			r = sbuf_printf(out, " %s", pp->argv[i]);
+		if (r >= 0)
+			r = sbuf_addc(out, '\n');
+	}
+	return r;
+}
+
+int pproc_show_log(struct pproc *pp, struct sbuf *out)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&pp->lock);
+	if (pp->ring_full)
+		r = sbuf_add(out, pp->ring + pp->ring_head, LOG_RING - pp->ring_head);
+	if (r >= 0)
+		r = sbuf_add(out, pp->ring, pp->ring_head);
+	pthread_mutex_unlock(&pp->lock);
+	return r;
+}
