@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static pthread_rwlock_t tree_lock = PTHREAD_RWLOCK_INITIALIZER;
 static atomic_uint_fast64_t tree_serial = 1;	/* 1 is the root's */
@@ -255,8 +256,15 @@ const struct battr *bnode_attr(const struct bnode *n, const char *name, size_t *
 
 void bnode_set_error(struct bnode *n, const char *msg)
 {
+	struct timespec ts;
+	struct tm tm;
+	char when[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	pthread_mutex_lock(&n->lock);
-	snprintf(n->error, sizeof(n->error), "%s", msg);
+	snprintf(n->error, sizeof(n->error), "%s %s", when, msg);
 	pthread_mutex_unlock(&n->lock);
 	bnode_changed(n);
 }
@@ -270,7 +278,7 @@ void bnode_get_error(struct bnode *n, char *buf, size_t len)
 
 int battr_show_error(struct bnode *n, struct sbuf *out)
 {
-	char e[NERR_MSG_MAX];
+	char e[BNODE_ERROR_MAX];
 
 	bnode_get_error(n, e, sizeof(e));
 	return e[0] ? sbuf_printf(out, "%s\n", e) : 0;

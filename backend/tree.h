@@ -97,6 +97,9 @@ struct btype {
 	void (*free)(struct bnode *n);	/* release n->priv */
 };
 
+/* An error line: a time, the command line that failed, the message. */
+#define BNODE_ERROR_MAX (NERR_MSG_MAX + 128)
+
 struct bnode {
 	atomic_uint ref;
 	const struct btype *type;
@@ -115,7 +118,7 @@ struct bnode {
 	struct hmap byname;
 
 	pthread_mutex_t lock;	/* guards error */
-	char error[NERR_MSG_MAX];
+	char error[BNODE_ERROR_MAX];
 };
 
 /* Make a detached node with one reference. NULL on OOM. */
@@ -140,6 +143,9 @@ void bnode_list_free(struct bnode **v, size_t n);
 
 const struct battr *bnode_attr(const struct bnode *n, const char *name, size_t *ret_idx);
 
+/* Set the node's error file to one line: the time now (RFC 3339, UTC,
+ * seconds) and msg, which names what failed (fs gives the command line).
+ * Truncated at BNODE_ERROR_MAX. */
 void bnode_set_error(struct bnode *n, const char *msg);
 void bnode_get_error(struct bnode *n, char *buf, size_t len);
 

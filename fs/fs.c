@@ -574,25 +574,38 @@ static void fs_req_free(struct fs_req *r)
 	free(r);
 }
 
+/* What failed, as the error file names it: the command line (its first 48
+ * bytes), "line N" first in a write of several; mkdir and rmdir as such. */
+static void fs_req_set_error(struct fs_req *r, const char *msg)
+{
+	char line[BNODE_ERROR_MAX];
+	size_t len = r->cur_len;
+
+	if (r->kind == FSR_MKDIR || r->kind == FSR_RMDIR)
+		snprintf(line, sizeof(line), "'%s %s': %s", r->kind == FSR_MKDIR ? "mkdir" : "rmdir",
+			 r->name, msg);
+	else if (!r->cur || !len)
+		snprintf(line, sizeof(line), "%s", msg);
+	else if (r->nlines > 1)
+		snprintf(line, sizeof(line), "line %u '%.*s%s': %s", r->line,
+			 (int)(len > 48 ? 45 : len), r->cur, len > 48 ? "..." : "", msg);
+	else
+		snprintf(line, sizeof(line), "'%.*s%s': %s", (int)(len > 48 ? 45 : len), r->cur,
+			 len > 48 ? "..." : "", msg);
+	bnode_set_error(r->node, line);
+}
+
 static void fs_req_fail(struct fs_req *r, int result)
 {
 	const char *msg = r->rq.err.msg[0] ? r->rq.err.msg : strerror(-result);
 
-	bnode_set_error(r->node, msg);
+	fs_req_set_error(r, msg);
 	fuse_reply_err(r->req, -result);
 	fs_req_free(r);
 }
 
 static void write_continue(struct fs_req *r);
 static void fs_req_answer(struct fs_req *r, int result);
-
-/* Name the failing line of a write of several (err already says why). */
-static void write_name_line(struct fs_req *r, unsigned line, const char *text, size_t len)
-{
-	if (r->nlines > 1)
-		nerr_prefix(&r->rq.err, "line %u '%.*s%s'", line, (int)(len > 48 ? 45 : len), text,
-			    len > 48 ? "..." : "");
-}
 
 /*
  * A line of a write failed. When earlier lines have run, the write returns
@@ -605,12 +618,11 @@ static void write_fail(struct fs_req *r, int result)
 {
 	if (!r->rq.err.msg[0])
 		nerr_set(&r->rq.err, -result, "%s", strerror(-result));
-	write_name_line(r, r->line, r->cur, r->cur_len);
 	if (!r->done) {
 		fs_req_fail(r, result);
 		return;
 	}
-	bnode_set_error(r->node, r->rq.err.msg);
+	fs_req_set_error(r, r->rq.err.msg);
 	fuse_reply_write(r->req, r->done);
 	fs_req_free(r);
 }
@@ -778,7 +790,9 @@ static int write_check(struct fs_req *r)
 
 		n++;
 		if (res < 0) {
-			write_name_line(r, n, line, llen);
+			r->line = n;	/* the error file names it */
+			r->cur = line;
+			r->cur_len = llen;
 			return res;
 		}
 	}

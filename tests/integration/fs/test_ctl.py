@@ -9,8 +9,11 @@ short count covering the lines that ran, and the error file names the line.
 None of it needs a plugin or a runtime service.
 """
 
+import calendar
 import errno
 import os
+import re
+import time
 import unittest
 
 import nodefs_test as nt
@@ -89,11 +92,29 @@ class CtlTest(unittest.TestCase):
             self.assertTrue(text.endswith("\n"), "%s/error %r" % (d, text))
             self.assertEqual(len(text.splitlines()), 1,
                              "%s/error is not one line: %r" % (d, text))
-            self.assertTrue(any(w in text for w in words),
+            shown = cmd if len(cmd) <= 48 else cmd[:45] + "..."
+            why = text.split(shown + "': ", 1)[-1]	# after the time and the line
+            self.assertTrue(any(w in why for w in words),
                             "%s/error after %r does not say why: %r"
                             % (d, cmd, text))
         self.assertEqual(self.snapshot(), before,
                          "a rejected command changed something")
+
+    def test_error_line_time_and_command(self):
+        """An error line starts with its time (RFC 3339, UTC) and the
+        command line that failed, so an old failure is not taken for a
+        current one."""
+        t0 = time.time()
+        ok, err = self.fs.write_ctl("volumes/ctl", "create v1 size=banana")
+        self.assertFalse(ok)
+        text = self.fs.error("volumes")
+        m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) 'create v1 size=banana': .*banana",
+                     text)
+        self.assertTrue(m, text)
+        when = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ"))
+        self.assertLessEqual(abs(when - t0), 5, text)
+        ok, err = self.fs.write_ctl("containers/ctl", "bogus 'a b'")
+        self.assertRegex(self.fs.error("containers"), r"^\S+Z 'bogus 'a b'': unknown command")
 
     def test_rejected_multi_line_write_changes_nothing(self):
         """A write of several lines where a later one is bad: either EINVAL
