@@ -3,12 +3,14 @@
  * lxc-cgroup: the host's cgroup layout (v1 controllers, hybrid, or unified
  * v2 only), the lxc.cgroup.* / lxc.cgroup2.* items for a set of limits (cpu
  * shares converted to weight on v2), and the files stats and OOM detection
- * read from a running container's cgroups. Reads /proc and /sys only; no
- * liblxc calls, nothing of backend/ or fs/.
+ * read from a running container's cgroups, and the removal of the empty
+ * cgroups a stopped container leaves. Reads /proc and /sys only; no liblxc
+ * calls, nothing of backend/ or fs/.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,4 +405,181 @@ int rt_lxc_cg_oom_kills(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpa
 	if (cg->mode == RT_LXC_CG_V2)
 		return read_keyed(p->unified, "memory.events", "oom_kill", ret);
 	return read_keyed(p->memory, "memory.oom_control", "oom_kill", ret);
+}
+
+/* ---- the daemon's own cgroups, and what a container's monitor leaves ---- */
+
+/* Is every comma-separated word of ctrls in the mount options opts? */
+static bool has_words(const char *opts, const char *ctrls)
+{
+	char w[128];
+
+	for (const char *p = ctrls; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+
+		if (l == 0 || l >= sizeof(w))
+			return false;
+		memcpy(w, p, l);
+		w[l] = '\0';
+		if (!has_word(opts, w))
+			return false;
+		p = c ? c + 1 : p + l;
+	}
+	return true;
+}
+
+int rt_lxc_cg_home(struct rt_lxc_home *ret)
+{
+	struct { char ctrls[128]; char rel[PATH_MAX]; } self[RT_LXC_HOME_MAX];
+	size_t nself = 0;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	memset(ret, 0, sizeof(*ret));
+	if (!f)
+		return -errno;
+	while (nself < ARRAY_SIZE(self) && getline(&line, &cap, f) > 0) {
+		char *c1 = strchr(line, ':'), *c2, *nl;
+
+		if (!c1 || !(c2 = strchr(c1 + 1, ':')))
+			continue;
+		*c2 = '\0';
+		if ((nl = strchr(c2 + 1, '\n')))
+			*nl = '\0';
+		snprintf(self[nself].ctrls, sizeof(self[nself].ctrls), "%s", c1 + 1);
+		snprintf(self[nself].rel, sizeof(self[nself].rel), "%s", c2 + 1);
+		nself++;
+	}
+	fclose(f);
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f) {
+		free(line);
+		return -errno;
+	}
+	while (ret->n < RT_LXC_HOME_MAX && getline(&line, &cap, f) > 0) {
+		char root[PATH_MAX], mnt[PATH_MAX], fstype[64], opts[512];
+		char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
+			continue;
+		if (sscanf(dash + 3, "%63s %*s %511s", fstype, opts) != 2)
+			continue;
+		bool v2 = strcmp(fstype, "cgroup2") == 0;
+
+		if (!v2 && strcmp(fstype, "cgroup") != 0)
+			continue;
+		for (size_t i = 0; i < nself; i++) {
+			const char *rel = self[i].rel;
+			size_t rl = strlen(root);
+
+			if (v2 ? self[i].ctrls[0] != '\0'
+			       : !self[i].ctrls[0] || !has_words(opts, self[i].ctrls))
+				continue;
+			/* our cgroup as seen from the mount's root */
+			if (strcmp(root, "/") != 0) {
+				if (strncmp(rel, root, rl) != 0 || (rel[rl] && rel[rl] != '/'))
+					break;
+				rel += rl;
+			}
+			if (strcmp(rel, "/") == 0)
+				rel = "";
+			if ((size_t)snprintf(ret->h[ret->n].mnt, PATH_MAX, "%s", mnt) >= PATH_MAX ||
+			    (size_t)snprintf(ret->h[ret->n].dir, PATH_MAX, "%s%s", mnt, rel) >= PATH_MAX)
+				break;
+			ret->n++;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return (int)ret->n;
+}
+
+int rt_lxc_cg_go_home(const struct rt_lxc_home *home)
+{
+	char path[PATH_MAX + 32], pid[32];
+	int ret = 0;
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	for (size_t i = 0; i < home->n; i++) {
+		snprintf(path, sizeof(path), "%s/cgroup.procs", home->h[i].dir);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || write(fd, pid, strlen(pid)) < 0)
+			ret = -errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	return ret;
+}
+
+static bool is_leftover(const char *dname, const char *pre, size_t plen)
+{
+	if (strncmp(dname, pre, plen) != 0)
+		return false;
+	if (!dname[plen])
+		return true;
+	if (dname[plen] != '-' || !dname[plen + 1])
+		return false;
+	for (const char *p = dname + plen + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;	/* NAME-1, NAME-2: liblxc's names when NAME was taken */
+}
+
+/* rmdir the leftovers of name in dir, waiting (bounded) for a monitor on
+ * its way out to leave its cgroup. */
+static int remove_in(const char *dir, const char *name, int *removed)
+{
+	static const char *const kinds[] = { "lxc.monitor.", "lxc.payload.", NULL };
+	char pre[128], path[PATH_MAX + 256];
+	int ret = 0;
+
+	for (const char *const *k = kinds; *k; k++) {
+		size_t plen = (size_t)snprintf(pre, sizeof(pre), "%s%s", *k, name);
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		if (!d)
+			return errno == ENOENT ? 0 : -errno;
+		while ((de = readdir(d))) {
+			if (de->d_type != DT_DIR || !is_leftover(de->d_name, pre, plen))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			for (int tries = 0;; tries++) {
+				if (rmdir(path) == 0) {
+					(*removed)++;
+					break;
+				}
+				if (errno == ENOENT)
+					break;
+				if (errno != EBUSY || tries >= 100) {
+					ret = -errno;
+					break;
+				}
+				nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+			}
+		}
+		closedir(d);
+	}
+	return ret;
+}
+
+int rt_lxc_cg_remove_leftovers(const struct rt_lxc_home *home, const char *name)
+{
+	int removed = 0, ret = 0;
+
+	for (size_t i = 0; i < home->n; i++) {
+		/* liblxc makes them beside the daemon's cgroup or at the root */
+		int r = remove_in(home->h[i].dir, name, &removed);
+
+		if (r < 0)
+			ret = r;
+		if (strcmp(home->h[i].dir, home->h[i].mnt) != 0 &&
+		    (r = remove_in(home->h[i].mnt, name, &removed)) < 0)
+			ret = r;
+	}
+	return ret < 0 ? ret : removed;
 }

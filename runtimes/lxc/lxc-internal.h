@@ -84,6 +84,18 @@ struct rt_lxc_meta {
 
 struct rt_lxc_watch;
 
+/* The daemon's own cgroup in every hierarchy (v1 controllers, v2),
+ * read once at open. liblxc 5.0's daemonized start enters its caller, not
+ * the monitor it forks, into lxc.monitor.NAME: without a way back the
+ * daemon would be accounted to the first container's monitor cgroup (out
+ * of its own memory cgroup too), and each such cgroup, never empty while
+ * nodefs runs, would outlive its container. */
+#define RT_LXC_HOME_MAX 16
+struct rt_lxc_home {
+	struct { char mnt[PATH_MAX]; char dir[PATH_MAX]; } h[RT_LXC_HOME_MAX];
+	size_t n;
+};
+
 struct rt_lxc {
 	char lxcpath[PATH_MAX];
 	char template_dir[PATH_MAX];
@@ -93,6 +105,7 @@ struct rt_lxc {
 	int stop_timeout;		/* seconds */
 	uint64_t console_size;		/* lxc.console.size, rotated once */
 	struct rt_lxc_cgroup cg;
+	struct rt_lxc_home home;	/* the daemon's own cgroups */
 	pthread_mutex_t meta_lock;	/* serialises nodefs.json rewrites */
 	struct rt_lxc_watch *watch;
 };
@@ -115,6 +128,18 @@ int rt_lxc_cg_stats(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths 
  * down), -ETIMEDOUT (a freeze is undone first), -ENOTSUP with no v1
  * freezer. */
 int rt_lxc_cg_freeze(const struct rt_lxc_cgpaths *p, bool freeze, int timeout_ms);
+/* Fill *ret from /proc/self/cgroup and mountinfo; the count, or -errno. */
+int rt_lxc_cg_home(struct rt_lxc_home *ret);
+/* Move the daemon (every thread) back to its own cgroups: after each
+ * start. 0, or the -errno of a hierarchy that refused. */
+int rt_lxc_cg_go_home(const struct rt_lxc_home *home);
+/* Remove the empty cgroups a container named name leaves in every
+ * hierarchy, beside the daemon's cgroup or at the root: lxc.monitor.NAME
+ * (whose removal liblxc's monitor fails while the daemon is in it) and a
+ * payload cgroup that outlived a crash, NAME-1, NAME-2... too. Waits
+ * (bounded) for a monitor on its way out. Returns how many went, or the
+ * -errno of one that could not (-EBUSY: something still runs in it). */
+int rt_lxc_cg_remove_leftovers(const struct rt_lxc_home *home, const char *name);
 /* oom_kill counter of the memory cgroup; -errno if unreadable. */
 int rt_lxc_cg_oom_kills(const struct rt_lxc_cgroup *cg, const struct rt_lxc_cgpaths *p,
 			uint64_t *ret);

@@ -531,6 +531,7 @@ static int rt_lxc_open(const struct rt_config *cfg, void **ret_h, struct nerr *e
 	}
 	/* A probe failure leaves the driver unhealthy, not absent. */
 	(void)rt_lxc_cg_probe(&h->cg, NULL);
+	(void)rt_lxc_cg_home(&h->home);
 	pthread_mutex_init(&h->meta_lock, NULL);
 	r = rt_lxc_watch_new(h, &h->watch);
 	if (r < 0) {
@@ -1259,12 +1260,19 @@ static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 	if (r < 0)
 		return r;
 	rotate_console_log(h, id);
+	/* the last run's monitor cgroup, so liblxc does not make NAME-1 */
+	(void)rt_lxc_cg_remove_leftovers(&h->home, id);
 	/* A stale watch from the last run must not see this one. */
 	rt_lxc_watch_del(h->watch, id);
 	c->want_daemonize(c, true);
 	c->want_close_all_fds(c, true);
 	/* Returns once the container is RUNNING (or failed). */
-	if (!c->start(c, 0, NULL))
+	bool started = c->start(c, 0, NULL);
+
+	/* liblxc entered the daemon into the monitor's cgroup: back home, so
+	 * the monitor's own teardown can remove that cgroup */
+	(void)rt_lxc_cg_go_home(&h->home);
+	if (!started)
 		return lxc_fail(h, c, id, LF_START, err);
 	/* The pidfd first, then the gate that lets a command run. */
 	fd = init_pidfd(c, &pid);
@@ -1762,6 +1770,8 @@ static int rt_lxc_destroy(void *hv, const char *id, struct nerr *err)
 	rt_lxc_watch_del(h->watch, id);
 	if (!c->destroy(c))
 		return lxc_fail(h, c, id, LF_DESTROY, err);
+	/* best effort: a cgroup a stray process still holds stays */
+	(void)rt_lxc_cg_remove_leftovers(&h->home, id);
 	rt_lxc_watch_post(h->watch, RT_EV_DESTROY, id, 0);
 	return 0;
 }

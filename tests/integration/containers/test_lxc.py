@@ -9,6 +9,7 @@ left in its lxcpath and removes it, on every exit path.
 """
 
 import fcntl
+import glob
 import json
 import os
 import struct
@@ -61,6 +62,11 @@ def cgroup_file(pid, controller, fname):
             except OSError:
                 pass
     return None
+
+
+def cgroup_mounts():
+    with open("/proc/self/mounts") as f:
+        return [l.split()[1] for l in f if l.split()[2] in ("cgroup", "cgroup2")]
 
 
 class Lxc(unittest.TestCase):
@@ -301,6 +307,30 @@ class Lxc(unittest.TestCase):
             self.assertFalse(os.path.exists("/proc/%d" % pid), "init outlived destroy")
             again = lrun(env, "ds")
             self.assertEqual(env.state(again), "RUNNING")
+
+    def test_no_cgroups_left_and_daemon_stays_home(self):
+        """liblxc's start enters its caller into lxc.monitor.NAME: the
+        daemon goes back to its own cgroups, and after a destroy no cgroup
+        of the container is left in any hierarchy (v1 or v2)."""
+        def own(pid):
+            with open("/proc/%d/cgroup" % pid) as f:
+                return f.read()
+
+        def left(name):
+            found = []
+            for mnt in cgroup_mounts():
+                for pat in ("lxc.*.%s", "*/lxc.*.%s", "lxc.*.%s-*", "*/lxc.*.%s-*"):
+                    found += glob.glob(os.path.join(mnt, pat % name))
+            return found
+
+        with ctest.Env() as env:
+            home = own(env.fs.proc.pid)
+            n = lrun(env, "cg", "sleep 1000")
+            self.assertTrue(left(n), "the test sees no cgroup of a running container")
+            self.assertEqual(own(env.fs.proc.pid), home, "the daemon left its cgroups")
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
+            self.assertEqual(left(n), [])
 
     def test_outside_stop_seen_within_a_second(self):
         with ctest.Env() as env:
