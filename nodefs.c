@@ -45,9 +45,9 @@
 /*
  * A stop does not wait for the queues: actions not started yet stay
  * PENDING for the next start. Running ones get this long to finish and
- * answer their writers; then the mount goes and their writers get
- * ESHUTDOWN, and the daemon exits once their calls have returned (each
- * bounded by its deadline).
+ * answer their writers; then the mount goes, their writers get ESHUTDOWN,
+ * their CSI calls in flight are cancelled (backend_free), and the daemon
+ * exits once they have returned.
  */
 #define STOP_GRACE_MS 10000
 
@@ -395,8 +395,9 @@ out:
 
 		if (busy)
 			log_warn("%zu workers still busy after %u ms: unmounting; writers still "
-				 "waiting get ESHUTDOWN, and the daemon exits once the calls "
-				 "have returned", busy, stop_grace_ms());
+				 "waiting get ESHUTDOWN, CSI calls in flight are cancelled, and "
+				 "the daemon exits once the workers have returned", busy,
+				 stop_grace_ms());
 	}
 	if (f)
 		log_info("unmounting %s", o.mountpoint);

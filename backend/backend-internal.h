@@ -125,6 +125,9 @@ extern const struct btype containers_type;	/* container.c */
 
 int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);
+/* A stop's grace is over: every plugin's calls in flight end now (the
+ * handles stay until plugins_stop). */
+void plugins_cancel(struct backend *b);
 int plugins_start(struct backend *b, struct nerr *err);
 void plugins_tick(struct backend *b);
 /* Wake the monitor to run plugins_tick now (any thread, no lock held but

@@ -595,11 +595,12 @@ void backend_free(struct backend *b)
 	if (b->recovery_running)
 		pthread_join(b->recovery, NULL);
 	/*
-	 * No worker, then no plugin, then no engine. The workers finish what
-	 * runs first: a CSI call in flight ends by its deadline (csi_timeout).
-	 * csi_plugin_free would cancel it sooner, but it also frees the handle
-	 * the action's next step would call through.
+	 * No worker, then no plugin, then no engine. The grace is over
+	 * (backend_stop): a CSI call still in flight is cancelled now, not
+	 * left to its deadline (csi_timeout), and the action's next calls
+	 * fail at once; the handles stay valid until the workers are gone.
 	 */
+	plugins_cancel(b);
 	work_pool_free(b->work);
 	plugins_stop(b);
 	engines_stop(b);

@@ -840,6 +840,22 @@ void plugins_stop(struct backend *b)
 	plugins_proc_stop(b, 5000);	/* the plugins nodefs started */
 }
 
+void plugins_cancel(struct backend *b)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (!b->plugins || bnode_list(b->plugins, &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct plugin *p = pof(v[i]);
+
+		if (p->h && p->ops->cancel)
+			p->ops->cancel(p->h);
+	}
+	bnode_list_free(v, n);
+}
+
 int plugins_render_metrics(struct backend *b, struct sbuf *out)
 {
 	struct bnode **v;

@@ -167,6 +167,10 @@ struct storage_ops {
 		    struct nerr *err);
 	/* Blocked calls end (-ECANCELED), then the handle is freed. NULL-safe. */
 	void (*close)(void *h);
+	/* Calls in flight end now (-ECANCELED; the plugin is told) and later
+	 * ones fail at once; the handle stays valid until close. For a stop
+	 * whose grace ran out. Any thread but the loop's. */
+	void (*cancel)(void *h);
 
 	/* Any thread, never blocks. */
 	void (*health)(void *h, struct storage_health_info *ret);

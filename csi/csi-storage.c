@@ -208,6 +208,11 @@ static void s_close(void *h)
 	csi_plugin_free(h);
 }
 
+static void s_cancel(void *h)
+{
+	csi_plugin_cancel(h);
+}
+
 static void s_health(void *h, struct storage_health_info *ret)
 {
 	struct csi_health_info hi;
@@ -635,6 +640,7 @@ const struct storage_ops csi_storage_ops = {
 	.name = "csi",
 	.open = s_open,
 	.close = s_close,
+	.cancel = s_cancel,
 	.health = s_health,
 	.on_health = s_on_health,
 	.probe = s_probe,

@@ -470,17 +470,29 @@ int csi_plugin_new(struct loop *loop, const char *name, const char *endpoint,
 	return 0;
 }
 
-void csi_plugin_free(struct csi_plugin *p)
+void csi_plugin_cancel(struct csi_plugin *p)
 {
+	bool was;
+
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
+	was = p->closing;
 	p->closing = true;
 	p->on_health = NULL;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
-	/* Completes every call on the wire or queued with CANCELLED. */
-	run_on_loop(p, plugin_teardown, NULL);
+	/* Completes every call on the wire (RST_STREAM) or queued with
+	 * CANCELLED, and closes the connection. */
+	if (!was)
+		run_on_loop(p, plugin_teardown, NULL);
+}
+
+void csi_plugin_free(struct csi_plugin *p)
+{
+	if (!p)
+		return;
+	csi_plugin_cancel(p);
 	pthread_mutex_lock(&p->lock);
 	while (p->users)
 		pthread_cond_wait(&p->cond, &p->lock);

@@ -125,6 +125,12 @@ int csi_plugin_new(struct loop *loop, const char *name, const char *endpoint,
  * NULL-safe. Never from the loop thread. */
 void csi_plugin_free(struct csi_plugin *p);
 
+/* The first half of csi_plugin_free: calls in flight end now with
+ * CANCELLED (RST_STREAM on the wire), later ones fail at once, the
+ * connection closes; p stays valid until csi_plugin_free. For a stop
+ * whose grace ran out. NULL-safe; any thread but the loop's. */
+void csi_plugin_cancel(struct csi_plugin *p);
+
 const char *csi_plugin_name(const struct csi_plugin *p);
 /* The socket path (without "unix://"). */
 const char *csi_plugin_socket(const struct csi_plugin *p);

@@ -477,6 +477,20 @@ void grpc_session_fail_all(struct grpc_session *s, int code, const char *message
 	}
 }
 
+void grpc_session_cancel_all(struct grpc_session *s, int code, const char *message)
+{
+	/* A completion may submit or cancel other calls: restart the scan. */
+	for (;;) {
+		struct grpc_call *c;
+
+		for (c = s->calls; c && c->done; c = c->next)
+			;
+		if (!c)
+			break;
+		call_abort(c, code, message);
+	}
+}
+
 void grpc_session_free(struct grpc_session *s)
 {
 	if (!s)

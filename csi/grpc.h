@@ -134,4 +134,9 @@ unsigned grpc_session_active(struct grpc_session *s);
  * UNAVAILABLE; shutdown: CANCELLED). The session stays usable only for free. */
 void grpc_session_fail_all(struct grpc_session *s, int code, const char *message);
 
+/* grpc_session_cancel for every open call: each completes with code and
+ * message and its RST_STREAM(CANCEL) is queued for grpc_session_output, so
+ * the server hears of it before the connection closes. */
+void grpc_session_cancel_all(struct grpc_session *s, int code, const char *message);
+
 #endif

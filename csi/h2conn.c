@@ -557,6 +557,12 @@ void h2_conn_free(struct h2_conn *c)
 	while (c->held || atomic_load(&c->users))
 		pthread_cond_wait(&c->cond, &c->mu);
 	c->opts.on_state = NULL;
+	/* Calls on the wire: the server is told (RST_STREAM(CANCEL), sent if
+	 * the socket takes it now) and stops working for nobody. */
+	if (c->sess && c->state == H2_UP) {
+		grpc_session_cancel_all(c->sess, GRPC_CANCELLED, "connection shut down");
+		conn_flush(c);
+	}
 	if (c->sess || c->fd >= 0)
 		conn_close(c, GRPC_CANCELLED, "connection shut down", false);
 	/* Queued calls (never on the wire) end here, each exactly once. */

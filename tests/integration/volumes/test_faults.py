@@ -22,6 +22,7 @@ What it proves:
 """
 
 import os
+import time
 import unittest
 
 import nodefs_test as nt
@@ -138,6 +139,25 @@ class FaultsTest(unittest.TestCase):
             for rpc in STEP_RPCS:
                 self.assertEqual(calls.get(rpc, 0), 3, rpc)
             self.assertEqual(env.plugin.state(), {})
+
+    def test_stop_cancels_a_call_in_flight(self):
+        """A CSI call in flight when nodefs stops is cancelled once the
+        stop's grace (shortened by test builds) is over: the daemon exits
+        then, not at the call's deadline (csi_timeout 60 s here)."""
+        nt.requires("hooks")
+        with vt.VolEnv(plugin_flags=["--delay", "CreateVolume=60"], csi_timeout="60s",
+                       env={"NODEFS_TEST_STOP_GRACE_MS": "300"}) as env:
+            fd = os.open(env.fs.path("volumes", "ctl"), os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"create slow\n")
+            finally:
+                os.close(fd)
+            self.assertTrue(nt.wait_until(lambda: "slow" in env.volumes() and
+                                          env.state("slow") == "CREATING", 10))
+            time.sleep(0.2)	# the call is on the wire
+            t0 = time.monotonic()
+            self.assertEqual(env.fs.stop(), [], env.fs.log())
+            self.assertLess(time.monotonic() - t0, 15, "the daemon waited for the call")
 
     def test_timeouts_leave_transient_state_and_are_redriven(self):
         with vt.VolEnv(["--delay", "CreateVolume=2"], csi_timeout="500ms") as env:

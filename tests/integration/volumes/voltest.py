@@ -156,8 +156,10 @@ access_mode = multi-node-reader-only
 class VolEnv:
     """A plugin (started with plugin_flags) and a nodefs mount using it."""
 
-    def __init__(self, plugin_flags=(), extra_nodefs="", extra="", csi_timeout="2s"):
+    def __init__(self, plugin_flags=(), extra_nodefs="", extra="", csi_timeout="2s",
+                 env=None):
         self.plugin_flags = list(plugin_flags)
+        self.env = env
         self.csi_timeout = csi_timeout
         self.extra_nodefs = extra_nodefs
         self.extra = extra
@@ -177,7 +179,7 @@ class VolEnv:
             self.fs = nt.Nodefs(config_text(self.tmp, self.plugin,
                                             self.extra_nodefs, self.extra,
                                             self.csi_timeout),
-                                state_dir=self.state_dir)
+                                state_dir=self.state_dir, env=self.env)
             self.fs.__enter__()
             self.wait_plugin_ready()
         except BaseException:
