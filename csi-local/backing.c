@@ -3,7 +3,8 @@
  * backing: what a volume is on disk. A `dir` volume is a directory
  * BASE/data/ID (size not enforced), an `image` volume a sparse file
  * BASE/data/ID.img formatted by mkfs, attached to a loop device at stage
- * time and mounted. Copies (snapshots, clones) are reflinks (FICLONE) where
+ * time and mounted. A directory is removed in-process (nftw), never
+ * across a mount. Copies (snapshots, clones) are reflinks (FICLONE) where
  * the filesystem offers them, sparse copies otherwise; a directory is
  * copied by cp -a --reflink=auto. Bind mounts, unmounts, mount flags and
  * growing a filesystem online live here too. It runs on worker threads
@@ -11,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <spawn.h>
@@ -226,9 +228,16 @@ int backing_create(struct plugin *p, const struct vol *v, const char *src_path,
 	return 0;
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	if (remove(path) < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
 int backing_remove(struct plugin *p, const char *id, enum backing b)
 {
-	char path[PATH_CAP + 1], err[256];
+	char path[PATH_CAP + 1];
 
 	backing_path(p, id, b, path, sizeof(path));
 	if (b == BACKING_IMAGE)
@@ -236,8 +245,10 @@ int backing_remove(struct plugin *p, const char *id, enum backing b)
 	struct stat st;
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	char *argv[] = { "rm", "-rf", "--one-file-system", path, NULL };
-	return run(argv, err, sizeof(err));
+	/* Depth first, never following a symlink nor crossing a mount. */
+	if (nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
+		return errno ? -errno : -EIO;
+	return lstat(path, &st) == 0 ? -EBUSY : 0;
 }
 
 int backing_grow(struct plugin *p, const struct vol *v, int64_t size, char *err, size_t errsz)

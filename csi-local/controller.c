@@ -4,9 +4,10 @@
  * field checks every service shares. Each handler checks every field
  * before it touches anything, marks the object busy under plugin.mu, does
  * the slow work (mkfs, copies) with the lock released, and records the
- * outcome. A record goes to disk before the data is made (CREATING) and
- * again when it is whole (READY), so a crash in between is undone at the
- * next start. It knows records and backings, not the wire.
+ * outcome. A record goes to disk once its object is whole, and is removed
+ * before its data is: data without a record is what a crash in between
+ * leaves, and the next start removes it. It knows records and backings,
+ * not the wire.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -422,12 +423,9 @@ int rpc_create_volume(struct plugin *p, const ProtobufCMessage *m, struct arena 
 		pthread_mutex_unlock(&p->mu);
 		return OOM(st);
 	}
-	int r = store_save_vol(p, v);
-	if (r < 0) {
-		store_drop_vol(p, v);
-		pthread_mutex_unlock(&p->mu);
-		return rfail(st, GRPC_INTERNAL, "write the volume's record: %s", strerror(-r));
-	}
+	/* No record yet: data a crash leaves without one is removed at the
+	 * next start, so one record write, once the volume is whole, will do. */
+	int r;
 	if (sv)
 		sv->busy = true;
 	if (ss)
@@ -503,12 +501,13 @@ int rpc_delete_volume(struct plugin *p, const ProtobufCMessage *m, struct arena 
 		pthread_mutex_unlock(&p->mu);
 		return code;
 	}
+	/* The record goes first: data a crash leaves without one is removed
+	 * at the next start. */
 	v->state = OBJ_DELETING;
 	v->busy = true;
-	int r = store_save_vol(p, v);
+	store_unlink(p, v->id);
 	pthread_mutex_unlock(&p->mu);
-	if (r == 0)
-		r = backing_remove(p, v->id, v->backing);
+	int r = backing_remove(p, v->id, v->backing);
 	pthread_mutex_lock(&p->mu);
 	if (r < 0) {
 		v->state = OBJ_READY;
@@ -833,12 +832,7 @@ int rpc_create_snapshot(struct plugin *p, const ProtobufCMessage *m, struct aren
 		pthread_mutex_unlock(&p->mu);
 		return OOM(st);
 	}
-	int r = store_save_snap(p, s);
-	if (r < 0) {
-		store_drop_snap(p, s);
-		pthread_mutex_unlock(&p->mu);
-		return rfail(st, GRPC_INTERNAL, "write the snapshot's record: %s", strerror(-r));
-	}
+	int r;	/* the record is written once the copy is whole (see CreateVolume) */
 	v->busy = true;
 	backing_path(p, v->id, v->backing, from, sizeof(from));
 	backing_path(p, s->id, s->backing, to, sizeof(to));
@@ -898,10 +892,9 @@ int rpc_delete_snapshot(struct plugin *p, const ProtobufCMessage *m, struct aren
 	}
 	s->state = OBJ_DELETING;
 	s->busy = true;
-	int r = store_save_snap(p, s);
+	store_unlink(p, s->id);
 	pthread_mutex_unlock(&p->mu);
-	if (r == 0)
-		r = backing_remove(p, s->id, s->backing);
+	int r = backing_remove(p, s->id, s->backing);
 	pthread_mutex_lock(&p->mu);
 	if (r < 0) {
 		s->state = OBJ_READY;

@@ -151,9 +151,11 @@ struct snap *store_snap_by_name(struct plugin *p, const char *name);
 /* Insert a new record (takes ownership); -ENOMEM. */
 int store_add_vol(struct plugin *p, struct vol *v);
 int store_add_snap(struct plugin *p, struct snap *s);
-/* Write the record atomically (tmp + fsync + rename + fsync dir). -errno. */
+/* Write the record atomically (tmp + fsync + rename). -errno. */
 int store_save_vol(struct plugin *p, const struct vol *v);
 int store_save_snap(struct plugin *p, const struct snap *s);
+/* Remove the record's file (the object stays in memory). */
+void store_unlink(struct plugin *p, const char *id);
 /* Remove the record from memory and disk, and free it. */
 void store_drop_vol(struct plugin *p, struct vol *v);
 void store_drop_snap(struct plugin *p, struct snap *s);

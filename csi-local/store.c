@@ -2,10 +2,10 @@
 /*
  * store: the plugin's records of volumes and snapshots, in memory (arrays
  * sorted by id, under plugin.mu) and on disk, one small file per object
- * under BASE/state, each written atomically (tmp + fsync + rename + fsync
- * of the directory), so a kill -9 leaves either the old or the new record.
- * At start it loads them and finishes what a crash left half-done: an
- * object still CREATING is removed with its data, one DELETING is deleted.
+ * under BASE/state, each written atomically (tmp + fsync + rename), so a
+ * kill -9 leaves either the old or the new record. At start it loads them
+ * and finishes what a crash left half-done: data with no record (an object
+ * being made or deleted) is removed, as is a record not READY.
  * It knows the record format and nothing of CSI messages or mounts.
  *
  * A record is "key value" lines; values are percent-encoded.
@@ -227,29 +227,19 @@ static int write_atomic(struct plugin *p, const char *id, const struct sbuf *sb)
 	close(fd);
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
-	if (r < 0) {
+	if (r < 0)
 		unlink(tmp);
-		return r;
-	}
-	fd = open(p->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	return 0;
+	/* No fsync of the directory: a rename lost to a power cut leaves
+	 * the old record, which is consistent too. */
+	return r;
 }
 
-static void unlink_record(struct plugin *p, const char *id)
+void store_unlink(struct plugin *p, const char *id)
 {
 	char path[PATH_CAP + 1];
 
 	snprintf(path, sizeof(path), "%s/%s", p->state_dir, id);
 	unlink(path);
-	int fd = open(p->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
 }
 
 #define KV(key, val) (sbuf_adds(&sb, key " ") < 0 || enc(&sb, (val)) < 0 || sbuf_addc(&sb, '\n') < 0)
@@ -304,7 +294,7 @@ void store_drop_vol(struct plugin *p, struct vol *v)
 
 	if (i < p->nvols && p->vols[i] == v)
 		drop((void **)p->vols, &p->nvols, i);
-	unlink_record(p, v->id);
+	store_unlink(p, v->id);
 	vol_free(v);
 }
 
@@ -314,7 +304,7 @@ void store_drop_snap(struct plugin *p, struct snap *s)
 
 	if (i < p->nsnaps && p->snaps[i] == s)
 		drop((void **)p->snaps, &p->nsnaps, i);
-	unlink_record(p, s->id);
+	store_unlink(p, s->id);
 	snap_free(s);
 }
 
@@ -430,7 +420,7 @@ static int load_record(struct plugin *p, const char *file, char *err, size_t err
 		fprintf(stderr, "nodefs-csi-local: %s %s was %s at the crash: removed\n",
 			v ? "volume" : "snapshot", id, state_names[state]);
 		backing_remove(p, id, v ? v->backing : s->backing);
-		unlink_record(p, id);
+		store_unlink(p, id);
 		vol_free(v);
 		snap_free(s);
 		return 0;
