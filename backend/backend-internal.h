@@ -120,7 +120,7 @@ struct engine *engine_find(struct backend *b, const char *name);
 extern const struct btype plugins_type;		/* plugin.c */
 extern const struct btype profiles_type;	/* profile.c */
 extern const struct btype runtimes_type;	/* engines.c */
-extern const struct btype volumes_type;		/* volume.c */
+extern const struct btype volumes_type;		/* volume-ctl.c */
 extern const struct btype containers_type;	/* container.c */
 
 int plugins_init(struct backend *b, struct nerr *err);
@@ -153,7 +153,7 @@ const char *plugin_name(struct plugin *p);
  * refreshed when next read. Any thread. */
 void plugin_lists_stale(struct backend *b, const char *name);
 
-/* volume.c: helpers the plugin module shares */
+/* volume*.c: helpers the plugin module shares */
 bool volume_name_by_id(struct backend *b, const char *plugin, const char *id, char *buf, size_t len);
 bool volume_uses_plugin(struct backend *b, const char *plugin, char *buf, size_t len);
 int volumes_recover(struct backend *b, struct nerr *err);
@@ -164,8 +164,8 @@ struct volume_index;
 struct volume_index *volume_index_new(struct backend *b, const char *plugin);
 const char *volume_index_find(const struct volume_index *ix, const char *id);
 void volume_index_free(struct volume_index *ix);
-/* A storage capability from a config access mode name (NULL or unknown:
- * single-node-writer), an fs type and mount flags (borrowed). */
+/* profile.c: a storage capability from a config access mode name (NULL
+ * or unknown: single-node-writer), an fs type and mount flags (borrowed). */
 struct storage_cap storage_cap_of(const char *access_mode, const char *fs_type,
 				  char *const *mount_flags);
 int profiles_init(struct backend *b, struct nerr *err);
