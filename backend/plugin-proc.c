@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -514,11 +516,67 @@ static int spawn(struct pproc *pp, pid_t *ret_pid, struct nerr *err)
 
 static void gone(struct pproc *pp);
 
+/* The socket's directory: made (0755, parents too) when missing, so a
+ * plugin can bind its socket there. */
+static int make_sock_dir(struct pproc *pp, struct nerr *err)
+{
+	char dir[4096];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", pp->sock);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (char *p = dir + 1;; p++) {
+		if (*p && *p != '/')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return nerr_set(err, errno, "cannot make %s for the socket: %s", dir,
+					strerror(errno));
+		*p = c;
+		if (!c)
+			break;
+	}
+	return 0;
+}
+
+/* Is someone serving the socket already? 0: no (a stale socket is
+ * removed, so the new process binds anew and its socket appearing is the
+ * sign it listens); -EADDRINUSE with the server's pid in *ret_pid (0 when
+ * unknown): never start a second copy. */
+static int sock_free(struct pproc *pp, pid_t *ret_pid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
+	struct stat st;
+	int fd, r;
+
+	*ret_pid = 0;
+	if (lstat(pp->sock, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return 0;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", pp->sock);
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+		*ret_pid = cred.pid;
+	close(fd);
+	if (r == 0)
+		return -EADDRINUSE;
+	unlink(pp->sock);
+	return 0;
+}
+
 static void try_spawn(struct pproc *pp)
 {
 	struct nerr err = { 0 };
 	unsigned long long start = 0;
-	struct stat st;
 	pid_t pid = 0;
 	int r;
 
@@ -527,10 +585,17 @@ static void try_spawn(struct pproc *pp)
 		return;
 	}
 	r = open_fifo(pp, &err);
-	/* a socket left by the last process: the next one binds anew, and
-	 * its appearing is then the sign it listens */
-	if (r >= 0 && lstat(pp->sock, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(pp->sock);
+	if (r >= 0)
+		r = make_sock_dir(pp, &err);
+	if (r >= 0 && sock_free(pp, &pid) < 0) {
+		if (pid)
+			r = nerr_set(&err, EADDRINUSE, "%s is served by pid %d, which nodefs did not "
+				     "start: not starting a second copy", pp->sock, (int)pid);
+		else
+			r = nerr_set(&err, EADDRINUSE, "%s is served by a process nodefs did not "
+				     "start: not starting a second copy", pp->sock);
+		pid = 0;
+	}
 	if (r >= 0)
 		r = spawn(pp, &pid, &err);
 	if (r >= 0 && (r = watch_pid(pp, pid, &err)) < 0) {

@@ -372,6 +372,30 @@ command = /nonexistent/nodefs-plugin --flag
             env.fs.restart()
             self.assertNotIn("px", env.fs.listdir("plugins"))
 
+    def test_never_a_second_copy_on_a_served_socket(self):
+        tmp = tempfile.mkdtemp(prefix="nodefs-sup-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        os.chmod(tmp, 0o755)
+        os.mkdir(os.path.join(tmp, "pub"))
+        other = vt.Plugin(tmp)          # tmp/csi.sock, tmp/base: not nodefs's
+        other.start()
+        self.addCleanup(other.stop)
+        with nt.Nodefs(config(tmp, backoff="100ms", retry_max="300ms")) as fs:
+            # (health is READY: the other process answers on the socket)
+            self.assertTrue(nt.wait_until(
+                lambda: "second copy" in fs.read("plugins", "hp", "process"), 20),
+                fs.read("plugins", "hp", "process"))
+            self.assertIn("served by pid %d" % other.proc.pid,
+                          fs.read("plugins", "hp", "process"))
+            self.assertEqual(nt.find_pids_with_arg(other.base), [other.proc.pid])
+            other.stop()
+            # once the socket is free (stale), nodefs starts its own
+            self.assertTrue(nt.wait_until(
+                lambda: fs.read("plugins", "hp", "health").startswith("READY"), 40),
+                fs.read("plugins", "hp", "health"))
+            mine = nt.parse_kv(fs.read("plugins", "hp", "process"))["pid"]
+            self.assertEqual(nt.find_pids_with_arg(other.base), [int(mine)])
+
     def test_keep_running(self):
         with SupEnv(keep="keep_running = yes") as env:
             env.wait_ready()
