@@ -586,4 +586,4 @@ if __name__ == "__main__":
         sys.argv[1:] = ["Volumes", "ImageOnly"]
     else:
         sys.argv[1:] = ["Identity", "Volumes"]
-    unittest.main(verbosity=2)
+    nt.main(requires=None)

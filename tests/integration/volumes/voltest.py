@@ -9,6 +9,12 @@ is still mounted under the temp dir (deepest first: targets, staging paths)
 and removes it, on every exit path. It knows the plugin only by its command
 line, its socket and its state file (BASE/state.json).
 
+With NODEFS_TEST_PLUGIN=local in the environment the plugin is the
+built-in nodefs-csi-local (CSI_LOCAL_BIN, dir backing) instead, started by
+the test as an external plugin; LocalPlugin reads its records into the
+same state() shape, and a test asking for a mode it does not have
+(--no-stage, fault injection) is skipped.
+
 CSI calls nodefs made are counted from metrics/nodefs.prom
 (nodefs_csi_rpcs_total, per attempt on the wire), so a test can say "no CSI
 call was made" without instrumenting the plugin.
@@ -27,6 +33,8 @@ import time
 import nodefs_test as nt
 
 PLUGIN_PY = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
+LOCAL = os.environ.get("NODEFS_TEST_PLUGIN") == "local"
+CSI_LOCAL_BIN = os.environ.get("CSI_LOCAL_BIN", "")
 
 # The RPCs a volume command makes (the refresh and Probe run on their own).
 VOLUME_RPCS = ("CreateVolume", "DeleteVolume", "ControllerPublishVolume",
@@ -57,6 +65,8 @@ unmount_all_under = nt.unmount_all_under
 class Plugin:
     """The test CSI plugin as a child process (one at a time per env)."""
 
+    node_expansion = True   # ControllerExpandVolume asks for NodeExpandVolume
+
     def __init__(self, tmp):
         self.sock = os.path.join(tmp, "csi.sock")
         self.base = os.path.join(tmp, "base")
@@ -70,9 +80,7 @@ class Plugin:
         os.makedirs(self.base, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            ["/usr/bin/python3", PLUGIN_PY, "--endpoint", self.endpoint,
-             "--base", self.base] + self.flags,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/")
+            self.argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/")
         log.close()
         deadline = time.monotonic() + nt.scaled(timeout)
         while True:
@@ -90,6 +98,10 @@ class Plugin:
             if time.monotonic() > deadline:
                 raise AssertionError("plugin did not listen: " + self.log())
             time.sleep(0.05)
+
+    def argv(self):
+        return ["/usr/bin/python3", PLUGIN_PY, "--endpoint", self.endpoint,
+                "--base", self.base] + self.flags
 
     def stop(self):
         if self.proc is None:
@@ -123,6 +135,59 @@ class Plugin:
                 return f.read().decode(errors="replace")[-8000:]
         except OSError:
             return ""
+
+
+class LocalPlugin(Plugin):
+    """nodefs-csi-local (dir backing) in Plugin's shape. Its capabilities are
+    fixed: stage yes, controller publish no, expand yes (no node step)."""
+
+    node_expansion = False
+    # flags of plugin.py that describe what it already is
+    SAME = {"--no-controller-publish"}
+
+    def argv(self):
+        odd = [f for f in self.flags if f not in self.SAME]
+        if odd or not self.SAME <= set(self.flags):
+            import unittest
+            raise unittest.SkipTest("the built-in plugin has no mode %s (it is %s)"
+                                    % (" ".join(self.flags) or "with every capability",
+                                       " ".join(sorted(self.SAME))))
+        return [CSI_LOCAL_BIN, "--endpoint", self.endpoint, "--base-dir", self.base,
+                "--node-id", "node-1"]
+
+    def state(self):
+        """{volume_id: {capacity, params, staged, published, nodes}} from
+        its records (BASE/state/vol-*)."""
+        from urllib.parse import unquote
+        out = {}
+        d = os.path.join(self.base, "state")
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            return out
+        for n in names:
+            if not n.startswith("vol-"):
+                continue
+            rec = {"staged": [], "published": [], "nodes": [], "params": {}}
+            with open(os.path.join(d, n)) as f:
+                for line in f:
+                    k, _, v = line.rstrip("\n").partition(" ")
+                    if k == "size":
+                        rec["capacity"] = int(v)
+                    elif k == "staged":
+                        rec["staged"].append(unquote(v))
+                    elif k == "target":
+                        rec["published"].append(unquote(v[3:]))
+                    elif k == "params":
+                        for kv in unquote(v).split(","):
+                            if kv:
+                                pk, _, pv = kv.partition("=")
+                                rec["params"][unquote(pk)] = unquote(pv)
+            out[n] = rec
+        return out
+
+    def volume_dir(self, vid):
+        return os.path.join(self.base, "data", vid)
 
 
 def config_text(tmp, plugin, extra_nodefs="", extra="", csi_timeout="2s"):
@@ -174,7 +239,7 @@ class VolEnv:
             self.pub = os.path.join(self.tmp, "pub")
             os.mkdir(self.pub)
             self.state_dir = os.path.join(self.tmp, "state")
-            self.plugin = Plugin(self.tmp)
+            self.plugin = (LocalPlugin if LOCAL else Plugin)(self.tmp)
             self.plugin.start(self.plugin_flags)
             self.fs = nt.Nodefs(config_text(self.tmp, self.plugin,
                                             self.extra_nodefs, self.extra,
