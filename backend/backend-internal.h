@@ -115,13 +115,15 @@ void engines_stop_monitor(struct backend *b);
 int volumes_render_metrics(struct backend *b, struct sbuf *out);
 int containers_render_metrics(struct backend *b, struct sbuf *out);
 struct engine *engine_find(struct backend *b, const char *name);
+/* 0 when e is healthy and open; -EHOSTDOWN with the reason otherwise. */
+int engine_ready(struct engine *e, struct nerr *err);
 
 /* The collections' types and their set-up, one module each. */
 extern const struct btype plugins_type;		/* plugin.c */
 extern const struct btype profiles_type;	/* profile.c */
 extern const struct btype runtimes_type;	/* engines.c */
 extern const struct btype volumes_type;		/* volume-ctl.c */
-extern const struct btype containers_type;	/* container.c */
+extern const struct btype containers_type;	/* container-files.c */
 
 int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);

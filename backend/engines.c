@@ -8,7 +8,7 @@
  * never called from a FUSE thread) and the files show the last result.
  *
  * The same thread reconciles, every reconcile_interval (0: never): each
- * healthy runtime's listing against nodefs's containers (container.c
+ * healthy runtime's listing against nodefs's containers (container-sync.c
  * compares, see reconcile.h). runtimes/NAME/reconcile shows the last pass,
  * a difference seen for the first time is an event of kind "drift", and
  * nodefs_reconcile_drift{runtime,kind} counts them.
@@ -458,6 +458,22 @@ void engines_stop(struct backend *b)
 	free(b->engines);
 	b->engines = NULL;
 	b->nengines = 0;
+}
+
+/* An engine that is down answers nothing: say so at once. */
+int engine_ready(struct engine *e, struct nerr *err)
+{
+	bool ok;
+	char why[256];
+
+	pthread_mutex_lock(&e->lock);
+	ok = e->healthy && e->h;
+	snprintf(why, sizeof(why), "%s", e->reason);
+	pthread_mutex_unlock(&e->lock);
+	if (!ok)
+		return nerr_set(err, EHOSTDOWN, "runtime %s is unhealthy: %s", e->ops->name,
+				why[0] ? why : "not probed yet");
+	return 0;
 }
 
 struct engine *engine_find(struct backend *b, const char *name)

@@ -3,7 +3,7 @@
  * reconcile: what nodefs believes about its containers against what each
  * runtime lists, on the reconcile_interval timer (engines.c runs the
  * timer, keeps each runtime's last findings for runtimes/NAME/reconcile and
- * the metric, and emits the events; container.c compares). Differences are
+ * the metric, and emits the events; container-sync.c compares). Differences are
  * shown, never silently fixed: only what is plainly observed (an exit or a
  * removal an event did not bring) is taken in, as the event path would
  * have; an orphan is never removed.
@@ -43,7 +43,7 @@ struct drift_report {
 const char *drift_kind_to_string(enum drift_kind k);
 void drift_report_free(struct drift_report *r);
 
-/* container.c: compare e's listing with the containers nodefs has on e and
+/* container-sync.c: compare e's listing with the containers nodefs has on e and
  * fill ret (written only on success). Confirms each difference with a fresh
  * look at the engine before reporting it, and queues the take-in of a
  * state or missing difference on the container's action queue. Blocks on

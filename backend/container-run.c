@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * container-run: the container state machine's steps. A command becomes an
+ * action (struct cact) on the container's queue; run on the worker pool,
+ * each step calls the engine, follows with a look at what the engine says
+ * and checkpoints the outcome before the command is acknowledged.
+ *
+ * It must not know how commands are written (container-ctl.c parses them),
+ * what the files show, or recovery: it is handed a kind and its arguments.
+ */
+#include "container-internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+void cact_free(struct action *a)
+{
+	struct cact *x = (struct cact *)a;
+
+	strv_free(x->argv);
+	bnode_unref(x->node);
+	free(x);
+}
+
+static int do_create(struct cact *x, struct nerr *err)
+{
+	struct container *c = x->c;
+	struct rt_spec spec = {
+		.name = c->name, .image = c->image, .argv = c->argv, .env = c->env,
+		.nenv = c->nenv, .cpus = c->cpus, .memory = c->memory, .pids = c->pids,
+		.mounts = c->mounts, .nmounts = c->nmounts, .template_name = c->template_name,
+		.distro = c->distro, .release = c->release, .arch = c->arch,
+		.image_variant = c->image_variant, .image_server = c->image_server,
+		.template_args = c->template_args, .flush_cache = c->flush_cache,
+		.force_cache = c->force_cache, .disable_gpg = c->disable_gpg,
+	};
+	char *id = NULL;
+	int r;
+
+	r = engine_ready(c->eng, err);
+	if (r < 0)
+		goto fail;
+	r = c->eng->ops->create(c->eng->h, &spec, &c->prog, &id, err);
+	if (r < 0)
+		goto fail;
+	pthread_mutex_lock(&c->lock);
+	c->id = id;
+	c->progress[0] = '\0';
+	c->state = C_CREATED;
+	pthread_mutex_unlock(&c->lock);
+	r = container_checkpoint(c, err);
+	if (r < 0) {
+		/* unacknowledged: take back what the engine made */
+		struct nerr e2 = { 0 };
+		c->eng->ops->destroy(c->eng->h, id, &e2);
+		goto fail;
+	}
+	events_emit(c->b->events, "container", c->name, "PULLING", "CREATED", NULL, NULL);
+	bnode_changed(c->node);
+	return 0;
+fail:
+	if (r == -ECANCELED)
+		nerr_set(err, ECANCELED, "create of %s cancelled by destroy", c->name);
+	container_forget(c);
+	return r;
+}
+
+static int do_start(struct container *c, struct nerr *err)
+{
+	enum cstate old;
+	char id[256];
+	int r;
+
+	if (!container_current_id(c, id, sizeof(id)))
+		return nerr_set(err, ENOENT, "container %s has no engine container", c->name);
+	r = engine_ready(c->eng, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&c->lock);
+	old = c->state;
+	pthread_mutex_unlock(&c->lock);
+	if (old == C_RUNNING || old == C_PAUSED)
+		return nerr_set(err, EBUSY, "container %s is already %s", c->name,
+				cstate_to_string(old));
+	container_set_state(c, C_STARTING, NULL);
+	pthread_mutex_lock(&c->lock);
+	c->has_exit = false;
+	c->oom_killed = false;
+	c->finished_at = 0;
+	pthread_mutex_unlock(&c->lock);
+	r = c->eng->ops->start(c->eng->h, id, err);
+	if (r < 0) {
+		container_set_state(c, old, err->msg);
+		return r;
+	}
+	r = container_refresh(c, true, err);
+	if (r < 0)
+		return r;
+	return container_checkpoint(c, err);
+}
+
+static int run_action_masked(struct action *a, struct nerr *err);
+
+/*
+ * Processes an engine call spawns here inherit this thread's signal mask:
+ * liblxc gives a container's init (and attach_run_wait an exec'd command)
+ * the mask of the thread that called start(), and a worker started from a
+ * FUSE thread has SIGHUP, SIGINT, SIGQUIT and SIGTERM blocked (libfuse
+ * blocks them in its workers). A command whose TERM stays blocked can never
+ * stop gracefully and never sees `kill HUP`. So actions run with nothing
+ * blocked; the daemon still gets its signals, since the kernel hands a
+ * process-directed signal to the main thread first when it does not block
+ * it (complete_signal).
+ */
+int container_run_action(struct action *a, struct nerr *err)
+{
+	struct cact *x = (struct cact *)a;
+	struct container *c = x->c;
+	sigset_t none, old;
+	bool pending;
+	int r;
+
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, &old);
+	r = run_action_masked(a, err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (x->kind != CA_SYNC)
+		return r;
+	/* the sync an exit event queued could not ask the engine (down, or
+	 * the container removed meanwhile): the event's word is the last */
+	pthread_mutex_lock(&c->lock);
+	pending = c->exit_pending;
+	c->exit_pending = false;
+	pthread_mutex_unlock(&c->lock);
+	if (pending && container_state_of(c) != C_EXITED && container_state_of(c) != C_DESTROYING) {
+		char msg[64];
+
+		pthread_mutex_lock(&c->lock);
+		c->has_exit = true;
+		c->pid = 0;
+		snprintf(msg, sizeof(msg), "exit_code=%d", c->exit_code);
+		pthread_mutex_unlock(&c->lock);
+		container_set_state(c, C_EXITED, msg);
+		container_checkpoint(c, &(struct nerr){ 0 });
+	}
+	return r;
+}
+
+static int run_action_masked(struct action *a, struct nerr *err)
+{
+	struct cact *x = (struct cact *)a;
+	struct container *c = x->c;
+	char id[256];
+	int r = 0;
+
+	if (x->kind == CA_CREATE) {
+		r = do_create(x, err);
+		if (r >= 0 && x->then_start)
+			r = do_start(c, err);
+		return r;
+	}
+	if (x->kind == CA_START)
+		return do_start(c, err);
+	if (x->kind == CA_DESTROY) {
+		container_set_state(c, C_DESTROYING, NULL);
+		if (container_current_id(c, id, sizeof(id))) {
+			r = engine_ready(c->eng, err);
+			if (r >= 0)
+				r = c->eng->ops->destroy(c->eng->h, id, err);
+			if (r < 0) {
+				container_refresh(c, true, &(struct nerr){ 0 });
+				return r;
+			}
+		}
+		container_forget(c);
+		return 0;
+	}
+	if (!container_current_id(c, id, sizeof(id)))
+		return nerr_set(err, ENOENT, "container %s has no engine container", c->name);
+	r = engine_ready(c->eng, err);
+	if (r < 0)
+		return r;
+	switch (x->kind) {
+	case CA_STOP: {
+		enum cstate old;
+		pthread_mutex_lock(&c->lock);
+		old = c->state;
+		pthread_mutex_unlock(&c->lock);
+		if (old != C_RUNNING && old != C_PAUSED)
+			return nerr_set(err, EINVAL, "container %s is not running (%s)", c->name,
+					cstate_to_string(old));
+		container_set_state(c, C_STOPPING, NULL);
+		r = c->eng->ops->stop(c->eng->h, id, x->timeout_s, err);
+		break;
+	}
+	case CA_KILL:
+		r = c->eng->ops->kill(c->eng->h, id, x->sig, err);
+		break;
+	case CA_PAUSE:
+		r = c->eng->ops->pause(c->eng->h, id, err);
+		break;
+	case CA_RESUME:
+		r = c->eng->ops->resume(c->eng->h, id, err);
+		break;
+	case CA_UPDATE:
+		r = c->eng->ops->update(c->eng->h, id, &x->lim, err);
+		if (r >= 0) {
+			pthread_mutex_lock(&c->lock);
+			if (x->lim.set & RT_LIMIT_CPUS)
+				c->cpus = x->lim.cpus;
+			if (x->lim.set & RT_LIMIT_MEMORY)
+				c->memory = x->lim.memory;
+			if (x->lim.set & RT_LIMIT_PIDS)
+				c->pids = x->lim.pids;
+			pthread_mutex_unlock(&c->lock);
+		}
+		break;
+	case CA_EXEC: {
+		struct sbuf out = SBUF_INIT(EXEC_OUT_CAP);
+		int code = -1;
+		r = c->eng->ops->exec(c->eng->h, id, x->argv, &out, &code, err);
+		if (r >= 0) {
+			pthread_mutex_lock(&c->lock);
+			sbuf_free(&c->exec_out);
+			c->exec_out = out;
+			c->has_exec = true;
+			c->exec_exit = code;
+			pthread_mutex_unlock(&c->lock);
+			if (a->rq) {
+				sbuf_add(&a->rq->reply, out.buf ? out.buf : "", out.len < 3000 ? out.len : 3000);
+				sbuf_printf(&a->rq->reply, "exit_code=%d\n", code);
+			}
+			bnode_changed(c->node);
+		} else {
+			sbuf_free(&out);
+		}
+		return r;
+	}
+	case CA_SYNC:
+		break;
+	}
+	/* what the engine says now, whatever the call did */
+	{
+		struct nerr e2 = { 0 };
+		int rr = container_refresh(c, x->kind != CA_SYNC, &e2);
+		if (rr == -ENOENT && x->kind == CA_SYNC) {
+			/* an event's or reconciliation's look: the engine
+			 * container is gone, which is news to take in */
+			container_mark_gone(c, "the engine container was removed outside nodefs");
+			return container_checkpoint(c, err);
+		}
+		if (r >= 0 && rr == -ENOENT) {
+			*err = e2;
+			return rr;
+		}
+	}
+	if (r >= 0)
+		r = container_checkpoint(c, err);
+	return r;
+}
+
+int container_submit(struct container *c, int kind, const char *cmdline, struct breq *rq,
+		  struct cact *tmpl)
+{
+	struct cact *x = calloc(1, sizeof(*x));
+	static const char *const types[] = {
+		"container.create", "container.start", "container.stop", "container.kill",
+		"container.pause", "container.resume", "container.update", "container.exec",
+		"container.destroy", "container.sync",
+	};
+	char object[80];
+	int r;
+
+	if (!x)
+		return nerr_set(rq ? &rq->err : NULL, ENOMEM, "out of memory");
+	if (tmpl)
+		*x = *tmpl;
+	if (rq && rq->nonblock && actq_busy(&c->q)) {
+		strv_free(x->argv);
+		free(x);
+		return nerr_set(&rq->err, EBUSY, "container %s has a command in flight", c->name);
+	}
+	x->c = c;
+	x->node = bnode_ref(c->node);
+	x->kind = kind;
+	x->a.b = c->b;
+	x->a.rq = rq;
+	x->a.run = container_run_action;
+	x->a.free = cact_free;
+	if (rq) {
+		snprintf(object, sizeof(object), "containers/%s", c->name);
+		r = op_begin(c->b, types[kind], object, cmdline, &x->a.op, &rq->err);
+		if (r < 0) {
+			cact_free(&x->a);
+			return r;
+		}
+	}
+	r = actq_submit(&c->q, &x->a);
+	if (r == -EBUSY) {
+		op_drop(x->a.op, "the container had a command in flight");
+		op_unref(x->a.op);
+		cact_free(&x->a);
+		return nerr_set(&rq->err, EBUSY, "container %s has a command in flight", c->name);
+	}
+	return r;
+}
