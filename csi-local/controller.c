@@ -99,6 +99,8 @@ int check_capability(const char *field, const Csi__V1__VolumeCapability *cap, en
 	case CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT: {
 		const char *fs = cap->mount->fs_type;
 
+		if (b == BACKING_IMAGE && fs_type && !fs_type[0])
+			return rfail(st, GRPC_INVALID_ARGUMENT, "%s: the volume was made for block access", field);
 		if (b == BACKING_DIR || !fs[0])
 			return GRPC_OK;	/* dir: fs_type does not apply */
 		if (!fs_supported(fs))
@@ -334,13 +336,12 @@ int rpc_create_volume(struct plugin *p, const ProtobufCMessage *m, struct arena 
 		else {
 			Csi__V1__CreateVolumeResponse *r = arena_alloc(a, sizeof(*r));
 
+			if (r)
+				csi__v1__create_volume_response__init(r);
 			if (!r || !(r->volume = volume_msg(a, v)))
 				code = OOM(st);
-			else {
-				csi__v1__create_volume_response__init(r);
-				r->volume = volume_msg(a, v);
+			else
 				*ret = &r->base;
-			}
 		}
 		pthread_mutex_unlock(&p->mu);
 		return code;

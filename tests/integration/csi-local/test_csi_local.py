@@ -189,6 +189,14 @@ class Volumes(unittest.TestCase):
             self.assertNotIn(vid, [e.volume.volume_id for e in pl.ok("Controller", "ListVolumes").entries])
             self.assertEqual(self.create(pl, "db", parameters={"tier": "fast"})[0], "OK")
 
+    def test_max_volumes(self):
+        with cl.Local(backing=BACKING, args=["--max-volumes", "2"]) as pl:
+            self.assertEqual(self.create(pl, "a")[0], "OK")
+            self.assertEqual(self.create(pl, "b")[0], "OK")
+            code, det = self.create(pl, "c")
+            self.assertEqual(code, "RESOURCE_EXHAUSTED", det)
+            self.assertEqual(self.create(pl, "a")[0], "OK")  # the same volume again
+
     def test_node(self):
         with self.local() as pl:
             T = pl.pb.NodeServiceCapability.RPC
@@ -458,6 +466,13 @@ class Volumes(unittest.TestCase):
             with open(os.path.join(pl.base, "state", half), "w") as f:
                 f.write("id %s\nname half\nstate creating\nbacking %s\nsize 1\n" % (half, BACKING))
             os.mkdir(os.path.join(pl.base, "data", half))
+            # data a crash left before its first record was written
+            orphan = "vol-00000000000000fe" + (".img" if BACKING == "image" else "")
+            with open(os.path.join(pl.base, "data", orphan), "w") if BACKING == "image" \
+                    else open(os.devnull) as f:
+                pass
+            if BACKING == "dir":
+                os.mkdir(os.path.join(pl.base, "data", orphan))
             with open(os.path.join(pl.base, "state", ".%s.tmp" % other), "w") as f:
                 f.write("garbage")
             self.assertEqual(pl.kill9(), -9)
@@ -465,6 +480,7 @@ class Volumes(unittest.TestCase):
             self.assertEqual(sorted(e.volume.volume_id for e in pl.ok("Controller", "ListVolumes").entries),
                              sorted([vid, other]))
             self.assertNotIn(half, pl.data_files())
+            self.assertNotIn(orphan, pl.data_files())
             self.assertNotIn(".%s.tmp" % other, os.listdir(os.path.join(pl.base, "state")))
             self.assertEqual([e.snapshot.snapshot_id for e in pl.ok("Controller", "ListSnapshots").entries], [sid])
             self.assertTrue(nt.is_mounted(t))
@@ -518,6 +534,8 @@ class ImageOnly(unittest.TestCase):
             # a filesystem stage of a block volume is refused
             self.assertEqual(pl.call("Controller", "ValidateVolumeCapabilities", volume_id=vid,
                                      volume_capabilities=[pl.cap(fs_type="ext4")])[1].HasField("confirmed"), False)
+            self.assertEqual(pl.call("Node", "NodeStageVolume", volume_id=vid, staging_target_path=stg + "m",
+                                     volume_capability=pl.cap())[0], "INVALID_ARGUMENT")
             t = os.path.join(pl.pub, "dev")
             pl.ok("Node", "NodePublishVolume", volume_id=vid, staging_target_path=stg, target_path=t,
                   volume_capability=pl.cap(block=True))
