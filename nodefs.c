@@ -84,8 +84,23 @@ static void usage(FILE *out)
 		"  -h, --help         show this help\n"
 		"  -V, --version      show the version\n"
 		"\n"
-		"Typical mountpoint: /run/nodefs. SIGTERM or SIGINT unmounts cleanly.\n"
-		"See nodefs(8) and nodefs(5).\n");
+		"Files:\n"
+		"  " DEFAULT_CONFIG "   the config (nodefs(5) CONFIGURATION)\n"
+		"  /var/lib/nodefs           the state dir: checkpoints, STATE_DIR/lock\n"
+		"  /run/nodefs               the usual mountpoint (nodefs(5) THE TREE)\n"
+		"\n"
+		"Config keys (nodefs(5)):\n"
+		"  [nodefs]          state_dir allowed_targets ctl_group csi_timeout\n"
+		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
+		"  [plugin NAME]     endpoint default command keep_running\n"
+		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size\n"
+		"  [runtime docker]  endpoint stop_timeout\n"
+		"  [runtime lxc]     lxcpath template_dir network_type apparmor_profile\n"
+		"                    stop_timeout console_size log_level\n"
+		"\n"
+		"Typical mountpoint: /run/nodefs. SIGTERM or SIGINT unmounts cleanly;\n"
+		"SIGHUP re-reads the config. Under systemd (Type=notify) it reports\n"
+		"readiness, status and a watchdog. See nodefs(8) and nodefs(5).\n");
 }
 
 struct options {
