@@ -92,6 +92,7 @@ static void usage(FILE *out)
 		"Config keys (nodefs(5)):\n"
 		"  [nodefs]          state_dir allowed_targets ctl_group csi_timeout\n"
 		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
+		"                    log_level\n"
 		"  [plugin NAME]     endpoint default command keep_running\n"
 		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size\n"
 		"  [runtime docker]  endpoint stop_timeout\n"
@@ -185,6 +186,8 @@ static void recovery_failed(void *ctx)
 struct daemon {
 	struct backend *b;
 	const char *mountpoint;
+	const struct options *o;
+	enum log_level base_level;	/* without log_level in the config */
 };
 
 static enum notify_phase daemon_phase(void *ctx, char *status, size_t len, uint64_t *ret_progress)
@@ -217,6 +220,49 @@ static bool daemon_alive(void *ctx)
 	if (statfs(d->mountpoint, &st) < 0 || st.f_type != FUSE_SUPER_MAGIC)
 		return false;
 	return backend_moving(d->b);
+}
+
+/* The config's log level, unless -d asked for debug. */
+static enum log_level level_of(const struct config *c, enum log_level base)
+{
+	return base == LOG_LVL_DEBUG || c->log_level < 0 ? base : (enum log_level)c->log_level;
+}
+
+/* SIGHUP, on the notify thread: read the config again; main applies the
+ * log level, the backend the profiles and tells what needs a restart. */
+static void daemon_reload(void *ctx)
+{
+	struct daemon *d = ctx;
+	struct config *nc = NULL;
+	struct nerr err = { 0 };
+	enum log_level lvl;
+
+	log_info("reload: reading %s", d->o->config ? d->o->config : DEFAULT_CONFIG);
+	if (config_load(d->o->config ? d->o->config : DEFAULT_CONFIG, d->o->config == NULL, &nc,
+			&err) < 0) {
+		log_err("reload: %s: nothing changed", err.msg);
+		return;
+	}
+	if (d->o->state_dir) {
+		/* --state-dir wins over the file, as at start */
+		char *sd = strdup(d->o->state_dir);
+
+		if (!sd) {
+			config_free(nc);
+			log_err("reload: out of memory: nothing changed");
+			return;
+		}
+		free(nc->state_dir);
+		nc->state_dir = sd;
+	}
+	lvl = level_of(nc, d->base_level);
+	if (lvl != log_get_level()) {
+		log_info("reload: log_level %s -> %s", log_level_to_string(log_get_level()),
+			 log_level_to_string(lvl));
+		log_set_level(lvl);
+	}
+	if (backend_reload(d->b, nc, &err) < 0)
+		log_err("reload: %s", err.msg);
 }
 
 /* SIGHUP reloads: the handler only wakes the notify thread. */
@@ -293,7 +339,8 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fs_opts fo = { .entry_timeout = 1.0, .attr_timeout = 1.0 };
 	struct daemon d = { 0 };
-	struct notify_hooks nh = { .phase = daemon_phase, .alive = daemon_alive, .ctx = &d };
+	struct notify_hooks nh = { .phase = daemon_phase, .alive = daemon_alive,
+				   .reload = daemon_reload, .ctx = &d };
 	struct notify *sd = NULL;
 	struct sigaction hup = { .sa_handler = on_sighup };
 	char mopts[4200];
@@ -320,6 +367,9 @@ int main(int argc, char **argv)
 		free(cfg->state_dir);
 		cfg->state_dir = sd;
 	}
+	d.base_level = o.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
+	d.o = &o;
+	log_set_level(level_of(cfg, d.base_level));
 	fo.has_ctl_gid = cfg->has_ctl_gid;
 	fo.ctl_gid = cfg->ctl_gid;
 
@@ -364,7 +414,7 @@ int main(int argc, char **argv)
 		/* the parent returns once the mount is up; threads start after */
 		if (fuse_daemonize(0) != 0)
 			goto out;
-		log_setup(LOG_LVL_INFO, true);
+		log_setup(log_get_level(), true);
 	}
 	d.b = b;
 	d.mountpoint = o.mountpoint;

@@ -85,6 +85,11 @@ struct backend {
 	atomic_bool failed;		/* recovery failed: the daemon stops */
 	atomic_ullong records, records_base;	/* backend_progress */
 	uint64_t work_seen;		/* backend_moving */
+	/* reload.c: the config whose profiles are current (NULL: cfg), and
+	 * every config a reload brought, kept until backend_free */
+	_Atomic(struct config *) pcfg;
+	struct config **old_cfgs;
+	size_t nold_cfgs;
 	struct parked *parked, **parked_tail;
 	void (*failed_hook)(void *ctx);
 	void *failed_hook_ctx;
@@ -124,6 +129,14 @@ extern const struct btype profiles_type;	/* profile.c */
 extern const struct btype runtimes_type;	/* engines.c */
 extern const struct btype volumes_type;		/* volume-ctl.c */
 extern const struct btype containers_type;	/* container-files.c */
+
+/* profiles/NAME/ for p (which must outlive the node). -errno with err. */
+int profile_add(struct backend *b, struct config_profile *p, struct nerr *err);
+/* The config whose [profile] sections are current: b->cfg, or the last
+ * reload's (reload.c). Borrowed; valid until backend_free. */
+const struct config *backend_profiles(struct backend *b);
+/* Free the configs reloads replaced (backend_free, after the tree). */
+void backend_reload_free(struct backend *b);
 
 int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);

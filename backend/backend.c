@@ -621,6 +621,7 @@ void backend_free(struct backend *b)
 	bnode_unref(b->containers);
 	bnode_unref(b->root);
 	events_free(b->events);
+	backend_reload_free(b);
 	config_free(b->cfg);
 	pthread_mutex_destroy(&b->mlock);
 	pthread_mutex_destroy(&b->ended_lock);

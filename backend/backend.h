@@ -57,6 +57,14 @@ struct backend_progress {
 	size_t volumes, containers;
 };
 void backend_progress(struct backend *b, struct backend_progress *ret);
+/* A reload (SIGHUP): nc, a config just read (taken: the backend keeps or
+ * frees it), against the running one. Applies the [profile] sections
+ * (profiles added, removed, changed) and logs every other difference as
+ * needing a restart, changing nothing of it; logs what it did. -ENOENT
+ * with err when a new or changed profile names a plugin nodefs does not
+ * run (then nothing is applied), -ENOMEM. The thread that serves reloads;
+ * not concurrently with itself. */
+int backend_reload(struct backend *b, struct config *nc, struct nerr *err);
 /* The worker pool's heartbeat: false when work waited in its queue and no
  * worker took any since the last call (one caller: the watchdog). */
 bool backend_moving(struct backend *b);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "log.h"
 #include "macro.h"
 #include "nerr.h"
 #include "units.h"
@@ -150,6 +151,7 @@ int config_defaults(struct config **ret)
 	c->retry_max_ms = 2 * 60 * 1000;
 	c->operations_keep = 1000;
 	c->reconcile_interval_ms = 60 * 1000;
+	c->log_level = -1;
 	c->state_dir = str_dup(CONFIG_DEFAULT_STATE_DIR);
 	c->allowed_targets = calloc(3, sizeof(char *));
 	if (!c->state_dir || !c->allowed_targets)
@@ -590,6 +592,24 @@ static int apply_nodefs(struct parser *p, const struct config_section *sec)
 			if (parse_int(s, 0, 10000000, &v, &e) < 0)
 				return perr_from(p, kv->line, k, &e);
 			c->operations_keep = (unsigned)v;
+		} else if (strcmp(k, "log_level") == 0) {
+			_cleanup_free_ char *s = NULL;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			static const char *const levels[] = {
+				[LOG_LVL_ERR] = "error", [LOG_LVL_WARN] = "warning",
+				[LOG_LVL_INFO] = "info", [LOG_LVL_DEBUG] = "debug",
+			};
+
+			c->log_level = -1;
+			for (int j = 0; j <= LOG_LVL_DEBUG; j++)
+				if (strcmp(s, levels[j]) == 0)
+					c->log_level = j;
+			if (c->log_level < 0)
+				return perr(p, kv->line, EINVAL, "log_level: '%s' is not one of error, "
+					    "warning, info, debug", s);
 		} else
 			return perr(p, kv->line, EINVAL, "unknown key '%s' in [nodefs]", k);
 	}

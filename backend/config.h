@@ -4,7 +4,7 @@
  *
  *     [nodefs]              state_dir, allowed_targets, ctl_group, csi_timeout,
  *                           retry_backoff, retry_max, operations_keep,
- *                           reconcile_interval
+ *                           reconcile_interval, log_level
  *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
  *                           command = PROGRAM ARGS..., keep_running = yes|no
  *     [profile NAME]        plugin, access_mode, fs_type, mount_flags,
@@ -82,6 +82,7 @@ struct config {
 	uint64_t retry_max_ms;		/* key retry_max, default 2 min */
 	unsigned operations_keep;	/* default 1000 */
 	uint64_t reconcile_interval_ms;	/* key reconcile_interval, default 60 s, 0 = off */
+	int log_level;			/* enum log_level; -1 unset (info, debug with -d) */
 	struct config_plugin *plugins;
 	size_t nplugins;
 	struct config_profile *profiles;

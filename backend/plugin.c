@@ -192,8 +192,10 @@ static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, 
 		sbuf_adds(out, "unsupported: the plugin has no GET_CAPACITY capability\n");
 		return;
 	}
-	for (size_t i = 0; i <= b->cfg->nprofiles; i++) {
-		const struct config_profile *pr = i < b->cfg->nprofiles ? &b->cfg->profiles[i] : NULL;
+	const struct config *pc = backend_profiles(b);
+
+	for (size_t i = 0; i <= pc->nprofiles; i++) {
+		const struct config_profile *pr = i < pc->nprofiles ? &pc->profiles[i] : NULL;
 		struct storage_req rq = { 0 };
 		struct nerr err = { 0 };
 		int64_t bytes;
@@ -721,12 +723,14 @@ static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 
 	if (!k)
 		return nerr_set(&rq->err, ENOENT, "no plugin '%s'", c->argv[1]);
-	for (size_t i = 0; i < b->cfg->nprofiles; i++) {
-		const char *pp = b->cfg->profiles[i].plugin;
+	const struct config *pc = backend_profiles(b);
+
+	for (size_t i = 0; i < pc->nprofiles; i++) {
+		const char *pp = pc->profiles[i].plugin;
 		if (pp && strcmp(pp, c->argv[1]) == 0) {
 			bnode_unref(k);
 			return nerr_set(&rq->err, EBUSY, "plugin '%s' is used by profile '%s'",
-					c->argv[1], b->cfg->profiles[i].name);
+					c->argv[1], pc->profiles[i].name);
 		}
 	}
 	if (volume_uses_plugin(b, c->argv[1], user, sizeof(user))) {

@@ -79,19 +79,27 @@ static const struct btype profile_type = {
 
 const struct btype profiles_type = { .name = "profiles" };
 
+int profile_add(struct backend *b, struct config_profile *p, struct nerr *err)
+{
+	struct bnode *n = bnode_new(&profile_type, p->name, p);
+	int r;
+
+	if (!n)
+		return nerr_set(err, ENOMEM, "out of memory");
+	r = bnode_add(b->profiles, n);
+	bnode_unref(n);
+	if (r < 0)
+		return nerr_set(err, -r, "profile %s: %s", p->name, strerror(-r));
+	return 0;
+}
+
 int profiles_init(struct backend *b, struct nerr *err)
 {
 	for (size_t i = 0; i < b->cfg->nprofiles; i++) {
-		struct config_profile *p = &b->cfg->profiles[i];
-		struct bnode *n = bnode_new(&profile_type, p->name, p);
-		int r;
+		int r = profile_add(b, &b->cfg->profiles[i], err);
 
-		if (!n)
-			return nerr_set(err, ENOMEM, "out of memory");
-		r = bnode_add(b->profiles, n);
-		bnode_unref(n);
 		if (r < 0)
-			return nerr_set(err, -r, "profile %s: %s", p->name, strerror(-r));
+			return r;
 	}
 	return 0;
 }

@@ -333,7 +333,7 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 		return r;
 	}
 	if (c && (s = ctl_opt_get(c, "profile"))) {
-		prof = config_profile_find(b->cfg, s);
+		prof = config_profile_find(backend_profiles(b), s);
 		if (!prof)
 			return nerr_set(err, EINVAL, "no profile '%s'", s);
 		plugin = prof->plugin;

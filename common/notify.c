@@ -199,8 +199,13 @@ static void *notify_main(void *arg)
 		uint64_t now;
 
 		if (atomic_exchange(&n->reload_asked, false) && n->h.reload &&
-		    !atomic_load(&n->stopping))
+		    !atomic_load(&n->stopping)) {
+			/* systemd shows the unit reloading until READY=1 again */
+			notify_send(n, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)now_us());
 			n->h.reload(n->h.ctx);
+			if (ready_sent)
+				notify_send(n, "READY=1");
+		}
 		if (!atomic_load(&n->stopping)) {
 			status[0] = '\0';
 			progress = 0;

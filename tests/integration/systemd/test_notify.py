@@ -9,6 +9,11 @@ test's own, as systemd would see it under Type=notify.
   WATCHDOG=1 every half of WATCHDOG_USEC; STOPPING=1 at SIGTERM, and
   nothing but WATCHDOG=1 after it.
 - WATCHDOG_PID naming another process: READY=1 but no WATCHDOG=1.
+- SIGHUP reloads: RELOADING=1 then READY=1; a new log_level and profiles
+  apply at once, other changes are logged as needing a restart, a file
+  that does not parse changes nothing.
+- Under the journal ($JOURNAL_STREAM names stderr) log lines carry syslog
+  priorities (<6> info, <4> warning).
 - A FUSE loop made to hang (NODEFS_TEST_HANG_FUSE_AFTER_MS), on an abstract
   socket (@name): WATCHDOG=1 stops, so systemd would kill and restart it;
   SIGTERM still unmounts.
@@ -226,6 +231,83 @@ class Notify(unittest.TestCase):
             # t0): none in the last 2.5 s
             late = [t for t in pings if t_end - 2.5 < t < t_end]
             self.assertEqual(late, [], lst.lines())
+        finally:
+            lst.close()
+            subprocess.run(["rm", "-rf", "--one-file-system", work])
+
+
+class JournalNodefs(nt.Nodefs):
+    """A daemon whose stderr is 'the journal': JOURNAL_STREAM names the
+    log file's device and inode, as systemd names its stream socket."""
+
+    def start(self):
+        open(self.log_path, "ab").close()
+        st = os.stat(self.log_path)
+        self.env["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
+        super().start()
+
+
+CONF = """[nodefs]
+log_level = info
+
+[plugin px]
+endpoint = unix:///nonexistent/px.sock
+default = yes
+
+[profile fast]
+plugin = px
+fs_type = ext4
+"""
+
+
+class Reload(unittest.TestCase):
+
+    def test_reload_and_journal_priorities(self):
+        tmp = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
+        work = os.path.join(tmp, "nodefs-reload-%d" % os.getpid())
+        os.makedirs(work)
+        lst = Listener(work)
+        try:
+            # the plugin is never there: its refresh holds a worker until
+            # its deadline, which a stop need not wait for here
+            fs = JournalNodefs(CONF, env={"NOTIFY_SOCKET": lst.env,
+                                          "NODEFS_TEST_STOP_GRACE_MS": "500"})
+            with fs:
+                self.assertTrue(lst.wait_for("READY=1", 20), lst.lines())
+                self.assertEqual(fs.listdir("profiles"), ["fast"])
+                with open(fs.config_path, "w") as f:
+                    f.write(CONF.replace("log_level = info", "log_level = debug\n"
+                                         "csi_timeout = 30s")
+                            .replace("fs_type = ext4", "fs_type = xfs") +
+                            "\n[profile slow]\nplugin = px\n")
+                fs.proc.send_signal(signal.SIGHUP)
+                self.assertTrue(nt.wait_until(
+                    lambda: "reload: 2 profile changes applied" in fs.log(), 10),
+                    fs.log())
+                self.assertEqual(fs.listdir("profiles"), ["fast", "slow"])
+                self.assertEqual(fs.read("profiles", "fast", "fs_type"), "xfs\n")
+                # a file that does not parse changes nothing
+                with open(fs.config_path, "w") as f:
+                    f.write("[nodefs]\nbogus = 1\n")
+                fs.proc.send_signal(signal.SIGHUP)
+                self.assertTrue(nt.wait_until(
+                    lambda: "nothing changed" in fs.log(), 10), fs.log())
+                self.assertEqual(fs.listdir("profiles"), ["fast", "slow"])
+                self.assertEqual(fs.status()["state"], "READY")
+                self.assertEqual(fs.stop(), [], fs.log())
+                log = fs.log()
+            self.assertIn("<6>info: reload: log_level info -> debug", log)
+            self.assertIn("<6>info: reload: profile fast: changed", log)
+            self.assertIn("<6>info: reload: profile slow: added", log)
+            self.assertIn("<4>warning: reload: [nodefs] csi_timeout changed: needs a "
+                          "restart", log)
+            self.assertIn("<3>error: reload: ", log)
+            self.assertNotIn("nodefs: info:", log)
+            text = [m for _, m, _ in lst.lines()]
+            i = [k for k, m in enumerate(text) if m.startswith("RELOADING=1")]
+            self.assertEqual(len(i), 2, text)
+            self.assertIn("MONOTONIC_USEC=", text[i[0]])
+            self.assertIn("READY=1", text[i[0] + 1:])
         finally:
             lst.close()
             subprocess.run(["rm", "-rf", "--one-file-system", work])

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * reload: a new config read at SIGHUP, against the one the daemon runs.
+ *
+ * Applies what can change under a running mount, the [profile] sections
+ * (profiles/NAME/ nodes added, removed, replaced), and reports every other
+ * difference as needing a restart, changing nothing of it. The configs a
+ * reload replaced stay alive until backend_free: a profile node or a
+ * reader that looked a profile up a moment ago may still point into one.
+ * Must not know: how the file was read, the log level (main owns those).
+ */
+#include "backend-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+const struct config *backend_profiles(struct backend *b)
+{
+	struct config *c = atomic_load(&b->pcfg);
+
+	return c ? c : b->cfg;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static bool strv_eq(char *const *a, char *const *b)
+{
+	size_t i;
+
+	for (i = 0; a && b && a[i] && b[i]; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return (!a || !a[i]) && (!b || !b[i]);
+}
+
+static bool profile_eq(const struct config_profile *a, const struct config_profile *b)
+{
+	return str_eq(a->plugin, b->plugin) && str_eq(a->access_mode, b->access_mode) &&
+	       str_eq(a->fs_type, b->fs_type) && strv_eq(a->mount_flags, b->mount_flags) &&
+	       strv_eq(a->params, b->params) && a->size == b->size;
+}
+
+/* Whether the sections of type differ (keys and values as written). */
+static bool sections_differ(const struct config *a, const struct config *b, const char *type)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		const struct config *x = pass ? b : a, *y = pass ? a : b;
+
+		for (size_t i = 0; i < x->nsections; i++) {
+			const struct config_section *s = &x->sections[i];
+			const struct config_section *t;
+
+			if (strcmp(s->type, type) != 0)
+				continue;
+			t = config_section_find(y, type, s->name);
+			if (!t || s->nkv != t->nkv)
+				return true;
+			for (size_t k = 0; k < s->nkv; k++)
+				if (!str_eq(config_section_get(t, s->kv[k].key), s->kv[k].val))
+					return true;
+		}
+	}
+	return false;
+}
+
+static void restart_needed(const char *what)
+{
+	log_warn("reload: %s changed: needs a restart (not applied)", what);
+}
+
+/* Every [nodefs] key but log_level needs a restart. */
+static unsigned nodefs_diff(const struct config *o, const struct config *n)
+{
+	unsigned k = 0;
+
+	if (!str_eq(o->state_dir, n->state_dir))
+		restart_needed("[nodefs] state_dir"), k++;
+	if (!strv_eq(o->allowed_targets, n->allowed_targets))
+		restart_needed("[nodefs] allowed_targets"), k++;
+	if (!str_eq(o->ctl_group, n->ctl_group))
+		restart_needed("[nodefs] ctl_group"), k++;
+	if (o->csi_timeout_ms != n->csi_timeout_ms)
+		restart_needed("[nodefs] csi_timeout"), k++;
+	if (o->retry_backoff_ms != n->retry_backoff_ms || o->retry_max_ms != n->retry_max_ms)
+		restart_needed("[nodefs] retry_backoff/retry_max"), k++;
+	if (o->operations_keep != n->operations_keep)
+		restart_needed("[nodefs] operations_keep"), k++;
+	if (o->reconcile_interval_ms != n->reconcile_interval_ms)
+		restart_needed("[nodefs] reconcile_interval"), k++;
+	return k;
+}
+
+/* Whether plugin is one the daemon runs now (from the config, or added
+ * through plugins/ctl). */
+static bool plugin_live(struct backend *b, const char *plugin)
+{
+	struct bnode *n;
+
+	if (!plugin)
+		return true;	/* the default plugin */
+	n = bnode_lookup(b->plugins, plugin);
+	bnode_unref(n);
+	return n != NULL;
+}
+
+int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
+{
+	const struct config *oc = backend_profiles(b);
+	unsigned restart = 0, applied = 0;
+	struct config **keep;
+	int r;
+
+	restart += nodefs_diff(b->cfg, nc);
+	if (sections_differ(b->cfg, nc, "plugin"))
+		restart_needed("a [plugin] section (plugins/ctl add and remove apply at once)"),
+			restart++;
+	if (sections_differ(b->cfg, nc, "runtime"))
+		restart_needed("a [runtime] section"), restart++;
+
+	/* profiles: validate them all before touching the tree */
+	for (size_t i = 0; i < nc->nprofiles; i++) {
+		const struct config_profile *np = &nc->profiles[i];
+		const struct config_profile *op = config_profile_find(oc, np->name);
+
+		if ((!op || !profile_eq(op, np)) && !plugin_live(b, np->plugin)) {
+			r = nerr_set(err, ENOENT, "profile %s names plugin %s, which nodefs does not "
+				     "run: profiles not reloaded", np->name, np->plugin);
+			goto refuse;
+		}
+	}
+	keep = realloc(b->old_cfgs, (b->nold_cfgs + 1) * sizeof(*keep));
+	if (!keep) {
+		r = nerr_set(err, ENOMEM, "out of memory");
+		goto refuse;
+	}
+	b->old_cfgs = keep;
+	for (size_t i = 0; i < oc->nprofiles; i++) {
+		const struct config_profile *op = &oc->profiles[i];
+		const struct config_profile *np = config_profile_find(nc, op->name);
+
+		if (np && profile_eq(op, np))
+			continue;
+		struct bnode *n = bnode_lookup(b->profiles, op->name);
+
+		if (n) {
+			bnode_remove(n);
+			bnode_unref(n);
+		}
+		if (!np)
+			log_info("reload: profile %s: removed", op->name);
+	}
+	for (size_t i = 0; i < nc->nprofiles; i++) {
+		struct config_profile *np = &nc->profiles[i];
+		const struct config_profile *op = config_profile_find(oc, np->name);
+
+		if (op && profile_eq(op, np))
+			continue;
+		/* first the node, then the lookups see the profile */
+		r = profile_add(b, np, err);
+		if (r < 0)
+			log_err("reload: profile %s: %s", np->name, err->msg);
+		else
+			log_info("reload: profile %s: %s", np->name, op ? "changed" : "added");
+		applied++;
+	}
+	for (size_t i = 0; i < oc->nprofiles; i++)
+		if (!config_profile_find(nc, oc->profiles[i].name))
+			applied++;
+	/* volume creates look profiles up here from now on; the old config
+	 * stays alive (profile nodes of it may still be open) */
+	b->old_cfgs[b->nold_cfgs++] = nc;
+	atomic_store(&b->pcfg, nc);
+	if (applied)
+		bnode_changed(b->profiles);
+	log_info("reload: %u profile change%s applied, %u change%s need%s a restart", applied,
+		 applied == 1 ? "" : "s", restart, restart == 1 ? "" : "s", restart == 1 ? "s" : "");
+	return 0;
+refuse:
+	config_free(nc);
+	return r;
+}
+
+void backend_reload_free(struct backend *b)
+{
+	for (size_t i = 0; i < b->nold_cfgs; i++)
+		config_free(b->old_cfgs[i]);
+	free(b->old_cfgs);
+	b->old_cfgs = NULL;
+	b->nold_cfgs = 0;
+}
