@@ -32,7 +32,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	int st;
 
 	if (!e || valid_name(name, NULL) < 0) {
-		log_err("container checkpoint %s: unknown runtime '%s'", name, rt ? rt : "");
+		log_err("container %s: its checkpoint names an unknown runtime '%s'", name, rt ? rt : "");
 		atomic_fetch_add(&b->bad_records, 1);
 		return;
 	}
@@ -114,7 +114,7 @@ static void recover_bad(void *ctx, const char *name, const char *why)
 {
 	struct backend *b = ctx;
 
-	log_err("checkpoint of container %s is unreadable: %s", name, why);
+	log_err("container %s: checkpoint unreadable: %s", name, why);
 	atomic_fetch_add(&b->bad_records, 1);
 }
 

@@ -173,9 +173,9 @@ static void engine_probe(struct engine *e)
 		events_emit(e->b->events, "runtime", e->ops->name, was ? "healthy" : "unhealthy",
 			    r >= 0 ? "healthy" : "unhealthy", NULL, r >= 0 ? NULL : err.msg);
 		if (r < 0)
-			log_warn("runtime %s unhealthy: %s", e->ops->name, err.msg);
+			log_warn("runtime %s: unhealthy: %s", e->ops->name, err.msg);
 		else
-			log_info("runtime %s healthy (%s)", e->ops->name, e->version);
+			log_info("runtime %s: healthy (%s)", e->ops->name, e->version);
 		bnode_changed(e->node);
 	}
 }

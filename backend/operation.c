@@ -348,6 +348,18 @@ static void ops_trim(struct backend *b)
 	}
 }
 
+/* "volume db: operation 42 (publish /srv/db) failed: why": the journal's
+ * line for an operation, naming its object first. */
+static void log_op(enum log_level lvl, const struct operation *op, const char *what,
+		   const char *msg)
+{
+	const char *dot = strchr(op->type, '.');
+	int kl = dot ? (int)(dot - op->type) : (int)strlen(op->type);
+
+	log_msg(lvl, "%.*s %s: operation %s (%s) %s%s%s", kl, op->type, op->object, op->id,
+		op->command, what, msg && *msg ? ": " : "", msg ? msg : "");
+}
+
 static void op_finish(struct operation *op, enum op_state st, const char *msg)
 {
 	struct nerr cerr = { 0 };
@@ -362,7 +374,11 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	snprintf(op->error, sizeof(op->error), "%s", msg ? msg : "");
 	pthread_mutex_unlock(&op->lock);
 	if (op_checkpoint(op, &cerr) < 0)
-		log_err("operation %s: %s", op->id, cerr.msg);
+		log_op(LOG_LVL_ERR, op, "not checkpointed", cerr.msg);
+	if (st == OP_FAILED)
+		log_op(LOG_LVL_WARN, op, "failed", msg);
+	else if (st == OP_DROPPED)
+		log_op(LOG_LVL_INFO, op, "dropped", msg);
 	if (was == OP_PENDING && st != OP_PENDING) {
 		op_tally(op, -1, st);
 		ended_push(op->b, op);
@@ -428,7 +444,7 @@ static void recover_bad(void *ctx, const char *name, const char *why)
 {
 	struct backend *b = ctx;
 
-	log_err("checkpoint of operation %s is unreadable: %s", name, why);
+	log_err("operation %s: checkpoint unreadable: %s", name, why);
 	atomic_fetch_add(&b->bad_records, 1);
 }
 

@@ -47,7 +47,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 
 	s = json_string_value(json_object_get(j, "plugin"));
 	if (valid_name(name, NULL) < 0 || !s || !s[0]) {
-		log_err("volume checkpoint %s: no plugin", name);
+		log_err("volume %s: its checkpoint names no plugin", name);
 		atomic_fetch_add(&b->bad_records, 1);
 		return;
 	}
@@ -94,7 +94,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		return;
 	}
 	if (bnode_add(b->volumes, v->node) < 0)
-		log_err("volume checkpoint %s: cannot add it", name);
+		log_err("volume %s: read from its checkpoint, but cannot be added", name);
 	bnode_unref(v->node);
 }
 
@@ -102,7 +102,7 @@ static void recover_bad(void *ctx, const char *name, const char *why)
 {
 	struct backend *b = ctx;
 
-	log_err("checkpoint of volume %s is unreadable: %s", name, why);
+	log_err("volume %s: checkpoint unreadable: %s", name, why);
 	atomic_fetch_add(&b->bad_records, 1);
 }
 

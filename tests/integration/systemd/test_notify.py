@@ -210,7 +210,8 @@ class Notify(unittest.TestCase):
         work = os.path.join(tmp, "nodefs-notify-hang-%d" % os.getpid())
         os.makedirs(work)
         lst = Listener(work, abstract=True)
-        hang_ms = 3000
+        # READY=1 (recovery, a served statfs) must come before the hang
+        hang_ms = int(nt.scaled(3.0) * 1000)
         try:
             t0 = time.monotonic()
             fs = self.start(work, lst, {"WATCHDOG_USEC": "500000",
