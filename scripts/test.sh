@@ -17,6 +17,11 @@
 # Usage: scripts/test.sh [--quick] [MESON_TEST_ARGS...]
 #   --quick   only build/ (no sanitizer build)
 #   MESON_TEST_ARGS go to `meson test`, e.g. test names or --suite.
+# Environment: NODEFS_TEST_JOBS (tests at once; twice the cores by
+# default), NODEFS_LOAD_SECONDS (reliability-load's length: 60 in build/,
+# 15 in build-san by default). Exported to the tests: NODEFS_TIME_SCALE,
+# the factor their wall-clock bounds scale by: 1, or 4 in build-san (as
+# meson's --timeout-multiplier), times the tests run per core (rounded up).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,8 +36,11 @@ while (($#)); do
 	esac
 done
 meson_test_args=("$@")
+# Integration tests mostly wait (on daemons, containers, timers): run
+# twice as many at once as there are cores (NODEFS_TEST_JOBS overrides).
+jobs=${NODEFS_TEST_JOBS:-$(($(nproc) * 2))}
 
-say() { printf 'test: %s\n' "$*"; }
+say() { printf 'test: [%4ds] %s\n' "$SECONDS" "$*"; }
 
 if ((EUID != 0)); then
 	say "WARNING: not root: integration tests will skip"
@@ -175,6 +183,15 @@ for b in "${builds[@]}"; do
 	[[ -n ${built[$b]:-} ]] || continue
 	mult=1
 	[[ $b == build-san ]] && mult=4
+	# the tests' own wall-clock bounds scale by the build's factor times
+	# their share of a core (more tests at once than cores: each is slower)
+	ncpu=$(nproc)
+	time_scale=$((mult * ((jobs + ncpu - 1) / ncpu)))
+	# the fixed-length load test runs at full length once per run (build/);
+	# the sanitizer build runs it short: every command still goes through
+	# ASan and UBSan, against the same checks
+	load_s=${NODEFS_LOAD_SECONDS:-60}
+	[[ $b == build-san ]] && load_s=${NODEFS_LOAD_SECONDS:-15}
 	rm -f "$b/meson-logs/testlog.json"
 	# meson test refuses to run anything when one test program is missing
 	# (a target that failed to build): then name the runnable ones, and
@@ -199,10 +216,11 @@ for t in json.load(sys.stdin):
 		fi
 	fi
 	say "running the tests of $b/"
-	# the tests' own wall-clock bounds scale by the same factor
 	# (nodefs_test.scaled, tests/integration/test_time.h)
-	TMPDIR=$run_tmp NODEFS_TIME_SCALE=$mult meson test -C "$b" --no-rebuild --print-errorlogs \
-		--timeout-multiplier "$mult" "${run_args[@]}" || true
+	TMPDIR=$run_tmp NODEFS_TIME_SCALE=$time_scale NODEFS_LOAD_SECONDS=$load_s \
+		meson test -C "$b" --no-rebuild --print-errorlogs \
+		--num-processes "$jobs" --timeout-multiplier "$mult" "${run_args[@]}" || true
+	say "tests of $b/ done"
 done
 
 stop_fixtures

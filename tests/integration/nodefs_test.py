@@ -714,6 +714,46 @@ class Nodefs:
 _DEFAULT = object()
 
 
+def _shard_arg(argv):
+    """--shard=K/N (1 <= K <= N) out of argv: this run takes the cases
+    whose place, in the order of their ids, is K modulo N. meson runs a
+    long file as N tests (tests/integration/*/meson.build) that together
+    run every case once."""
+    rest, shard = [], None
+    for a in argv:
+        if a.startswith("--shard="):
+            k, _, n = a[len("--shard="):].partition("/")
+            shard = (int(k), int(n))
+            if not 1 <= shard[0] <= shard[1]:
+                raise SystemExit("bad %s" % a)
+        else:
+            rest.append(a)
+    return rest, shard
+
+
+def _flatten(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from _flatten(t)
+        else:
+            yield t
+
+
+class _ShardLoader(unittest.TestLoader):
+    def __init__(self, shard):
+        super().__init__()
+        self.shard = shard
+
+    def loadTestsFromModule(self, module, *args, **kw):
+        suite = super().loadTestsFromModule(module, *args, **kw)
+        if self.shard is None:
+            return suite
+        k, n = self.shard
+        cases = sorted(_flatten(suite), key=lambda t: t.id())
+        return self.suiteClass(t for i, t in enumerate(cases)
+                               if i % n == k - 1)
+
+
 def main(*needs, requires=_DEFAULT):
     """Check requirements, run the cases, exit with meson's meaning:
     0 all passed, 1 a case failed or errored (or none ran), 77 (SKIP) no
@@ -729,8 +769,10 @@ def main(*needs, requires=_DEFAULT):
         globals()["requires"](*needs)
     if requires is not None:
         requires()
+    argv, shard = _shard_arg(sys.argv)
     _running = True
-    prog = unittest.main(verbosity=2, exit=False)
+    prog = unittest.main(verbosity=2, exit=False, argv=argv,
+                         testLoader=_ShardLoader(shard))
     _running = False
     r = prog.result
     if not r.wasSuccessful():

@@ -98,6 +98,18 @@ def lxc(*args, check=False, timeout=60):
                           timeout=timeout, check=check)
 
 
+def lxc_template_dir():
+    """The run's LXC templates (tests/fixtures/lxc-templates.sh: the
+    installed ones, with an lxc-busybox that makes its links in one
+    process), else the installed ones."""
+    return os.environ.get("NODEFS_TEST_LXC_TEMPLATES") or "/usr/share/lxc/templates"
+
+
+def lxc_template(name="busybox"):
+    """A template's path, for lxc-create -t."""
+    return os.path.join(lxc_template_dir(), "lxc-" + name)
+
+
 mounts_under = nt.mounts_under
 unmount_all_under = nt.unmount_all_under
 
@@ -146,9 +158,9 @@ class Env:
             text += ("[plugin hostpath]\nendpoint = %s\ndefault = yes\n\n"
                      % self.plugin.endpoint)
         text += ("[runtime docker]\nendpoint = %s\nstop_timeout = %s\n%s\n"
-                 "[runtime lxc]\nlxcpath = %s\nstop_timeout = %s\n%s"
+                 "[runtime lxc]\nlxcpath = %s\nstop_timeout = %s\ntemplate_dir = %s\n%s"
                  % (self.docker_host, self.stop_timeout, self.docker_extra, self.lxcpath,
-                    self.stop_timeout, self.lxc_extra))
+                    self.stop_timeout, lxc_template_dir(), self.lxc_extra))
         return text
 
     def __enter__(self):

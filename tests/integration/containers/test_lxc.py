@@ -452,7 +452,7 @@ class Lxc(unittest.TestCase):
     def test_foreign_containers_never_shown_or_touched(self):
         with ctest.Env() as env:
             f = env.name("foreign")
-            r = lxc("lxc-create", "-P", env.lxcpath, "-n", f, "-t", "busybox")
+            r = lxc("lxc-create", "-P", env.lxcpath, "-n", f, "-t", ctest.lxc_template())
             self.assertEqual(r.returncode, 0, r.stderr)
             mine = lrun(env, "mine", "sleep 1000")
             self.assertEqual(env.containers(), [mine])

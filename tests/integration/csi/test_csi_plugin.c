@@ -215,7 +215,7 @@ static void wait_health(enum csi_health want, int ms)
 {
 	struct csi_health_info h;
 
-	for (int i = 0; i < ms / 20; i++) {
+	for (int i = 0; i < SCALED(ms) / 20; i++) {
 		csi_plugin_health(plugin, &h);
 		if (h.health == want)
 			return;

@@ -524,7 +524,7 @@ static void evlog_init(struct evlog *l)
 static int evlog_wait(struct evlog *l, size_t from, enum rt_event_kind kind, const char *id,
 		      double timeout)
 {
-	double end = now() + timeout;
+	double end = now() + SCALED(timeout);
 	int found = -1;
 
 	pthread_mutex_lock(&l->lock);

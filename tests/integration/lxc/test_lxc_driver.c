@@ -81,7 +81,7 @@ static double now_s(void)
 /* Wait for an event of kind for id; returns its index or -1. */
 static int wait_event(enum rt_event_kind kind, const char *id, double timeout_s)
 {
-	double end = now_s() + timeout_s;
+	double end = now_s() + SCALED(timeout_s);
 	int r = -1;
 
 	pthread_mutex_lock(&evs.lock);
@@ -140,6 +140,15 @@ static void wipe_lxcpath(const char *path)
 	run_cmd("rm -rf --one-file-system '%s'", path);
 }
 
+/* The run's template dir (tests/fixtures/lxc-templates.sh: lxc-busybox
+ * makes its links in one process), else the installed one. */
+static char *templates(void)
+{
+	const char *d = getenv("NODEFS_TEST_LXC_TEMPLATES");
+
+	return (char *)(d && *d ? d : "/usr/share/lxc/templates");
+}
+
 static void setup(void)
 {
 	struct nerr err = { 0 };
@@ -147,8 +156,9 @@ static void setup(void)
 	struct rt_kv kv[] = {
 		{ (char *)"lxcpath", lxcpath },
 		{ (char *)"stop_timeout", (char *)"10s" },
+		{ (char *)"template_dir", templates() },
 	};
-	struct rt_config cfg = { kv, 2 };
+	struct rt_config cfg = { kv, 3 };
 
 	snprintf(lxcpath, sizeof(lxcpath), "%s/t%d-%d", run_root, (int)getpid(), seq++);
 	cr_assert_eq(mkdir(lxcpath, 0755), 0);
@@ -302,8 +312,9 @@ Test(lxc, bad_config_rejected)
 Test(lxc, config_item_rejected_through_the_table)
 {
 	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath },
-			      { (char *)"network_type", (char *)"bogus" } };
-	struct rt_config cfg = { kv, 2 };
+			      { (char *)"network_type", (char *)"bogus" },
+			      { (char *)"template_dir", templates() } };
+	struct rt_config cfg = { kv, 3 };
 	struct nerr err = { 0 };
 	struct rt_spec s;
 	char *id = NULL;
@@ -466,8 +477,9 @@ Test(lxc, command_exiting_at_once_keeps_its_code)
  * NODEFS_LXC_NO_PIDFD_EXIT takes that path on a newer kernel. */
 Test(lxc, exit_code_without_pidfd_exit_info)
 {
-	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath } };
-	struct rt_config cfg = { kv, 1 };
+	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath },
+			      { (char *)"template_dir", templates() } };
+	struct rt_config cfg = { kv, 2 };
 	struct rt_spec s;
 	struct nerr err = { 0 };
 	char *argv[] = { "/bin/sh", "-c", "sleep 0.1; exit 7", NULL };
@@ -506,8 +518,9 @@ Test(lxc, console_log_rotated_at_start)
 	struct rt_spec s;
 	struct nerr err = { 0 };
 	struct sbuf logs = SBUF_INIT(1u << 20);
-	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath }, { (char *)"console_size", (char *)"4K" } };
-	struct rt_config cfg = { kv, 2 };
+	struct rt_kv kv[] = { { (char *)"lxcpath", lxcpath }, { (char *)"console_size", (char *)"4K" },
+			      { (char *)"template_dir", templates() } };
+	struct rt_config cfg = { kv, 3 };
 	char *argv[] = { "/bin/sh", "-c", "for i in $(seq 1 3000); do echo line-$i; done", NULL };
 	char path[700];
 	struct stat st;
@@ -793,14 +806,16 @@ Test(lxc, stats_and_logs_take_no_liblxc_lock)
 	bg_start(&in, "locked", 2);
 	bg_start(&st, "locked", 0);
 	bg_start(&lg, "locked", 1);
-	bool st_done = bg_done(&st, 1000), lg_done = bg_done(&lg, 1000);
+	bool st_done = bg_done(&st, SCALED(1000)), lg_done = bg_done(&lg, SCALED(1000));
+	/* a negative: inspect must still wait on the lock after stats and
+	 * logs answered (it would have answered as fast as they did) */
 	bool in_done = bg_done(&in, 10);
 
 	lk.l_type = F_UNLCK;
 	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &lk), 0);
 	close(fd);
-	cr_assert(bg_done(&in, 5000), "inspect still blocked after the unlock");
-	cr_assert(bg_done(&st, 5000) && bg_done(&lg, 5000));
+	cr_assert(bg_done(&in, SCALED(5000)), "inspect still blocked after the unlock");
+	cr_assert(bg_done(&st, SCALED(5000)) && bg_done(&lg, SCALED(5000)));
 	cr_assert(st_done, "stats waited on liblxc's container lock");
 	cr_assert(lg_done, "logs waited on liblxc's container lock");
 	cr_assert_not(in_done, "inspect did not wait on the lock: the test holds the wrong one");
@@ -958,7 +973,8 @@ Test(lxc, list_only_marked_and_foreign_untouched)
 
 	spec_init(&s, "mine");
 	make_start(&s);
-	cr_assert_eq(run_cmd("lxc-create -q -P '%s' -n foreign -t busybox >/dev/null 2>&1", lxcpath), 0);
+	cr_assert_eq(run_cmd("lxc-create -q -P '%s' -n foreign -t '%s/lxc-busybox' >/dev/null 2>&1",
+			     lxcpath, templates()), 0);
 	cr_assert_eq(ops->list(H, &l, &n, &err), 0, "list: %s", err.msg);
 	cr_assert_eq(n, 1);
 	cr_assert_str_eq(l[0].id, "mine");
@@ -1366,7 +1382,8 @@ static int can_run_containers(void)
 	}
 	snprintf(path, sizeof(path), "%s/probe", run_root);
 	mkdir(path, 0755);
-	if (run_cmd("lxc-create -q -P '%s' -n probe -t busybox >/dev/null 2>&1", path) != 0) {
+	if (run_cmd("lxc-create -q -P '%s' -n probe -t '%s/lxc-busybox' >/dev/null 2>&1", path,
+		    templates()) != 0) {
 		fprintf(stderr, "skip: lxc-create fails here\n");
 		wipe_lxcpath(path);
 		return 0;
