@@ -147,11 +147,9 @@ class LocalPlugin(Plugin):
 
     def argv(self):
         odd = [f for f in self.flags if f not in self.SAME]
-        if odd or not self.SAME <= set(self.flags):
+        if odd:
             import unittest
-            raise unittest.SkipTest("the built-in plugin has no mode %s (it is %s)"
-                                    % (" ".join(self.flags) or "with every capability",
-                                       " ".join(sorted(self.SAME))))
+            raise unittest.SkipTest("the built-in plugin has no mode %s" % " ".join(odd))
         return [CSI_LOCAL_BIN, "--endpoint", self.endpoint, "--base-dir", self.base,
                 "--node-id", "node-1"]
 
