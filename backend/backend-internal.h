@@ -36,8 +36,14 @@ struct engine {
 	time_t since;
 };
 
+struct kind_ops;
+
 struct backend {
 	struct config *cfg;
+	/* The kinds of object, in the root directory's order (kind.h): all
+	 * the hub knows of them. */
+	const struct kind_ops *const *kinds;
+	size_t nkinds;
 	struct bnode *root, *metrics, *plugins, *profiles, *runtimes;
 	int (*metrics_hook)(void *ctx, struct sbuf *out);	/* backend_set_metrics_hook */
 	void *metrics_hook_ctx;
@@ -96,29 +102,35 @@ struct backend {
 };
 
 /* The backend a node belongs to: every node's type keeps it reachable. */
-struct backend *node_backend(struct bnode *n);
+static inline struct backend *node_backend(struct bnode *n)
+{
+	return n->owner;
+}
 
 const char *backend_state_to_string(enum backend_state s);
 
 /*
- * Commands wait for recovery: a command that acts (a ctl line that parsed
- * and matched, a mkdir, an rmdir) asks first. 0: act now (READY).
- * -EINPROGRESS: RECOVERING, the command is parked and run again once the
- * daemon is READY (rq completes then, or with -ESHUTDOWN if it stops
- * first). -EAGAIN: RECOVERING and rq is nonblock. -ESHUTDOWN: STOPPING.
- * rq->err says why on failure. Any thread.
+ * Commands wait for recovery (admit.c): a command that acts (a ctl line
+ * that parsed and matched, a mkdir, an rmdir) asks first. 0: act now
+ * (READY). -EINPROGRESS: RECOVERING, the command is parked and run again
+ * once the daemon is READY (rq completes then, or with -ESHUTDOWN if it
+ * stops first). -EAGAIN: RECOVERING and rq is nonblock. -ESHUTDOWN:
+ * STOPPING. rq->err says why on failure. Any thread. A parked ctl line is
+ * run again by redo(t, n, line, len, rq), the dispatcher that asked.
  */
+typedef int (*backend_redo_fn)(const struct bctl_table *t, struct bnode *n, const char *line,
+			       size_t len, struct breq *rq);
 int backend_admit_ctl(const struct bctl_table *t, struct bnode *n, const char *line, size_t len,
-		      struct breq *rq);
+		      struct breq *rq, backend_redo_fn redo);
 int backend_admit_mkdir(struct bnode *dir, const char *name, struct breq *rq);
 int backend_admit_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq);
+/* The parked commands: taken (dlock held) when recovery ends or the daemon
+ * stops, then run in the order they came (run) or answered -ESHUTDOWN. */
+struct parked;
+struct parked *backend_parked_take_locked(struct backend *b);
+void backend_parked_finish(struct parked *p, bool run);
 
-int engines_init(struct backend *b, struct nerr *err);
-int engines_start(struct backend *b, struct nerr *err);
-void engines_stop(struct backend *b);
-void engines_stop_monitor(struct backend *b);
 int volumes_render_metrics(struct backend *b, struct sbuf *out);
-int containers_render_metrics(struct backend *b, struct sbuf *out);
 struct engine *engine_find(struct backend *b, const char *name);
 /* 0 when e is healthy and open; -EHOSTDOWN with the reason otherwise. */
 int engine_ready(struct engine *e, struct nerr *err);
@@ -128,7 +140,6 @@ extern const struct btype plugins_type;		/* plugin.c */
 extern const struct btype profiles_type;	/* profile.c */
 extern const struct btype runtimes_type;	/* engines.c */
 extern const struct btype volumes_type;		/* volume-ctl.c */
-extern const struct btype containers_type;	/* container-files.c */
 
 /* profiles/NAME/ for p (which must outlive the node). -errno with err. */
 int profile_add(struct backend *b, struct config_profile *p, struct nerr *err);
@@ -185,10 +196,6 @@ struct storage_cap storage_cap_of(const char *access_mode, const char *fs_type,
 				  char *const *mount_flags);
 int profiles_init(struct backend *b, struct nerr *err);
 
-/* container.c */
-int containers_recover(struct backend *b, struct nerr *err);
-int containers_watch(struct backend *b);
-
 /* volume.c: where a container mounts volume NAME from (its publish
  * target); -ENOENT no such volume, -EBUSY not published. */
 int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err);
@@ -197,7 +204,6 @@ int volume_mount_source(struct backend *b, const char *name, char **ret_path, st
  * op->claimed set), or <0 for the caller to drop it. */
 struct operation;
 int volume_resume(struct backend *b, struct operation *op);
-int container_resume(struct backend *b, struct operation *op);
 
 /* Shared by the object modules (backend.c). */
 /* Render j (consumed; NULL means out of memory) as indented JSON and a newline:

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * backend: the root of the tree, its collections and the daemon status.
+ * backend: the hub. The root of the tree, the daemon status, the threads
+ * the objects share, and the daemon's life: make, start, recover, stop.
  *
- * Builds the fixed part of the tree (status, events, metrics/, plugins/,
- * profiles/, runtimes/, volumes/, operations/, containers/) and owns the
- * threads the objects share. The objects themselves live in their own
- * modules (profile.c, engines.c, volume.c, container.c, operation.c).
+ * It knows the kinds of object (plugins, profiles, runtimes, volumes,
+ * operations, containers) only through their tables (kind.h), as Plan 9's
+ * kernel knows its devices through devtab[]: it makes each kind's
+ * collection, calls its init and start, runs recovery in rounds over all
+ * kinds, and stops them. It must not call a kind's functions by name.
  */
 #include "backend-internal.h"
 
@@ -18,16 +20,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kind.h"
 #include "log.h"
+#include "macro.h"
 #include "operation.h"
 #include "store.h"
 #include "nodefs-config.h"
 #include "loop.h"
-
-struct backend *node_backend(struct bnode *n)
-{
-	return n->owner;
-}
 
 const char *backend_state_to_string(enum backend_state s)
 {
@@ -141,9 +140,12 @@ static const struct btype metrics_type = {
 	.name = "metrics", .attrs = metrics_attrs, .nattrs = 1,
 };
 
-/* ---- operations/ (a plain directory) and the others ---- */
+/* ---- the kinds, in the root directory's order ---- */
 
-static const struct btype operations_type = { .name = "operations" };
+static const struct kind_ops *const kinds[] = {
+	&plugins_kind, &profiles_kind, &runtimes_kind, &volumes_kind, &operations_kind,
+	&containers_kind,
+};
 
 static int add_dir(struct bnode *root, const struct btype *t, const char *name,
 		   struct bnode **ret)
@@ -192,6 +194,8 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	b->cfg = cfg;
+	b->kinds = kinds;
+	b->nkinds = ARRAY_SIZE(kinds);
 	atomic_init(&b->state, BACKEND_RECOVERING);
 	clock_gettime(CLOCK_MONOTONIC, &b->started_mono);
 	b->started = time(NULL);
@@ -248,23 +252,18 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	b->events = events_new(4096, b->root);
 	if (!b->events)
 		goto oom;
-	if ((r = add_dir(b->root, &metrics_type, "metrics", &b->metrics)) < 0 ||
-	    (r = add_dir(b->root, &plugins_type, "plugins", &b->plugins)) < 0 ||
-	    (r = add_dir(b->root, &profiles_type, "profiles", &b->profiles)) < 0 ||
-	    (r = add_dir(b->root, &runtimes_type, "runtimes", &b->runtimes)) < 0 ||
-	    (r = add_dir(b->root, &volumes_type, "volumes", &b->volumes)) < 0 ||
-	    (r = add_dir(b->root, &operations_type, "operations", &b->operations)) < 0 ||
-	    (r = add_dir(b->root, &containers_type, "containers", &b->containers)) < 0)
+	if ((r = add_dir(b->root, &metrics_type, "metrics", &b->metrics)) < 0)
 		goto oom;
-	r = plugins_init(b, err);
-	if (r < 0)
-		goto fail;
-	r = profiles_init(b, err);
-	if (r < 0)
-		goto fail;
-	r = engines_init(b, err);
-	if (r < 0)
-		goto fail;
+	for (size_t i = 0; i < b->nkinds; i++) {
+		const struct kind_ops *k = b->kinds[i];
+
+		r = add_dir(b->root, k->type, k->name, (struct bnode **)((char *)b + k->dir));
+		if (r < 0)
+			goto oom;
+	}
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->init && (r = b->kinds[i]->init(b, err)) < 0)
+			goto fail;
 	*ret = b;
 	return 0;
 oom:
@@ -316,119 +315,6 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-/* ---- commands wait for recovery ---- */
-
-enum park_kind { PARK_CTL, PARK_MKDIR, PARK_RMDIR };
-
-/* A command that came while RECOVERING, run again once READY. */
-struct parked {
-	struct parked *next;
-	enum park_kind kind;
-	const struct bctl_table *t;	/* PARK_CTL */
-	struct bnode *node;		/* the ctl's node, or the directory */
-	struct bnode *child;		/* PARK_RMDIR */
-	struct breq *rq;
-	size_t len;
-	char text[];			/* the line, or the name to make */
-};
-
-static int admit(struct bnode *n, enum park_kind kind, const struct bctl_table *t,
-		 struct bnode *child, const char *text, size_t len, struct breq *rq)
-{
-	struct backend *b = node_backend(n);
-	struct parked *p;
-	int st;
-
-	/* READY: the common case, without the lock */
-	st = atomic_load(&b->state);
-	if (st == BACKEND_READY)
-		return 0;
-	if (st == BACKEND_STOPPING)
-		return nerr_set(&rq->err, ESHUTDOWN, "nodefs is stopping: the command was not run");
-	if (rq->nonblock)
-		return nerr_set(&rq->err, EAGAIN, "nodefs is recovering its checkpoints (status: "
-				"RECOVERING): try again once it is READY");
-	p = malloc(sizeof(*p) + len + 1);
-	if (!p)
-		return nerr_set(&rq->err, ENOMEM, "out of memory");
-	*p = (struct parked){ .kind = kind, .t = t, .node = bnode_ref(n), .child = bnode_ref(child),
-			      .rq = rq, .len = len };
-	memcpy(p->text, text, len);
-	p->text[len] = '\0';
-	pthread_mutex_lock(&b->dlock);
-	st = atomic_load(&b->state);
-	if (st == BACKEND_RECOVERING) {
-		*b->parked_tail = p;
-		b->parked_tail = &p->next;
-	}
-	pthread_mutex_unlock(&b->dlock);
-	if (st == BACKEND_RECOVERING)
-		return -EINPROGRESS;
-	/* the state moved meanwhile: as if it had been seen first */
-	bnode_unref(p->node);
-	bnode_unref(p->child);
-	free(p);
-	return admit(n, kind, t, child, text, len, rq);
-}
-
-int backend_admit_ctl(const struct bctl_table *t, struct bnode *n, const char *line, size_t len,
-		      struct breq *rq)
-{
-	return admit(n, PARK_CTL, t, NULL, line, len, rq);
-}
-
-int backend_admit_mkdir(struct bnode *dir, const char *name, struct breq *rq)
-{
-	return admit(dir, PARK_MKDIR, NULL, NULL, name, strlen(name), rq);
-}
-
-int backend_admit_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq)
-{
-	return admit(dir, PARK_RMDIR, NULL, child, "", 0, rq);
-}
-
-/* Take the parked commands; dlock held. */
-static struct parked *parked_take_locked(struct backend *b)
-{
-	struct parked *p = b->parked;
-
-	b->parked = NULL;
-	b->parked_tail = &b->parked;
-	return p;
-}
-
-/* Run the parked commands in the order they came (READY), or answer them
- * -ESHUTDOWN (stopping). */
-static void parked_finish(struct parked *p, bool run)
-{
-	while (p) {
-		struct parked *next = p->next;
-		struct breq *rq = p->rq;
-		int r;
-
-		if (!run) {
-			r = nerr_set(&rq->err, ESHUTDOWN, "nodefs stopped while it was recovering: "
-				     "the command was not run");
-		} else if (atomic_load(&p->node->dead) || (p->child && atomic_load(&p->child->dead))) {
-			/* as fs answers a write to, or an rmdir of, a removed node */
-			r = nerr_set(&rq->err, ENOENT, "%s was removed while nodefs recovered",
-				     p->child ? p->child->name : p->node->name);
-		} else if (p->kind == PARK_CTL) {
-			r = bctl_dispatch(p->t, p->node, p->text, p->len, rq);
-		} else if (p->kind == PARK_MKDIR) {
-			r = p->node->type->mkdir(p->node, p->text, rq);
-		} else {
-			r = p->node->type->rmdir(p->node, p->child, rq);
-		}
-		bnode_unref(p->node);
-		bnode_unref(p->child);
-		free(p);
-		if (r != -EINPROGRESS)
-			breq_complete(rq, r);
-		p = next;
-	}
-}
-
 /* ---- recovery ---- */
 
 static bool stopping(struct backend *b)
@@ -457,9 +343,13 @@ static void slow_recovery_hook(struct backend *b)
 }
 #endif
 
-/* Read the checkpoints back and take up what was in flight. A stop between
- * the steps ends it early: PENDING operations are then left as they are
- * (not dropped) for the next start. */
+/* Read the checkpoints back and take up what was in flight, in rounds over
+ * the kinds (kind.h): every kind's records that need no one (load), then
+ * every kind's checked against the world (recover), then their event
+ * streams (watch), then what is left (settle: each PENDING operation
+ * resumed by its kind, or dropped). A stop between the steps ends it early:
+ * PENDING operations are then left as they are (not dropped) for the next
+ * start. */
 static int recover(struct backend *b, struct nerr *err)
 {
 	int r;
@@ -467,16 +357,18 @@ static int recover(struct backend *b, struct nerr *err)
 #if NODEFS_TEST_HOOKS
 	slow_recovery_hook(b);
 #endif
-	if (!stopping(b) && (r = ops_recover(b, err)) < 0)
-		return r;
-	if (!stopping(b) && (r = volumes_recover(b, err)) < 0)
-		return r;
-	if (!stopping(b) && (r = containers_recover(b, err)) < 0)
-		return r;
-	if (!stopping(b))
-		containers_watch(b);
-	if (!stopping(b))
-		ops_drop_orphans(b);
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (!stopping(b) && b->kinds[i]->load && (r = b->kinds[i]->load(b, err)) < 0)
+			return r;
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (!stopping(b) && b->kinds[i]->recover && (r = b->kinds[i]->recover(b, err)) < 0)
+			return r;
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (!stopping(b) && b->kinds[i]->watch)
+			b->kinds[i]->watch(b);
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (!stopping(b) && b->kinds[i]->settle)
+			b->kinds[i]->settle(b);
 	return 0;
 }
 
@@ -495,7 +387,7 @@ static void *recovery_main(void *arg)
 	if (r >= 0)
 		ready = atomic_compare_exchange_strong(&b->state, &expect, BACKEND_READY);
 	if (ready)
-		parked = parked_take_locked(b);
+		parked = backend_parked_take_locked(b);
 	b->recovered = true;
 	pthread_cond_broadcast(&b->dcond);
 	pthread_mutex_unlock(&b->dlock);
@@ -514,7 +406,7 @@ static void *recovery_main(void *arg)
 	events_emit(b->events, "daemon", NULL, "RECOVERING", "READY", NULL, NULL);
 	log_info("ready: %zu plugins, %zu profiles, %zu runtimes",
 		 bnode_count(b->plugins), bnode_count(b->profiles), b->nengines);
-	parked_finish(parked, true);
+	backend_parked_finish(parked, true);
 	return NULL;
 }
 
@@ -529,12 +421,9 @@ int backend_start(struct backend *b, struct nerr *err)
 	if (pthread_create(&b->loop_thread, NULL, loop_main, b) != 0)
 		return nerr_set(err, EAGAIN, "cannot start the event loop thread");
 	b->loop_running = true;
-	r = plugins_start(b, err);
-	if (r < 0)
-		return r;
-	r = engines_start(b, err);
-	if (r < 0)
-		return r;
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->start && (r = b->kinds[i]->start(b, err)) < 0)
+			return r;
 	b->rebooted = check_reboot(b);
 	if (b->rebooted)
 		log_warn("the node rebooted since the last run: staged and published volumes go back to NODE_READY");
@@ -568,7 +457,7 @@ size_t backend_stop(struct backend *b, unsigned grace_ms)
 	t = ts_after_ms(CLOCK_MONOTONIC, grace_ms);
 	pthread_mutex_lock(&b->dlock);
 	was = atomic_exchange(&b->state, BACKEND_STOPPING) == BACKEND_STOPPING;
-	parked = parked_take_locked(b);
+	parked = backend_parked_take_locked(b);
 	pthread_cond_broadcast(&b->dcond);
 	/* recovery stops at its next step; it may still be in one */
 	while (b->recovery_running && !b->recovered &&
@@ -576,12 +465,14 @@ size_t backend_stop(struct backend *b, unsigned grace_ms)
 		;
 	recovering = b->recovery_running && !b->recovered;
 	pthread_mutex_unlock(&b->dlock);
-	parked_finish(parked, false);
+	backend_parked_finish(parked, false);
 	if (!was && b->root)
 		bnode_changed(b->root);
 	/* no new work: no reconciliation, no new command (bctl), and the
 	 * queues run nothing more (actq_run) */
-	engines_stop_monitor(b);
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->quiesce)
+			b->kinds[i]->quiesce(b);
 	spent = loop_now_ms() - t0;
 	return (b->work ? work_pool_stop(b->work, spent < grace_ms ? (unsigned)(grace_ms - spent) : 0) : 0) +
 	       recovering;
@@ -595,30 +486,29 @@ void backend_free(struct backend *b)
 	if (b->recovery_running)
 		pthread_join(b->recovery, NULL);
 	/*
-	 * No worker, then no plugin, then no engine. The grace is over
-	 * (backend_stop): a CSI call still in flight is cancelled now, not
-	 * left to its deadline (csi_timeout), and the action's next calls
-	 * fail at once; the handles stay valid until the workers are gone.
+	 * No worker, then the kinds in order (no plugin, then no engine), then
+	 * no loop. The grace is over (backend_stop): a call still in flight
+	 * is cancelled now (each kind's cancel: CSI calls are not left to
+	 * their deadline, csi_timeout), and the action's next calls fail at
+	 * once; the handles stay valid until the workers are gone.
 	 */
-	plugins_cancel(b);
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->cancel)
+			b->kinds[i]->cancel(b);
 	work_pool_free(b->work);
-	plugins_stop(b);
-	engines_stop(b);
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->stop)
+			b->kinds[i]->stop(b);
 	if (b->loop_running) {
 		loop_stop(b->loop);
 		pthread_join(b->loop_thread, NULL);
 	}
 	loop_free(b->loop);
-	ops_ended_free(b);
 	if (b->root)
 		bnode_remove(b->root);
 	bnode_unref(b->metrics);
-	bnode_unref(b->plugins);
-	bnode_unref(b->profiles);
-	bnode_unref(b->runtimes);
-	bnode_unref(b->volumes);
-	bnode_unref(b->operations);
-	bnode_unref(b->containers);
+	for (size_t i = 0; i < b->nkinds; i++)
+		bnode_unref(kind_dir(b, b->kinds[i]));
 	bnode_unref(b->root);
 	events_free(b->events);
 	backend_reload_free(b);
@@ -660,42 +550,4 @@ void backend_set_metrics_hook(struct backend *b, int (*fn)(void *ctx, struct sbu
 {
 	b->metrics_hook = fn;
 	b->metrics_hook_ctx = ctx;
-}
-
-int show_json(struct sbuf *out, json_t *j)
-{
-	char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	int r;
-
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
-	r = sbuf_printf(out, "%s\n", s);
-	free(s);
-	return r;
-}
-
-void fmt_time(time_t t, char *buf, size_t len)
-{
-	struct tm tm;
-
-	if (!t) {
-		buf[0] = '\0';
-		return;
-	}
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-char *cmdline_of(const struct ctl_cmd *cmd, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < cmd->argc && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", cmd->argv[i]);
-	for (size_t i = 0; i < cmd->nopts && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, " %s=%s", cmd->opts[i].key,
-					cmd->opts[i].val);
-	return buf;
 }

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* bctl: table-driven ctl files; see bctl.h. */
+/*
+ * bctl: table-driven ctl files; see bctl.h. A good line waits for recovery
+ * through the admission gate (admit.c), which runs it again here once the
+ * daemon is READY. It must not know any object: tables come from them.
+ */
 #include "bctl.h"
 
 #include <errno.h>
@@ -20,7 +24,7 @@ int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 	/* a bad line is told as such whatever the daemon's state; a good one
 	 * acts once recovery is over, and not while the daemon stops */
 	if (r >= 0)
-		r = backend_admit_ctl(t, n, line, len, rq);
+		r = backend_admit_ctl(t, n, line, len, rq, bctl_dispatch);
 	if (r == 0)
 		r = t->fns[spec - t->specs](n, &cmd, rq);
 	if (r == -ERANGE)

@@ -162,5 +162,21 @@ extern const struct bctl_table containers_ctl;	/* containers/ctl */
 /* ---- container-files.c ---- */
 
 extern const struct btype container_type;	/* containers/NAME/ */
+extern const struct btype containers_type;	/* containers/ */
+int containers_render_metrics(struct backend *b, struct sbuf *out);
+
+/* ---- container-sync.c ---- */
+
+/* Start each engine's event stream (after recovery). */
+int containers_watch(struct backend *b);
+/* containers_reconcile: reconcile.h */
+
+/* ---- container-recover.c ---- */
+
+/* The checkpoints back as containers/NAME, each checked with its engine,
+ * cut creates taken back. -errno when the records cannot be read. */
+int containers_recover(struct backend *b, struct nerr *err);
+/* Resume a PENDING container operation (kind.h resume). */
+int container_resume(struct backend *b, struct operation *op);
 
 #endif

@@ -23,11 +23,14 @@
 #include "container-internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "kind.h"
+#include "reconcile.h"
 #include "store.h"
 
 const char *const cstate_names[] = {
@@ -431,3 +434,16 @@ bool container_creating_now(struct backend *b, struct engine *e, const char *nam
 	return yes;
 }
 
+/* ---- the kind (kind.h) ---- */
+
+const struct kind_ops containers_kind = {
+	.name = "containers",
+	.type = &containers_type,
+	.dir = offsetof(struct backend, containers),
+	.op_prefix = "container.",
+	.recover = containers_recover,		/* container-recover.c */
+	.watch = containers_watch,		/* container-sync.c */
+	.resume = container_resume,		/* container-recover.c */
+	.reconcile = containers_reconcile,	/* container-sync.c */
+	.render_metrics = containers_render_metrics,	/* container-files.c */
+};

@@ -7,19 +7,23 @@
  * monitor thread probes each engine's health (health() may block, so it is
  * never called from a FUSE thread) and the files show the last result.
  *
- * The same thread reconciles, every reconcile_interval (0: never): each
- * healthy runtime's listing against nodefs's containers (container-sync.c
- * compares, see reconcile.h). runtimes/NAME/reconcile shows the last pass,
+ * The same thread ticks the kinds that ask for it (their tick hook: the
+ * plugins' refresh) and reconciles, every reconcile_interval (0: never):
+ * each healthy runtime's listing against the objects of the kind that runs
+ * on runtimes (its reconcile hook: containers, see reconcile.h). It knows
+ * the kinds only through b->kinds (kind.h). runtimes/NAME/reconcile shows the last pass,
  * a difference seen for the first time is an event of kind "drift", and
  * nodefs_reconcile_drift{runtime,kind} counts them.
  */
 #include "backend-internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind.h"
 #include "log.h"
 #include "reconcile.h"
 #include "sbuf.h"
@@ -188,6 +192,22 @@ static bool drift_same(const struct drift *a, const struct drift *b)
 	       (a->kind != DRIFT_ORPHAN || strcmp(a->id, b->id) == 0);
 }
 
+/* The kind whose objects run on runtimes (its reconcile hook), or NULL. */
+static const struct kind_ops *reconciler(struct backend *b)
+{
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->reconcile)
+			return b->kinds[i];
+	return NULL;
+}
+
+static void tick_kinds(struct backend *b)
+{
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->tick)
+			b->kinds[i]->tick(b);
+}
+
 /* One pass for e: compare, keep the findings, tell what is new. */
 static void engine_reconcile(struct engine *e)
 {
@@ -206,7 +226,7 @@ static void engine_reconcile(struct engine *e)
 		r = nerr_set(&err, EHOSTDOWN, "not run: the runtime is unhealthy: %s",
 			     why[0] ? why : "not probed yet");
 	} else {
-		r = containers_reconcile(e->b, e, &rep, &err);
+		r = reconciler(e->b)->reconcile(e->b, e, &rep, &err);
 	}
 	pthread_mutex_lock(&w->lock);
 	changed = strcmp(w->error, r < 0 ? err.msg : "") != 0;
@@ -280,12 +300,13 @@ static void *monitor_main(void *arg)
 		if (now >= next_probe) {
 			for (size_t i = 0; i < b->nengines; i++)
 				engine_probe(&b->engines[i]);
-			plugins_tick(b);
+			tick_kinds(b);
 			next_probe = now + ENGINE_PROBE_SECONDS * 1000;
 		} else if (poked)
-			plugins_tick(b);	/* a plugin's health changed */
+			tick_kinds(b);	/* a plugin's health changed */
 		/* not while recovery still sets containers straight */
-		if (every && now >= next_rec && atomic_load(&b->state) == BACKEND_READY) {
+		if (every && now >= next_rec && atomic_load(&b->state) == BACKEND_READY &&
+		    reconciler(b)) {
 			for (size_t i = 0; i < b->nengines; i++)
 				engine_reconcile(&b->engines[i]);
 			next_rec = mono_ms() + every;
@@ -305,7 +326,7 @@ static void *monitor_main(void *arg)
 	return NULL;
 }
 
-int engines_render_metrics(struct backend *b, struct sbuf *out)
+static int engines_render_metrics(struct backend *b, struct sbuf *out)
 {
 	int r = sbuf_printf(out, "# HELP nodefs_reconcile_drift Differences between nodefs's "
 			    "containers and the runtime's listing at the last reconciliation, by kind "
@@ -368,7 +389,7 @@ static int engine_open(struct engine *e, struct nerr *err)
 	return 0;
 }
 
-int engines_init(struct backend *b, struct nerr *err)
+static int engines_init(struct backend *b, struct nerr *err)
 {
 	size_t n = sizeof(engine_names) / sizeof(engine_names[0]);
 
@@ -415,7 +436,7 @@ int engines_init(struct backend *b, struct nerr *err)
 	return 0;
 }
 
-int engines_start(struct backend *b, struct nerr *err)
+static int engines_start(struct backend *b, struct nerr *err)
 {
 	for (size_t i = 0; i < b->nengines; i++) {
 		int r = engine_open(&b->engines[i], err);
@@ -431,7 +452,7 @@ int engines_start(struct backend *b, struct nerr *err)
 	return 0;
 }
 
-void engines_stop_monitor(struct backend *b)
+static void engines_stop_monitor(struct backend *b)
 {
 	pthread_mutex_lock(&b->mlock);
 	b->stopping = true;
@@ -442,7 +463,7 @@ void engines_stop_monitor(struct backend *b)
 	b->monitor_running = false;
 }
 
-void engines_stop(struct backend *b)
+static void engines_stop(struct backend *b)
 {
 	engines_stop_monitor(b);
 	for (size_t i = 0; i < b->nengines; i++) {
@@ -483,3 +504,14 @@ struct engine *engine_find(struct backend *b, const char *name)
 			return &b->engines[i];
 	return NULL;
 }
+
+const struct kind_ops runtimes_kind = {
+	.name = "runtimes",
+	.type = &runtimes_type,
+	.dir = offsetof(struct backend, runtimes),
+	.init = engines_init,
+	.start = engines_start,
+	.render_metrics = engines_render_metrics,
+	.quiesce = engines_stop_monitor,
+	.stop = engines_stop,
+};

@@ -7,9 +7,8 @@
  *
  * One read renders the whole file once (fs serves later offsets from that
  * snapshot), so a reader sees one consistent set of figures. The daemon's
- * own figures are rendered here; each module renders its families
- * (plugins_render_metrics, volumes_render_metrics, containers_render_metrics)
- * and counters that outlive their objects are kept as tallies beside the
+ * own figures are rendered here; each kind renders its families (its
+ * render_metrics hook, kind.h, in the kinds' order) and counters that outlive their objects are kept as tallies beside the
  * event stream (events.h); fs appends its FUSE request figures through the
  * metrics hook. Rendering never calls a plugin or an engine over the
  * network: it reads what the modules keep.
@@ -19,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "hist.h"
+#include "kind.h"
 #include "nodefs-config.h"
-#include "reconcile.h"
 #include "store.h"
 
 /* Append v as a label value: backslash, double quote and newline escaped,
@@ -184,16 +183,11 @@ int metrics_render(struct backend *b, struct sbuf *out)
 		r = render_operations(b, out);
 	if (r >= 0)
 		r = render_checkpoints(b, out);
-	if (r >= 0)
-		r = plugins_render_metrics(b, out);
+	for (size_t i = 0; r >= 0 && i < b->nkinds; i++)
+		if (b->kinds[i]->render_metrics)
+			r = b->kinds[i]->render_metrics(b, out);
 	if (r >= 0)
 		r = render_plugin_processes(b, out);
-	if (r >= 0)
-		r = volumes_render_metrics(b, out);
-	if (r >= 0)
-		r = containers_render_metrics(b, out);
-	if (r >= 0)
-		r = engines_render_metrics(b, out);	/* nodefs_reconcile_drift */
 	if (r >= 0 && b->metrics_hook)
 		r = b->metrics_hook(b->metrics_hook_ctx, out);	/* fs: FUSE requests */
 	return r;

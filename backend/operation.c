@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* operation: operation records and per-object action queues; see operation.h. */
+/*
+ * operation: operation records and per-object action queues; see
+ * operation.h. The operations kind (kind.h): operations/, its records
+ * loaded first at recovery, and the PENDING ones handed at its end to the
+ * kind their type names (its op_prefix), found in b->kinds. It must not
+ * know any other kind by name.
+ */
 #include "backend-internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "jw.h"
+#include "kind.h"
 #include "log.h"
 #include "nodefs-config.h"
 #include "operation.h"
@@ -457,10 +465,22 @@ int ops_recover(struct backend *b, struct nerr *err)
 	return 0;
 }
 
+/* The kind whose operations have type's prefix, or NULL. */
+static const struct kind_ops *kind_of_type(struct backend *b, const char *type)
+{
+	for (size_t i = 0; i < b->nkinds; i++) {
+		const char *p = b->kinds[i]->op_prefix;
+
+		if (p && b->kinds[i]->resume && strncmp(type, p, strlen(p)) == 0)
+			return b->kinds[i];
+	}
+	return NULL;
+}
+
 /* Operations still PENDING after a restart are driven to an end by the
- * module of their object (volume_resume, container_resume: the calls are
- * idempotent, so the interrupted step is sent again); one that no module
- * takes is dropped, with the reason. */
+ * kind of their object (its resume: the calls are idempotent, so the
+ * interrupted step is sent again); one that no kind takes is dropped, with
+ * the reason. */
 void ops_drop_orphans(struct backend *b)
 {
 	struct bnode **v;
@@ -470,11 +490,12 @@ void ops_drop_orphans(struct backend *b)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct operation *op = opof(v[i]);
+		const struct kind_ops *k;
+
 		if (op->state != OP_PENDING || op->claimed)
 			continue;
-		if (strncmp(op->type, "volume.", 7) == 0 && volume_resume(b, op) == 0)
-			continue;
-		if (strncmp(op->type, "container.", 10) == 0 && container_resume(b, op) == 0)
+		k = kind_of_type(b, op->type);
+		if (k && k->resume(b, op) == 0)
 			continue;
 		if (op->state == OP_PENDING && !op->claimed)
 			op_drop(op, "nodefs restarted while the operation was in flight; "
@@ -646,3 +667,16 @@ int actq_submit(struct actq *q, struct action *a)
 		actq_run(q);	/* no worker could start: run here rather than lose it */
 	return -EINPROGRESS;
 }
+
+/* ---- the kind ---- */
+
+static const struct btype operations_type = { .name = "operations" };
+
+const struct kind_ops operations_kind = {
+	.name = "operations",
+	.type = &operations_type,
+	.dir = offsetof(struct backend, operations),
+	.load = ops_recover,
+	.settle = ops_drop_orphans,
+	.stop = ops_ended_free,
+};

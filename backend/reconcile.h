@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * reconcile: what nodefs believes about its containers against what each
- * runtime lists, on the reconcile_interval timer (engines.c runs the
- * timer, keeps each runtime's last findings for runtimes/NAME/reconcile and
- * the metric, and emits the events; container-sync.c compares). Differences are
- * shown, never silently fixed: only what is plainly observed (an exit or a
+ * runtime lists, on the reconcile_interval timer. engines.c runs the timer,
+ * calls the reconcile hook of the containers' kind (kind.h), keeps each
+ * runtime's last findings for runtimes/NAME/reconcile and the metric, and
+ * emits the events; container-sync.c compares. Differences are shown, never silently fixed: only what is plainly observed (an exit or a
  * removal an event did not bring) is taken in, as the event path would
  * have; an orphan is never removed.
  */
@@ -43,7 +43,7 @@ struct drift_report {
 const char *drift_kind_to_string(enum drift_kind k);
 void drift_report_free(struct drift_report *r);
 
-/* container-sync.c: compare e's listing with the containers nodefs has on e and
+/* containers_kind.reconcile (container-sync.c): compare e's listing with the containers nodefs has on e and
  * fill ret (written only on success). Confirms each difference with a fresh
  * look at the engine before reporting it, and queues the take-in of a
  * state or missing difference on the container's action queue. Blocks on
@@ -51,9 +51,5 @@ void drift_report_free(struct drift_report *r);
  * err when the runtime cannot be listed. */
 int containers_reconcile(struct backend *b, struct engine *e, struct drift_report *ret,
 			 struct nerr *err);
-
-/* engines.c: nodefs_reconcile_drift{runtime,kind}, from each runtime's
- * last pass. */
-int engines_render_metrics(struct backend *b, struct sbuf *out);
 
 #endif

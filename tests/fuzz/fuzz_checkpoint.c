@@ -27,6 +27,7 @@
 #include "backend-internal.h"
 #include "backend.h"
 #include "config.h"
+#include "kind.h"
 #include "log.h"
 #include "nerr.h"
 #include "operation.h"
@@ -132,7 +133,7 @@ static void recover(int k, struct nerr *err)
 	else if (k == 1)
 		volumes_recover(b, err);
 	else
-		containers_recover(b, err);
+		containers_kind.recover(b, err);
 }
 
 /* info.json -> record -> recovery -> the same info.json. */
@@ -203,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		parent = b->volumes;
 		break;
 	default:
-		containers_recover(b, &err);
+		containers_kind.recover(b, &err);
 		parent = b->containers;
 		break;
 	}
