@@ -171,7 +171,6 @@ static void load_one(void *ctx, const char *name, json_t *o)
 	else
 		lc->fn(lc->ctx, &def);
 	ctl_strv_free(argv);
-	json_decref(o);
 }
 
 static void load_bad(void *ctx, const char *name, const char *reason)
