@@ -5,7 +5,9 @@ the systemd unit names the installed binary and unmounts after stop.
 """
 
 import os
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 import nodefs_test as nt
@@ -17,19 +19,29 @@ class ExamplesTest(unittest.TestCase):
     def test_example_config_mounts(self):
         with open(os.path.join(EXAMPLES, "nodefs.conf")) as f:
             conf = f.read()
-        with nt.Nodefs(conf) as fs:
+        # The plugin's socket and base dir moved under a temp dir, so the
+        # test never meets a nodefs of this machine; the built-in plugin
+        # from this build, found in PATH as an installed one would be.
+        tmp = tempfile.mkdtemp(prefix="nodefs-example-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        conf = conf.replace("unix:///run/nodefs-csi/", "unix://%s/run/" % tmp)
+        conf = conf.replace("/var/lib/nodefs/csi-local", tmp + "/csi-local")
+        env = {"PATH": os.path.join(nt.NODEFS_BUILD, "csi-local") + ":" +
+               os.environ.get("PATH", "/usr/bin:/bin")}
+        with nt.Nodefs(conf, env=env) as fs:
             self.assertEqual(fs.status().get("state"), "READY")
             self.assertEqual(fs.status().get("plugins"), "1")
             self.assertIn("local", fs.listdir("plugins"))
             self.assertIn("fast", fs.listdir("profiles"))
             self.assertEqual(
                 fs.read("plugins", "local", "endpoint").strip(),
-                "unix:///run/nodefs-csi/local.sock")
-            # the built-in plugin, started by nodefs (or, where it is not
-            # installed, the exec error; where a nodefs of this machine
-            # serves the socket already, that)
+                "unix://%s/run/local.sock" % tmp)
+            # nodefs starts the built-in plugin and it answers
             self.assertRegex(fs.read("plugins", "local", "process"),
                              r"command: nodefs-csi-local --backing dir ")
+            self.assertTrue(nt.wait_until(
+                lambda: fs.read("plugins", "local", "health").startswith("READY"),
+                nt.scaled(20)), fs.read("plugins", "local", "health"))
             for rt in ("docker", "lxc"):
                 self.assertRegex(fs.read("runtimes", rt, "status"),
                                  r"^(healthy|unhealthy)\b")
