@@ -7,6 +7,7 @@
  */
 #include "backend-internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <errno.h>
@@ -63,8 +64,17 @@ static int show_parameters(struct bnode *n, struct sbuf *out)
 	return r;
 }
 
+/* bytes; empty when the profile sets none (the plugin's default then) */
+static int show_size(struct bnode *n, struct sbuf *out)
+{
+	uint64_t s = prof(n)->size;
+
+	return s ? sbuf_printf(out, "%" PRIu64 "\n", s) : 0;
+}
+
 static const struct battr profile_attrs[] = {
 	{ .name = "plugin", .show = show_plugin },
+	{ .name = "size", .show = show_size },
 	{ .name = "access_mode", .show = show_access_mode },
 	{ .name = "fs_type", .show = show_fs_type },
 	{ .name = "mount_flags", .show = show_mount_flags },

@@ -384,7 +384,8 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	v->fs_type = fs ? strdup(fs) : prof && prof->fs_type ? strdup(prof->fs_type) : NULL;
 	v->mount_flags = volume_strv_dup(prof ? prof->mount_flags : NULL);
 	v->params = volume_strv_dup(prof ? prof->params : NULL);
-	v->size_req = size;
+	/* a size on the line wins; else the profile's (0: the plugin's) */
+	v->size_req = c && ctl_opt_get(c, "size") ? size : prof ? prof->size : 0;
 	for (size_t i = 0; c && i < c->nopts; i++) {
 		char buf[4200];
 		if (strncmp(c->opts[i].key, "param.", 6) != 0)

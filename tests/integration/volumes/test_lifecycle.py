@@ -226,6 +226,19 @@ class LifecycleTest(unittest.TestCase):
     def test_no_expand(self):
         self.lifecycle(["--no-expand"])
 
+    def test_profile_size(self):
+        """A profile's size applies to a create whose line has none, and
+        profiles/NAME/size shows it; size= on the line wins."""
+        extra = "\n[profile sized]\nplugin = hostpath\nsize = 64M\n"
+        with vt.VolEnv(extra=extra) as env:
+            self.assertEqual(env.fs.read("profiles", "sized", "size").strip(), str(64 << 20))
+            self.assertEqual(env.fs.read("profiles", "fast", "size"), "")
+            for name, line, want in (("p1", "", 64 << 20), ("p2", " size=1M", 1 << 20)):
+                ok, e = env.ctl("volumes/ctl", "create %s profile=sized%s" % (name, line))
+                self.assertTrue(ok, env.fs.error("volumes"))
+                self.assertEqual(env.vread(name, "capacity"), str(want))
+                self.assertEqual(env.plugin.state()[env.vol_id(name)]["capacity"], want)
+
 
 if __name__ == "__main__":
     nt.main(requires=vt.require_plugin)
