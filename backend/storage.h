@@ -89,6 +89,10 @@ struct storage_result {
 	const char *code_name;		/* its name, "DEADLINE_EXCEEDED" (static) */
 	bool uncertain;			/* the outcome is unknown: re-drive it */
 	unsigned attempts;		/* attempts made (>= 1 once sent) */
+	/* Set by the caller: after each failed attempt that is to be
+	 * retried, on the caller's thread, with the result so far. */
+	void (*on_retry)(void *ctx, const struct storage_result *so_far);
+	void *on_retry_ctx;
 };
 
 /* A volume the plugin made or lists. Free with storage_volume_clear. */

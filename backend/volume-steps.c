@@ -65,6 +65,25 @@ static void note_result(struct vctx *x, const struct storage_result *res)
 	}
 }
 
+/* A call being retried: its attempts so far and its last status are in the
+ * operation as they happen, not only once the call has ended. */
+static void retry_note(void *ctx, const struct storage_result *so_far)
+{
+	struct vctx *x = ctx;
+	char remote[64];
+
+	if (!x->op)
+		return;
+	op_set_attempts(x->op, so_far->attempts > x->attempts ? so_far->attempts : x->attempts);
+	snprintf(remote, sizeof(remote), "%d %s", so_far->code, so_far->code_name);
+	op_set_remote(x->op, remote);
+}
+
+static struct storage_result res_of(struct vctx *x)
+{
+	return (struct storage_result){ .on_retry = retry_note, .on_retry_ctx = x };
+}
+
 #define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
 #define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
 
@@ -90,7 +109,7 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq = req_of(v);
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	struct storage_volume sv = { 0 };
 	int r;
 
@@ -113,7 +132,7 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 static int do_validate(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	int r = x->ops->validate(x->h, &rq, &res, err);
 
 	note_result(x, &res);
@@ -159,7 +178,7 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq;
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	char **pctx = NULL;
 	int r;
 
@@ -183,7 +202,7 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 static int do_controller_unpublish(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq;
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	int r;
 
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
@@ -231,7 +250,7 @@ static int do_stage(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq;
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	int r;
 
 	if (!v->staging[0])
@@ -254,7 +273,7 @@ static int do_stage(struct vctx *x, struct nerr *err)
 static int do_unstage(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	int r;
 
 	rq.staging = x->v->staging;
@@ -273,7 +292,7 @@ static int do_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq;
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	char parent[PATH_MAX], *slash;
 	int r;
 
@@ -295,7 +314,7 @@ static int do_publish(struct vctx *x, struct nerr *err)
 static int do_unpublish(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	int r = x->ops->unpublish(x->h, &rq, &res, err);
 
 	note_result(x, &res);
@@ -305,7 +324,7 @@ static int do_unpublish(struct vctx *x, struct nerr *err)
 static int do_delete(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = { 0 };
+	struct storage_result res = res_of(x);
 	int r = x->ops->delete(x->h, &rq, &res, err);
 
 	note_result(x, &res);
@@ -509,7 +528,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 				v->plugin);
 	if (ctl && !finish_node) {
 		struct storage_req rq = req_of(v);
-		struct storage_result res = { 0 };
+		struct storage_result res = res_of(x);
 		int64_t newcap = 0;
 		bool needed = false;
 
@@ -530,7 +549,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 	}
 	if (node_needed && on_node) {
 		struct storage_req rq = req_of(v);
-		struct storage_result res = { 0 };
+		struct storage_result res = res_of(x);
 		int64_t newcap = 0;
 
 		rq.bytes = (int64_t)size;

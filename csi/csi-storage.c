@@ -153,11 +153,27 @@ static void result_fill(struct storage_result *res, enum csi_rpc rpc, const stru
 	res->attempts = cr->attempts;
 }
 
+struct retry_bridge {
+	enum csi_rpc rpc;
+	const struct storage_result *res;
+};
+
+static void on_retry(void *ctx, const struct csi_result *cr)
+{
+	const struct retry_bridge *rb = ctx;
+	struct storage_result so_far = *rb->res;
+
+	result_fill(&so_far, rb->rpc, cr);
+	rb->res->on_retry(rb->res->on_retry_ctx, &so_far);
+}
+
 static int rpc(void *h, enum csi_rpc which, const ProtobufCMessage *req, uint64_t timeout_ms,
 	       unsigned attempts, ProtobufCMessage **ret_resp, struct storage_result *res,
 	       struct nerr *err)
 {
-	struct csi_result cr = { 0 };
+	struct retry_bridge rb = { .rpc = which, .res = res };
+	struct csi_result cr = { .on_retry = res && res->on_retry ? on_retry : NULL,
+				 .on_retry_ctx = &rb };
 	ProtobufCMessage *resp = NULL;
 	int r = csi_call_ex(h, which, req, timeout_ms, attempts, &resp, &cr, err);
 

@@ -675,9 +675,12 @@ int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *
 	size_t len;
 	int r;
 
-	if (!res)
+	if (!res) {
+		local = (struct csi_result){ 0 };
 		res = &local;
-	*res = (struct csi_result){ .code = GRPC_UNKNOWN };
+	}
+	*res = (struct csi_result){ .code = GRPC_UNKNOWN, .on_retry = res->on_retry,
+				    .on_retry_ctx = res->on_retry_ctx };
 	if ((unsigned)rpc >= _CSI_RPC_MAX)
 		return nerr_set(err, EINVAL, "unknown CSI RPC %d", (int)rpc);
 	const struct rpc_desc *d = &rpcs[rpc];
@@ -750,6 +753,8 @@ wait:
 		}
 		if (!csi_code_retryable(a.code) || attempt >= max_attempts)
 			break;
+		if (res->on_retry)
+			res->on_retry(res->on_retry_ctx, res);	/* live in the operation */
 
 		/* Wait out the backoff, unless the plugin is shut down meanwhile. */
 		pthread_mutex_lock(&p->lock);	/* p->rng is shared by callers */

@@ -107,6 +107,11 @@ struct csi_result {
 	char message[NERR_MSG_MAX];	/* the plugin's grpc-message, or ours */
 	unsigned attempts;		/* attempts made (>= 1 once on the wire) */
 	uint64_t elapsed_us;		/* whole call, retries included */
+	/* Set by the caller (csi_call keeps them): after each failed
+	 * attempt that is to be retried, before its backoff, on the
+	 * caller's thread, with attempts, code and message so far. */
+	void (*on_retry)(void *ctx, const struct csi_result *so_far);
+	void *on_retry_ctx;
 };
 
 /* Create a client for one plugin. endpoint is "unix:///abs/path.sock" (or

@@ -140,6 +140,26 @@ class FaultsTest(unittest.TestCase):
                 self.assertEqual(calls.get(rpc, 0), 3, rpc)
             self.assertEqual(env.plugin.state(), {})
 
+    def test_attempts_live_while_retrying(self):
+        """While a call is retried, operations/ID/attempts and
+        remote_status show the attempts so far and the last status."""
+        with vt.VolEnv(["--fail", "CreateVolume=UNAVAILABLE:2"], retry_backoff="400ms") as env:
+            fd = os.open(env.fs.path("volumes", "ctl"), os.O_RDWR | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"create db\n")
+                oid = os.read(fd, 100).decode().strip()
+            finally:
+                os.close(fd)
+            rd = lambda f: env.fs.read("operations", oid, f).strip()
+            self.assertTrue(nt.wait_until(lambda: rd("attempts") != "0" or
+                                          rd("state") == "FINISHED", 10))
+            seen = (rd("attempts"), rd("remote_status"), rd("state"))
+            self.assertIn(seen[0], ("1", "2"), seen)
+            self.assertIn("UNAVAILABLE", seen[1], seen)
+            self.assertNotEqual(seen[2], "FINISHED", seen)
+            self.assertTrue(nt.wait_until(lambda: rd("state") == "FINISHED", 10))
+            self.assertEqual(rd("attempts"), "3")
+
     def test_stop_cancels_a_call_in_flight(self):
         """A CSI call in flight when nodefs stops is cancelled once the
         stop's grace (shortened by test builds) is over: the daemon exits

@@ -188,11 +188,12 @@ class LocalPlugin(Plugin):
         return os.path.join(self.base, "data", vid)
 
 
-def config_text(tmp, plugin, extra_nodefs="", extra="", csi_timeout="2s"):
+def config_text(tmp, plugin, extra_nodefs="", extra="", csi_timeout="2s",
+                retry_backoff="50ms"):
     return """[nodefs]
 allowed_targets = {tmp}/pub
 csi_timeout = {csi_timeout}
-retry_backoff = 50ms
+retry_backoff = {retry_backoff}
 retry_max = 400ms
 reconcile_interval = 2s
 {extra_nodefs}
@@ -213,16 +214,17 @@ plugin = hostpath
 access_mode = multi-node-reader-only
 {extra}
 """.format(tmp=tmp, ep=plugin.endpoint, extra_nodefs=extra_nodefs, extra=extra,
-           csi_timeout=csi_timeout)
+           csi_timeout=csi_timeout, retry_backoff=retry_backoff)
 
 
 class VolEnv:
     """A plugin (started with plugin_flags) and a nodefs mount using it."""
 
     def __init__(self, plugin_flags=(), extra_nodefs="", extra="", csi_timeout="2s",
-                 env=None):
+                 env=None, retry_backoff="50ms"):
         self.plugin_flags = list(plugin_flags)
         self.env = env
+        self.retry_backoff = retry_backoff
         self.csi_timeout = csi_timeout
         self.extra_nodefs = extra_nodefs
         self.extra = extra
@@ -241,7 +243,7 @@ class VolEnv:
             self.plugin.start(self.plugin_flags)
             self.fs = nt.Nodefs(config_text(self.tmp, self.plugin,
                                             self.extra_nodefs, self.extra,
-                                            self.csi_timeout),
+                                            self.csi_timeout, self.retry_backoff),
                                 state_dir=self.state_dir, env=self.env)
             self.fs.__enter__()
             self.wait_plugin_ready()
