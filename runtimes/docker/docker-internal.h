@@ -99,6 +99,11 @@ int docker_json_parse_version(const char *body, size_t len, char *ret_api,
 int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *ret,
 			      struct nerr *err);
 
+/* GET /containers/{id}/json -> the host sources of HostConfig.Binds
+ * ("SRC:DST[:ro]") that are host paths, a NULL-terminated vector (NULL when
+ * none) whose strings and itself are the caller's; -EBADMSG, -ENOMEM. */
+int docker_json_parse_bind_sources(const char *body, size_t len, char ***ret, struct nerr *err);
+
 /* GET /exec/{id}/json -> exit code and whether it still runs. */
 int docker_json_parse_exec_inspect(const char *body, size_t len, int *ret_exit_code,
 				   bool *ret_running, struct nerr *err);

@@ -612,6 +612,48 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 	return 0;
 }
 
+int docker_json_parse_bind_sources(const char *body, size_t len, char ***ret, struct nerr *err)
+{
+	json_auto_t *o = NULL;
+	json_t *binds, *b;
+	char **v = NULL;
+	size_t i, n = 0;
+
+	LOAD_OR_ENOMEM(o, body, len, err);
+	binds = json_object_get(json_object_get(o, "HostConfig"), "Binds");
+	if (binds && !json_is_null(binds) && !json_is_array(binds))
+		return nerr_set(err, EBADMSG, "inspect reply with a bad HostConfig.Binds");
+	if (json_array_size(binds) == 0) {
+		*ret = NULL;
+		return 0;
+	}
+	v = calloc(json_array_size(binds) + 1, sizeof(*v));
+	if (!v)
+		return nerr_set(err, ENOMEM, "out of memory");
+	json_array_foreach(binds, i, b) {
+		const char *s = json_string_value(b), *colon = s ? strchr(s, ':') : NULL;
+
+		if (!colon || colon == s) {
+			for (size_t k = 0; k < n; k++)
+				free(v[k]);
+			free(v);
+			return nerr_set(err, EBADMSG, "inspect reply with a bad bind");
+		}
+		if (s[0] != '/')
+			continue;	/* a named volume, not a host path */
+		v[n] = strndup(s, (size_t)(colon - s));
+		if (!v[n]) {
+			for (size_t k = 0; k < n; k++)
+				free(v[k]);
+			free(v);
+			return nerr_set(err, ENOMEM, "out of memory");
+		}
+		n++;
+	}
+	*ret = v;
+	return 0;
+}
+
 int docker_json_parse_exec_inspect(const char *body, size_t len, int *ret_exit_code,
 				   bool *ret_running, struct nerr *err)
 {

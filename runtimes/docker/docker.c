@@ -638,12 +638,50 @@ out:
 
 /* --- lifecycle ------------------------------------------------------------ */
 
+/*
+ * The bind sources were checked at create (under allowed_targets, no
+ * symlink on the way), but the engine resolves them again at every start:
+ * a source replaced since by a symlink would bind wherever that leads. So,
+ * as LXC's driver does, each source must still be itself (realpath) and
+ * exist, or the container is not started.
+ */
+static int binds_unchanged(void *h, const char *id, struct nerr *err)
+{
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	char path[200], real[PATH_MAX];
+	char **src = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", id);
+	struct dk_req rq = { .method = "GET", .path = path };
+	r = dk_call(h, &rq, &body, NULL, err);
+	if (r == 0)
+		r = docker_json_parse_bind_sources(body.buf, body.len, &src, err);
+	sbuf_free(&body);
+	for (size_t i = 0; r == 0 && src && src[i]; i++) {
+		if (!realpath(src[i], real))
+			r = nerr_set(err, errno == ENOENT ? ENOENT : EIO,
+				     "bind source %.200s: %s; not started", src[i], strerror(errno));
+		else if (strcmp(real, src[i]) != 0)
+			r = nerr_set(err, EPERM, "bind source %.100s now leads to %.100s through a "
+				     "symlink; not started", src[i], real);
+	}
+	for (size_t i = 0; src && src[i]; i++)
+		free(src[i]);
+	free(src);
+	return r;
+}
+
 static int dk_start(void *h, const char *id, struct nerr *err)
 {
 	char path[200];
+	int r;
 
 	if (check_id(id, err) < 0)
 		return -EINVAL;
+	r = binds_unchanged(h, id, err);
+	if (r < 0)
+		return r;
 	snprintf(path, sizeof(path), "/containers/%s/start", id);
 	return simple_post(h, path, DOCKER_CALL_STARTSTOP, 0, err);
 }

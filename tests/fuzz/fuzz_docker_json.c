@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	copy[len] = '\0';
 	body = copy;
 
-	switch (data[0] % 12) {
+	switch (data[0] % 13) {
 	case 0: {
 		struct rt_status st;
 
@@ -161,6 +161,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (u < 0 || s < 0)
 			abort();
 		docker_cg_parse_u64(body, &v);
+		break;
+	}
+	case 12: {
+		char **src = NULL;
+
+		if (docker_json_parse_bind_sources(body, len, &src, &err) == 0) {
+			for (size_t i = 0; src && src[i]; i++) {
+				if (src[i][0] != '/' || strchr(src[i], ':'))
+					abort();
+				free(src[i]);
+			}
+			free(src);
+		} else if (err.code != EBADMSG && err.code != ENOMEM) {
+			abort();
+		}
 		break;
 	}
 	}

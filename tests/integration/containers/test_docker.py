@@ -452,6 +452,22 @@ class Docker(unittest.TestCase):
             mounts = json.loads(env.cread(n, "info.json"))["mounts"]
             self.assertIn({"source": ro, "target": "/conf", "ro": True}, mounts)
 
+    def test_bind_source_rechecked_at_start(self):
+        """A bind source replaced by a symlink after the create is refused
+        at the next start (EPERM), as LXC's driver does: the engine would
+        follow the link."""
+        with ctest.Env() as env:
+            src = os.path.join(env.pub, "src")
+            os.mkdir(src)
+            n = drun(env, "bs", cmd="true", extra="bind=%s:/data" % src)
+            env.wait_state(n, "EXITED")
+            os.rmdir(src)
+            os.symlink("/etc", src)
+            ok, err = env.ctl("containers/%s/ctl" % n, "start")
+            self.assertEqual((ok, nt.errname(err)), (False, "EPERM"))
+            self.assertIn("symlink", env.cread(n, "error"))
+            self.assertEqual(env.state(n), "EXITED")
+
     def test_foreign_containers_never_shown_or_touched(self):
         with ctest.Env() as env:
             # one plain, one named as nodefs would name it but without the mark
