@@ -8,8 +8,8 @@
  * (HTTP, liblxc locks) and is made from the backend's worker pool (or the
  * monitor, or recovery), never from a FUSE thread or the event loop. stats()
  * and logs() serve reads on FUSE threads: they take no engine lock (LXC reads
- * cgroup files and the console log; Docker reads cgroup files and makes at
- * most one bounded Engine API call). Calls on different containers may run
+ * cgroup files and the console log; Docker's stats() reads cgroup files
+ * only, never the Engine API, and its logs() makes one bounded call). Calls on different containers may run
  * concurrently; the backend serialises actions on one container. Events are
  * delivered from a thread the driver owns.
  *

@@ -87,6 +87,8 @@ struct docker {
 
 static void cg_close(struct dk_cg *cg);
 static void cg_forget(struct docker *d, const char *id);
+static void cg_note_running(struct docker *d, const char *id, pid_t pid);
+static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err);
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;
@@ -683,7 +685,15 @@ static int dk_start(void *h, const char *id, struct nerr *err)
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "/containers/%s/start", id);
-	return simple_post(h, path, DOCKER_CALL_STARTSTOP, 0, err);
+	r = simple_post(h, path, DOCKER_CALL_STARTSTOP, 0, err);
+	if (r == 0) {
+		struct nerr e2 = { 0 };
+		struct rt_status st;
+
+		/* stats() learns nothing by itself: its cgroups now, here */
+		(void)dk_inspect(h, id, &st, &e2);
+	}
+	return r;
 }
 
 static int dk_stop(void *h, const char *id, int timeout_s, struct nerr *err)
@@ -711,8 +721,6 @@ static int dk_kill(void *h, const char *id, int sig, struct nerr *err)
 	snprintf(path, sizeof(path), "/containers/%s/kill?signal=%d", id, sig);
 	return simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
 }
-
-static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err);
 
 /*
  * A command on a container in the wrong state is EBUSY, as the engine's 409
@@ -837,6 +845,8 @@ static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct ner
 		r = docker_json_parse_inspect(body.buf, body.len, ret, err);
 	if (r == 0 && ret->state == RT_STATE_EXITED && !ret->oom_killed)
 		ret->oom_killed = oom_seen(h, id);
+	if (r == 0 && ret->pid > 0)
+		cg_note_running(h, id, ret->pid);
 	sbuf_free(&body);
 	return r;
 }
@@ -1063,14 +1073,15 @@ static bool is_dir(const char *p)
 
 /* Where the engine put the container's cgroups, from what it usually does
  * (cgroupfs driver: <ctrl>/docker/<id>; systemd driver: system.slice/
- * docker-<id>.scope), else from /proc/<pid>/cgroup of its init. */
-static int cg_resolve(struct docker *d, const char *id, struct dk_cgpath *cg, struct nerr *err)
+ * docker-<id>.scope), else from /proc/<pid>/cgroup of its init (pid 0:
+ * unknown, -EBUSY). No Engine API call: stats() runs on FUSE threads. */
+static int cg_resolve(struct docker *d, const char *id, pid_t pid, struct dk_cgpath *cg,
+		      struct nerr *err)
 {
 	static const char *const v2_fmt[] = { "/sys/fs/cgroup/system.slice/docker-%s.scope",
 					      "/sys/fs/cgroup/docker/%s" };
 	static const char *const v1_fmt[] = { "/sys/fs/cgroup/%s/docker/%s",
 					      "/sys/fs/cgroup/%s/system.slice/docker-%s.scope" };
-	struct rt_status st;
 	char path[DK_CG_PATH], buf[4096];
 	int r;
 
@@ -1095,15 +1106,13 @@ static int cg_resolve(struct docker *d, const char *id, struct dk_cgpath *cg, st
 				return 0;
 		}
 	}
-	r = dk_inspect(d, id, &st, err);
-	if (r < 0)
-		return r;
-	if (st.pid <= 0)
-		return nerr_set(err, EBUSY, "container is not running: no stats");
-	snprintf(path, sizeof(path), "/proc/%d", (int)st.pid);
+	if (pid <= 0)
+		return nerr_set(err, EBUSY, "container is not running, or its cgroups are not "
+				"known yet: no stats");
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	r = read_small(path, "cgroup", buf, sizeof(buf));
 	if (r < 0)
-		return nerr_set(err, EBUSY, "container init %d gone: no stats", (int)st.pid);
+		return nerr_set(err, EBUSY, "container init %d gone: no stats", (int)pid);
 	if (docker_cg_dirs_from_proc(buf, cg->v2, "/sys/fs/cgroup", cg->cpu, cg->mem, cg->pids,
 				     sizeof(cg->cpu)) < 0)
 		return nerr_set(err, ENOENT, "cannot find the cgroups of container %s", id);
@@ -1209,11 +1218,62 @@ static void cg_forget(struct docker *d, const char *id)
 	pthread_rwlock_unlock(&d->cglock);
 }
 
+/* Resolve and open id's cgroups and keep them for stats(); 0 or -errno. */
+static int cg_learn(struct docker *d, const char *id, pid_t pid, struct nerr *err)
+{
+	struct dk_cgpath p;
+	struct dk_cg cg, *e;
+	int r;
+
+	r = cg_resolve(d, id, pid, &p, err);
+	if (r < 0)
+		return r;
+	r = cg_open(&p, &cg);
+	if (r < 0)
+		return nerr_set(err, EBUSY, "container is not running: no stats");
+	pthread_rwlock_wrlock(&d->cglock);
+	if (cg_find(d, id)) {
+		cg_close(&cg);	/* another thread was first */
+	} else {
+		e = NULL;
+		for (size_t i = 0; i < DK_CG_MAX && !e; i++)
+			if (!d->cg[i].id[0])
+				e = &d->cg[i];
+		if (!e) {	/* full: evict round robin */
+			e = &d->cg[d->cg_next];
+			d->cg_next = (d->cg_next + 1) % DK_CG_MAX;
+			cg_close(e);
+		}
+		*e = cg;
+	}
+	pthread_rwlock_unlock(&d->cglock);
+	return 0;
+}
+
+/* A worker saw id running with init pid: learn its cgroups if stats() does
+ * not know them, so that stats() never needs to ask the engine. */
+static void cg_note_running(struct docker *d, const char *id, pid_t pid)
+{
+	struct nerr e2 = { 0 };
+	bool known;
+
+	pthread_rwlock_rdlock(&d->cglock);
+	known = cg_find(d, id) != NULL;
+	pthread_rwlock_unlock(&d->cglock);
+	if (!known)
+		(void)cg_learn(d, id, pid, &e2);
+}
+
+/*
+ * On a FUSE thread: cgroup files only, never the Engine API (a slow or hung
+ * engine must not hold a read). Cgroups in a layout the paths do not
+ * guess are learnt by the workers: at start, and at each inspect
+ * (recovery, reconciliation) of a running container.
+ */
 static int dk_stats(void *h, const char *id, struct rt_stats *ret, struct nerr *err)
 {
 	struct docker *d = h;
-	struct dk_cgpath p;
-	struct dk_cg cg, *e;
+	struct dk_cg *e;
 	int r;
 
 	if (check_id(id, err) < 0)
@@ -1231,28 +1291,9 @@ static int dk_stats(void *h, const char *id, struct rt_stats *ret, struct nerr *
 		/* ENODEV: the cgroup went away (stopped, maybe restarted) */
 		if (e)
 			cg_forget(d, id);
-		r = cg_resolve(d, id, &p, err);
+		r = cg_learn(d, id, 0, err);
 		if (r < 0)
 			return r;
-		r = cg_open(&p, &cg);
-		if (r < 0)
-			return nerr_set(err, EBUSY, "container is not running: no stats");
-		pthread_rwlock_wrlock(&d->cglock);
-		if (cg_find(d, id)) {
-			cg_close(&cg);	/* another thread was first */
-		} else {
-			e = NULL;
-			for (size_t i = 0; i < DK_CG_MAX && !e; i++)
-				if (!d->cg[i].id[0])
-					e = &d->cg[i];
-			if (!e) {	/* full: evict round robin */
-				e = &d->cg[d->cg_next];
-				d->cg_next = (d->cg_next + 1) % DK_CG_MAX;
-				cg_close(e);
-			}
-			*e = cg;
-		}
-		pthread_rwlock_unlock(&d->cglock);
 	}
 	return nerr_set(err, EBUSY, "container is not running: no stats");
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -311,8 +312,25 @@ Test(docker, limits_stats_update)
 	cr_assert_eq(s.memory_limit_bytes, 128u << 20);
 }
 
+/* A socket that takes connections and never answers: an engine that hangs. */
+static int stalled_socket(char *path, size_t n)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(path, n, "/tmp/nodefs-stalled-%d.sock", (int)getpid());
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	unlink(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fd, 64), 0);
+	return fd;
+}
+
 /* An engine may put containers under another cgroup parent: stats then
- * finds the cgroups from /proc/PID/cgroup of the container's init. */
+ * uses the cgroups a worker learnt from /proc/PID/cgroup of the
+ * container's init (at start, at an inspect); stats itself, on a FUSE
+ * thread, never calls the engine, even when it does not know them. */
 Test(docker, stats_other_cgroup_parent)
 {
 	char name[80], cmd[512], id[128] = "";
@@ -333,6 +351,21 @@ Test(docker, stats_other_cgroup_parent)
 	ids[nids++] = strdup(id);	/* teardown removes it, then its parent */
 	cgparent_made = true;
 	cr_assert_eq(strlen(id), 64, "docker run gave '%s'", id);
+
+	char sock[108], ep[120];
+	int lfd = stalled_socket(sock, sizeof(sock));
+	snprintf(ep, sizeof(ep), "unix://%s", sock);
+	void *hung = open_endpoint(ep);
+	double t0 = now();
+	r = ops->stats(hung, id, &s, &err);
+	cr_assert_eq(r, -EBUSY, "stats on an unknown layout: %d %s", r, err.msg);
+	cr_assert_lt(now() - t0, 1.0, "stats waited on the engine");
+	ops->close(hung);
+	close(lfd);
+	unlink(sock);
+
+	struct rt_status st;
+	cr_assert_eq(ops->inspect(H, id, &st, &err), 0, "inspect: %s", err.msg);
 	r = ops->stats(H, id, &s, &err);
 	cr_assert_eq(r, 0, "stats: %d %s", r, err.msg);
 	cr_assert_eq(s.memory_limit_bytes, 48u << 20);
