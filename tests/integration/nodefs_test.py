@@ -63,6 +63,7 @@ comment (a negative has no event to wait on).
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -356,10 +357,27 @@ def is_mounted(path):
     return mount_entry(path) is not None
 
 
+# A message that names the same context twice ("ValidateVolumeCapabilities:
+# ValidateVolumeCapabilities: NOT_FOUND"): each layer adds its context once.
+DOUBLED_PREFIX = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]*(?: [\w.-]+){0,3}): \1: ")
+
+
+def doubled_prefix(text):
+    """The first line of text that repeats its prefix, or None."""
+    for line in text.splitlines():
+        if DOUBLED_PREFIX.search(line):
+            return line
+    return None
+
+
 def read_file(path, size=1 << 20):
-    """Read a whole file with one open and read()s to EOF; returns str."""
+    """Read a whole file with one open and read()s to EOF; returns str.
+    Every error file the suite reads is checked for a doubled prefix."""
     with open(path, "rb") as f:
-        return f.read(size).decode()
+        text = f.read(size).decode()
+    if os.path.basename(path) == "error" and doubled_prefix(text):
+        raise AssertionError("%s repeats a prefix: %r" % (path, doubled_prefix(text)))
+    return text
 
 
 def write_line(path, line, flags=0):
@@ -625,6 +643,9 @@ class Nodefs:
                                capture_output=True)
         if hasattr(self, "_log") and not self._log.closed:
             self._log.close()
+        if doubled_prefix(self.log()):
+            problems.append("a message of the daemon log repeats a prefix: %r"
+                            % doubled_prefix(self.log()))
         for marker in SANITIZER_MARKERS:
             if marker in self.log():
                 problems.append("sanitizer finding in the daemon log (%s)"
