@@ -75,7 +75,10 @@ static int show_exit_code(struct bnode *n, struct sbuf *out)
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = c->has_exit ? sbuf_printf(out, "%d\n", c->exit_code) : 0;
+	char t[16];
+
+	r = c->has_exit ? sbuf_printf(out, "%s\n", container_exit_text(c->exit_code, t, sizeof(t)))
+			: 0;
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -256,9 +259,17 @@ static int container_wait_line(struct bnode *n, struct sbuf *out)
 	struct container *c = cof(n);
 	int r;
 
+	char t[16];
+	int code;
+
 	pthread_mutex_lock(&c->lock);
-	r = sbuf_printf(out, "exit_code=%d oom_killed=%d\n", c->has_exit ? c->exit_code : -1,
-			c->oom_killed);
+	code = c->has_exit ? c->exit_code : -1;
+	/* why the code is unknown: the engine lost it (LXC: init died while
+	 * nodefs was down), its container was removed outside nodefs, or
+	 * nodefs destroyed it before it ended */
+	r = sbuf_printf(out, "exit_code=%s oom_killed=%d%s\n", container_exit_text(code, t, sizeof(t)),
+			c->oom_killed, c->removed ? " reason=destroyed" : code >= 0 ? ""
+			: !c->id ? " reason=gone" : " reason=lost");
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }

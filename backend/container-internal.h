@@ -119,6 +119,10 @@ char **strv_dup(char *const *v);		/* NULL on OOM */
 struct container *container_alloc(struct backend *b, struct engine *e, const char *name);
 /* Free c and what it owns (the node's free, or a container never added). */
 void container_free(struct container *c);
+/* An exit code as the files and events show it: "N", or "unknown" when
+ * the engine does not know it (below 0); buf holds at least 16 bytes. */
+const char *container_exit_text(int code, char *buf, size_t len);
+
 /* containers/NAME goes: record deleted, node removed, DESTROYED emitted. */
 void container_forget(struct container *c);
 

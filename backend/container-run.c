@@ -142,7 +142,9 @@ int container_run_action(struct action *a, struct nerr *err)
 		pthread_mutex_lock(&c->lock);
 		c->has_exit = true;
 		c->pid = 0;
-		snprintf(msg, sizeof(msg), "exit_code=%d", c->exit_code);
+		char t[16];
+
+		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(c->exit_code, t, sizeof(t)));
 		pthread_mutex_unlock(&c->lock);
 		container_set_state(c, C_EXITED, msg);
 		container_checkpoint(c, &(struct nerr){ 0 });

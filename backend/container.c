@@ -313,7 +313,9 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 		c->oom_killed = c->oom_killed || st->oom_killed;
 		c->finished_at = st->finished_at ? st->finished_at : time(NULL);
 		c->pid = 0;
-		snprintf(msg, sizeof(msg), "exit_code=%d", code);
+		char t[16];
+
+		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(code, t, sizeof(t)));
 	}
 	pthread_mutex_unlock(&c->lock);
 	switch (st->state) {
@@ -378,6 +380,14 @@ bool container_mark_gone(struct container *c, const char *why)
 	bnode_set_error(c->node, why);
 	container_set_state(c, C_EXITED, "removed outside nodefs");
 	return had;
+}
+
+const char *container_exit_text(int code, char *buf, size_t len)
+{
+	if (code < 0)
+		return "unknown";
+	snprintf(buf, len, "%d", code);
+	return buf;
 }
 
 /* The engine id, or 0 when the container has none yet. */

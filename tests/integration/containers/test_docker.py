@@ -468,6 +468,17 @@ class Docker(unittest.TestCase):
             self.assertIn("symlink", env.cread(n, "error"))
             self.assertEqual(env.state(n), "EXITED")
 
+    def test_unknown_exit_status(self):
+        """A container removed from the engine before it ever ended has no
+        exit code: exit_code reads "unknown" and wait says why."""
+        with ctest.Env() as env:
+            n = env.name("uk")
+            env.must("containers/ctl", "create %s runtime=docker image=%s cmd=true" % (n, IMAGE))
+            docker("rm", "-f", env.cread(n, "id").strip(), check=True)
+            env.wait_state(n, "EXITED")
+            self.assertEqual(env.cread(n, "exit_code"), "unknown\n")
+            self.assertEqual(env.cread(n, "wait"), "exit_code=unknown oom_killed=0 reason=gone\n")
+
     def test_foreign_containers_never_shown_or_touched(self):
         with ctest.Env() as env:
             # one plain, one named as nodefs would name it but without the mark
