@@ -1035,11 +1035,11 @@ static int stream_try(struct fs_file *h, fuse_req_t req, size_t size, off_t off)
 	uint64_t o = off < 0 ? 0 : (uint64_t)off;
 	size_t n = 0;
 	int r = 1;
+	/* A removed object's stream may still have its last word (the wait
+	 * line of a destroyed container): that, then end of file; a stream
+	 * with nothing more to say gets ENOENT, as every other file does. */
+	bool dead = atomic_load(&h->node->dead);
 
-	if (atomic_load(&h->node->dead)) {
-		fuse_reply_err(req, ENOENT);
-		return 1;
-	}
 	/*
 	 * The stream's bytes get file offsets: the last STREAM_WINDOW of them
 	 * are kept, so a reader that takes part of a line (bash's read) or
@@ -1061,6 +1061,11 @@ static int stream_try(struct fs_file *h, fuse_req_t req, size_t size, off_t off)
 		r = h->attr->stream->read(h->node, h->stream, &h->pending, size > 65536 ? size : 65536);
 		if (o > h->pending_base + h->pending.len)
 			o = h->pending_base + h->pending.len;	/* a seek past the end */
+	}
+	if (dead && (r < 0 || h->pending_base + h->pending.len == 0)) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_err(req, ENOENT);
+		return 1;
 	}
 	if (r == -EAGAIN) {
 		pthread_mutex_unlock(&h->lock);

@@ -479,6 +479,19 @@ class Docker(unittest.TestCase):
             self.assertEqual(env.cread(n, "exit_code"), "unknown\n")
             self.assertEqual(env.cread(n, "wait"), "exit_code=unknown oom_killed=0 reason=gone\n")
 
+    def test_wait_gets_its_line_on_destroy(self):
+        """A waiter gets its line whatever ends the container: a destroy
+        of a running one too (the exit status, and that it was destroyed)."""
+        with ctest.Env() as env:
+            n = drun(env, "wd")
+            t = env.start_wait_reader(n)
+            time.sleep(0.3)	# the read is parked
+            env.cctl(n, "destroy")
+            t.join(20)
+            self.assertFalse(t.is_alive(), "the waiter still waits")
+            self.assertIsInstance(t.result, str, t.result)
+            self.assertRegex(t.result, r"^exit_code=\S+ oom_killed=0 reason=destroyed\n$")
+
     def test_foreign_containers_never_shown_or_touched(self):
         with ctest.Env() as env:
             # one plain, one named as nodefs would name it but without the mark
