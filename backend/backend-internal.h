@@ -149,6 +149,10 @@ const struct config *backend_profiles(struct backend *b);
 /* Free the configs reloads replaced (backend_free, after the tree). */
 void backend_reload_free(struct backend *b);
 
+/* How many containers (any state, until destroyed) mount volume vol with
+ * volume=, their names comma-separated in buf (container.c). */
+size_t containers_using_volume(struct backend *b, const char *vol, char *buf, size_t len);
+
 int plugins_init(struct backend *b, struct nerr *err);
 void plugins_stop(struct backend *b);
 /* A stop's grace is over: every plugin's calls in flight end now (the

@@ -382,6 +382,32 @@ bool container_mark_gone(struct container *c, const char *why)
 	return had;
 }
 
+size_t containers_using_volume(struct backend *b, const char *vol, char *buf, size_t len)
+{
+	struct bnode **v;
+	size_t n, users = 0, off = 0;
+
+	buf[0] = '\0';
+	if (!b->containers || bnode_list(b->containers, &v, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct container *c = cof(v[i]);
+
+		/* volumes is the spec's: set at create, never changed */
+		for (size_t k = 0; c->volumes && c->volumes[k]; k++) {
+			if (strcmp(c->volumes[k], vol) != 0)
+				continue;
+			if (off < len)
+				off += (size_t)snprintf(buf + off, len - off, "%s%s", users ? ", " : "",
+							c->name);
+			users++;
+			break;
+		}
+	}
+	bnode_list_free(v, n);
+	return users;
+}
+
 const char *container_exit_text(int code, char *buf, size_t len)
 {
 	if (code < 0)

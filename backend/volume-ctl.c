@@ -212,15 +212,34 @@ static int cmd_publish(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 	return volume_submit(v, VA_PUBLISH, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 }
 
+/* -EBUSY while a container mounts v (volume=): taking it away would leave
+ * the container a dangling bind. */
+static int refuse_if_used(struct volume *v, const char *what, struct nerr *err)
+{
+	char names[160];
+	size_t users = containers_using_volume(v->b, v->name, names, sizeof(names));
+
+	if (!users)
+		return 0;
+	return nerr_set(err, EBUSY, "volume %s is used by container%s %s: destroy %s first%s", v->name,
+			users > 1 ? "s" : "", names, users > 1 ? "them" : "it", what);
+}
+
 static int cmd_unpublish(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 {
 	struct volume *v = vof(n);
 	enum vstate s = volume_state(v);
 	char line[512];
+	int r;
 
+	if (cmd->argc > 1 && strcmp(cmd->argv[1], "force") != 0)
+		return nerr_set(&rq->err, EINVAL, "unpublish: unknown argument '%s' (only force)",
+				cmd->argv[1]);
 	if (s != V_PUBLISHED && s != V_NODE_PUBLISH && s != V_NODE_UNPUBLISH && !actq_busy(&v->q))
 		return nerr_set(&rq->err, EINVAL, "volume %s is not published (%s)", v->name,
 				vstate_to_string(s));
+	if (cmd->argc == 1 && (r = refuse_if_used(v, ", or unpublish force", &rq->err)) < 0)
+		return r;
 	return volume_submit(v, VA_UNPUBLISH, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
 }
 
@@ -280,13 +299,17 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 static int cmd_destroy(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 {
 	char line[512];
+	int r = refuse_if_used(vof(n), "", &rq->err);
+
+	if (r < 0)
+		return r;
 
 	return volume_submit(vof(n), VA_DESTROY, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
 }
 
 static const struct ctl_spec volume_specs[] = {
 	{ .name = "publish", .min_args = 1, .max_args = 2, .usage = "publish TARGET [ro]" },
-	{ .name = "unpublish", .min_args = 0, .max_args = 0, .usage = "unpublish" },
+	{ .name = "unpublish", .min_args = 0, .max_args = 1, .usage = "unpublish [force]" },
 	{ .name = "stage", .min_args = 0, .max_args = 0, .usage = "stage" },
 	{ .name = "unstage", .min_args = 0, .max_args = 0, .usage = "unstage" },
 	{ .name = "expand", .min_args = 1, .max_args = 1, .usage = "expand SIZE" },
@@ -503,6 +526,9 @@ static int volumes_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq
 	if (s == V_PUBLISHED || s == V_NODE_PUBLISH || s == V_NODE_UNPUBLISH)
 		return nerr_set(&rq->err, EBUSY, "volume %s is published at %s: unpublish it first",
 				v->name, v->target);
+	r = refuse_if_used(v, "", &rq->err);
+	if (r < 0)
+		return r;
 	return volume_submit(v, VA_DESTROY, "rmdir", rq, NULL);
 }
 

@@ -63,6 +63,25 @@ class Volumes(unittest.TestCase):
                 env.wait_gone(n)
             env.must("volumes/%s/ctl" % vol, "destroy")
 
+    def test_volume_in_use_is_busy(self):
+        """unpublish and destroy of a volume a container mounts are EBUSY,
+        naming the container; unpublish force does it anyway."""
+        nt.requires("docker")
+        with ctest.Env(csi=True) as env:
+            vol = env.name("busy")
+            self.make_volume(env, vol)
+            n = env.name("user")
+            env.run(n, "runtime=docker image=%s cmd='sleep 1000' volume=%s:/data" % (IMAGE, vol))
+            for line in ("unpublish", "destroy"):
+                ok, err = env.ctl("volumes/%s/ctl" % vol, line)
+                self.assertEqual((ok, err), (False, "EBUSY"), line)
+                self.assertIn(n, env.read("volumes", vol, "error"))
+            self.assertEqual(env.read("volumes", vol, "state").strip(), "PUBLISHED")
+            env.must("volumes/%s/ctl" % vol, "unpublish force")
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
+            env.must("volumes/%s/ctl" % vol, "destroy")
+
 
 if __name__ == "__main__":
     ctest.main(csi_needed=True)
