@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jw.h"
+
 /* ---- files ---- */
 
 static int show_state(struct bnode *n, struct sbuf *out)
@@ -234,12 +236,15 @@ static int show_limits(struct bnode *n, struct sbuf *out)
 static int show_info(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
-	json_t *j;
+	struct jw w;
 
+	jw_init(&w, out, 2);
+	jw_obj(&w);
 	pthread_mutex_lock(&c->lock);
-	j = container_json_locked(c);
+	container_write_locked(c, &w);
 	pthread_mutex_unlock(&c->lock);
-	return show_json(out, j);
+	jw_obj_end(&w);
+	return jw_end(&w) ?: sbuf_addc(out, '\n');
 }
 
 /* wait: blocks until the container has exited, then one line, then EOF. */

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jw.h"
 #include "kind.h"
 #include "reconcile.h"
 #include "store.h"
@@ -168,41 +169,51 @@ void container_forget(struct container *c)
 
 /* ---- state, checkpoints, events ---- */
 
-json_t *container_json_locked(struct container *c)
+void container_write_locked(struct container *c, struct jw *w)
 {
-	json_t *j = json_object(), *a;
 	char t[64];
 
-	if (!j)
-		return NULL;
-	json_object_set_new(j, "name", json_string(c->name));
-	json_object_set_new(j, "runtime", json_string(c->eng->ops->name));
+	jw_kstr(w, "name", c->name);
+	jw_kstr(w, "runtime", c->eng->ops->name);
 	if (c->id)
-		json_object_set_new(j, "id", json_string(c->id));
-	json_object_set_new(j, "state", json_string(cstate_to_string(c->state)));
+		jw_kstr(w, "id", c->id);
+	jw_kstr(w, "state", cstate_to_string(c->state));
 	if (c->image)
-		json_object_set_new(j, "image", json_string(c->image));
-	a = json_array();
-	for (size_t i = 0; c->argv && c->argv[i]; i++)
-		json_array_append_new(a, json_string(c->argv[i]));
-	json_object_set_new(j, "cmd", a);
-	a = json_object();
-	for (size_t i = 0; i < c->nenv; i++)
-		json_object_set_new(a, c->env[i].key, json_string(c->env[i].val));
-	json_object_set_new(j, "env", a);
-	a = json_array();
-	for (size_t i = 0; i < c->nmounts; i++)
-		json_array_append_new(a, json_pack("{s:s, s:s, s:b}", "source", c->mounts[i].source,
-						   "target", c->mounts[i].target, "ro", c->mounts[i].ro));
-	json_object_set_new(j, "mounts", a);
-	a = json_array();
-	for (size_t i = 0; c->volumes && c->volumes[i]; i++)
-		json_array_append_new(a, json_string(c->volumes[i]));
-	json_object_set_new(j, "volumes", a);
-	json_object_set_new(j, "cpus", json_real(c->cpus));
-	json_object_set_new(j, "memory", json_integer((json_int_t)c->memory));
-	json_object_set_new(j, "pids", json_integer((json_int_t)c->pids));
-#define OPTS(k) if (c->k) json_object_set_new(j, #k, json_string(c->k))
+		jw_kstr(w, "image", c->image);
+	jw_kstrv(w, "cmd", c->argv);
+	jw_key(w, "env");
+	jw_obj(w);
+	for (size_t i = 0; i < c->nenv; i++) {
+		/* a key given twice is one member, where it came first, with the
+		 * value it came with last (as a JSON object keeps it) */
+		size_t last = i;
+		bool seen = false;
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = strcmp(c->env[k].key, c->env[i].key) == 0;
+		if (seen)
+			continue;
+		for (size_t k = i + 1; k < c->nenv; k++)
+			if (strcmp(c->env[k].key, c->env[i].key) == 0)
+				last = k;
+		jw_kstr(w, c->env[i].key, c->env[last].val);
+	}
+	jw_obj_end(w);
+	jw_key(w, "mounts");
+	jw_arr(w);
+	for (size_t i = 0; i < c->nmounts; i++) {
+		jw_obj(w);
+		jw_kstr(w, "source", c->mounts[i].source);
+		jw_kstr(w, "target", c->mounts[i].target);
+		jw_kbool(w, "ro", c->mounts[i].ro);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_kstrv(w, "volumes", c->volumes);
+	jw_kreal(w, "cpus", c->cpus);
+	jw_kint(w, "memory", (long long)c->memory);
+	jw_kint(w, "pids", (long long)c->pids);
+#define OPTS(k) if (c->k) jw_kstr(w, #k, c->k)
 	OPTS(template_name);
 	OPTS(distro);
 	OPTS(release);
@@ -210,40 +221,35 @@ json_t *container_json_locked(struct container *c)
 	OPTS(image_variant);
 	OPTS(image_server);
 #undef OPTS
-	if (c->template_args) {
-		a = json_array();
-		for (size_t i = 0; c->template_args[i]; i++)
-			json_array_append_new(a, json_string(c->template_args[i]));
-		json_object_set_new(j, "template_args", a);
-	}
-	json_object_set_new(j, "flush_cache", json_boolean(c->flush_cache));
-	json_object_set_new(j, "force_cache", json_boolean(c->force_cache));
-	json_object_set_new(j, "disable_gpg", json_boolean(c->disable_gpg));
-	json_object_set_new(j, "pid", json_integer(c->pid));
+	if (c->template_args)
+		jw_kstrv(w, "template_args", c->template_args);
+	jw_kbool(w, "flush_cache", c->flush_cache);
+	jw_kbool(w, "force_cache", c->force_cache);
+	jw_kbool(w, "disable_gpg", c->disable_gpg);
+	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
-		json_object_set_new(j, "exit_code", json_integer(c->exit_code));
-	json_object_set_new(j, "oom_killed", json_boolean(c->oom_killed));
-	json_object_set_new(j, "started_unix", json_integer((json_int_t)c->started_at));
-	json_object_set_new(j, "finished_unix", json_integer((json_int_t)c->finished_at));
+		jw_kint(w, "exit_code", c->exit_code);
+	jw_kbool(w, "oom_killed", c->oom_killed);
+	jw_kint(w, "started_unix", (long long)c->started_at);
+	jw_kint(w, "finished_unix", (long long)c->finished_at);
 	fmt_time(c->started_at, t, sizeof(t));
-	json_object_set_new(j, "started_at", json_string(t));
+	jw_kstr(w, "started_at", t);
 	fmt_time(c->finished_at, t, sizeof(t));
-	json_object_set_new(j, "finished_at", json_string(t));
-	return j;
+	jw_kstr(w, "finished_at", t);
 }
 
 int container_checkpoint(struct container *c, struct nerr *err)
 {
-	json_t *j;
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
 	int r;
 
+	store_record_begin(&w, &sb);
 	pthread_mutex_lock(&c->lock);
-	j = container_json_locked(c);
+	container_write_locked(c, &w);
 	pthread_mutex_unlock(&c->lock);
-	if (!j)
-		return nerr_set(err, ENOMEM, "out of memory");
-	r = store_put(c->b->cfg->state_dir, "containers", c->name, j, err);
-	json_decref(j);
+	r = store_put_record(c->b->cfg->state_dir, "containers", c->name, &w, err);
+	sbuf_free(&sb);
 	return r;
 }
 

@@ -3,9 +3,12 @@
 #include "jw.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sbuf.h"
+#include "valid.h"
 
 static void put(struct jw *w, const char *s, size_t n)
 {
@@ -98,40 +101,6 @@ void jw_arr_end(struct jw *w)
 	close_(w, ']');
 }
 
-/* Length of the UTF-8 sequence at s (n bytes left), 0 if it is not one:
- * no overlong forms, no surrogates, nothing past U+10FFFF. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-	size_t len;
-	unsigned char lo = 0x80, hi = 0xBF;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		len = 2;
-	else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3;
-		if (c == 0xE0)
-			lo = 0xA0;
-		else if (c == 0xED)
-			hi = 0x9F;
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4;
-		if (c == 0xF0)
-			lo = 0x90;
-		else if (c == 0xF4)
-			hi = 0x8F;
-	} else
-		return 0;
-	if (n < len || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xBF)
-			return 0;
-	return len;
-}
-
 static void string(struct jw *w, const char *str)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -150,7 +119,7 @@ static void string(struct jw *w, const char *str)
 			i++;
 			continue;
 		}
-		if (c >= 0x80 && (l = utf8_len(s + i, n - i)) > 0) {
+		if (c >= 0x80 && (l = valid_utf8_seq(s + i, n - i)) > 0) {
 			run += l;
 			i += l;
 			continue;
@@ -214,6 +183,44 @@ void jw_int(struct jw *w, long long v)
 	if (v < 0)
 		*--p = '-';
 	put(w, p, (size_t)(b + sizeof(b) - p));
+}
+
+/* As jansson's jsonp_dtostr at its default precision: %.17g, ".0" when
+ * that reads as an integer, no '+' or leading zeros in the exponent. */
+void jw_real(struct jw *w, double v)
+{
+	char b[40], *e;
+	int n;
+
+	if (!isfinite(v)) {
+		w->err = w->err ?: -EINVAL;	/* jansson has no such real either */
+		return;
+	}
+	n = snprintf(b, sizeof(b) - 2, "%.17g", v);
+	if (n < 0 || (size_t)n >= sizeof(b) - 2) {
+		w->err = w->err ?: -EINVAL;
+		return;
+	}
+	if (!strchr(b, '.') && !strchr(b, 'e')) {
+		b[n++] = '.';
+		b[n++] = '0';
+		b[n] = '\0';
+	}
+	e = strchr(b, 'e');
+	if (e) {
+		char *start = e + 1, *end = start + 1;
+
+		if (*start == '-')
+			start++;
+		while (*end == '0')
+			end++;
+		if (end != start) {
+			memmove(start, end, strlen(end) + 1);
+			n = (int)strlen(b);
+		}
+	}
+	value(w);
+	put(w, b, (size_t)n);
 }
 
 void jw_bool(struct jw *w, bool v)

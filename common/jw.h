@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * jw: a JSON writer straight into an sbuf, for the records written on every
- * step of an action (volume and operation checkpoints) and the info.json
- * files that show the same fields.
+ * jw: a JSON writer straight into an sbuf, for every checkpoint record
+ * (volumes, operations, containers) and the info.json files that show the
+ * same fields. jansson stays for parsing.
  *
  * Building a jansson tree and dumping it cost 13 us for a volume's record;
  * this writes the same text in about 1 us. The output is what jansson's
@@ -43,6 +43,8 @@ void jw_key(struct jw *w, const char *key);
 void jw_str(struct jw *w, const char *s);
 void jw_int(struct jw *w, long long v);
 void jw_bool(struct jw *w, bool v);
+/* A finite double as jansson writes a real (-EINVAL sticks otherwise). */
+void jw_real(struct jw *w, double v);
 /* An array of the strings of a NULL-terminated vector (empty when v is NULL). */
 void jw_strv(struct jw *w, char *const *v);
 /* 0, or the first error. */
@@ -58,6 +60,12 @@ static inline void jw_kint(struct jw *w, const char *k, long long v)
 {
 	jw_key(w, k);
 	jw_int(w, v);
+}
+
+static inline void jw_kreal(struct jw *w, const char *k, double v)
+{
+	jw_key(w, k);
+	jw_real(w, v);
 }
 
 static inline void jw_kbool(struct jw *w, const char *k, bool v)

@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "nerr.h"
 #include "sbuf.h"
+#include "valid.h"
 
 /* CURLcode values we map, copied so this file stays free of curl.h; the unit
  * test checks them against curl.h. */
@@ -212,43 +213,11 @@ static bool bind_path_ok(const char *p)
 	return p && p[0] == '/' && !strpbrk(p, ":,\n");
 }
 
-/* RFC 3629 UTF-8 as jansson accepts it, checked before json_string(), so
- * that a NULL from it can only mean out of memory. */
+/* RFC 3629 UTF-8 as jansson accepts it (common/valid.h), checked before
+ * json_string(), so that a NULL from it can only mean out of memory. */
 static bool utf8_ok(const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
-
-	while (*p) {
-		unsigned c = *p, n;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			p++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			n = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3;
-			cp = c & 0x07;
-		} else {
-			return false;
-		}
-		for (unsigned i = 1; i <= n; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (p[i] & 0x3f);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		p += n + 1;
-	}
-	return true;
+	return valid_utf8(s, strlen(s));
 }
 
 /* a + b + c [+ d], malloc'd (NULL on OOM); plain malloc so failing-allocation

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * jw against jansson: the same members give the same text, compact and
- * indented, for strings of every kind of byte; what jansson would refuse
+ * indented, for strings of every kind of byte and reals of every shape; what jansson would refuse
  * (bytes that are not UTF-8) still gives JSON that parses; the sbuf's
  * failures (cap, allocation) stick and come back from jw_end.
  */
@@ -50,7 +50,7 @@ static void both(unsigned seed, int indent, struct sbuf *sb, char **ret_jansson)
 	jw_obj(&w);
 	for (int i = 0; i < members; i++) {
 		snprintf(k, sizeof(k), "k%d", i);
-		switch (rand_r(&seed) % 5) {
+		switch (rand_r(&seed) % 6) {
 		case 0:
 			rand_utf8(&seed, s, sizeof(s));
 			jw_kstr(&w, k, s);
@@ -79,6 +79,16 @@ static void both(unsigned seed, int indent, struct sbuf *sb, char **ret_jansson)
 			}
 			jw_kstrv(&w, k, v);
 			json_object_set_new(o, k, arr);
+			break;
+		}
+		case 4: {
+			/* reals of every shape: integral, fractions, exponents */
+			static const double scale[] = { 1, 0.5, 0.1, 1e-7, 1e21, 3.0e300, 1e-300 };
+			double v = (double)(rand_r(&seed) % 2000 - 1000) *
+				   scale[(size_t)rand_r(&seed) % (sizeof(scale) / sizeof(scale[0]))];
+
+			jw_kreal(&w, k, v);
+			json_object_set_new(o, k, json_real(v));
 			break;
 		}
 		default:
@@ -124,6 +134,26 @@ Test(jw, extremes)
 	cr_assert_eq(jw_end(&w), 0);
 	cr_assert_str_eq(sb.buf, "[0,-1,9223372036854775807,-9223372036854775808,\"\"]");
 	sbuf_free(&sb);
+}
+
+Test(jw, reals_as_jansson)
+{
+	static const double v[] = { 0, 1, -1, 0.5, 2.5, 0.1, 1e20, 1e21, 1e-5, -3.25e-10, 1.5e300 };
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct sbuf sb = SBUF_INIT(0);
+		struct jw w;
+		json_t *j = json_real(v[i]);
+		char *ref = json_dumps(j, JSON_ENCODE_ANY);
+
+		jw_init(&w, &sb, 0);
+		jw_real(&w, v[i]);
+		cr_assert_eq(jw_end(&w), 0);
+		cr_assert_str_eq(sb.buf, ref, "%g", v[i]);
+		free(ref);
+		json_decref(j);
+		sbuf_free(&sb);
+	}
 }
 
 /* Not UTF-8 (a lone continuation byte, a truncated sequence, an overlong
