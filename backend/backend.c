@@ -242,7 +242,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 		goto fail;
 
 	r = -ENOMEM;
-	b->root = bnode_new(&root_type, "", b);
+	b->root = bnode_new_root(&root_type, "", b);
 	if (!b->root)
 		goto oom;
 	b->root->owner = b;

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * tree: refcounted directory nodes, their children and change notification;
- * see tree.h. Knows nothing of FUSE, CSI or container engines.
+ * see tree.h. Each tree is an object of its own (struct tree: its lock, its
+ * serials, its notifier), made with its root and kept by every node in it;
+ * no state is shared between trees. Knows nothing of FUSE, CSI or
+ * container engines.
  */
 #include "tree.h"
 
@@ -11,13 +14,31 @@
 #include <string.h>
 #include <time.h>
 
-static pthread_rwlock_t tree_lock = PTHREAD_RWLOCK_INITIALIZER;
-static atomic_uint_fast64_t tree_serial = 1;	/* 1 is the root's */
-static struct tree_notifier notifier;		/* set once before mount */
+struct tree {
+	atomic_uint ref;		/* one per node in it */
+	pthread_rwlock_t lock;		/* the structure: children lists, dead flags */
+	atomic_uint_fast64_t serial;	/* the next node's; 1 is the root's */
+	struct tree_notifier nt;	/* set once before mount */
+};
 
-void tree_set_notifier(const struct tree_notifier *nt)
+static struct tree *tree_ref(struct tree *t)
 {
-	notifier = *nt;
+	atomic_fetch_add(&t->ref, 1);
+	return t;
+}
+
+static void tree_unref(struct tree *t)
+{
+	if (!t || atomic_fetch_sub(&t->ref, 1) != 1)
+		return;
+	pthread_rwlock_destroy(&t->lock);
+	free(t);
+}
+
+void tree_set_notifier(struct bnode *root, const struct tree_notifier *nt)
+{
+	if (root->tree)
+		root->tree->nt = *nt;
 }
 
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
@@ -29,10 +50,27 @@ struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
 	atomic_init(&n->ref, 1);
 	n->type = type;
 	snprintf(n->name, sizeof(n->name), "%s", name);
-	n->serial = atomic_fetch_add(&tree_serial, 1);
 	n->priv = priv;
 	hmap_init(&n->byname);
 	pthread_mutex_init(&n->lock, NULL);
+	return n;
+}
+
+struct bnode *bnode_new_root(const struct btype *type, const char *name, void *priv)
+{
+	struct bnode *n = bnode_new(type, name, priv);
+	struct tree *t = calloc(1, sizeof(*t));
+
+	if (!n || !t) {
+		free(t);
+		bnode_unref(n);
+		return NULL;
+	}
+	atomic_init(&t->ref, 1);
+	pthread_rwlock_init(&t->lock, NULL);
+	atomic_init(&t->serial, 2);
+	n->tree = t;
+	n->serial = 1;
 	return n;
 }
 
@@ -53,6 +91,7 @@ void bnode_unref(struct bnode *n)
 	free(n->kids);
 	hmap_free(&n->byname);
 	pthread_mutex_destroy(&n->lock);
+	tree_unref(n->tree);
 	free(n);
 }
 
@@ -63,9 +102,12 @@ static bool byname_eq(const void *val, const void *key)
 
 int bnode_add(struct bnode *dir, struct bnode *child)
 {
+	struct tree *t = dir->tree;
 	int r = 0;
 
-	pthread_rwlock_wrlock(&tree_lock);
+	if (!t || (child->tree && child->tree != t))
+		return -EINVAL;	/* dir is in no tree, or child in another */
+	pthread_rwlock_wrlock(&t->lock);
 	if (atomic_load(&dir->dead)) {
 		r = -ENOENT;
 		goto out;
@@ -88,15 +130,16 @@ int bnode_add(struct bnode *dir, struct bnode *child)
 	if (r < 0)
 		goto out;
 	/* serials rise, so appending keeps kids[] sorted; a node re-added
-	 * later gets a fresh serial first so the order holds */
-	if (dir->nkids && dir->kids[dir->nkids - 1]->serial > child->serial)
-		child->serial = atomic_fetch_add(&tree_serial, 1);
+	 * later gets a fresh one too, so the order holds */
+	child->serial = atomic_fetch_add(&t->serial, 1);
+	if (!child->tree)
+		child->tree = tree_ref(t);
 	dir->kids[dir->nkids++] = bnode_ref(child);
 	if (!child->owner)
 		child->owner = dir->owner;
 	child->parent = bnode_ref(dir);
 out:
-	pthread_rwlock_unlock(&tree_lock);
+	pthread_rwlock_unlock(&t->lock);
 	if (r == 0)
 		bnode_changed(dir);
 	return r;
@@ -160,17 +203,20 @@ static void detach_locked(struct bnode *n, struct droplist *d)
 
 void bnode_remove(struct bnode *n)
 {
+	struct tree *t = n->tree;
 	struct droplist d = { 0 };
 	struct bnode *p;
 
 	bnode_ref(n);
-	pthread_rwlock_wrlock(&tree_lock);
+	if (t)
+		pthread_rwlock_wrlock(&t->lock);
 	p = bnode_ref(n->parent);
 	detach_locked(n, &d);
-	pthread_rwlock_unlock(&tree_lock);
+	if (t)
+		pthread_rwlock_unlock(&t->lock);
 	if (p) {
-		if (notifier.removed)
-			notifier.removed(notifier.ctx, p, n->name, n->serial);
+		if (t->nt.removed)
+			t->nt.removed(t->nt.ctx, p, n->name, n->serial);
 		bnode_changed(p);
 		bnode_unref(p);
 	}
@@ -185,9 +231,11 @@ struct bnode *bnode_lookup(struct bnode *dir, const char *name)
 {
 	struct bnode *k;
 
-	pthread_rwlock_rdlock(&tree_lock);
+	if (!dir->tree)
+		return NULL;	/* in no tree: no children */
+	pthread_rwlock_rdlock(&dir->tree->lock);
 	k = bnode_ref(hmap_get(&dir->byname, hmap_hash_str(name), name, byname_eq));
-	pthread_rwlock_unlock(&tree_lock);
+	pthread_rwlock_unlock(&dir->tree->lock);
 	return k;
 }
 
@@ -196,11 +244,13 @@ struct bnode *bnode_next_child(struct bnode *dir, uint64_t after)
 	struct bnode *k = NULL;
 	size_t i;
 
-	pthread_rwlock_rdlock(&tree_lock);
+	if (!dir->tree)
+		return NULL;
+	pthread_rwlock_rdlock(&dir->tree->lock);
 	i = kid_index(dir, after + 1);
 	if (i < dir->nkids)
 		k = bnode_ref(dir->kids[i]);
-	pthread_rwlock_unlock(&tree_lock);
+	pthread_rwlock_unlock(&dir->tree->lock);
 	return k;
 }
 
@@ -208,27 +258,33 @@ size_t bnode_count(struct bnode *dir)
 {
 	size_t n;
 
-	pthread_rwlock_rdlock(&tree_lock);
+	if (!dir->tree)
+		return 0;
+	pthread_rwlock_rdlock(&dir->tree->lock);
 	n = dir->nkids;
-	pthread_rwlock_unlock(&tree_lock);
+	pthread_rwlock_unlock(&dir->tree->lock);
 	return n;
 }
 
 int bnode_list(struct bnode *dir, struct bnode ***ret, size_t *ret_n)
 {
+	struct tree *t = dir->tree;
 	struct bnode **v;
-	size_t n;
+	size_t n = 0;
 
-	pthread_rwlock_rdlock(&tree_lock);
-	n = dir->nkids;
+	if (t)
+		pthread_rwlock_rdlock(&t->lock);
+	n = t ? dir->nkids : 0;
 	v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v) {
-		pthread_rwlock_unlock(&tree_lock);
+		if (t)
+			pthread_rwlock_unlock(&t->lock);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
 		v[i] = bnode_ref(dir->kids[i]);
-	pthread_rwlock_unlock(&tree_lock);
+	if (t)
+		pthread_rwlock_unlock(&t->lock);
 	*ret = v;
 	*ret_n = n;
 	return 0;
@@ -287,8 +343,8 @@ int battr_show_error(struct bnode *n, struct sbuf *out)
 void bnode_changed(struct bnode *n)
 {
 	atomic_fetch_add(&n->version, 1);
-	if (notifier.changed)
-		notifier.changed(notifier.ctx, n);
+	if (n->tree && n->tree->nt.changed)
+		n->tree->nt.changed(n->tree->nt.ctx, n);
 }
 
 void breq_complete(struct breq *rq, int result)

@@ -10,8 +10,9 @@
  * those tables. This header is all fs/ knows of the backend: no CSI, Docker
  * or LXC type appears here.
  *
- * Locking: one tree rwlock guards the structure (children lists, dead flags);
- * each node's own mutex guards its error line. Nodes are refcounted; removal
+ * Locking: each tree (made with its root, bnode_new_root) has an rwlock
+ * that guards its structure (children lists, dead flags); each node's own
+ * mutex guards its error line. Trees share nothing: no state is global. Nodes are refcounted; removal
  * marks a node dead, and an old handle then gets ENOENT (configfs).
  *
  * Change notification: the backend calls bnode_changed() whenever what a
@@ -33,6 +34,7 @@
 #include "sbuf.h"
 
 struct bnode;
+struct tree;
 
 /*
  * A request handed from fs to the backend: a ctl write, a mkdir or an rmdir.
@@ -110,6 +112,7 @@ struct bnode {
 	atomic_uint_fast64_t version;	/* bumped by bnode_changed() */
 	void *priv;
 	void *owner;		/* the backend; inherited from the parent on add */
+	struct tree *tree;	/* the tree it was added to (referenced); NULL before */
 
 	/* children, under the tree lock: kids[] sorted by serial (insertion
 	 * order), byname indexes them by name */
@@ -121,13 +124,17 @@ struct bnode {
 	char error[BNODE_ERROR_MAX];
 };
 
-/* Make a detached node with one reference. NULL on OOM. */
+/* Make a detached node with one reference. NULL on OOM. Its serial is
+ * given when it is added to a tree. */
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv);
+/* Make the root of a new tree (serial 1): its lock, serials and notifier
+ * go with it, and live as long as any node of it. NULL on OOM. */
+struct bnode *bnode_new_root(const struct btype *type, const char *name, void *priv);
 struct bnode *bnode_ref(struct bnode *n);
 void bnode_unref(struct bnode *n);
 
 /* Attach child under dir (takes its own reference). -EEXIST, -ENOENT if dir
- * is dead, -ENOMEM. */
+ * is dead, -ENOMEM, -EINVAL if dir is in no tree or child in another. */
 int bnode_add(struct bnode *dir, struct bnode *child);
 /* Detach and mark dead; children are detached first. Idempotent. */
 void bnode_remove(struct bnode *n);
@@ -158,7 +165,8 @@ struct tree_notifier {
 	void (*removed)(void *ctx, struct bnode *parent, const char *name, uint64_t serial);
 	void *ctx;
 };
-void tree_set_notifier(const struct tree_notifier *nt);
+/* The notifier of root's tree (root from bnode_new_root). */
+void tree_set_notifier(struct bnode *root, const struct tree_notifier *nt);
 
 /* The show function every directory's "error" file uses. */
 int battr_show_error(struct bnode *n, struct sbuf *out);

@@ -1498,7 +1498,7 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	nt.changed = notify_changed;
 	nt.removed = notify_removed;
 	nt.ctx = f;
-	tree_set_notifier(&nt);
+	tree_set_notifier(root, &nt);
 	*ret = f;
 	return 0;
 oom:
@@ -1596,7 +1596,8 @@ void fs_free(struct fs *f)
 
 	if (!f)
 		return;
-	tree_set_notifier(&none);
+	if (f->root)
+		tree_set_notifier(f->root, &none);
 	if (f->pending)
 		fs_pending_detach(f);
 	if (f->signals)

@@ -38,7 +38,7 @@ struct fixture {
 
 static struct fixture setup(uint64_t gen)
 {
-	struct fixture fx = { .root = bnode_new(&dir_type, "", NULL) };
+	struct fixture fx = { .root = bnode_new_root(&dir_type, "", NULL) };
 
 	cr_assert(fx.root);
 	cr_assert_eq(inode_table_new(fx.root, gen, &fx.t), 0);
