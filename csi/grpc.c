@@ -2,8 +2,10 @@
 /*
  * grpc: the sans-IO gRPC unary client core (see grpc.h). It drives an
  * nghttp2 client session purely in memory, as curl's lib/http2.c does:
- * nghttp2_session_mem_recv in, nghttp2_session_mem_send out. It must not know
- * about sockets, the event loop, clocks or CSI.
+ * nghttp2_session_mem_recv in, nghttp2_session_mem_send out. It also owns the
+ * wire helpers the server core (grpcsrv.c) shares: message framing,
+ * grpc-message percent-coding, grpc-timeout values, draining a session into
+ * an sbuf. It must not know about sockets, the event loop, clocks or CSI.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -140,6 +142,56 @@ size_t grpc_percent_decode(const char *in, size_t inlen, char *out, size_t outsz
 	return o;
 }
 
+size_t grpc_percent_encode(const char *in, size_t inlen, char *out, size_t outsz)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	if (!outsz)
+		return 0;
+	for (size_t i = 0; i < inlen; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		if (c >= 0x20 && c <= 0x7e && c != '%') {
+			if (o + 1 >= outsz)
+				break;
+			out[o++] = (char)c;
+		} else {
+			if (o + 3 >= outsz)
+				break;
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+int grpc_timeout_parse(const char *v, size_t len, uint64_t *ret_ms)
+{
+	uint64_t n = 0;
+
+	if (len < 2 || len > 9)
+		return -EINVAL;
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EINVAL;
+		n = n * 10 + (uint64_t)(v[i] - '0');
+	}
+	switch (v[len - 1]) {
+	case 'H': n *= 3600000u; break;
+	case 'M': n *= 60000u; break;
+	case 'S': n *= 1000u; break;
+	case 'm': break;
+	case 'u': n = (n + 999) / 1000; break;
+	case 'n': n = (n + 999999) / 1000000; break;
+	default: return -EINVAL;
+	}
+	*ret_ms = n;
+	return 0;
+}
+
 void grpc_timeout_format(uint64_t ms, char out[16])
 {
 	/* At most 8 digits (gRPC over HTTP/2 spec). */
@@ -151,6 +203,73 @@ void grpc_timeout_format(uint64_t ms, char out[16])
 		snprintf(out, 16, "%" PRIu64 "M", ms / 60000);
 	else
 		snprintf(out, 16, "99999999H");
+}
+
+/* ---- framing, shared with the server core (grpcsrv.c) ---- */
+
+uint32_t grpc_prefix_len(const uint8_t *b)
+{
+	return (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
+}
+
+uint8_t *grpc_frame(const void *msg, size_t len)
+{
+	uint8_t *f = malloc(len + 5);
+
+	if (!f)
+		return NULL;
+	f[0] = 0;
+	f[1] = (uint8_t)(len >> 24);
+	f[2] = (uint8_t)(len >> 16);
+	f[3] = (uint8_t)(len >> 8);
+	f[4] = (uint8_t)len;
+	if (len)
+		memcpy(f + 5, msg, len);
+	return f;
+}
+
+int grpc_body_add(struct sbuf *body, const uint8_t *data, size_t len)
+{
+	size_t before = body->len;
+
+	if (sbuf_add(body, data, len) < 0)
+		return -EMSGSIZE;
+	/* Judge the declared length as soon as the prefix is complete. */
+	if (before < 5 && body->len >= 5 && grpc_prefix_len((const uint8_t *)body->buf) > GRPC_MAX_MESSAGE)
+		return -EMSGSIZE;
+	return 0;
+}
+
+size_t grpc_copy_out(uint8_t *buf, size_t length, const uint8_t *src, size_t src_len, size_t *off)
+{
+	size_t n = src_len - *off;
+
+	if (n > length)
+		n = length;
+	memcpy(buf, src + *off, n);
+	*off += n;
+	return n;
+}
+
+int grpc_h2_send(struct nghttp2_session *h2, struct sbuf *out, bool *dead)
+{
+	int total = 0;
+
+	for (;;) {
+		const uint8_t *p;
+		ssize_t n = nghttp2_session_mem_send(h2, &p);
+
+		if (n < 0) {
+			*dead = true;
+			return n == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EPROTO;
+		}
+		if (n == 0)
+			return total;
+		int r = sbuf_add(out, p, (size_t)n);
+		if (r < 0)
+			return r;
+		total += (int)n;
+	}
 }
 
 /* ---- calls ---- */
@@ -224,11 +343,6 @@ static int code_from_rst(uint32_t error_code)
 	}
 }
 
-static uint32_t prefix_len(const uint8_t *b)
-{
-	return (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
-}
-
 /* The stream is over: turn what we saw into exactly one outcome. */
 static void call_finish(struct grpc_call *c, uint32_t error_code)
 {
@@ -249,7 +363,7 @@ static void call_finish(struct grpc_call *c, uint32_t error_code)
 			call_complete(c, GRPC_INTERNAL, "OK reply carried no message", NULL, 0);
 			return;
 		}
-		uint32_t mlen = prefix_len(b);
+		uint32_t mlen = grpc_prefix_len(b);
 		if (b[0] != 0) {
 			call_complete(c, GRPC_INTERNAL, "compressed reply but no compression was negotiated", NULL, 0);
 			return;
@@ -344,13 +458,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 
 	if (!c || c->done)
 		return 0;
-	size_t before = c->body.len;
-	if (sbuf_add(&c->body, data, len) < 0) {
-		call_abort(c, GRPC_RESOURCE_EXHAUSTED, "reply message exceeds 4 MiB");
-		return 0;
-	}
-	/* Judge the declared length as soon as the prefix is complete. */
-	if (before < 5 && c->body.len >= 5 && prefix_len((const uint8_t *)c->body.buf) > GRPC_MAX_MESSAGE)
+	if (grpc_body_add(&c->body, data, len) < 0)
 		call_abort(c, GRPC_RESOURCE_EXHAUSTED, "reply message exceeds 4 MiB");
 	return 0;
 }
@@ -396,12 +504,8 @@ static ssize_t read_request(nghttp2_session *h2, int32_t stream_id, uint8_t *buf
 			    uint32_t *data_flags, nghttp2_data_source *source, void *ud)
 {
 	struct grpc_call *c = source->ptr;
-	size_t n = c->req_len - c->req_off;
+	size_t n = grpc_copy_out(buf, length, c->req, c->req_len, &c->req_off);
 
-	if (n > length)
-		n = length;
-	memcpy(buf, c->req + c->req_off, n);
-	c->req_off += n;
 	if (c->req_off == c->req_len)
 		*data_flags |= NGHTTP2_DATA_FLAG_EOF;
 	return (ssize_t)n;
@@ -528,18 +632,11 @@ int grpc_session_submit(struct grpc_session *s, const char *path, const void *ms
 	/* The 5-byte prefix goes out even for an empty message: a request
 	 * whose HEADERS carry END_STREAM with no DATA hangs real servers. */
 	c->req_len = len + 5;
-	c->req = malloc(c->req_len);
+	c->req = grpc_frame(msg, len);
 	if (!c->req) {
 		call_free(c);
 		return -ENOMEM;
 	}
-	c->req[0] = 0;
-	c->req[1] = (uint8_t)(len >> 24);
-	c->req[2] = (uint8_t)(len >> 16);
-	c->req[3] = (uint8_t)(len >> 8);
-	c->req[4] = (uint8_t)len;
-	if (len)
-		memcpy(c->req + 5, msg, len);
 
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
 	nghttp2_nv nva[8] = {
@@ -595,25 +692,9 @@ int grpc_session_recv(struct grpc_session *s, const uint8_t *data, size_t len)
 
 int grpc_session_output(struct grpc_session *s, struct sbuf *out)
 {
-	int total = 0;
-
 	if (s->dead)
 		return 0;
-	for (;;) {
-		const uint8_t *p;
-		ssize_t n = nghttp2_session_mem_send(s->h2, &p);
-
-		if (n < 0) {
-			s->dead = true;
-			return n == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EPROTO;
-		}
-		if (n == 0)
-			return total;
-		int r = sbuf_add(out, p, (size_t)n);
-		if (r < 0)
-			return r;
-		total += (int)n;
-	}
+	return grpc_h2_send(s->h2, out, &s->dead);
 }
 
 bool grpc_session_want_write(struct grpc_session *s)

@@ -15,6 +15,9 @@
  * grpc_session_recv(), grpc_session_output(), grpc_session_cancel() or
  * grpc_session_fail_all(). The callback must not free the session.
  * A session is single-threaded: the caller serializes all calls on it.
+ *
+ * It also declares the wire helpers the server core (grpcsrv.h) uses:
+ * framing, grpc-message percent-coding and grpc-timeout values.
  */
 #ifndef NODEFS_GRPC_H
 #define NODEFS_GRPC_H
@@ -73,8 +76,32 @@ int grpc_code_from_http(int http_status);
  * Returns the length written. */
 size_t grpc_percent_decode(const char *in, size_t inlen, char *out, size_t outsz);
 
+/* Percent-encode a grpc-message: bytes outside 0x20..0x7e and '%' become
+ * %XX. Writes at most outsz - 1 bytes plus a NUL, never splitting an escape;
+ * returns the length written. Pure. */
+size_t grpc_percent_encode(const char *in, size_t inlen, char *out, size_t outsz);
+
+/* Parse a grpc-timeout value ("250m", "30S", "1H"...) into milliseconds
+ * (rounded up; at most 8 digits). -EINVAL when malformed. Pure. */
+int grpc_timeout_parse(const char *v, size_t len, uint64_t *ret_ms);
+
 /* Format a grpc-timeout header value ("250m", "30S") for ms milliseconds. */
 void grpc_timeout_format(uint64_t ms, char out[16]);
+
+/* Framing shared by client and server. grpc_prefix_len reads the length
+ * from a 5-byte message prefix; grpc_frame returns a malloc'd prefix +
+ * message (len + 5 bytes) or NULL. grpc_body_add appends received DATA to a
+ * message being gathered (an sbuf capped at GRPC_MAX_MESSAGE + 5): -EMSGSIZE
+ * once it or its declared length is over the cap. grpc_copy_out copies the
+ * next at most length bytes of src from *off on (a data provider's read) and
+ * advances *off. grpc_h2_send drains an nghttp2 session's output into out:
+ * the bytes added, -ENOMEM, or -EPROTO (then *dead is set). */
+struct nghttp2_session;
+uint32_t grpc_prefix_len(const uint8_t *b);
+uint8_t *grpc_frame(const void *msg, size_t len);
+int grpc_body_add(struct sbuf *body, const uint8_t *data, size_t len);
+size_t grpc_copy_out(uint8_t *buf, size_t length, const uint8_t *src, size_t src_len, size_t *off);
+int grpc_h2_send(struct nghttp2_session *h2, struct sbuf *out, bool *dead);
 
 /* The outcome of one call, valid only during the completion callback. */
 struct grpc_reply {

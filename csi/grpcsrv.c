@@ -2,8 +2,9 @@
 /*
  * grpcsrv: the sans-IO gRPC unary server core (see grpcsrv.h). It drives
  * an nghttp2 server session purely in memory (nghttp2_session_mem_recv in,
- * nghttp2_session_mem_send out), as grpc.c does for the client. It must not
- * know about sockets, the event loop, threads, clocks or CSI.
+ * nghttp2_session_mem_send out), as grpc.c does for the client, whose
+ * framing and percent-coding helpers it shares. It must not know about
+ * sockets, the event loop, threads, clocks or CSI.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,56 +51,6 @@ struct grpc_srv {
 	bool dead;			/* protocol error: flush GOAWAY only */
 };
 
-size_t grpc_percent_encode(const char *in, size_t inlen, char *out, size_t outsz)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	if (!outsz)
-		return 0;
-	for (size_t i = 0; i < inlen; i++) {
-		unsigned char c = (unsigned char)in[i];
-
-		if (c >= 0x20 && c <= 0x7e && c != '%') {
-			if (o + 1 >= outsz)
-				break;
-			out[o++] = (char)c;
-		} else {
-			if (o + 3 >= outsz)
-				break;
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
-	}
-	out[o] = '\0';
-	return o;
-}
-
-int grpc_timeout_parse(const char *v, size_t len, uint64_t *ret_ms)
-{
-	uint64_t n = 0;
-
-	if (len < 2 || len > 9)
-		return -EINVAL;
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (v[i] < '0' || v[i] > '9')
-			return -EINVAL;
-		n = n * 10 + (uint64_t)(v[i] - '0');
-	}
-	switch (v[len - 1]) {
-	case 'H': n *= 3600000u; break;
-	case 'M': n *= 60000u; break;
-	case 'S': n *= 1000u; break;
-	case 'm': break;
-	case 'u': n = (n + 999) / 1000; break;
-	case 'n': n = (n + 999999) / 1000000; break;
-	default: return -EINVAL;
-	}
-	*ret_ms = n;
-	return 0;
-}
-
 /* ---- calls ---- */
 
 static void call_free(struct grpc_srv_call *c)
@@ -122,12 +73,8 @@ static ssize_t read_response(nghttp2_session *h2, int32_t stream_id, uint8_t *bu
 			     uint32_t *data_flags, nghttp2_data_source *source, void *ud)
 {
 	struct grpc_srv_call *c = source->ptr;
-	size_t n = c->resp_len - c->resp_off;
+	size_t n = grpc_copy_out(buf, length, c->resp, c->resp_len, &c->resp_off);
 
-	if (n > length)
-		n = length;
-	memcpy(buf, c->resp + c->resp_off, n);
-	c->resp_off += n;
 	if (c->resp_off == c->resp_len) {
 		const nghttp2_nv tr[] = {
 			{ (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE },
@@ -153,18 +100,11 @@ static int call_send(struct grpc_srv_call *c, int code, const char *message,
 	c->state = CALL_ANSWERED;
 	if (code == GRPC_OK) {
 		c->resp_len = len + 5;
-		c->resp = malloc(c->resp_len);
+		c->resp = grpc_frame(msg, len);
 		if (!c->resp) {
 			nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, c->stream_id, NGHTTP2_INTERNAL_ERROR);
 			return -ENOMEM;
 		}
-		c->resp[0] = 0;
-		c->resp[1] = (uint8_t)(len >> 24);
-		c->resp[2] = (uint8_t)(len >> 16);
-		c->resp[3] = (uint8_t)(len >> 8);
-		c->resp[4] = (uint8_t)len;
-		if (len)
-			memcpy(c->resp + 5, msg, len);
 		const nghttp2_nv hd[] = {
 			NV(":status", "200"),
 			NV("content-type", "application/grpc"),
@@ -200,11 +140,6 @@ static void call_reject(struct grpc_srv_call *c, int code, const char *message)
 	sbuf_free(&c->body);
 }
 
-static uint32_t prefix_len(const uint8_t *b)
-{
-	return (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
-}
-
 /* The request is complete: check it and hand it over. */
 static void call_dispatch(struct grpc_srv_call *c)
 {
@@ -237,7 +172,7 @@ static void call_dispatch(struct grpc_srv_call *c)
 		call_reject(c, GRPC_INTERNAL, "request message has an unknown flag");
 		return;
 	}
-	uint32_t mlen = prefix_len(b);
+	uint32_t mlen = grpc_prefix_len(b);
 	if ((size_t)mlen + 5 != n) {
 		snprintf(msg, sizeof(msg), "unary request framing: prefix says %" PRIu32 " bytes, got %zu",
 			 mlen, n - 5);
@@ -329,13 +264,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id,
 
 	if (!c || c->state != CALL_RECEIVING)
 		return 0;
-	size_t before = c->body.len;
-	if (sbuf_add(&c->body, data, len) < 0) {
-		call_reject(c, GRPC_RESOURCE_EXHAUSTED, "request message exceeds 4 MiB");
-		return 0;
-	}
-	/* Judge the declared length as soon as the prefix is complete. */
-	if (before < 5 && c->body.len >= 5 && prefix_len((const uint8_t *)c->body.buf) > GRPC_MAX_MESSAGE)
+	if (grpc_body_add(&c->body, data, len) < 0)
 		call_reject(c, GRPC_RESOURCE_EXHAUSTED, "request message exceeds 4 MiB");
 	return 0;
 }
@@ -438,23 +367,10 @@ int grpc_srv_recv(struct grpc_srv *s, const uint8_t *data, size_t len)
 
 int grpc_srv_output(struct grpc_srv *s, struct sbuf *out)
 {
-	int total = 0;
+	int r = grpc_h2_send(s->h2, out, &s->dead);
 
-	for (;;) {
-		const uint8_t *p;
-		ssize_t n = nghttp2_session_mem_send(s->h2, &p);
-
-		if (n < 0) {
-			s->dead = true;
-			return n == NGHTTP2_ERR_NOMEM ? -ENOMEM : 0;
-		}
-		if (n == 0)
-			return total;
-		int r = sbuf_add(out, p, (size_t)n);
-		if (r < 0)
-			return r;
-		total += (int)n;
-	}
+	/* A session nghttp2 gave up on has nothing more to say. */
+	return r == -EPROTO ? 0 : r;
 }
 
 bool grpc_srv_want_write(struct grpc_srv *s)

@@ -86,13 +86,4 @@ struct grpc_srv *grpc_srv_call_session(struct grpc_srv_call *call);
 void grpc_srv_set_owner(struct grpc_srv *s, void *owner);
 void *grpc_srv_owner(struct grpc_srv *s);
 
-/* Percent-encode a grpc-message: bytes outside 0x20..0x7e and '%' become
- * %XX. Writes at most outsz - 1 bytes plus a NUL, never splitting an escape;
- * returns the length written. Pure. */
-size_t grpc_percent_encode(const char *in, size_t inlen, char *out, size_t outsz);
-
-/* Parse a grpc-timeout value ("250m", "30S", "1H"...) into milliseconds
- * (rounded up; at most 8 digits). -EINVAL when malformed. Pure. */
-int grpc_timeout_parse(const char *v, size_t len, uint64_t *ret_ms);
-
 #endif
