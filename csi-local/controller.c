@@ -139,6 +139,25 @@ static int busy(struct rstat *st, const char *what, const char *id)
 	return rfail(st, GRPC_ABORTED, "an operation is pending on %s %s", what, id);
 }
 
+/* Volume id, found and idle, with plugin.mu held; NULL with the lock
+ * released and *code set otherwise. */
+static struct vol *idle_vol(struct plugin *p, const char *id, int *code, struct rstat *st)
+{
+	struct vol *v = store_vol(p, id);
+
+	if (!v) {
+		pthread_mutex_unlock(&p->mu);
+		*code = rfail(st, GRPC_NOT_FOUND, "volume %s does not exist", id);
+		return NULL;
+	}
+	if (v->busy) {
+		pthread_mutex_unlock(&p->mu);
+		*code = busy(st, "volume", v->id);
+		return NULL;
+	}
+	return v;
+}
+
 /* ---- replies ---- */
 
 static Csi__V1__Volume *volume_msg(struct arena *a, const struct vol *v)
@@ -370,15 +389,8 @@ int rpc_create_volume(struct plugin *p, const ProtobufCMessage *m, struct arena 
 		if (p->backing == BACKING_IMAGE)
 			snprintf(fs_type, sizeof(fs_type), "%s", block ? "" : ss->fs_type);
 	} else if (src_id[0] == 'v') {
-		sv = store_vol(p, src_id);
-		if (!sv) {
-			pthread_mutex_unlock(&p->mu);
-			return rfail(st, GRPC_NOT_FOUND, "volume %s does not exist", src_id);
-		}
-		if (sv->busy) {
-			pthread_mutex_unlock(&p->mu);
-			return busy(st, "volume", src_id);
-		}
+		if (!(sv = idle_vol(p, src_id, &code, st)))
+			return code;
 		floor = sv->size;
 		src_backing = sv->backing;
 		if (p->backing == BACKING_IMAGE)
@@ -592,15 +604,33 @@ static int parse_token(const char *tok, const char *prefix, struct rstat *st)
 	return GRPC_OK;
 }
 
+/* The paging fields of a List request, checked. */
+static int check_page(int32_t max_entries, const char *tok, const char *prefix, struct rstat *st)
+{
+	if (max_entries < 0)
+		return rfail(st, GRPC_INVALID_ARGUMENT, "max_entries must not be negative");
+	return parse_token(tok, prefix, st);
+}
+
+/* Room for the entries of a page from index i of total objects: at most
+ * max_entries (0 = all) pointers, their number in *ret_cap. */
+static void *page_entries(struct arena *a, size_t i, size_t total, int32_t max_entries, size_t *ret_cap)
+{
+	size_t cap = total - i;
+
+	if (max_entries && (size_t)max_entries < cap)
+		cap = (size_t)max_entries;
+	*ret_cap = cap;
+	return arena_alloc(a, (cap ? cap : 1) * sizeof(void *));
+}
+
 int rpc_list_volumes(struct plugin *p, const ProtobufCMessage *m, struct arena *a,
 		     ProtobufCMessage **ret, struct rstat *st)
 {
 	const Csi__V1__ListVolumesRequest *req = (const void *)m;
 	int code;
 
-	if (req->max_entries < 0)
-		return rfail(st, GRPC_INVALID_ARGUMENT, "max_entries must not be negative");
-	if ((code = parse_token(req->starting_token, "vol-", st)))
+	if ((code = check_page(req->max_entries, req->starting_token, "vol-", st)))
 		return code;
 	Csi__V1__ListVolumesResponse *resp = arena_alloc(a, sizeof(*resp));
 	if (!resp)
@@ -608,10 +638,8 @@ int rpc_list_volumes(struct plugin *p, const ProtobufCMessage *m, struct arena *
 	csi__v1__list_volumes_response__init(resp);
 	pthread_mutex_lock(&p->mu);
 	size_t i = req->starting_token[0] ? store_vol_index(p, req->starting_token) : 0;
-	size_t n = 0, cap = p->nvols - i;
-	if (req->max_entries && (size_t)req->max_entries < cap)
-		cap = (size_t)req->max_entries;
-	resp->entries = arena_alloc(a, (cap ? cap : 1) * sizeof(*resp->entries));
+	size_t n = 0, cap;
+	resp->entries = page_entries(a, i, p->nvols, req->max_entries, &cap);
 	if (!resp->entries)
 		goto oom;
 	for (; i < p->nvols && n < cap; i++) {
@@ -706,15 +734,9 @@ int rpc_controller_expand_volume(struct plugin *p, const ProtobufCMessage *m, st
 		return OOM(st);
 	csi__v1__controller_expand_volume_response__init(resp);
 	pthread_mutex_lock(&p->mu);
-	struct vol *v = store_vol(p, req->volume_id);
-	if (!v) {
-		pthread_mutex_unlock(&p->mu);
-		return rfail(st, GRPC_NOT_FOUND, "volume %s does not exist", req->volume_id);
-	}
-	if (v->busy) {
-		pthread_mutex_unlock(&p->mu);
-		return busy(st, "volume", v->id);
-	}
+	struct vol *v = idle_vol(p, req->volume_id, &code, st);
+	if (!v)
+		return code;
 	int64_t want = cr->required_bytes ? cr->required_bytes : cr->limit_bytes;
 	if (v->backing == BACKING_IMAGE)
 		want = (want + ALIGN - 1) / ALIGN * ALIGN;
@@ -800,15 +822,9 @@ int rpc_create_snapshot(struct plugin *p, const ProtobufCMessage *m, struct aren
 			*ret = &resp->base;
 		return code;
 	}
-	struct vol *v = store_vol(p, req->source_volume_id);
-	if (!v) {
-		pthread_mutex_unlock(&p->mu);
-		return rfail(st, GRPC_NOT_FOUND, "volume %s does not exist", req->source_volume_id);
-	}
-	if (v->busy) {
-		pthread_mutex_unlock(&p->mu);
-		return busy(st, "volume", v->id);
-	}
+	struct vol *v = idle_vol(p, req->source_volume_id, &code, st);
+	if (!v)
+		return code;
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->name = strdup(req->name))) {
 		snap_free(s);
@@ -916,9 +932,7 @@ int rpc_list_snapshots(struct plugin *p, const ProtobufCMessage *m, struct arena
 	const Csi__V1__ListSnapshotsRequest *req = (const void *)m;
 	int code;
 
-	if (req->max_entries < 0)
-		return rfail(st, GRPC_INVALID_ARGUMENT, "max_entries must not be negative");
-	if ((code = parse_token(req->starting_token, "snap-", st)))
+	if ((code = check_page(req->max_entries, req->starting_token, "snap-", st)))
 		return code;
 	Csi__V1__ListSnapshotsResponse *resp = arena_alloc(a, sizeof(*resp));
 	if (!resp)
@@ -926,10 +940,8 @@ int rpc_list_snapshots(struct plugin *p, const ProtobufCMessage *m, struct arena
 	csi__v1__list_snapshots_response__init(resp);
 	pthread_mutex_lock(&p->mu);
 	size_t i = req->starting_token[0] ? store_snap_index(p, req->starting_token) : 0;
-	size_t n = 0, cap = p->nsnaps - i;
-	if (req->max_entries && (size_t)req->max_entries < cap)
-		cap = (size_t)req->max_entries;
-	resp->entries = arena_alloc(a, (cap ? cap : 1) * sizeof(*resp->entries));
+	size_t n = 0, cap;
+	resp->entries = page_entries(a, i, p->nsnaps, req->max_entries, &cap);
 	if (!resp->entries)
 		goto oom;
 	for (; i < p->nsnaps && n < cap; i++) {

@@ -48,6 +48,25 @@ static int flags_of(const Csi__V1__VolumeCapability *c, unsigned long *f, char *
 	return GRPC_OK;
 }
 
+/* Write v's record; on failure say so in err. */
+static int save(struct plugin *p, struct vol *v, char *err, size_t errsz)
+{
+	int r = store_save_vol(p, v);
+
+	if (r < 0)
+		snprintf(err, errsz, "write the volume's record: %s", strerror(-r));
+	return r;
+}
+
+/* The end of a handler: release mu and answer resp if all went well. */
+static int finish(struct plugin *p, int code, ProtobufCMessage *resp, ProtobufCMessage **ret)
+{
+	pthread_mutex_unlock(&p->mu);
+	if (code == GRPC_OK)
+		*ret = resp;
+	return code;
+}
+
 /* Take v for a change of its mounts: NOT_FOUND, ABORTED, or OK with
  * *ret_v busy. Called with mu held. */
 static int take(struct plugin *p, const char *id, struct vol **ret_v, struct rstat *st)
@@ -124,8 +143,8 @@ int rpc_node_stage_volume(struct plugin *p, const ProtobufCMessage *m, struct ar
 		v->access_mode = (int)cap->access_mode->mode;
 		if (!v->staged)
 			r = -ENOMEM;
-		else if ((r = store_save_vol(p, v)) < 0)
-			snprintf(err, sizeof(err), "write the volume's record: %s", strerror(-r));
+		else
+			r = save(p, v, err, sizeof(err));
 		if (r < 0) {
 			backing_unstage(v, err + strlen(err), 0);
 			free(v->staged);
@@ -151,10 +170,7 @@ int rpc_node_stage_volume(struct plugin *p, const ProtobufCMessage *m, struct ar
 		code = rfail(st, r == -ENOENT || r == -ENOTDIR ? GRPC_FAILED_PRECONDITION : GRPC_INTERNAL,
 			     "stage %s: %s", v->id, err);
 out:
-	pthread_mutex_unlock(&p->mu);
-	if (code == GRPC_OK)
-		*ret = &resp->base;
-	return code;
+	return finish(p, code, &resp->base, ret);
 }
 
 int rpc_node_unstage_volume(struct plugin *p, const ProtobufCMessage *m, struct arena *a,
@@ -193,17 +209,13 @@ int rpc_node_unstage_volume(struct plugin *p, const ProtobufCMessage *m, struct 
 		v->loopdev[0] = '\0';
 		v->access_mode = 0;
 		v->stage_block = false;
-		if ((r = store_save_vol(p, v)) < 0)
-			snprintf(err, sizeof(err), "write the volume's record: %s", strerror(-r));
+		r = save(p, v, err, sizeof(err));
 	}
 	v->busy = false;
 	if (r < 0)
 		code = rfail(st, GRPC_INTERNAL, "unstage %s: %s", v->id, err);
 out:
-	pthread_mutex_unlock(&p->mu);
-	if (code == GRPC_OK)
-		*ret = &resp->base;
-	return code;
+	return finish(p, code, &resp->base, ret);
 }
 
 /* ---- publish ---- */
@@ -291,8 +303,7 @@ int rpc_node_publish_volume(struct plugin *p, const ProtobufCMessage *m, struct 
 			r = -ENOMEM;
 		else {
 			v->ntargets++;
-			if ((r = store_save_vol(p, v)) < 0) {
-				snprintf(err, sizeof(err), "write the volume's record: %s", strerror(-r));
+			if ((r = save(p, v, err, sizeof(err))) < 0) {
 				v->ntargets--;
 				free(n->path);
 			}
@@ -305,10 +316,7 @@ int rpc_node_publish_volume(struct plugin *p, const ProtobufCMessage *m, struct 
 		code = rfail(st, r == -ENOTDIR ? GRPC_FAILED_PRECONDITION : GRPC_INTERNAL,
 			     "publish %s: %s", v->id, err);
 out:
-	pthread_mutex_unlock(&p->mu);
-	if (code == GRPC_OK)
-		*ret = &resp->base;
-	return code;
+	return finish(p, code, &resp->base, ret);
 }
 
 int rpc_node_unpublish_volume(struct plugin *p, const ProtobufCMessage *m, struct arena *a,
@@ -340,8 +348,7 @@ int rpc_node_unpublish_volume(struct plugin *p, const ProtobufCMessage *m, struc
 		struct target keep = *t;
 
 		*t = v->targets[--v->ntargets];
-		if ((r = store_save_vol(p, v)) < 0) {
-			snprintf(err, sizeof(err), "write the volume's record: %s", strerror(-r));
+		if ((r = save(p, v, err, sizeof(err))) < 0) {
 			v->targets[v->ntargets++] = keep;
 		} else
 			free(keep.path);
@@ -350,10 +357,7 @@ int rpc_node_unpublish_volume(struct plugin *p, const ProtobufCMessage *m, struc
 	if (r < 0)
 		code = rfail(st, GRPC_INTERNAL, "unpublish %s: %s", v->id, err);
 out:
-	pthread_mutex_unlock(&p->mu);
-	if (code == GRPC_OK)
-		*ret = &resp->base;
-	return code;
+	return finish(p, code, &resp->base, ret);
 }
 
 /* ---- stats, expand ---- */
@@ -516,15 +520,11 @@ int rpc_node_expand_volume(struct plugin *p, const ProtobufCMessage *m, struct a
 	pthread_mutex_lock(&p->mu);
 	if (r == 0) {
 		v->fs_size = v->size;
-		if ((r = store_save_vol(p, v)) < 0)
-			snprintf(err, sizeof(err), "write the volume's record: %s", strerror(-r));
+		r = save(p, v, err, sizeof(err));
 	}
 	v->busy = false;
 	if (r < 0)
 		code = rfail(st, GRPC_INTERNAL, "expand %s: %s", v->id, err);
 out:
-	pthread_mutex_unlock(&p->mu);
-	if (code == GRPC_OK)
-		*ret = &resp->base;
-	return code;
+	return finish(p, code, &resp->base, ret);
 }
