@@ -251,6 +251,22 @@ size_t grpc_copy_out(uint8_t *buf, size_t length, const uint8_t *src, size_t src
 	return n;
 }
 
+int grpc_h2_settings(struct nghttp2_session *h2, int32_t first_id, uint32_t first_value)
+{
+	const nghttp2_settings_entry iv[] = {
+		{ first_id, first_value },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, GRPC_MAX_HEADERS },
+	};
+
+	if (nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, iv, ARRAY_SIZE(iv)) != 0)
+		return -ENOMEM;
+	/* A connection-level window big enough for a few full messages. */
+	if (nghttp2_session_set_local_window_size(h2, NGHTTP2_FLAG_NONE, 0, 16u << 20) != 0)
+		return -ENOMEM;
+	return 0;
+}
+
 int grpc_h2_send(struct nghttp2_session *h2, struct sbuf *out, bool *dead)
 {
 	int total = 0;
@@ -543,15 +559,7 @@ int grpc_session_new(const char *authority, struct grpc_session **ret_session)
 
 	/* SETTINGS must be the first frame after the preface (grpc-go closes
 	 * the connection otherwise). */
-	const nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 },
-		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, GRPC_MAX_HEADERS },
-	};
-	if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, ARRAY_SIZE(iv)) != 0)
-		goto fail;
-	/* A connection-level window big enough for a few full messages. */
-	if (nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0, 16u << 20) != 0)
+	if (grpc_h2_settings(s->h2, NGHTTP2_SETTINGS_ENABLE_PUSH, 0) < 0)
 		goto fail;
 	*ret_session = s;
 	return 0;

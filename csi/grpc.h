@@ -95,13 +95,17 @@ void grpc_timeout_format(uint64_t ms, char out[16]);
  * once it or its declared length is over the cap. grpc_copy_out copies the
  * next at most length bytes of src from *off on (a data provider's read) and
  * advances *off. grpc_h2_send drains an nghttp2 session's output into out:
- * the bytes added, -ENOMEM, or -EPROTO (then *dead is set). */
+ * the bytes added, -ENOMEM, or -EPROTO (then *dead is set).
+ * grpc_h2_settings queues a session's first SETTINGS (first_id =
+ * first_value, a 1 MiB stream window, GRPC_MAX_HEADERS of headers) and a
+ * 16 MiB connection window: 0 or -ENOMEM. */
 struct nghttp2_session;
 uint32_t grpc_prefix_len(const uint8_t *b);
 uint8_t *grpc_frame(const void *msg, size_t len);
 int grpc_body_add(struct sbuf *body, const uint8_t *data, size_t len);
 size_t grpc_copy_out(uint8_t *buf, size_t length, const uint8_t *src, size_t src_len, size_t *off);
 int grpc_h2_send(struct nghttp2_session *h2, struct sbuf *out, bool *dead);
+int grpc_h2_settings(struct nghttp2_session *h2, int32_t first_id, uint32_t first_value);
 
 /* The outcome of one call, valid only during the completion callback. */
 struct grpc_reply {

@@ -320,14 +320,7 @@ int grpc_srv_new(unsigned max_streams, grpc_srv_request_fn fn, void *userdata,
 		goto fail;
 	nghttp2_session_callbacks_del(cbs);
 	cbs = NULL;
-	const nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams ? max_streams : 128 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 },
-		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, GRPC_MAX_HEADERS },
-	};
-	if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, ARRAY_SIZE(iv)) != 0)
-		goto fail;
-	if (nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0, 16u << 20) != 0)
+	if (grpc_h2_settings(s->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams ? max_streams : 128) < 0)
 		goto fail;
 	*ret_srv = s;
 	return 0;
