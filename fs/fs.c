@@ -574,24 +574,54 @@ static void fs_req_free(struct fs_req *r)
 	free(r);
 }
 
+/* A command line as the error file shows it: up to 48 bytes, or 45 and
+ * "..."; control bytes and every byte past ASCII as \xHH, so the error line
+ * stays one line of valid UTF-8 whatever was written. */
+static void cmd_excerpt(const char *s, size_t len, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0, take = len > 48 ? 45 : len;
+
+	for (i = 0; i < take && o + 8 < outlen; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c >= 0x7f) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	if (i < len && o + 4 <= outlen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+}
+
 /* What failed, as the error file names it: the command line (its first 48
- * bytes), "line N" first in a write of several; mkdir and rmdir as such. */
+ * bytes, escaped), "line N" first in a write of several; mkdir and rmdir as
+ * such. */
 static void fs_req_set_error(struct fs_req *r, const char *msg)
 {
-	char line[BNODE_ERROR_MAX];
+	char line[BNODE_ERROR_MAX], cmd[48 * 4 + 8];
 	size_t len = r->cur_len;
 
-	if (r->kind == FSR_MKDIR || r->kind == FSR_RMDIR)
+	if (r->kind == FSR_MKDIR || r->kind == FSR_RMDIR) {
+		cmd_excerpt(r->name, strlen(r->name), cmd, sizeof(cmd));
 		snprintf(line, sizeof(line), "'%s %s': %s", r->kind == FSR_MKDIR ? "mkdir" : "rmdir",
-			 r->name, msg);
-	else if (!r->cur || !len)
+			 cmd, msg);
+	} else if (!r->cur || !len) {
 		snprintf(line, sizeof(line), "%s", msg);
-	else if (r->nlines > 1)
-		snprintf(line, sizeof(line), "line %u '%.*s%s': %s", r->line,
-			 (int)(len > 48 ? 45 : len), r->cur, len > 48 ? "..." : "", msg);
-	else
-		snprintf(line, sizeof(line), "'%.*s%s': %s", (int)(len > 48 ? 45 : len), r->cur,
-			 len > 48 ? "..." : "", msg);
+	} else {
+		cmd_excerpt(r->cur, len, cmd, sizeof(cmd));
+		if (r->nlines > 1)
+			snprintf(line, sizeof(line), "line %u '%s': %s", r->line, cmd, msg);
+		else
+			snprintf(line, sizeof(line), "'%s': %s", cmd, msg);
+	}
 	bnode_set_error(r->node, line);
 }
 

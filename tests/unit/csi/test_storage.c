@@ -234,7 +234,7 @@ Test(storage, create)
 	Csi__V1__Volume vol = CSI__V1__VOLUME__INIT;
 	Csi__V1__Volume__VolumeContextEntry ctx = CSI__V1__VOLUME__VOLUME_CONTEXT_ENTRY__INIT, *ctxs[] = { &ctx };
 	struct storage_volume v = { 0 };
-	struct storage_result res;
+	struct storage_result res = { 0 };
 	struct nerr err = { 0 };
 
 	vol.volume_id = "vol-7";
@@ -500,7 +500,7 @@ Test(storage, error_classes)
 	struct storage_req rq = { .id = "vol-1", .staging = "/s" };
 
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-		struct storage_result res;
+		struct storage_result res = { 0 };
 		struct nerr err = { 0 };
 		int r;
 
