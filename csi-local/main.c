@@ -249,7 +249,8 @@ static void on_request(void *ud, struct grpc_srv_call *call, const char *path,
 	j->rpc = r;
 	j->call = call;
 	j->len = len;
-	memcpy(j->msg, msg, len);
+	if (len)
+		memcpy(j->msg, msg, len);
 	pthread_mutex_lock(&s->qmu);
 	if (s->qtail)
 		s->qtail->next = j;

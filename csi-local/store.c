@@ -98,7 +98,8 @@ char *store_params(size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e)
 
 	if (!sorted)
 		return NULL;
-	memcpy(sorted, e, n * sizeof(*sorted));
+	if (n)
+		memcpy(sorted, e, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), cmp_entry);
 	sbuf_adds(&sb, "");
 	for (size_t i = 0; i < n; i++) {
