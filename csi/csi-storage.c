@@ -172,10 +172,10 @@ static int rpc(void *h, enum csi_rpc which, const ProtobufCMessage *req, uint64_
 	       struct nerr *err)
 {
 	struct retry_bridge rb = { .rpc = which, .res = res };
-	struct csi_result cr = { .on_retry = res && res->on_retry ? on_retry : NULL,
-				 .on_retry_ctx = &rb };
+	struct csi_result cr = { 0 };
 	ProtobufCMessage *resp = NULL;
-	int r = csi_call_ex(h, which, req, timeout_ms, attempts, &resp, &cr, err);
+	int r = csi_call_watched(h, which, req, timeout_ms, attempts,
+				 res && res->on_retry ? on_retry : NULL, &rb, &resp, &cr, err);
 
 	result_fill(res, which, &cr);
 	if (r < 0)

@@ -665,9 +665,10 @@ static int attempt_direct(struct attempt *a)
 	return r;
 }
 
-int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,
-		uint64_t timeout_ms, unsigned max_attempts,
-		ProtobufCMessage **ret_resp, struct csi_result *res, struct nerr *err)
+int csi_call_watched(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,
+		     uint64_t timeout_ms, unsigned max_attempts, csi_retry_fn on_retry,
+		     void *on_retry_ctx, ProtobufCMessage **ret_resp, struct csi_result *res,
+		     struct nerr *err)
 {
 	struct csi_result local;
 	_cleanup_free_ uint8_t *buf = NULL;
@@ -675,12 +676,9 @@ int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *
 	size_t len;
 	int r;
 
-	if (!res) {
-		local = (struct csi_result){ 0 };
+	if (!res)
 		res = &local;
-	}
-	*res = (struct csi_result){ .code = GRPC_UNKNOWN, .on_retry = res->on_retry,
-				    .on_retry_ctx = res->on_retry_ctx };
+	*res = (struct csi_result){ .code = GRPC_UNKNOWN };
 	if ((unsigned)rpc >= _CSI_RPC_MAX)
 		return nerr_set(err, EINVAL, "unknown CSI RPC %d", (int)rpc);
 	const struct rpc_desc *d = &rpcs[rpc];
@@ -753,8 +751,8 @@ wait:
 		}
 		if (!csi_code_retryable(a.code) || attempt >= max_attempts)
 			break;
-		if (res->on_retry)
-			res->on_retry(res->on_retry_ctx, res);	/* live in the operation */
+		if (on_retry)
+			on_retry(on_retry_ctx, res);	/* live in the operation */
 
 		/* Wait out the backoff, unless the plugin is shut down meanwhile. */
 		pthread_mutex_lock(&p->lock);	/* p->rng is shared by callers */
@@ -792,6 +790,14 @@ wait:
 	else
 		protobuf_c_message_free_unpacked(resp, NULL);
 	return 0;
+}
+
+int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,
+		uint64_t timeout_ms, unsigned max_attempts,
+		ProtobufCMessage **ret_resp, struct csi_result *res, struct nerr *err)
+{
+	return csi_call_watched(p, rpc, req, timeout_ms, max_attempts, NULL, NULL, ret_resp, res,
+				err);
 }
 
 int csi_call(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,

@@ -107,11 +107,6 @@ struct csi_result {
 	char message[NERR_MSG_MAX];	/* the plugin's grpc-message, or ours */
 	unsigned attempts;		/* attempts made (>= 1 once on the wire) */
 	uint64_t elapsed_us;		/* whole call, retries included */
-	/* Set by the caller (csi_call keeps them): after each failed
-	 * attempt that is to be retried, before its backoff, on the
-	 * caller's thread, with attempts, code and message so far. */
-	void (*on_retry)(void *ctx, const struct csi_result *so_far);
-	void *on_retry_ctx;
 };
 
 /* Create a client for one plugin. endpoint is "unix:///abs/path.sock" (or
@@ -161,6 +156,16 @@ int csi_call(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req
 int csi_call_ex(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,
 		uint64_t timeout_ms, unsigned max_attempts,
 		ProtobufCMessage **ret_resp, struct csi_result *res, struct nerr *err);
+
+/* Called after each failed attempt that is to be retried, before its
+ * backoff, on the caller's thread, with attempts, code and message so far. */
+typedef void (*csi_retry_fn)(void *ctx, const struct csi_result *so_far);
+
+/* csi_call_ex that also tells on_retry (may be NULL) of each retry. */
+int csi_call_watched(struct csi_plugin *p, enum csi_rpc rpc, const ProtobufCMessage *req,
+		     uint64_t timeout_ms, unsigned max_attempts, csi_retry_fn on_retry,
+		     void *on_retry_ctx, ProtobufCMessage **ret_resp, struct csi_result *res,
+		     struct nerr *err);
 
 /* ---- typed conveniences ---- */
 
