@@ -561,9 +561,7 @@ class ImageOnly(unittest.TestCase):
             self.assertEqual(cl.loops_of(pl.tmp), [])
 
     def test_xfs_and_enforced_size(self):
-        import shutil as sh
-        if sh.which("mkfs.xfs") is None:
-            self.skipTest("mkfs.xfs missing (xfsprogs)")
+        nt.requires("prog:mkfs.xfs:xfsprogs")
         with cl.Local(backing="image") as pl:
             self.assertEqual(pl.call("Controller", "CreateVolume", name="small", volume_capabilities=[pl.cap(fs_type="xfs")],
                                      capacity_range=pl.pb.CapacityRange(required_bytes=MiB, limit_bytes=100 * MiB))[0],
