@@ -10,9 +10,11 @@ and removes it, on every exit path. It knows the plugin only by its command
 line, its socket and its state file (BASE/state.json).
 
 With NODEFS_TEST_PLUGIN=local in the environment the plugin is the
-built-in nodefs-csi-local (CSI_LOCAL_BIN, dir backing) instead, started by
-the test as an external plugin; LocalPlugin reads its records into the
-same state() shape, and a test asking for a mode it does not have
+built-in nodefs-csi-local (CSI_LOCAL_BIN) instead, started by the test as
+an external plugin, in the backing NODEFS_TEST_BACKING names (dir, the
+default, or image: loop-mounted ext4 images; skipped with exit 77 where
+loop devices or e2fsprogs are missing); LocalPlugin reads its records into
+the same state() shape, and a test asking for a mode it does not have
 (--no-stage, fault injection) is skipped.
 
 CSI calls nodefs made are counted from metrics/nodefs.prom
@@ -35,6 +37,7 @@ import nodefs_test as nt
 PLUGIN_PY = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
 LOCAL = os.environ.get("NODEFS_TEST_PLUGIN") == "local"
 CSI_LOCAL_BIN = os.environ.get("CSI_LOCAL_BIN", "")
+BACKING = os.environ.get("NODEFS_TEST_BACKING", "dir")
 
 # The RPCs a volume command makes (the refresh and Probe run on their own).
 VOLUME_RPCS = ("CreateVolume", "DeleteVolume", "ControllerPublishVolume",
@@ -56,6 +59,41 @@ signal.signal(signal.SIGTERM, _terminated)
 def require_plugin():
     """The preamble of every volume test: nodefs, root, FUSE, grpcio."""
     nt.requires("mount", "csi-plugin")
+    if LOCAL and BACKING == "image":
+        why = loop_devices_ok()
+        if why:
+            nt.skip("image backing: " + why)
+
+
+def loop_devices_ok():
+    """Why the image backing cannot run here, or None."""
+    if not os.path.exists("/dev/loop-control"):
+        return "no /dev/loop-control (loop devices)"
+    for prog in ("mkfs.ext4", "resize2fs", "losetup"):
+        if shutil.which(prog) is None:
+            return "%s missing" % prog
+    return None
+
+
+def has_cap_sys_resource():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
+def detach_loops_under(path):
+    """Detach the loop devices backed by files under path."""
+    try:
+        p = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"],
+                           capture_output=True, text=True)
+    except OSError:
+        return
+    for line in p.stdout.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[1].startswith(path + "/"):
+            subprocess.run(["losetup", "-d", parts[0]], capture_output=True)
 
 
 mounts_under = nt.mounts_under
@@ -126,6 +164,9 @@ class Plugin:
         except FileNotFoundError:
             return {}
 
+    def grows_online(self):
+        return True
+
     def volume_dir(self, vid):
         return os.path.join(self.base, "volumes", vid)
 
@@ -138,10 +179,11 @@ class Plugin:
 
 
 class LocalPlugin(Plugin):
-    """nodefs-csi-local (dir backing) in Plugin's shape. Its capabilities are
-    fixed: stage yes, controller publish no, expand yes (no node step)."""
+    """nodefs-csi-local (dir or image backing) in Plugin's shape. Its
+    capabilities are fixed: stage yes, controller publish no, expand yes
+    (with a node step in image backing: the filesystem grows there)."""
 
-    node_expansion = False
+    node_expansion = BACKING == "image"
     # flags of plugin.py that describe what it already is
     SAME = {"--no-controller-publish"}
 
@@ -151,7 +193,7 @@ class LocalPlugin(Plugin):
             import unittest
             raise unittest.SkipTest("the built-in plugin has no mode %s" % " ".join(odd))
         return [CSI_LOCAL_BIN, "--endpoint", self.endpoint, "--base-dir", self.base,
-                "--node-id", "node-1"]
+                "--node-id", "node-1", "--backing", BACKING]
 
     def state(self):
         """{volume_id: {capacity, params, staged, published, nodes}} from
@@ -184,7 +226,17 @@ class LocalPlugin(Plugin):
             out[n] = rec
         return out
 
+    def grows_online(self):
+        """An image's ext4 grows while mounted only with CAP_SYS_RESOURCE."""
+        return BACKING != "image" or has_cap_sys_resource()
+
     def volume_dir(self, vid):
+        if BACKING == "image":
+            # the image's filesystem, where it is mounted: the staging path
+            staged = self.state().get(vid, {}).get("staged", [])
+            if not staged:
+                raise AssertionError("volume %s is not staged: its image is not mounted" % vid)
+            return staged[0]
         return os.path.join(self.base, "data", vid)
 
 
@@ -266,6 +318,7 @@ class VolEnv:
                 self.plugin.stop()
             if self.tmp:
                 unmount_all_under(self.tmp)
+                detach_loops_under(self.tmp)
                 shutil.rmtree(self.tmp, ignore_errors=True)
         return problems
 
