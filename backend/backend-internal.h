@@ -40,6 +40,10 @@ struct kind_ops;
 
 struct backend {
 	struct config *cfg;
+	/* instance.h: this instance's id (STATE_DIR/instance-id) and the
+	 * prefix of the engine-side names it makes (name_prefix) */
+	char instance[33];
+	char name_prefix[40];
 	/* The kinds of object, in the root directory's order (kind.h): all
 	 * the hub knows of them. */
 	const struct kind_ops *const *kinds;

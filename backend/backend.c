@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "instance.h"
 #include "kind.h"
 #include "log.h"
 #include "macro.h"
@@ -57,6 +58,8 @@ static int show_status(struct bnode *n, struct sbuf *out)
 		"version: %s\n"
 		"uptime_seconds: %lld\n"
 		"state_dir: %s\n"
+		"instance: %s\n"
+		"name_prefix: %s\n"
 		"plugins: %zu\n"
 		"profiles: %zu\n"
 		"runtimes: %zu\n"
@@ -67,7 +70,7 @@ static int show_status(struct bnode *n, struct sbuf *out)
 		"checkpoint_errors: %u\n",
 		backend_state_to_string(atomic_load(&b->state)), NODEFS_VERSION,
 		(long long)(now.tv_sec - b->started_mono.tv_sec),
-		b->cfg->state_dir,
+		b->cfg->state_dir, b->instance, b->name_prefix,
 		bnode_count(b->plugins), bnode_count(b->profiles), b->nengines, healthy,
 		bnode_count(b->volumes), bnode_count(b->operations),
 		bnode_count(b->containers), atomic_load(&b->bad_records));
@@ -240,6 +243,13 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	r = store_init(cfg->state_dir, err);
 	if (r < 0)
 		goto fail;
+	r = instance_load(cfg->state_dir, b->instance, err);
+	if (r < 0)
+		goto fail;
+	if (cfg->name_prefix)
+		snprintf(b->name_prefix, sizeof(b->name_prefix), "%s", cfg->name_prefix);
+	else
+		instance_default_prefix(b->instance, b->name_prefix, sizeof(b->name_prefix));
 
 	r = -ENOMEM;
 	b->root = bnode_new_root(&root_type, "", b);

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -125,6 +126,7 @@ void config_free(struct config *c)
 	free(c->state_dir);
 	strv_free(c->allowed_targets);
 	free(c->ctl_group);
+	free(c->name_prefix);
 	for (size_t i = 0; i < c->nplugins; i++) {
 		free(c->plugins[i].name);
 		free(c->plugins[i].endpoint);
@@ -151,6 +153,7 @@ int config_defaults(struct config **ret)
 	c->retry_max_ms = 2 * 60 * 1000;
 	c->operations_keep = 1000;
 	c->reconcile_interval_ms = 60 * 1000;
+	c->uncertain_timeout_ms = 5 * 60 * 1000;
 	c->log_level = -1;
 	c->state_dir = str_dup(CONFIG_DEFAULT_STATE_DIR);
 	c->allowed_targets = calloc(3, sizeof(char *));
@@ -582,6 +585,29 @@ static int apply_nodefs(struct parser *p, const struct config_section *sec)
 			r = value_duration(p, kv, true, &c->reconcile_interval_ms);
 			if (r < 0)
 				return r;
+		} else if (strcmp(k, "uncertain_timeout") == 0) {
+			r = value_duration(p, kv, false, &c->uncertain_timeout_ms);
+			if (r < 0)
+				return r;
+		} else if (strcmp(k, "name_prefix") == 0) {
+			char *s = NULL;
+			size_t n;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			n = strlen(s);
+			r = n >= 1 && n <= 32 && isalnum((unsigned char)s[0]) ? 0 : -1;
+			for (size_t j = 0; r == 0 && j < n; j++)
+				if (!isalnum((unsigned char)s[j]) && !strchr("._-", s[j]))
+					r = -1;
+			if (r < 0) {
+				free(s);
+				return perr(p, kv->line, EINVAL, "name_prefix: want 1 to 32 of "
+					    "[A-Za-z0-9._-], starting with a letter or digit");
+			}
+			free(c->name_prefix);
+			c->name_prefix = s;
 		} else if (strcmp(k, "operations_keep") == 0) {
 			_cleanup_free_ char *s = NULL;
 			long long v;

@@ -4,7 +4,8 @@
  *
  *     [nodefs]              state_dir, allowed_targets, ctl_group, csi_timeout,
  *                           retry_backoff, retry_max, operations_keep,
- *                           reconcile_interval, log_level
+ *                           reconcile_interval, log_level, name_prefix,
+ *                           uncertain_timeout
  *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
  *                           command = PROGRAM ARGS..., keep_running = yes|no
  *     [profile NAME]        plugin, access_mode, fs_type, mount_flags,
@@ -83,6 +84,8 @@ struct config {
 	unsigned operations_keep;	/* default 1000 */
 	uint64_t reconcile_interval_ms;	/* key reconcile_interval, default 60 s, 0 = off */
 	int log_level;			/* enum log_level; -1 unset (info, debug with -d) */
+	char *name_prefix;		/* engine-side names: NULL = "nodefs-<8 of id>-" */
+	uint64_t uncertain_timeout_ms;	/* key uncertain_timeout, default 5 min */
 	struct config_plugin *plugins;
 	size_t nplugins;
 	struct config_profile *profiles;

@@ -47,6 +47,11 @@ struct container {
 	struct bnode *node;		/* borrowed: the node owns the container */
 	struct engine *eng;
 	char name[65];
+	/* The name its engine knows it by when the driver names containers
+	 * (runtime_ops.engine_names): name_prefix + name, made once and kept in
+	 * the record; "" for a record of an older nodefs (the driver's own
+	 * "nodefs-NAME") or a driver that does not. */
+	char engine_name[112];
 	struct actq q;
 
 	/* the spec, as created; immutable after create except the limits */

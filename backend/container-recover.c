@@ -41,6 +41,10 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		return;
 #define S(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) c->field = strdup(s)
 	S(id, "id");
+	/* as made, never recomputed: a record from before names had a
+	 * prefix keeps "" (the driver's "nodefs-NAME") */
+	s = json_string_value(json_object_get(j, "engine_name"));
+	snprintf(c->engine_name, sizeof(c->engine_name), "%s", s && e->ops->engine_names ? s : "");
 	S(image, "image");
 	S(template_name, "template_name");
 	S(distro, "distro");

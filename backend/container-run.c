@@ -30,7 +30,8 @@ static int do_create(struct cact *x, struct nerr *err)
 {
 	struct container *c = x->c;
 	struct rt_spec spec = {
-		.name = c->name, .image = c->image, .argv = c->argv, .env = c->env,
+		.name = c->name, .engine_name = c->engine_name[0] ? c->engine_name : NULL,
+		.instance = c->b->instance, .image = c->image, .argv = c->argv, .env = c->env,
 		.nenv = c->nenv, .cpus = c->cpus, .memory = c->memory, .pids = c->pids,
 		.mounts = c->mounts, .nmounts = c->nmounts, .template_name = c->template_name,
 		.distro = c->distro, .release = c->release, .arch = c->arch,

@@ -142,6 +142,8 @@ struct container *container_alloc(struct backend *b, struct engine *e, const cha
 	c->b = b;
 	c->eng = e;
 	snprintf(c->name, sizeof(c->name), "%s", name);
+	if (e->ops->engine_names)
+		snprintf(c->engine_name, sizeof(c->engine_name), "%s%s", b->name_prefix, name);
 	actq_init(&c->q);
 	pthread_mutex_init(&c->lock, NULL);
 	sbuf_init(&c->exec_out, EXEC_OUT_CAP);
@@ -177,6 +179,8 @@ void container_write_locked(struct container *c, struct jw *w)
 	jw_kstr(w, "runtime", c->eng->ops->name);
 	if (c->id)
 		jw_kstr(w, "id", c->id);
+	if (c->engine_name[0])
+		jw_kstr(w, "engine_name", c->engine_name);
 	jw_kstr(w, "state", cstate_to_string(c->state));
 	if (c->image)
 		jw_kstr(w, "image", c->image);

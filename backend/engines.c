@@ -358,7 +358,7 @@ static int engine_open(struct engine *e, struct nerr *err)
 {
 	struct backend *b = e->b;
 	const struct config_section *s = config_section_find(b->cfg, "runtime", e->ops->name);
-	struct rt_config rc = { 0 };
+	struct rt_config rc = { .instance = b->instance };
 	struct nerr oerr = { 0 };
 	struct rt_kv *kv = NULL;
 	int r;

@@ -34,6 +34,11 @@ struct sbuf;
 /* Label / config key marking what nodefs made, so it never touches the rest. */
 #define RT_OWNER_LABEL "io.nodefs.managed"
 #define RT_NAME_LABEL "io.nodefs.name"
+/* The id of the nodefs instance that made it (STATE_DIR/instance-id): two
+ * instances sharing one engine list, reconcile and take back only their
+ * own. */
+#define RT_INSTANCE_LABEL "io.nodefs.instance"
+#define RT_INSTANCE_MAX 32	/* hex digits of an instance id */
 
 enum rt_state {
 	RT_STATE_UNKNOWN = 0,
@@ -58,6 +63,12 @@ struct rt_mount {
 /* What a user asked for at create. Strings are owned by the caller. */
 struct rt_spec {
 	const char *name;	/* nodefs name, [A-Za-z0-9._-]{1,64} */
+	/* The name the engine knows it by (docker: the container name; the
+	 * backend makes it, name_prefix + name); NULL: "nodefs-" + name. */
+	const char *engine_name;
+	/* This instance's id (rt_config.instance), put on what is made;
+	 * NULL: none (what an older nodefs made). */
+	const char *instance;
 	const char *image;	/* docker: required; lxc: ignored */
 	char **argv;		/* NULL-terminated, may be NULL (image default) */
 	struct rt_kv *env;
@@ -146,10 +157,17 @@ struct rt_progress {
 struct rt_config {
 	const struct rt_kv *kv;
 	size_t nkv;
+	/* This nodefs instance's id: put on what create makes (docker label,
+	 * lxc mark), and list() reports only what carries it. */
+	const char *instance;
 };
 
 struct runtime_ops {
 	const char *name;	/* "docker", "lxc" */
+	/* create names the container rt_spec.engine_name on the engine (docker:
+	 * one namespace per engine, shared by everyone using it); false: by
+	 * rt_spec.name (lxc: a directory of the configured lxcpath) */
+	bool engine_names;
 
 	/* Make a handle. Never fails because the engine is absent: that is
 	 * reported by health(). -EINVAL for a bad config key/value. */
@@ -183,8 +201,8 @@ struct runtime_ops {
 	int (*logs)(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err);
 	/* Remove the container (killing it if needed). ENOENT-safe: 0 if gone. */
 	int (*destroy)(void *h, const char *id, struct nerr *err);
-	/* Containers carrying our owner mark, and half-made ones (half_made
-	 * set). *ret is malloc'd; free with rt_listing_free(). May block on
+	/* Containers carrying our owner mark and this instance's id, and
+	 * half-made ones of this instance (half_made set). *ret is malloc'd; free with rt_listing_free(). May block on
 	 * the engine; called from the worker pool, recovery and the monitor
 	 * thread (reconciliation), concurrently with other calls. */
 	int (*list)(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err);

@@ -112,6 +112,10 @@ int docker_json_parse_exec_inspect(const char *body, size_t len, int *ret_exit_c
  * name comes from RT_NAME_LABEL). *ret malloc'd, free with rt_listing_free. */
 int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret,
 			   size_t *ret_n, struct nerr *err);
+/* The same, keeping only those whose RT_INSTANCE_LABEL is instance (NULL:
+ * any). */
+int docker_json_parse_list_of(const char *body, size_t len, const char *instance,
+			      struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 
 /* Docker's State.Status words ("running", "exited", ...) to rt_state. */
 enum rt_state docker_state_from_string(const char *s);

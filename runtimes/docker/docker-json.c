@@ -299,7 +299,8 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 	if (set_new(o, "Image", json_string(spec->image)) < 0)
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (set_new(labels, RT_OWNER_LABEL, json_string("1")) < 0 ||
-	    set_new(labels, RT_NAME_LABEL, json_string(spec->name)) < 0)
+	    set_new(labels, RT_NAME_LABEL, json_string(spec->name)) < 0 ||
+	    (spec->instance && set_new(labels, RT_INSTANCE_LABEL, json_string(spec->instance)) < 0))
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (spec->argv && spec->argv[0]) {
 		if (set_new(o, "Cmd", a = json_array()) < 0)
@@ -663,6 +664,12 @@ static int exit_code_from_status_text(const char *s)
 int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret,
 			   size_t *ret_n, struct nerr *err)
 {
+	return docker_json_parse_list_of(body, len, NULL, ret, ret_n, err);
+}
+
+int docker_json_parse_list_of(const char *body, size_t len, const char *instance,
+			      struct rt_listing **ret, size_t *ret_n, struct nerr *err)
+{
 	json_auto_t *o = NULL;
 	struct rt_listing *l;
 	size_t n = 0, i;
@@ -679,9 +686,11 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 		const char *id = json_string_value(json_object_get(c, "Id"));
 		const char *owner = json_string_value(json_object_get(labels, RT_OWNER_LABEL));
 		const char *name = json_string_value(json_object_get(labels, RT_NAME_LABEL));
+		const char *inst = json_string_value(json_object_get(labels, RT_INSTANCE_LABEL));
 
 		/* the filter asked the engine for ours; check again anyway */
-		if (!id || !owner || strcmp(owner, "1") != 0 || !name)
+		if (!id || !owner || strcmp(owner, "1") != 0 || !name ||
+		    (instance && (!inst || strcmp(inst, instance) != 0)))
 			continue;
 		l[n].id = dup_str(id);
 		l[n].name = dup_str(name);

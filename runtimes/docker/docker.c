@@ -58,6 +58,7 @@ struct dk_cg {
 
 struct docker {
 	char sock[108];
+	char instance[RT_INSTANCE_MAX + 1];	/* "" when the backend gave none */
 	int stop_timeout;
 	bool cgroup_v2;		/* the host is unified-only */
 
@@ -426,6 +427,7 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	if (!d)
 		return nerr_set(err, ENOMEM, "out of memory");
 	snprintf(d->sock, sizeof(d->sock), "%s", sock);
+	snprintf(d->instance, sizeof(d->instance), "%s", cfg && cfg->instance ? cfg->instance : "");
 	d->stop_timeout = stop_timeout;
 	d->cgroup_v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
 	pthread_mutex_init(&d->lock, NULL);
@@ -597,7 +599,7 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 	struct docker *d = h;
 	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
 	_cleanup_free_ char *json = NULL;
-	char path[160];
+	char path[200];
 	char *id = NULL;
 	int r;
 
@@ -606,7 +608,13 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
 	if (check_id(spec->name, err) < 0 || strlen(spec->name) > 64)
 		return nerr_set(err, EINVAL, "bad container name '%s'", spec->name);
-	snprintf(path, sizeof(path), "/containers/create?name=nodefs-%s", spec->name);
+	if (spec->engine_name && (check_id(spec->engine_name, err) < 0 ||
+				  strlen(spec->engine_name) > 128))
+		return nerr_set(err, EINVAL, "bad engine name '%s'", spec->engine_name);
+	if (spec->engine_name)
+		snprintf(path, sizeof(path), "/containers/create?name=%s", spec->engine_name);
+	else
+		snprintf(path, sizeof(path), "/containers/create?name=nodefs-%s", spec->name);
 
 	for (int attempt = 0;; attempt++) {
 		struct dk_req rq = { .method = "POST", .path = path, .body = json,
@@ -853,16 +861,26 @@ static int dk_inspect(void *h, const char *id, struct rt_status *ret, struct ner
 
 static int dk_list(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err)
 {
-	/* filters={"label":["io.nodefs.managed=1"]}, escaped */
-	static const char path[] = "/containers/json?all=1&filters="
-		"%7B%22label%22%3A%5B%22" RT_OWNER_LABEL "%3D1%22%5D%7D";
+	struct docker *d = h;
 	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
-	struct dk_req rq = { .method = "GET", .path = path };
+	char path[256];
 	int r;
+
+	/* filters={"label":["io.nodefs.managed=1","io.nodefs.instance=ID"]},
+	 * escaped (the id is hex); both labels must match */
+	if (d->instance[0])
+		snprintf(path, sizeof(path), "/containers/json?all=1&filters="
+			 "%%7B%%22label%%22%%3A%%5B%%22" RT_OWNER_LABEL "%%3D1%%22%%2C%%22"
+			 RT_INSTANCE_LABEL "%%3D%s%%22%%5D%%7D", d->instance);
+	else
+		snprintf(path, sizeof(path), "/containers/json?all=1&filters="
+			 "%%7B%%22label%%22%%3A%%5B%%22" RT_OWNER_LABEL "%%3D1%%22%%5D%%7D");
+	struct dk_req rq = { .method = "GET", .path = path };
 
 	r = dk_call(h, &rq, &body, NULL, err);
 	if (r == 0) {
-		r = docker_json_parse_list(body.buf, body.len, ret, ret_n, err);
+		r = docker_json_parse_list_of(body.buf, body.len, d->instance[0] ? d->instance : NULL,
+					      ret, ret_n, err);
 		if (r == -ENOMEM)
 			nerr_set(err, ENOMEM, "out of memory");
 	}
@@ -1483,6 +1501,7 @@ static int dk_watch(void *h, rt_event_fn fn, void *ctx, struct nerr *err)
 
 const struct runtime_ops rt_docker_ops = {
 	.name = "docker",
+	.engine_names = true,
 	.open = dk_open,
 	.close = dk_close,
 	.health = dk_health,

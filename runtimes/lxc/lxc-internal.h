@@ -75,6 +75,7 @@ struct rt_lxc_item {
 /* What nodefs.json holds: the mark and the last run's record. */
 struct rt_lxc_meta {
 	char name[RT_LXC_NAME_MAX + 1];	/* nodefs name (RT_NAME_LABEL) */
+	char instance[RT_INSTANCE_MAX + 1];	/* RT_INSTANCE_LABEL, "" when none */
 	time_t created_at;
 	time_t started_at;		/* 0: never started */
 	time_t finished_at;		/* 0: not finished since the last start */
@@ -98,6 +99,7 @@ struct rt_lxc_home {
 
 struct rt_lxc {
 	char lxcpath[PATH_MAX];
+	char instance[RT_INSTANCE_MAX + 1];	/* rt_config.instance, "" when none */
 	char template_dir[PATH_MAX];
 	char network_type[32];
 	char apparmor_profile[128];

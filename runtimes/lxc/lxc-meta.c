@@ -4,7 +4,9 @@
  * last run, kept beside lxc's own config in LXCPATH/NAME/:
  *
  *   nodefs.json      {"io.nodefs.managed": "true", "io.nodefs.name": "box",
- *                     "created_at": T}
+ *                     "io.nodefs.instance": ID, "created_at": T}
+ *                    (ID: the nodefs instance that made it; absent in the
+ *                    marks of an older nodefs)
  *   nodefs-run.json  {"started_at": T, "finished_at": T, "exit_code": N,
  *                     "oom_killed": false}   padded with blanks to 256 bytes
  *
@@ -71,7 +73,7 @@ static json_t *load(const struct rt_lxc *h, const char *name, const char *file, 
 int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_meta *ret)
 {
 	struct rt_lxc_meta m = { .exit_code = -1 };
-	const char *owner, *nm;
+	const char *owner, *nm, *inst;
 	json_t *j, *v;
 	int r;
 
@@ -85,6 +87,8 @@ int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_met
 		return -ENOENT;
 	}
 	snprintf(m.name, sizeof(m.name), "%s", nm);
+	inst = json_string_value(json_object_get(j, RT_INSTANCE_LABEL));
+	snprintf(m.instance, sizeof(m.instance), "%s", inst ? inst : "");
 	m.created_at = (time_t)json_integer_value(json_object_get(j, "created_at"));
 	json_decref(j);
 	if (!ret)
@@ -159,6 +163,10 @@ static int mark_write(struct rt_lxc *h, const char *name, const struct rt_lxc_me
 		      "created_at", (json_int_t)m->created_at);
 	if (!j)
 		return -ENOMEM;
+	if (m->instance[0] && json_object_set_new(j, RT_INSTANCE_LABEL, json_string(m->instance)) < 0) {
+		json_decref(j);
+		return -ENOMEM;
+	}
 	s = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!s)

@@ -480,6 +480,7 @@ static int rt_lxc_open(const struct rt_config *cfg, void **ret_h, struct nerr *e
 	if (!h)
 		return nerr_set(err, ENOMEM, "lxc: out of memory");
 	snprintf(h->lxcpath, sizeof(h->lxcpath), "%s", DEFAULT_LXCPATH);
+	snprintf(h->instance, sizeof(h->instance), "%s", cfg && cfg->instance ? cfg->instance : "");
 	snprintf(h->template_dir, sizeof(h->template_dir), "%s", DEFAULT_TEMPLATE_DIR);
 	snprintf(h->network_type, sizeof(h->network_type), "none");
 	snprintf(h->apparmor_profile, sizeof(h->apparmor_profile), "unconfined");
@@ -1017,8 +1018,10 @@ static int creating_mark(struct rt_lxc *h, const char *name, struct nerr *err)
 		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
 	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
 		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
-	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"started_at\": %lld, \"pid\": %d}\n",
-		     RT_OWNER_LABEL, RT_NAME_LABEL, name, (long long)time(NULL), (int)getpid());
+	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"%s\": \"%s\", "
+		     "\"started_at\": %lld, \"pid\": %d}\n",
+		     RT_OWNER_LABEL, RT_NAME_LABEL, name, RT_INSTANCE_LABEL, h->instance,
+		     (long long)time(NULL), (int)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return nerr_set(err, errno, "lxc %s: cannot write %s: %s", name, path, strerror(errno));
@@ -1039,6 +1042,22 @@ static bool creating_marked(const struct rt_lxc *h, const char *name)
 	char path[PATH_MAX];
 
 	return create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
+}
+
+/* Is the in-progress mark of name this instance's? (Any, when the driver
+ * was given no instance.) */
+static bool creating_ours(const struct rt_lxc *h, const char *name)
+{
+	char path[PATH_MAX], rec[512], want[128];
+	int n, w;
+
+	if (!h->instance[0])
+		return true;
+	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
+		return false;
+	n = rt_lxc_read_file(path, rec, sizeof(rec));
+	w = snprintf(want, sizeof(want), "\"%s\": \"%s\"", RT_INSTANCE_LABEL, h->instance);
+	return n > 0 && w > 0 && memmem(rec, (size_t)n, want, (size_t)w) != NULL;
 }
 
 /* The create is over (made whole, or undone): its files go, the mark last. */
@@ -1147,6 +1166,7 @@ static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *
 		r = nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
 	if (r == 0) {
 		snprintf(m.name, sizeof(m.name), "%s", s->name);
+		snprintf(m.instance, sizeof(m.instance), "%s", h->instance);
 		m.created_at = time(NULL);
 		r = rt_lxc_meta_write(h, s->name, &m);
 		if (r < 0)
@@ -1802,12 +1822,17 @@ static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct 
 
 		if (strncmp(nm, pfx, strlen(pfx)) == 0 && name_valid(nm + strlen(pfx))) {
 			/* a create under way, or cut short: listed whatever
-			 * liblxc has made of it so far */
+			 * liblxc has made of it so far (this instance's only) */
 			nm += strlen(pfx);
+			if (!creating_ours(h, nm))
+				continue;
 			half = true;
 			snprintf(m.name, sizeof(m.name), "%s", nm);
 		} else {
 			if (!name_valid(nm) || creating_marked(h, nm) || rt_lxc_meta_read(h, nm, &m) < 0)
+				continue;
+			/* another instance's, or an older nodefs's: not listed */
+			if (h->instance[0] && strcmp(m.instance, h->instance) != 0)
 				continue;
 			c = lxc_container_new(nm, h->lxcpath);
 			if (!c)

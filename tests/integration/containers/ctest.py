@@ -178,6 +178,10 @@ class Env:
             self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir,
                                 env=sanitizer_env())
             self.fs.__enter__()
+            # this instance's identity: on its docker labels and names
+            st = nt.parse_kv(self.fs.read("status"))
+            self.instance = st.get("instance", "")
+            self.prefix = st.get("name_prefix", "")
             if self.csi:
                 ok = nt.wait_until(lambda: self.fs.read(
                     "plugins", "hostpath", "health").startswith("READY"), 15)

@@ -422,7 +422,7 @@ class Docker(unittest.TestCase):
             self.assertEqual((ok, err), (False, "EEXIST"))
             self.assertIn(taken, env.read("containers", "error"))
             self.assertEqual((env.state(taken), env.cread(taken, "pid")), ("RUNNING", pid))
-            self.assertEqual(ctest.docker_names(env.tag), ["nodefs-" + taken])
+            self.assertEqual(ctest.docker_names(env.tag), [env.prefix + taken])
             ok, err = env.ctl("containers/ctl", "run %s runtime=lxc" % taken)
             self.assertEqual((ok, err), (False, "EEXIST"))
             # commands on a name that does not exist
@@ -496,7 +496,7 @@ class Docker(unittest.TestCase):
         with ctest.Env() as env:
             # one plain, one named as nodefs would name it but without the mark
             f1 = env.name("foreign")
-            f2 = "nodefs-" + env.name("lookalike")
+            f2 = env.prefix + env.name("lookalike")
             docker("run", "-d", "--name", f1, IMAGE, "sleep", "1000", check=True)
             docker("run", "-d", "--name", f2, IMAGE, "sleep", "1000", check=True)
             mine = drun(env, "mine")

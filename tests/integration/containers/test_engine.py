@@ -111,7 +111,7 @@ class Engine(unittest.TestCase):
                 self.assertEqual(env.state(kept), "RUNNING")
                 back = env.name("back")
                 env.run(back, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
-                ctest.docker("kill", "nodefs-" + back, host=host, check=True)
+                ctest.docker("kill", env.prefix + back, host=host, check=True)
                 self.assertTrue(nt.wait_until(lambda: env.state(back) == "EXITED", 1.0, 0.01),
                                 "outside kill not followed after the reconnect")
                 for n in (kept, back):

@@ -45,7 +45,7 @@ class Parallel(unittest.TestCase):
             for line, (rc, err) in res.items():
                 self.assertEqual((rc, err), (0, ""), line)
             self.check_all(env, names, "docker")
-            self.assertEqual(ctest.docker_names(env.tag), sorted("nodefs-" + n for n in names))
+            self.assertEqual(ctest.docker_names(env.tag), sorted(env.prefix + n for n in names))
             running = ctest.docker("ps", "--format", "{{.Names}}", "--filter",
                                    "name=" + env.tag).stdout.split()
             self.assertEqual(len(running), 20)

@@ -158,6 +158,7 @@ class DockerReconcileTest(unittest.TestCase):
                 r = ctest.docker("create", "--name", ghost,
                                  "--label", "io.nodefs.managed=1",
                                  "--label", "io.nodefs.name=" + ghost,
+                                 "--label", "io.nodefs.instance=" + env.instance,
                                  ctest.IMAGE, "sleep", "1000", check=True)
                 gid = r.stdout.strip()
                 line = wait_drift(env, "docker", "orphan", ghost)
@@ -186,6 +187,48 @@ class DockerReconcileTest(unittest.TestCase):
                                               WITHIN, 0.1))
             finally:
                 ev.close()
+
+
+    def test_two_instances_share_one_dockerd(self):
+        """Two nodefs with default names on one dockerd: each has its own
+        instance id, names and labels; each runs a container of the same
+        name, and neither reports the other's as drift."""
+        tag = "c%d2i" % (os.getpid() % 100000)
+        with REnv(tag=tag) as a, REnv(tag=tag) as b:
+            self.assertRegex(a.instance, r"^[0-9a-f]{32}$")
+            self.assertNotEqual(a.instance, b.instance)
+            with open(os.path.join(a.state_dir, "instance-id")) as f:
+                self.assertEqual(f.read().strip(), a.instance)
+            self.assertEqual(a.prefix, "nodefs-%s-" % a.instance[:8])
+            web = a.name("web")
+            self.assertEqual(web, b.name("web"))
+            for env in (a, b):
+                env.run(web, "runtime=docker image=%s cmd='sleep 1000'" % ctest.IMAGE)
+            for env in (a, b):
+                env.wait_state(web, "RUNNING")
+            self.assertEqual(ctest.docker_names(tag), sorted([a.prefix + web, b.prefix + web]))
+            for env in (a, b):
+                cid = env.cread(web, "id").strip()
+                r = ctest.docker("inspect", "-f", '{{index .Config.Labels "io.nodefs.instance"}}',
+                                 cid, check=True)
+                self.assertEqual(r.stdout.strip(), env.instance)
+            # two passes of each after both run: nothing to report
+            for env in (a, b):
+                first = nt.parse_kv(env.read("runtimes", "docker", "reconcile"))["last_run"]
+                self.assertTrue(nt.wait_until(lambda: nt.parse_kv(env.read(
+                    "runtimes", "docker", "reconcile"))["last_run"] != first, WITHIN, 0.1))
+            time.sleep(2 * INTERVAL)
+            for env in (a, b):
+                self.assertEqual(drift_lines(env, "docker"), [],
+                                 env.read("runtimes", "docker", "reconcile"))
+                self.assertEqual(env.state(web), "RUNNING")
+            # a restart finds its own, and leaves the other's alone
+            a.fs.restart()
+            a.wait_state(web, "RUNNING")
+            self.assertEqual(b.state(web), "RUNNING")
+            for env in (a, b):
+                env.cctl(web, "destroy")
+            self.assertEqual(ctest.docker_names(tag), [])
 
 
 class LxcReconcileTest(unittest.TestCase):

@@ -579,3 +579,25 @@ Test(config, plugin_command_errors)
 	parse_err("[plugin a]\nendpoint = unix:///a.sock\nkeep_running = yes\n",
 		  FILE_NAME ":1: [plugin a] has keep_running but no command");
 }
+
+Test(config, name_prefix_and_uncertain_timeout)
+{
+	struct config *c = parse_ok("[nodefs]\nname_prefix = box-1.\nuncertain_timeout = 30s\n");
+
+	cr_assert_str_eq(c->name_prefix, "box-1.");
+	cr_assert_eq(c->uncertain_timeout_ms, 30000);
+	config_free(c);
+	c = parse_ok("[nodefs]\n");
+	cr_assert_null(c->name_prefix);
+	cr_assert_eq(c->uncertain_timeout_ms, 300000);
+	config_free(c);
+	parse_err("[nodefs]\nname_prefix = -x\n", FILE_NAME ":2: name_prefix: want 1 to 32 of "
+		  "[A-Za-z0-9._-], starting with a letter or digit");
+	parse_err("[nodefs]\nname_prefix = a/b\n", FILE_NAME ":2: name_prefix: want 1 to 32 of "
+		  "[A-Za-z0-9._-], starting with a letter or digit");
+	parse_err("[nodefs]\nname_prefix = 012345678901234567890123456789012\n",
+		  FILE_NAME ":2: name_prefix: want 1 to 32 of [A-Za-z0-9._-], starting with a "
+		  "letter or digit");
+	parse_err("[nodefs]\nuncertain_timeout = 0\n",
+		  FILE_NAME ":2: uncertain_timeout: must be more than 0");
+}
