@@ -44,6 +44,7 @@ struct backend {
 	 * prefix of the engine-side names it makes (name_prefix) */
 	char instance[33];
 	char name_prefix[40];
+	struct uncertain *uncertain;	/* uncertain.c: creates a crash left unknown */
 	/* The kinds of object, in the root directory's order (kind.h): all
 	 * the hub knows of them. */
 	const struct kind_ops *const *kinds;

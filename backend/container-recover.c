@@ -17,7 +17,9 @@
 #include <string.h>
 
 #include "log.h"
+#include "events.h"
 #include "store.h"
+#include "uncertain.h"
 #include "valid.h"
 
 static void recover_one(void *ctx, const char *name, json_t *j)
@@ -133,7 +135,15 @@ static void recover_bad(void *ctx, const char *name, const char *why)
  * when the daemon died, whatever its operation's fate). Returns how many
  * half_made ones (an in-progress mark: the daemon died inside the engine's
  * create) were removed. */
+static int take_back_half_made_n(struct engine *e, const char *name, int *ret_removed);
+
 static int take_back_half_made(struct engine *e, const char *name)
+{
+	return take_back_half_made_n(e, name, NULL);
+}
+
+/* The same, counting in *ret_removed (when set) every container removed. */
+static int take_back_half_made_n(struct engine *e, const char *name, int *ret_removed)
 {
 	struct rt_listing *l = NULL;
 	struct nerr err = { 0 };
@@ -159,6 +169,8 @@ static int take_back_half_made(struct engine *e, const char *name)
 		log_info("container %s: removed the half-made %s container %s%s", l[i].name,
 			 e->ops->name, l[i].id, l[i].half_made ? " (its create was under way)" : "");
 		half += l[i].half_made;
+		if (ret_removed)
+			(*ret_removed)++;
 	}
 	rt_listing_free(l, n);
 	return half;
@@ -170,6 +182,24 @@ static int take_back_half_made(struct engine *e, const char *name)
  * has no record is a create a crash cut short: whatever the engine made
  * for it is taken back. The operation itself is dropped, with the reason,
  * by ops_drop_orphans. */
+/* The value of KEY=VALUE in an operation's intent, or "". */
+static void intent_word(const char *intent, const char *key, char *buf, size_t size)
+{
+	size_t k = strlen(key);
+
+	buf[0] = '\0';
+	for (const char *p = intent; p && *p;) {
+		const char *end = strchr(p, ' ');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len > k && strncmp(p, key, k) == 0 && p[k] == '=') {
+			snprintf(buf, size, "%.*s", (int)(len - k - 1), p + k + 1);
+			return;
+		}
+		p = end ? end + 1 : NULL;
+	}
+}
+
 static void take_back_cut_creates(struct backend *b)
 {
 	struct bnode **v;
@@ -198,10 +228,39 @@ static void take_back_cut_creates(struct backend *b)
 			continue;	/* it has a record: recover_check has it */
 		}
 		int half = 0;
+		char rt[32] = "", ename[112] = "";
 
-		for (size_t e = 0; e < b->nengines; e++)
-			if (b->engines[e].h)
-				half += take_back_half_made(&b->engines[e], name);
+		/* what it would have made, recorded before it was sent (none
+		 * in an operation of an older nodefs: any runtime, by name) */
+		pthread_mutex_lock(&op->lock);
+		intent_word(op->intent, "runtime", rt, sizeof(rt));
+		intent_word(op->intent, "engine_name", ename, sizeof(ename));
+		pthread_mutex_unlock(&op->lock);
+		for (size_t e = 0; e < b->nengines; e++) {
+			struct engine *eng = &b->engines[e];
+			int removed = 0;
+
+			if (!eng->h || (rt[0] && strcmp(rt, eng->ops->name) != 0))
+				continue;
+			half += take_back_half_made_n(eng, name, &removed);
+			if (removed) {
+				char line[300];
+
+				snprintf(line, sizeof(line), "the %s container%s%s a create cut short by "
+					 "a crash made was removed at the restart", eng->ops->name,
+					 ename[0] && strcmp(ename, "-") ? " " : "",
+					 ename[0] && strcmp(ename, "-") ? ename : "");
+				op_note_outcome(op, line);
+				events_tally(b->events, eng->ops->name[0] == 'd'
+					     ? "nodefs_uncertain_outcomes_total{kind=\"docker.create\",result=\"removed\"}"
+					     : "nodefs_uncertain_outcomes_total{kind=\"lxc.create\",result=\"removed\"}", 1);
+			} else if (eng->ops->engine_names) {
+				/* the engine may still be making it (dockerd goes
+				 * on with a create its client left): keep looking */
+				uncertain_watch_container(b, eng, name,
+							  strcmp(ename, "-") ? ename : "", op);
+			}
+		}
 		if (half) {
 			/* the engine was making it when the daemon died: the
 			 * create failed, and says why (with none made, nothing

@@ -296,7 +296,16 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 	x->a.free = cact_free;
 	if (rq) {
 		snprintf(object, sizeof(object), "containers/%s", c->name);
-		r = op_begin(c->b, types[kind], object, cmdline, &x->a.op, &rq->err);
+		char intent[256] = "";
+
+		/* what a create would make, on record before it is sent: a
+		 * crash that loses the answer leaves it for uncertain.c */
+		if (kind == CA_CREATE)
+			snprintf(intent, sizeof(intent), "runtime=%s name=%s engine_name=%s instance=%s",
+				 c->eng->ops->name, c->name, c->engine_name[0] ? c->engine_name : "-",
+				 c->b->instance);
+		r = op_begin_intent(c->b, types[kind], object, cmdline, intent[0] ? intent : NULL,
+				    &x->a.op, &rq->err);
 		if (r < 0) {
 			cact_free(&x->a);
 			return r;

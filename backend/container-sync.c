@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "reconcile.h"
+#include "uncertain.h"
 
 /* Queue an inspect of every container of e (engine back, or at start). */
 static void resync_engine(struct backend *b, struct engine *e)
@@ -307,6 +308,9 @@ int containers_reconcile(struct backend *b, struct engine *e, struct drift_repor
 			continue;
 		/* made or destroyed by nodefs since the listing? */
 		if (container_creating_now(b, e, l[i].name))
+			continue;
+		/* a create a crash left uncertain: uncertain.c removes it */
+		if (uncertain_claims(b, e, l[i].name))
 			continue;
 		if (container_find_by_id(b, e, l[i].id, &node)) {
 			bnode_unref(node);

@@ -28,6 +28,7 @@
 #include "reconcile.h"
 #include "sbuf.h"
 #include "loop.h"
+#include "uncertain.h"
 
 #define ENGINE_PROBE_SECONDS 5
 
@@ -461,6 +462,7 @@ static void engines_stop_monitor(struct backend *b)
 	if (b->monitor_running)
 		pthread_join(b->monitor, NULL);
 	b->monitor_running = false;
+	uncertain_stop(b);
 }
 
 static void engines_stop(struct backend *b)

@@ -21,6 +21,7 @@
 #include "kind.h"
 #include "nodefs-config.h"
 #include "store.h"
+#include "uncertain.h"
 
 /* Append v as a label value: backslash, double quote and newline escaped,
  * as the format requires. Names (volumes, containers, plugins) are checked
@@ -114,6 +115,8 @@ static int render_operations(struct backend *b, struct sbuf *out)
 			   "(finished, failed, dropped).");
 	if (r >= 0)
 		r = events_render_tallies(b->events, "nodefs_operations_total", out);
+	if (r >= 0)
+		r = uncertain_render_metrics(b, out);
 	return r;
 }
 

@@ -117,6 +117,10 @@ static void op_write_locked(struct operation *op, struct jw *w)
 	jw_kstr(w, "state", op_state_to_string(op->state));
 	jw_kstr(w, "error", op->error);
 	jw_kstr(w, "remote", op->remote);
+	if (op->intent[0])
+		jw_kstr(w, "intent", op->intent);
+	if (op->outcome[0])
+		jw_kstr(w, "outcome", op->outcome);
 	jw_kint(w, "attempts", (int)op->attempts);
 	jw_kint(w, "created_unix", (long long)op->created);
 	jw_kint(w, "finished_unix", (long long)op->finished);
@@ -164,6 +168,18 @@ static int op_wait_line(struct bnode *n, struct sbuf *out)
 
 BWAIT_STREAM(opwait_stream, op_settled, op_wait_line);
 
+/* outcome: how an outcome a crash left uncertain was settled (uncertain.c) */
+static int show_outcome(struct bnode *n, struct sbuf *out)
+{
+	struct operation *op = opof(n);
+	char t[sizeof(op->outcome)];
+
+	pthread_mutex_lock(&op->lock);
+	snprintf(t, sizeof(t), "%s", op->outcome);
+	pthread_mutex_unlock(&op->lock);
+	return t[0] ? sbuf_printf(out, "%s\n", t) : 0;
+}
+
 static const struct battr op_attrs[] = {
 	{ .name = "type", .show = show_type },
 	{ .name = "object", .show = show_object },
@@ -172,6 +188,7 @@ static const struct battr op_attrs[] = {
 	{ .name = "error", .show = show_error },
 	{ .name = "remote_status", .show = show_remote },
 	{ .name = "attempts", .show = show_attempts },
+	{ .name = "outcome", .show = show_outcome },
 	{ .name = "created", .show = show_created },
 	{ .name = "finished", .show = show_finished },
 	{ .name = "info.json", .show = show_info },
@@ -247,6 +264,26 @@ static struct operation *op_alloc(struct backend *b, const char *id)
 int op_begin(struct backend *b, const char *type, const char *object, const char *command,
 	     struct operation **ret, struct nerr *err)
 {
+	return op_begin_intent(b, type, object, command, NULL, ret, err);
+}
+
+void op_note_outcome(struct operation *op, const char *line)
+{
+	struct nerr err = { 0 };
+	size_t n;
+
+	pthread_mutex_lock(&op->lock);
+	n = strlen(op->outcome);
+	snprintf(op->outcome + n, sizeof(op->outcome) - n, "%s%s", n ? "; " : "", line);
+	pthread_mutex_unlock(&op->lock);
+	if (!atomic_load(&op->node->dead))
+		op_checkpoint(op, &err);
+	bnode_changed(op->node);
+}
+
+int op_begin_intent(struct backend *b, const char *type, const char *object, const char *command,
+		    const char *intent, struct operation **ret, struct nerr *err)
+{
 	unsigned long long seq = atomic_fetch_add(&b->next_op, 1);
 	char id[32];
 	struct operation *op;
@@ -259,6 +296,7 @@ int op_begin(struct backend *b, const char *type, const char *object, const char
 	snprintf(op->type, sizeof(op->type), "%s", type);
 	snprintf(op->object, sizeof(op->object), "%s", object);
 	snprintf(op->command, sizeof(op->command), "%s", command);
+	snprintf(op->intent, sizeof(op->intent), "%s", intent ? intent : "");
 	op->state = OP_PENDING;
 	op->created = time(NULL);
 	r = op_checkpoint(op, err);
@@ -432,6 +470,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	STR(command, "command");
 	STR(error, "error");
 	STR(remote, "remote");
+	STR(intent, "intent");
+	STR(outcome, "outcome");
 #undef STR
 	op->state = op_state_from_string(json_string_value(json_object_get(j, "state")));
 	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));

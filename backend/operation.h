@@ -44,6 +44,11 @@ struct operation {
 	unsigned attempts;
 	time_t created, finished;
 	bool claimed;			/* recovery: its object re-drives it */
+	/* backend/uncertain.c: what the call would make, recorded before it
+	 * is sent ("runtime=docker name=web engine_name=... instance=ID"), and
+	 * how an outcome a crash left uncertain was settled; "" when none */
+	char intent[256];
+	char outcome[512];
 };
 
 /* Make a PENDING operation, show it and checkpoint it. The caller holds one
@@ -51,6 +56,13 @@ struct operation {
  * nothing was shown and the action must not start. */
 int op_begin(struct backend *b, const char *type, const char *object, const char *command,
 	     struct operation **ret, struct nerr *err);
+/* The same, recording intent (what the call would make) in the first
+ * checkpoint. */
+int op_begin_intent(struct backend *b, const char *type, const char *object, const char *command,
+		    const char *intent, struct operation **ret, struct nerr *err);
+/* Append a line to the operation's outcome (how an uncertain outcome was
+ * settled) and checkpoint it, ended or not, unless trimmed meanwhile. */
+void op_note_outcome(struct operation *op, const char *line);
 void op_set_attempts(struct operation *op, unsigned attempts);
 void op_set_remote(struct operation *op, const char *remote);
 /* End the operation: FINISHED when result >= 0, else FAILED with err. */

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * uncertain: creates whose outcome a crash left unknown. A create's
+ * operation records, before the call is sent, what it would make (its
+ * intent); when a restart finds the operation PENDING and no record of
+ * what it made, the engine may still be making it. Such a create is
+ * watched here until it is settled: what turns up carrying this instance's
+ * marks and the create's name is removed (an event, a line in the
+ * operation's outcome), and after uncertain_timeout one that never showed
+ * up is closed with its reason. Both are counted in
+ * nodefs_uncertain_outcomes_total{kind,result}.
+ */
+#ifndef NODEFS_UNCERTAIN_H
+#define NODEFS_UNCERTAIN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct backend;
+struct engine;
+struct operation;
+struct sbuf;
+
+/* Watch for the container a create cut short may still make on e under
+ * the nodefs name name (engine_name: what the engine calls it, for the
+ * messages; may be ""). op (may be NULL) is referenced until settled.
+ * Looks at once, then after 1 s, 2 s, 4 s ... up to reconcile_interval,
+ * until found or uncertain_timeout. Any thread. -ENOMEM. */
+int uncertain_watch_container(struct backend *b, struct engine *e, const char *name,
+			      const char *engine_name, struct operation *op);
+/* Whether a listing's container of e named name is one being watched (so
+ * reconciliation does not also report it as an orphan). */
+bool uncertain_claims(struct backend *b, struct engine *e, const char *name);
+/* Stop the watcher thread and drop what is still watched (left for the
+ * next start: the operations keep their intents). */
+void uncertain_stop(struct backend *b);
+/* The nodefs_uncertain_outcomes_total family. */
+int uncertain_render_metrics(struct backend *b, struct sbuf *out);
+
+#endif
