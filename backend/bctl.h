@@ -23,13 +23,21 @@ struct bctl_table {
 	size_t n;
 };
 
-/* Parse line, match it, call the handler. Handler contract as a store.
+/* Parse line, match it, call the handler. Handler contract as a store;
+ * a handler given rq->dry_run checks its arguments' values only and returns
+ * 0 (or -errno, err set) before it looks at, waits for or changes an
+ * object (bctl_check).
  * A good line waits for recovery (backend_admit_ctl): -EINPROGRESS while
  * RECOVERING (-EAGAIN nonblock), -ESHUTDOWN while stopping. */
 int bctl_dispatch(const struct bctl_table *t, struct bnode *n, const char *line,
 		  size_t len, struct breq *rq);
 int bctl_usage(const struct bctl_table *t, struct sbuf *out);
-int bctl_check(const struct bctl_table *t, const char *line, size_t len, struct nerr *err);
+/* Check one line without acting: parse and match it, then call its handler
+ * with rq->dry_run set, which checks every argument's value as it would
+ * when it runs (the same parsers) and returns 0 before it looks at, waits
+ * for or changes any object. -EINVAL (err set) for a bad line. */
+int bctl_check(const struct bctl_table *t, struct bnode *n, const char *line, size_t len,
+	       struct nerr *err);
 
 /* The show/store/check functions of a ctl attribute bound to a table. */
 #define BCTL_FUNCS(prefix, table)						\
@@ -40,7 +48,7 @@ int bctl_check(const struct bctl_table *t, const char *line, size_t len, struct 
 	{ return bctl_dispatch(&(table), n, l, len, rq); }			\
 	static int prefix##_check(struct bnode *n, const char *l, size_t len,	\
 				  struct nerr *err)				\
-	{ return bctl_check(&(table), l, len, err); }
+	{ return bctl_check(&(table), n, l, len, err); }
 
 #define BCTL_ATTR(prefix) \
 	{ .name = "ctl", .flags = BATTR_CTL, .show = prefix##_show, \

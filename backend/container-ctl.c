@@ -28,6 +28,8 @@ static int cmd_simple(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 {
 	char line[512];
 
+	if (rq->dry_run)
+		return 0;
 	return container_submit(cof(n), kind, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
 }
 
@@ -64,6 +66,8 @@ static int cmd_stop(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 		}
 		t.timeout_s = (int)v;
 	}
+	if (rq->dry_run)
+		return 0;
 	return container_submit(c, CA_STOP, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 }
 
@@ -97,6 +101,8 @@ static int cmd_kill(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 
 	if (cmd->argc > 1 && (r = parse_signal(cmd->argv[1], &t.sig, &rq->err)) < 0)
 		return r;
+	if (rq->dry_run)
+		return 0;
 	return container_submit(cof(n), CA_KILL, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 }
 
@@ -142,6 +148,8 @@ static int cmd_update(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 		return r;
 	if (!t.lim.set)
 		return nerr_set(&rq->err, EINVAL, "update: give cpus=N, memory=SIZE or pids=N");
+	if (rq->dry_run)
+		return 0;
 	return container_submit(cof(n), CA_UPDATE, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 }
 
@@ -163,6 +171,10 @@ static int cmd_exec(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 		strv_free(t.argv);
 		return nerr_set(&rq->err, EINVAL, "exec: empty command");
 	}
+	if (rq->dry_run) {
+		strv_free(t.argv);
+		return 0;
+	}
 	return container_submit(cof(n), CA_EXEC, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 }
 
@@ -171,6 +183,8 @@ static int cmd_destroy(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 	struct container *c = cof(n);
 	char line[512];
 
+	if (rq->dry_run)
+		return 0;
 	/* a pull in progress is cancelled now, not after it */
 	c->prog.cancel = 1;
 	return container_submit(c, CA_DESTROY, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
@@ -281,8 +295,9 @@ static int resolve_bind_source(const char *spec, const char *src, const char *co
 }
 
 /* VOLNAME:/path[:ro] or /host:/path[:ro] into m; for a volume, the source
- * is where the volume is published. */
-static int parse_mount(struct backend *b, const char *key, const char *spec,
+ * is where the volume is published (dry_run: the spec alone, the volume is
+ * looked at when the line runs). */
+static int parse_mount(struct backend *b, const char *key, const char *spec, bool dry_run,
 		       struct rt_mount *m, char **ret_vol, struct nerr *err)
 {
 	char buf[4200], *src, *dst, *mode;
@@ -328,6 +343,8 @@ static int parse_mount(struct backend *b, const char *key, const char *spec,
 			nerr_prefix(err, "volume '%s'", spec);
 			return -EINVAL;
 		}
+		if (dry_run)
+			return 0;
 		r = volume_mount_source(b, src, &m->source, err);
 		if (r < 0)
 			return r;
@@ -341,8 +358,11 @@ static int parse_mount(struct backend *b, const char *key, const char *spec,
 	return 0;
 }
 
-/* Everything create names, checked before anything happens. */
-static int build_container(struct backend *b, const struct ctl_cmd *cmd,
+/* Everything create names, checked before anything happens. dry_run: the
+ * values alone (the line's, the runtime's, the host paths'), *ret not
+ * written; what depends on other objects (the name taken, a volume's
+ * publish) is checked when the line runs. */
+static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dry_run,
 			   struct container **ret, struct nerr *err)
 {
 	const char *rt = ctl_opt_get(cmd, "runtime");
@@ -374,7 +394,7 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd,
 			if (ctl_opt_get(cmd, lxc_only[i]))
 				return nerr_set(err, EINVAL, "%s=: an LXC option, not for runtime=docker", lxc_only[i]);
 	}
-	k = bnode_lookup(b->containers, name);
+	k = dry_run ? NULL : bnode_lookup(b->containers, name);
 	if (k) {
 		bnode_unref(k);
 		return nerr_set(err, EEXIST, "container '%s' exists", name);
@@ -444,7 +464,8 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd,
 			c->mounts = nm;
 			memset(&c->mounts[c->nmounts], 0, sizeof(*nm));
 			c->nmounts++;
-			r = parse_mount(b, key, cmd->opts[i].val, &c->mounts[c->nmounts - 1], &vol, err);
+			r = parse_mount(b, key, cmd->opts[i].val, dry_run, &c->mounts[c->nmounts - 1],
+					&vol, err);
 			if (r < 0)
 				goto fail;
 			if (vol) {
@@ -463,6 +484,10 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd,
 		r = nerr_set(err, EINVAL, "%s: image=IMG is required for runtime=docker", cmd->argv[0]);
 		goto fail;
 	}
+	if (dry_run) {
+		container_free(c);
+		return 0;
+	}
 	*ret = c;
 	return 0;
 oom:
@@ -480,8 +505,8 @@ static int cmd_create_run(struct bnode *n, const struct ctl_cmd *cmd, struct bre
 	char line[512];
 	int r;
 
-	r = build_container(b, cmd, &c, &rq->err);
-	if (r < 0)
+	r = build_container(b, cmd, rq->dry_run, &c, &rq->err);
+	if (r < 0 || rq->dry_run)
 		return r;
 	r = engine_ready(c->eng, &rq->err);
 	if (r < 0) {

@@ -603,6 +603,15 @@ static int valid_endpoint(const char *ep, struct nerr *err)
 	return valid_path(ep + sizeof(pre) - 1, NULL, 0, err);
 }
 
+/* What a plugin's definition says, whoever gives it (plugins/ctl, the
+ * config, a record). */
+static int plugin_def_check(const struct plugin_def *def, struct nerr *err)
+{
+	int r = valid_name(def->name, err);
+
+	return r < 0 ? r : valid_endpoint(def->endpoint, err);
+}
+
 static int plugin_add(struct backend *b, const struct plugin_def *def, struct nerr *err)
 {
 	const char *name = def->name, *endpoint = def->endpoint;
@@ -611,10 +620,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 	struct bnode *n;
 	int r;
 
-	r = valid_name(name, err);
-	if (r < 0)
-		return r;
-	r = valid_endpoint(endpoint, err);
+	r = plugin_def_check(def, err);
 	if (r < 0)
 		return r;
 	p = calloc(1, sizeof(*p));
@@ -706,7 +712,9 @@ static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 		}
 		def.command = argv;
 	}
-	if (pproc_stopping(b, def.name))
+	if ((r = plugin_def_check(&def, &rq->err)) < 0 || rq->dry_run)
+		;	/* a dry run ends here: the rest looks at the plugins */
+	else if (pproc_stopping(b, def.name))
 		r = nerr_set(&rq->err, EBUSY, "plugin '%s' was removed and its process is still "
 			     "stopping: try again", def.name);
 	else
@@ -718,9 +726,13 @@ static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 {
 	struct backend *b = node_backend(n);
-	struct bnode *k = bnode_lookup(b->plugins, c->argv[1]);
+	struct bnode *k;
 	char user[80];
+	int r = valid_name(c->argv[1], &rq->err);
 
+	if (r < 0 || rq->dry_run)
+		return r;
+	k = bnode_lookup(b->plugins, c->argv[1]);
 	if (!k)
 		return nerr_set(&rq->err, ENOENT, "no plugin '%s'", c->argv[1]);
 	const struct config *pc = backend_profiles(b);

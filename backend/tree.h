@@ -45,6 +45,7 @@ struct tree;
  */
 struct breq {
 	bool nonblock;		/* opened O_NONBLOCK: complete once checkpointed */
+	bool dry_run;		/* check the line's arguments only: act on nothing */
 	uid_t uid;		/* the caller */
 	gid_t gid;
 	struct sbuf reply;	/* what a later read of the same fd returns (op id) */
@@ -83,8 +84,10 @@ struct battr {
 	unsigned flags;
 	battr_show_fn show;	/* NULL for stream files */
 	battr_store_fn store;	/* ctl files only */
-	/* ctl files: syntax and arity of one line, without acting (a write
-	 * of several lines is checked whole before its first line runs) */
+	/* ctl files: one line's syntax, arity and every argument's value,
+	 * without acting (a write of several lines is checked whole before
+	 * its first line runs); what depends on the objects' states (a name
+	 * taken, a volume busy) is the store's to find when the line runs */
 	int (*check)(struct bnode *n, const char *line, size_t len, struct nerr *err);
 	const struct bstream_ops *stream;
 };

@@ -189,7 +189,7 @@ static int cmd_publish(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 	if (cmd->argc > 2 && strcmp(cmd->argv[2], "ro") != 0 && strcmp(cmd->argv[2], "rw") != 0)
 		return nerr_set(&rq->err, EINVAL, "publish: '%s' is not ro or rw", cmd->argv[2]);
 	r = check_target(v->b, cmd->argv[1], &rq->err);
-	if (r < 0)
+	if (r < 0 || rq->dry_run)
 		return r;
 	if (target_taken(v->b, cmd->argv[1], v, who, sizeof(who)))
 		return nerr_set(&rq->err, EBUSY, "target %s is where volume %s is published",
@@ -235,6 +235,8 @@ static int cmd_unpublish(struct bnode *n, const struct ctl_cmd *cmd, struct breq
 	if (cmd->argc > 1 && strcmp(cmd->argv[1], "force") != 0)
 		return nerr_set(&rq->err, EINVAL, "unpublish: unknown argument '%s' (only force)",
 				cmd->argv[1]);
+	if (rq->dry_run)
+		return 0;
 	if (s != V_PUBLISHED && s != V_NODE_PUBLISH && s != V_NODE_UNPUBLISH && !actq_busy(&v->q))
 		return nerr_set(&rq->err, EINVAL, "volume %s is not published (%s)", v->name,
 				vstate_to_string(s));
@@ -247,6 +249,8 @@ static int cmd_stage(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq
 {
 	char line[512];
 
+	if (rq->dry_run)
+		return 0;
 	return volume_submit(vof(n), VA_STAGE, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
 }
 
@@ -255,6 +259,8 @@ static int cmd_unstage(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 	struct volume *v = vof(n);
 	char line[512];
 
+	if (rq->dry_run)
+		return 0;
 	if (volume_state(v) == V_PUBLISHED && !actq_busy(&v->q))
 		return nerr_set(&rq->err, EBUSY, "volume %s is published at %s: unpublish it first",
 				v->name, v->target);
@@ -277,6 +283,8 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 		nerr_prefix(&rq->err, "expand");
 		return -EINVAL;
 	}
+	if (rq->dry_run)
+		return 0;
 	/* checked again by the action, which sees the capacity a queued
 	 * command leaves; here only what is certain now is refused */
 	pthread_mutex_lock(&v->lock);
@@ -299,8 +307,11 @@ static int cmd_expand(struct bnode *n, const struct ctl_cmd *cmd, struct breq *r
 static int cmd_destroy(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
 {
 	char line[512];
-	int r = refuse_if_used(vof(n), "", &rq->err);
+	int r;
 
+	if (rq->dry_run)
+		return 0;
+	r = refuse_if_used(vof(n), "", &rq->err);
 	if (r < 0)
 		return r;
 
@@ -322,9 +333,12 @@ const struct bctl_table volume_ctl_table = { volume_specs, volume_fns, 6 };
 
 /* ---- volumes/ctl: create, import; mkdir, rmdir ---- */
 
-/* Everything a create or import names, checked before anything happens. */
+/* Everything a create or import names, checked before anything happens.
+ * dry_run: the values alone (the line's, and the profile's it names), and
+ * nothing made; what depends on other objects (the plugin, the name taken)
+ * is checked when the line runs. */
 static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *name,
-			const char *id, struct volume **ret, struct nerr *err)
+			const char *id, bool dry_run, struct volume **ret, struct nerr *err)
 {
 	const struct config_profile *prof = NULL;
 	const char *s, *plugin = NULL, *mode = NULL, *fs = NULL;
@@ -366,7 +380,16 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 			return nerr_set(err, EINVAL, "profile %s is for plugin %s, not %s", prof->name,
 					prof->plugin, s);
 		plugin = s;
+		if ((r = valid_name(s, err)) < 0) {
+			nerr_prefix(err, "plugin");
+			return r;
+		}
 	}
+	for (size_t i = 0; c && i < c->nopts; i++)
+		if (strncmp(c->opts[i].key, "param.", 6) == 0 && !c->opts[i].key[6])
+			return nerr_set(err, EINVAL, "param.: empty parameter name");
+	if (dry_run)
+		return 0;
 	if (!plugin) {
 		struct bnode **v2;
 		size_t n2;
@@ -413,10 +436,6 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 		char buf[4200];
 		if (strncmp(c->opts[i].key, "param.", 6) != 0)
 			continue;
-		if (!c->opts[i].key[6]) {
-			volume_free(v);
-			return nerr_set(err, EINVAL, "param.: empty parameter name");
-		}
 		snprintf(buf, sizeof(buf), "%s=%s", c->opts[i].key + 6, c->opts[i].val);
 		if (volume_strv_push(&v->params, buf) < 0) {
 			volume_free(v);
@@ -466,9 +485,11 @@ static int cmd_create(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 	struct backend *b = node_backend(n);
 	struct volume *v;
 	char line[512];
-	int r = build_volume(b, c, c->argv[1], NULL, &v, &rq->err);
+	int r = build_volume(b, c, c->argv[1], NULL, rq->dry_run, &v, &rq->err);
 
-	return r < 0 ? r : volume_start(b, v, VA_CREATE, cmdline_of(c, line, sizeof(line)), rq);
+	if (r < 0 || rq->dry_run)
+		return r;
+	return volume_start(b, v, VA_CREATE, cmdline_of(c, line, sizeof(line)), rq);
 }
 
 static int cmd_import(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
@@ -480,8 +501,10 @@ static int cmd_import(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 
 	if (!c->argv[2][0] || strlen(c->argv[2]) > 1024)
 		return nerr_set(&rq->err, EINVAL, "import: bad volume id");
-	r = build_volume(b, c, c->argv[1], c->argv[2], &v, &rq->err);
-	return r < 0 ? r : volume_start(b, v, VA_IMPORT, cmdline_of(c, line, sizeof(line)), rq);
+	r = build_volume(b, c, c->argv[1], c->argv[2], rq->dry_run, &v, &rq->err);
+	if (r < 0 || rq->dry_run)
+		return r;
+	return volume_start(b, v, VA_IMPORT, cmdline_of(c, line, sizeof(line)), rq);
 }
 
 static const char *const create_opts[] = { "plugin", "size", "profile", "mode", "fs", "param.", NULL };
@@ -506,7 +529,7 @@ static int volumes_mkdir(struct bnode *dir, const char *name, struct breq *rq)
 
 	if (r != 0)
 		return r;
-	r = build_volume(b, NULL, name, NULL, &v, &rq->err);
+	r = build_volume(b, NULL, name, NULL, false, &v, &rq->err);
 	if (r < 0)
 		return r;
 	snprintf(line, sizeof(line), "mkdir %s", name);

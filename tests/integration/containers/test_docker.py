@@ -431,6 +431,42 @@ class Docker(unittest.TestCase):
             ok, err = env.ctl("containers/%s/ctl" % taken, "frobnicate")
             self.assertEqual((ok, err), (False, "EINVAL"))
 
+    def test_bad_value_on_a_later_line_changes_nothing(self):
+        """Every value of every line of a write is checked before the first
+        line runs: a good line followed by one with a bad limit, mount
+        mode, signal or timeout does nothing (EINVAL; no container made, the
+        running one untouched), and the error file names the bad line.
+        Before, the first line ran and the write returned a short count."""
+        with ctest.Env() as env:
+            keep = drun(env, "keep")
+            pid = env.cread(keep, "pid")
+            a, b = env.name("a"), env.name("b")
+            good = "run %s runtime=docker image=%s cmd='sleep 1000'" % (a, IMAGE)
+            cases = [
+                ("containers/ctl", good,
+                 "run %s runtime=docker image=%s memory=lots" % (b, IMAGE), "lots"),
+                ("containers/ctl", good,
+                 "create %s runtime=docker image=%s bind=%s:/x:bogus" % (b, IMAGE, env.pub),
+                 "bogus"),
+                ("containers/ctl", good,
+                 "create %s runtime=docker image=%s pids=0" % (b, IMAGE), "pids"),
+                ("containers/%s/ctl" % keep, "stop", "kill BOGUS", "BOGUS"),
+                ("containers/%s/ctl" % keep, "pause", "update memory=lots", "lots"),
+                ("containers/%s/ctl" % keep, "kill", "stop forever", "forever"),
+                ("containers/%s/ctl" % keep, "destroy", "exec ''", "empty"),
+            ]
+            for ctl, first, bad, word in cases:
+                with self.subTest(bad=bad):
+                    ok, err = env.ctl(ctl, first + "\n" + bad)
+                    self.assertEqual((ok, err), (False, "EINVAL"))
+                    text = env.read(os.path.dirname(ctl), "error")
+                    self.assertIn("line 2 '%s" % bad[:45], text)
+                    self.assertIn(word, text.split("': ", 1)[1])
+                    self.assertEqual(env.containers(), [keep])
+                    self.assertEqual(ctest.docker_names(env.tag), [env.prefix + keep])
+                    self.assertEqual((env.state(keep), env.cread(keep, "pid")),
+                                     ("RUNNING", pid))
+
     def test_bind_mounts(self):
         with ctest.Env() as env:
             rw = os.path.join(env.pub, "rw")

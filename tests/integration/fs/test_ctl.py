@@ -4,8 +4,9 @@ error file beside it says why in one line; a rejected command changes
 nothing; `echo bogus > ctl` from a real shell fails with "Invalid argument";
 reading a ctl file lists its commands; truncating one succeeds; writing a
 read-only file gets EACCES; mkdir of a bad name under volumes/ gets EINVAL.
-A write of several lines whose later line fails when it runs returns a
-short count covering the lines that ran, and the error file names the line.
+A write of several lines with a bad value on any line does nothing (EINVAL);
+one whose later line fails when it runs returns a short count covering the
+lines that ran; the error file names the line either way.
 None of it needs a plugin or a runtime service.
 """
 
@@ -142,32 +143,32 @@ class CtlTest(unittest.TestCase):
             self.assertIn("p1", self.fs.listdir("plugins"))
 
     def test_later_line_fails_short_count(self):
-        """A write of several lines that all parse, where a later one fails
-        when it runs (its endpoint is refused by the handler, not by the
-        syntax check): the write returns the bytes of the lines that ran,
+        """A write of several lines that all check, where a later one fails
+        when it runs (its name was taken by the line before it: what only
+        running shows): the write returns the bytes of the lines that ran,
         not -1 after acting; the error file names the failing line; the
         lines after it never ran. A writer that writes the rest again (a
         buffered Python file) then gets the failing line's errno."""
         first = b"add p1 unix:///nonexistent/p1.sock\n"
-        bad = b"add p2 tcp://x\n"
+        again = b"add p1 unix:///nonexistent/p1-again.sock\n"
         third = b"add p3 unix:///nonexistent/p3.sock\n"
         for name in ("p1", "p3", "p4", "p5"):
             self.addCleanup(self.fs.write_ctl, "plugins/ctl", "remove " + name)
         fd = os.open(self.fs.path("plugins", "ctl"), os.O_WRONLY)
         try:
-            n = os.write(fd, first + bad + third)
+            n = os.write(fd, first + again + third)
         finally:
             os.close(fd)
         self.assertEqual(n, len(first), "a short count covering line 1")
         plugins = self.fs.listdir("plugins")
         self.assertIn("p1", plugins)
-        self.assertNotIn("p2", plugins)
         self.assertNotIn("p3", plugins, "a line after the failing one ran")
+        self.assertIn("/nonexistent/p1.sock", self.fs.read("plugins", "p1", "endpoint"))
         text = self.fs.error("plugins")
         self.assertEqual(len(text.splitlines()), 1, text)
         self.assertIn("line 2", text)
-        self.assertIn("add p2 tcp://x", text)
-        self.assertIn("tcp", text.split("':", 1)[1])
+        self.assertIn("add p1 unix:///nonexistent/p1-again.sock", text)
+        self.assertIn("exists", text.split("': ", 1)[1])
 
         # A line that does not parse is still caught before anything runs
         # (EINVAL, nothing done), and the error file says which.
@@ -185,10 +186,69 @@ class CtlTest(unittest.TestCase):
         # raises the failing line's errno; the first line ran once.
         with self.assertRaises(OSError) as cm:
             with open(self.fs.path("plugins", "ctl"), "w") as f:
-                f.write("add p5 unix:///nonexistent/p5.sock\nadd p6 tcp://x\n")
-        self.assertEqual(nt.errname(cm.exception.errno), "EINVAL")
+                f.write("add p5 unix:///nonexistent/p5.sock\n"
+                        "add p5 unix:///nonexistent/p5.sock\n")
+        self.assertEqual(nt.errname(cm.exception.errno), "EEXIST")
         self.assertIn("p5", self.fs.listdir("plugins"))
-        self.assertNotIn("p6", self.fs.listdir("plugins"))
+
+    def test_bad_value_anywhere_changes_nothing(self):
+        """Every argument's value of every line (sizes, modes, names,
+        paths, options and their keys) is checked before the first line
+        runs: a write whose good first line is followed by a line with one
+        bad value fails with EINVAL, does nothing, and the error file names
+        the bad line. Before, the first line ran and the write returned a
+        short count."""
+        writes = [
+            ("volumes", "create a size=1M", "create b size=lots", "lots"),
+            ("volumes", "create a", "create b mode=telepathic", "telepathic"),
+            ("volumes", "create a", "create b fs=bad/fs", "fs"),
+            ("volumes", "create a", "create b param.=x", "param"),
+            ("volumes", "create a", "create b profile=nosuch", "nosuch"),
+            ("volumes", "create a", "import b ''", "id"),
+            ("volumes", "create a", "create b plugin=bad$name", "plugin"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "create c2 runtime=docker image=busybox memory=lots", "memory"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "create c2 runtime=docker image=busybox bind=/srv/x:/x:bogus", "bogus"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "run c2 runtime=docker image=busybox volume=v1:relative", "relative"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "create c2 runtime=docker image=busybox pids=0", "pids"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "create c2 runtime=lxc flush_cache=perhaps", "flush_cache"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "create c2 runtime=docker image=busybox env.=x", "env"),
+            ("containers", "create c1 runtime=docker image=busybox",
+             "create c2 runtime=nosuch", "nosuch"),
+            ("plugins", "add p1 unix:///nonexistent/p1.sock",
+             "add p2 tcp://x", "tcp"),
+            ("plugins", "add p1 unix:///nonexistent/p1.sock",
+             "add p2 unix:///nonexistent/p2.sock command=x keep_running=perhaps",
+             "perhaps"),
+            ("plugins", "add p1 unix:///nonexistent/p1.sock", "remove bad$name",
+             "bad$name"),
+        ]
+        before = self.snapshot()
+        for d, good, bad, word in writes:
+            data = (good + "\n" + bad + "\n").encode()
+            fd = os.open(self.fs.path(d, "ctl"), os.O_WRONLY)
+            try:
+                with self.assertRaises(OSError, msg="%s/ctl <- %r" % (d, data)) as cm:
+                    os.write(fd, data)
+            finally:
+                os.close(fd)
+            self.assertEqual(nt.errname(cm.exception.errno), "EINVAL", bad)
+            self.assertEqual(self.snapshot(), before, "%s/ctl <- %r changed something"
+                             % (d, data))
+            text = self.fs.error(d)
+            self.assertEqual(len(text.splitlines()), 1, text)
+            self.assertIn("line 2 '%s" % bad[:45], text)
+            self.assertIn(word, text.split("': ", 1)[1], text)
+        # the same holds when the bad line comes first
+        ok, err = self.fs.write_ctl("volumes/ctl", "create b size=lots\ncreate a")
+        self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
+        self.assertIn("line 1 'create b size=lots'", self.fs.error("volumes"))
+        self.assertEqual(self.snapshot(), before)
 
     def test_missing_object_enoent(self):
         ok, err = self.fs.write_ctl("plugins/ctl", "remove nosuchplugin")

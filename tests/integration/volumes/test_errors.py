@@ -117,6 +117,37 @@ class ErrorsTest(unittest.TestCase):
                 self.rejected(ctl, line, e, words, vol=vol)
         self.assertFalse(os.path.exists(self.env.target("again")))
 
+    def test_bad_value_on_a_later_line(self):
+        """A bad value on any line of a write is found before the first
+        line runs: nothing is created, published or called (EINVAL), and
+        the error file names the bad line. Before, `create a` ran (a
+        CreateVolume) and the write returned a short count."""
+        env = self.env
+        before = env.snapshot()
+        # one write(2) of both lines: /usr/bin/printf (bash's builtin
+        # writes each line on its own)
+        rc, err = env.sh("env printf 'create a size=1M\\ncreate b size=lots\\n' > volumes/ctl")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("Invalid argument", err)
+        self.assertIn("line 2 'create b size=lots'", env.fs.error("volumes"))
+        self.assertEqual(env.snapshot(), before)
+        self.assertNotIn("a", env.volumes())
+        cases = [
+            ("volumes/ctl", "create a size=1M\nimport b vol-1 mode=telepathic", None,
+             "telepathic"),
+            ("volumes/db/ctl", "publish %s\nexpand lots" % env.target("db"), "db", "lots"),
+            ("volumes/db/ctl", "stage\npublish %s bogus" % env.target("db"), "db", "bogus"),
+            ("volumes/db/ctl", "publish %s\npublish relative/x" % env.target("db"), "db",
+             "relative"),
+            ("volumes/pubd/ctl", "unpublish\nunpublish now", "pubd", "now"),
+        ]
+        for ctl, data, vol, word in cases:
+            with self.subTest(data=data):
+                self.rejected(ctl, data, "EINVAL", (word,), vol=vol)
+                self.assertIn("line 2", env.fs.error(os.path.dirname(ctl)))
+        self.assertTrue(nt.is_mounted(self.tgt))
+        self.assertFalse(os.path.exists(env.target("db")) and nt.is_mounted(env.target("db")))
+
     def test_rmdir_published_ebusy(self):
         env = self.env
         before = env.snapshot("pubd")
