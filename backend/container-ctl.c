@@ -182,12 +182,16 @@ static int cmd_destroy(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 {
 	struct container *c = cof(n);
 	char line[512];
+	int r;
 
 	if (rq->dry_run)
 		return 0;
-	/* a pull in progress is cancelled now, not after it */
-	c->prog.cancel = 1;
-	return container_submit(c, CA_DESTROY, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
+	r = container_submit(c, CA_DESTROY, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
+	/* a pull in progress is cancelled now, not after it; once the destroy
+	 * is queued, which then takes the container away (do_create) */
+	if (r >= 0 || r == -EINPROGRESS)
+		c->prog.cancel = 1;
+	return r;
 }
 
 static const char *const update_opts[] = { "cpus", "memory", "pids", NULL };

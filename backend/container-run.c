@@ -66,7 +66,10 @@ static int do_create(struct cact *x, struct nerr *err)
 fail:
 	if (r == -ECANCELED)
 		nerr_set(err, ECANCELED, "create of %s cancelled by destroy", c->name);
-	container_forget(c);
+	/* a destroy is queued behind a cancelled create: it takes the
+	 * container away, PULLING to DESTROYING to DESTROYED, each once */
+	if (!c->prog.cancel)
+		container_forget(c);
 	return r;
 }
 
@@ -169,6 +172,13 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	if (x->kind == CA_START)
 		return do_start(c, err);
 	if (x->kind == CA_DESTROY) {
+		bool gone;
+
+		pthread_mutex_lock(&c->lock);
+		gone = c->removed;
+		pthread_mutex_unlock(&c->lock);
+		if (gone)
+			return 0;	/* a create that failed took it away first */
 		container_set_state(c, C_DESTROYING, NULL);
 		if (container_current_id(c, id, sizeof(id))) {
 			r = engine_ready(c->eng, err);

@@ -10,6 +10,7 @@ removes its engine containers, mount and temp dir on every exit path.
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -17,6 +18,9 @@ import unittest
 import nodefs_test as nt
 import ctest
 from ctest import IMAGE, docker
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "observe"))
+from observe import EventReader, state_changes  # noqa: E402
 
 
 def inspect(cid):
@@ -315,6 +319,8 @@ class Docker(unittest.TestCase):
             with ctest.Env() as env:
                 n = env.name("pl")
                 res = {}
+                ev = EventReader(env.fs.path("events"))
+                self.addCleanup(ev.close)
 
                 def run():
                     res["run"] = env.ctl("containers/ctl", "run %s runtime=docker "
@@ -340,6 +346,20 @@ class Docker(unittest.TestCase):
                 self.assertIn("cancel", env.read("containers", "error"))
                 env.wait_gone(n, 3)
                 self.assertEqual(ctest.docker_names(env.tag), [])
+                # the container's story, each change once and in order,
+                # up to the end of the destroy's operation (which comes
+                # after all the container's own)
+                ops = {}
+
+                def destroy_ended(e):
+                    if e["kind"] == "operation" and e["old"] is None:
+                        ops[e["name"]] = e["message"] or ""
+                    return (e["kind"] == "operation" and e["new"] != "PENDING"
+                            and ops.get(e["name"], "").startswith("destroy"))
+                self.assertIsNotNone(ev.read_until(destroy_ended), ev.seen)
+                self.assertEqual(state_changes(ev.seen, "container", n),
+                                 [(None, "PULLING"), ("PULLING", "DESTROYING"),
+                                  ("DESTROYING", "DESTROYED")])
                 # the engine gave up the transfer once nodefs closed its end
                 self.assertTrue(nt.wait_until(reg.all_closed, 15),
                                 "the registry connection is still open")
