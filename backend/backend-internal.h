@@ -53,6 +53,8 @@ struct backend {
 	int (*metrics_hook)(void *ctx, struct sbuf *out);	/* backend_set_metrics_hook */
 	void *metrics_hook_ctx;
 	struct bnode *volumes, *operations, *containers;
+	struct bnode *cluster_dir;	/* cluster/ with [cluster] only (cluster.c) */
+	struct cluster *cluster;
 	struct events *events;
 	struct work_pool *work;
 	struct loop *loop;		/* the CSI connections; its own thread */

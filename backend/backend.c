@@ -147,7 +147,7 @@ static const struct btype metrics_type = {
 
 static const struct kind_ops *const kinds[] = {
 	&plugins_kind, &profiles_kind, &runtimes_kind, &volumes_kind, &operations_kind,
-	&containers_kind,
+	&containers_kind, &cluster_kind,
 };
 
 static int add_dir(struct bnode *root, const struct btype *t, const char *name,
@@ -267,6 +267,8 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	for (size_t i = 0; i < b->nkinds; i++) {
 		const struct kind_ops *k = b->kinds[i];
 
+		if (!k->type)
+			continue;	/* makes its own directory, when configured */
 		r = add_dir(b->root, k->type, k->name, (struct bnode **)((char *)b + k->dir));
 		if (r < 0)
 			goto oom;

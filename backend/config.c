@@ -245,7 +245,8 @@ static void trim(const char **s, size_t *len)
 		(*len)--;
 }
 
-static const char *const section_types[] = { "nodefs", "plugin", "profile", "runtime" };
+static const char *const section_types[] = { "nodefs", "plugin", "profile", "runtime",
+						"cluster" };
 
 static struct config_section *section_find_mut(struct config *c, const char *type,
 					       const char *name)
@@ -300,16 +301,16 @@ static int parse_header(struct parser *p, int lineno, const char *s, size_t len)
 			known = true;
 	if (!known)
 		return perr(p, lineno, EINVAL,
-			    "unknown section type '%s' (expected nodefs, plugin, profile or runtime)",
+			    "unknown section type '%s' (expected nodefs, plugin, profile, runtime or cluster)",
 			    valid_escape(type, wl[0], 40, esc, sizeof(esc)));
 	if (nw == 2) {
 		name = mem_dup(w[1], wl[1]);
 		if (!name)
 			return oom(p);
 	}
-	if (strcmp(type, "nodefs") == 0) {
+	if (strcmp(type, "nodefs") == 0 || strcmp(type, "cluster") == 0) {
 		if (name)
-			return perr(p, lineno, EINVAL, "[nodefs] takes no name");
+			return perr(p, lineno, EINVAL, "[%s] takes no name", type);
 	} else {
 		struct nerr e = { 0 };
 
@@ -877,7 +878,7 @@ static int apply_sections(struct parser *p)
 		} else if (strcmp(sec->type, "profile") == 0)
 			r = apply_profile(p, sec);
 		else
-			r = 0;	/* runtime sections: the drivers check their keys */
+			r = 0;	/* runtime and cluster sections: their modules check the keys */
 		if (r < 0)
 			return r;
 	}

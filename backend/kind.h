@@ -87,5 +87,6 @@ extern const struct kind_ops runtimes_kind;	/* engines.c */
 extern const struct kind_ops volumes_kind;	/* volume-kind.c */
 extern const struct kind_ops operations_kind;	/* operation.c */
 extern const struct kind_ops containers_kind;	/* container.c */
+extern const struct kind_ops cluster_kind;	/* cluster.c */
 
 #endif

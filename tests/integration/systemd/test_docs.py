@@ -10,7 +10,7 @@ each .TP a key). Checked against it:
   profile and both runtimes, walked whole; names become NAME (ID for
   operations), as the page writes them;
 - every key the parsers accept (backend/config.c's [nodefs], [plugin],
-  [profile] sections and the runtime drivers' [runtime docker|lxc]) has an
+  [profile] sections, backend/cluster.c's [cluster] and the runtime drivers' [runtime docker|lxc]) has an
   entry in its section, and every entry is a key a parser accepts;
 - `nodefs --help` lists the same keys per section, once each, and the
   daemon's files, which nodefs(8) FILES lists too.
@@ -114,6 +114,11 @@ def code_keys():
         if not m:
             raise AssertionError("backend/config.c: no apply_%s()" % sec)
         out[sec] = strcmp_keys(m.group(0))
+    with open(os.path.join(SRC, "backend", "cluster.c")) as f:
+        m = re.search(r"cluster_keys\[\] = \{(.*?)\};", f.read(), re.S)
+    if not m:
+        raise AssertionError("backend/cluster.c: no cluster_keys[]")
+    out["cluster"] = re.findall(r'"([a-z_]+)"', m.group(1))
     for rt, path in (("docker", "runtimes/docker/docker.c"),
                      ("lxc", "runtimes/lxc/lxc.c")):
         with open(os.path.join(SRC, path)) as f:

@@ -277,7 +277,7 @@ Test(config, errors_syntax)
 	parse_err("[plugin a b]\n",
 		  FILE_NAME ":1: section header has too many words (expected [TYPE NAME])");
 	parse_err("[volume x]\n", FILE_NAME ":1: unknown section type 'volume' "
-		  "(expected nodefs, plugin, profile or runtime)");
+		  "(expected nodefs, plugin, profile, runtime or cluster)");
 	parse_err("[nodefs x]\n", FILE_NAME ":1: [nodefs] takes no name");
 	parse_err("[plugin]\n", FILE_NAME ":1: [plugin] needs a name: [plugin NAME]");
 	parse_err("[plugin .x]\n", FILE_NAME ":1: [plugin]: name '.x' must not start with '.'");

@@ -1,0 +1,721 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * etcd: the v3 JSON gateway client (etcd.h). Requests are JSON bodies
+ * POSTed to /v3/...; answers are JSON with int64s as strings. Knows nothing
+ * of nodefs' objects: keys and values are opaque bytes here.
+ */
+#include "etcd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "nerr.h"
+
+#define ETCD_BODY_MAX (4u << 20)
+
+struct etcd {
+	char **urls;
+	size_t nurls, cur;
+	struct etcd_tls tls;
+	char *ca, *cert, *key;
+	long timeout_ms;
+	CURL *h;
+};
+
+/* ---- base64 ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int etcd_b64_encode(const void *in, size_t len, char **ret)
+{
+	const unsigned char *s = in;
+	size_t o = 0;
+	char *out = malloc((len + 2) / 3 * 4 + 1);
+
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)s[i + 1] << 8;
+		if (i + 2 < len)
+			v |= s[i + 2];
+		out[o++] = b64[v >> 18 & 63];
+		out[o++] = b64[v >> 12 & 63];
+		out[o++] = i + 1 < len ? b64[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < len ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	*ret = out;
+	return (int)o;
+}
+
+static int b64_val(char c)
+{
+	const char *p = c ? strchr(b64, c) : NULL;
+	return p ? (int)(p - b64) : -1;
+}
+
+int etcd_b64_decode(const char *in, size_t len, char **ret, size_t *ret_len)
+{
+	char *out;
+	size_t o = 0;
+
+	if (len % 4)
+		return -EINVAL;
+	out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < len; i += 4) {
+		int a = b64_val(in[i]), b = b64_val(in[i + 1]);
+		int c = in[i + 2] == '=' ? 0 : b64_val(in[i + 2]);
+		int d = in[i + 3] == '=' ? 0 : b64_val(in[i + 3]);
+		bool last = i + 4 == len;
+
+		if (a < 0 || b < 0 || c < 0 || d < 0 || (!last && (in[i + 2] == '=' || in[i + 3] == '=')) ||
+		    (in[i + 2] == '=' && in[i + 3] != '=')) {
+			free(out);
+			return -EINVAL;
+		}
+		uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+		out[o++] = (char)(v >> 16);
+		if (in[i + 2] != '=')
+			out[o++] = (char)(v >> 8 & 255);
+		if (in[i + 3] != '=')
+			out[o++] = (char)(v & 255);
+	}
+	out[o] = '\0';
+	*ret = out;
+	*ret_len = o;
+	return (int)o;
+}
+
+/* ---- the client ---- */
+
+void etcd_kvs_free(struct etcd_kv *v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].key);
+		free(v[i].val);
+	}
+	free(v);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s && *s ? strdup(s) : NULL;
+}
+
+int etcd_new(const char *endpoints, const struct etcd_tls *tls, long timeout_ms,
+	     struct etcd **ret, struct nerr *err)
+{
+	struct etcd *e = calloc(1, sizeof(*e));
+	char *copy = strdup(endpoints ? endpoints : ""), *save = NULL;
+
+	if (!e || !copy)
+		goto oom;
+	for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		char **nu;
+
+		if (strncmp(w, "http://", 7) != 0 && strncmp(w, "https://", 8) != 0) {
+			nerr_set(err, EINVAL, "etcd endpoint '%.64s' is not an http:// or https:// URL", w);
+			free(copy);
+			etcd_free(e);
+			return -EINVAL;
+		}
+		nu = realloc(e->urls, (e->nurls + 1) * sizeof(*nu));
+		if (!nu)
+			goto oom;
+		e->urls = nu;
+		size_t l = strlen(w);
+		while (l && w[l - 1] == '/')
+			w[--l] = '\0';
+		if (!(e->urls[e->nurls] = strdup(w)))
+			goto oom;
+		e->nurls++;
+	}
+	free(copy);
+	copy = NULL;
+	if (!e->nurls) {
+		etcd_free(e);
+		return nerr_set(err, EINVAL, "no etcd endpoint given");
+	}
+	if (tls) {
+		e->ca = dup_or_null(tls->ca);
+		e->cert = dup_or_null(tls->cert);
+		e->key = dup_or_null(tls->key);
+	}
+	e->timeout_ms = timeout_ms;
+	e->h = curl_easy_init();
+	if (!e->h)
+		goto oom;
+	*ret = e;
+	return 0;
+oom:
+	free(copy);
+	etcd_free(e);
+	return nerr_set(err, ENOMEM, "out of memory");
+}
+
+void etcd_free(struct etcd *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < e->nurls; i++)
+		free(e->urls[i]);
+	free(e->urls);
+	free(e->ca);
+	free(e->cert);
+	free(e->key);
+	if (e->h)
+		curl_easy_cleanup(e->h);
+	free(e);
+}
+
+const char *etcd_endpoint(const struct etcd *e)
+{
+	return e->urls[e->cur];
+}
+
+size_t etcd_nendpoints(const struct etcd *e)
+{
+	return e->nurls;
+}
+
+const char *etcd_endpoint_at(const struct etcd *e, size_t i)
+{
+	return i < e->nurls ? e->urls[i] : NULL;
+}
+
+struct body {
+	char *buf;
+	size_t len, cap;
+	bool over;
+	struct etcd_wparse *wp;		/* a watch: feed the parser */
+	const struct etcd_watch_cb *cb;
+	int wresult;
+	struct nerr *werr;
+};
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
+{
+	struct body *b = ud;
+	size_t n = sz * nm;
+
+	if (b->wp) {
+		int r = etcd_wparse_feed(b->wp, p, n, b->cb, b->werr);
+		if (r < 0 || b->cb->stop(b->cb->ctx)) {
+			b->wresult = r;
+			return 0;	/* ends the transfer */
+		}
+		return n;
+	}
+	if (b->len + n + 1 > ETCD_BODY_MAX) {
+		b->over = true;
+		return 0;
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t nc = (b->len + n + 1) * 2;
+		char *nb = realloc(b->buf, nc);
+		if (!nb)
+			return 0;
+		b->buf = nb;
+		b->cap = nc;
+	}
+	memcpy(b->buf + b->len, p, n);
+	b->len += n;
+	b->buf[b->len] = '\0';
+	return n;
+}
+
+static int progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct body *b = ud;
+	return b->cb && b->cb->stop(b->cb->ctx) ? 1 : 0;
+}
+
+static int curl_errno(CURLcode c)
+{
+	switch (c) {
+	case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST: return -EHOSTUNREACH;
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE: return -EACCES;
+	case CURLE_GOT_NOTHING:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR: return -ECONNRESET;
+	default: return -EIO;
+	}
+}
+
+/* POST body to url+path on endpoint i; the answer in b. */
+static int post_one(struct etcd *e, size_t i, const char *path, const char *body,
+		    struct body *b, long timeout_ms, struct nerr *err)
+{
+	char url[1024], ebuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+	CURLcode c;
+	long code = 0;
+	CURL *h = e->h;
+
+	snprintf(url, sizeof(url), "%s%s", e->urls[i], path);
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->timeout_ms < 500 ? e->timeout_ms : 500L);
+	if (timeout_ms)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	if (b->cb) {
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, b);
+		/* a stream with nothing to say for a while is still alive;
+		 * a dead peer is found by TCP keepalive */
+		curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 2L);
+		curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 1L);
+	}
+	if (e->ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, e->ca);
+	if (e->cert)
+		curl_easy_setopt(h, CURLOPT_SSLCERT, e->cert);
+	if (e->key)
+		curl_easy_setopt(h, CURLOPT_SSLKEY, e->key);
+	c = curl_easy_perform(h);
+	curl_slist_free_all(hd);
+	if (b->cb && b->wresult)
+		return b->wresult;
+	if (b->cb && (c == CURLE_WRITE_ERROR || c == CURLE_ABORTED_BY_CALLBACK))
+		return 0;	/* stopped */
+	if (c != CURLE_OK) {
+		if (b->over)
+			return nerr_set(err, E2BIG, "%s: answer over %u bytes", url, ETCD_BODY_MAX);
+		return nerr_set(err, -curl_errno(c), "%s: %s", e->urls[i],
+				ebuf[0] ? ebuf : curl_easy_strerror(c));
+	}
+	if (b->cb)
+		return -ECONNRESET;	/* the stream ended */
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200) {
+		json_t *j = b->buf ? json_loads(b->buf, 0, NULL) : NULL;
+		const char *m = j ? json_string_value(json_object_get(j, "message")) : NULL;
+		if (!m && j)
+			m = json_string_value(json_object_get(j, "error"));
+		nerr_set(err, EIO, "%s: HTTP %ld: %.160s", e->urls[i], code,
+			 m ? m : b->buf ? b->buf : "");
+		json_decref(j);
+		return code == 503 || code == 504 ? -ETIMEDOUT : -EIO;
+	}
+	return 0;
+}
+
+/* POST with failover; *ret the parsed answer. */
+static int post(struct etcd *e, const char *path, json_t *req, json_t **ret, struct nerr *err)
+{
+	char *body = json_dumps(req, JSON_COMPACT);
+	int r = -EHOSTUNREACH;
+
+	json_decref(req);
+	if (!body)
+		return nerr_set(err, ENOMEM, "out of memory");
+	for (size_t k = 0; k < e->nurls; k++) {
+		size_t i = (e->cur + k) % e->nurls;
+		struct body b = { 0 };
+
+		nerr_clear(err);
+		r = post_one(e, i, path, body, &b, e->timeout_ms, err);
+		if (r == 0) {
+			json_error_t je;
+			json_t *j = json_loads(b.buf ? b.buf : "", 0, &je);
+			free(b.buf);
+			free(body);
+			e->cur = i;
+			if (!j)
+				return nerr_set(err, EPROTO, "%s%s: not JSON: %s", e->urls[i], path, je.text);
+			*ret = j;
+			return 0;
+		}
+		free(b.buf);
+		/* another member may answer: transport failures and timeouts */
+		if (r != -EHOSTUNREACH && r != -ECONNRESET && r != -ETIMEDOUT && r != -EACCES)
+			break;
+	}
+	free(body);
+	return r;
+}
+
+static int64_t jint(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (json_is_string(v))
+		return strtoll(json_string_value(v), NULL, 10);
+	if (json_is_integer(v))
+		return json_integer_value(v);
+	return 0;
+}
+
+static json_t *jb64(const char *s, size_t len)
+{
+	char *enc = NULL;
+	json_t *j;
+
+	if (etcd_b64_encode(s, len, &enc) < 0)
+		return NULL;
+	j = json_string(enc);
+	free(enc);
+	return j;
+}
+
+/* prefix's range end: the prefix with its last byte incremented */
+static json_t *range_end(const char *prefix)
+{
+	size_t l = strlen(prefix);
+	char *p = strdup(prefix);
+	json_t *j;
+
+	if (!p)
+		return NULL;
+	while (l && (unsigned char)p[l - 1] == 0xff)
+		l--;
+	if (!l) {
+		free(p);
+		return jb64("\0", 1);
+	}
+	p[l - 1]++;
+	j = jb64(p, l);
+	free(p);
+	return j;
+}
+
+static json_t *put_req(const char *key, const char *val, size_t vlen, int64_t lease)
+{
+	json_t *r = json_object();
+
+	json_object_set_new(r, "key", jb64(key, strlen(key)));
+	json_object_set_new(r, "value", jb64(val, vlen));
+	if (lease)
+		json_object_set_new(r, "lease", json_integer(lease));
+	return r;
+}
+
+int etcd_put(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t lease,
+	     int64_t *ret_rev, struct nerr *err)
+{
+	json_t *ans = NULL;
+	int r = post(e, "/v3/kv/put", put_req(key, val, vlen, lease), &ans, err);
+
+	if (r < 0)
+		return r;
+	if (ret_rev)
+		*ret_rev = jint(json_object_get(ans, "header"), "revision");
+	json_decref(ans);
+	return 0;
+}
+
+static int txn(struct etcd *e, const char *key, const char *target, const char *field,
+	       int64_t val, json_t *put, struct nerr *err)
+{
+	json_t *req = json_object(), *cmp = json_object(), *ans = NULL;
+	int r;
+
+	json_object_set_new(cmp, "key", jb64(key, strlen(key)));
+	json_object_set_new(cmp, "target", json_string(target));
+	json_object_set_new(cmp, "result", json_string("EQUAL"));
+	json_object_set_new(cmp, field, json_integer(val));
+	json_object_set_new(req, "compare", json_pack("[o]", cmp));
+	json_object_set_new(req, "success", json_pack("[{s:o}]", "requestPut", put));
+	r = post(e, "/v3/kv/txn", req, &ans, err);
+	if (r < 0)
+		return r;
+	r = json_is_true(json_object_get(ans, "succeeded")) ? 0 : 1;
+	json_decref(ans);
+	return r;
+}
+
+int etcd_create(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t lease,
+		struct nerr *err)
+{
+	int r = txn(e, key, "CREATE", "create_revision", 0, put_req(key, val, vlen, lease), err);
+
+	return r == 1 ? nerr_set(err, EEXIST, "%s exists", key) : r;
+}
+
+int etcd_put_if(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t rev,
+		struct nerr *err)
+{
+	int r = txn(e, key, "MOD", "mod_revision", rev, put_req(key, val, vlen, 0), err);
+
+	return r == 1 ? nerr_set(err, ESTALE, "%s changed since revision %" PRId64, key, rev) : r;
+}
+
+int etcd_delete(struct etcd *e, const char *key, struct nerr *err)
+{
+	json_t *req = json_object(), *ans = NULL;
+	int r;
+
+	json_object_set_new(req, "key", jb64(key, strlen(key)));
+	r = post(e, "/v3/kv/deleterange", req, &ans, err);
+	json_decref(ans);
+	return r;
+}
+
+/* kv (a JSON object of the gateway) into out; -EPROTO when malformed. */
+static int kv_of(json_t *kv, struct etcd_kv *out)
+{
+	const char *k = json_string_value(json_object_get(kv, "key"));
+	const char *v = json_string_value(json_object_get(kv, "value"));
+	size_t kl;
+
+	*out = (struct etcd_kv){ 0 };
+	if (!k || etcd_b64_decode(k, strlen(k), &out->key, &kl) < 0)
+		return -EPROTO;
+	if (etcd_b64_decode(v ? v : "", v ? strlen(v) : 0, &out->val, &out->vlen) < 0) {
+		free(out->key);
+		out->key = NULL;
+		return -EPROTO;
+	}
+	out->create_rev = jint(kv, "create_revision");
+	out->mod_rev = jint(kv, "mod_revision");
+	out->lease = jint(kv, "lease");
+	return 0;
+}
+
+int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *ret_n,
+	      int64_t *ret_rev, struct nerr *err)
+{
+	json_t *req = json_object(), *ans = NULL, *kvs;
+	struct etcd_kv *v;
+	size_t n = 0;
+	int r;
+
+	json_object_set_new(req, "key", jb64(prefix, strlen(prefix)));
+	json_object_set_new(req, "range_end", range_end(prefix));
+	r = post(e, "/v3/kv/range", req, &ans, err);
+	if (r < 0)
+		return r;
+	kvs = json_object_get(ans, "kvs");
+	v = calloc(json_array_size(kvs) + 1, sizeof(*v));
+	if (!v) {
+		json_decref(ans);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < json_array_size(kvs); i++)
+		if (kv_of(json_array_get(kvs, i), &v[n]) == 0)
+			n++;
+	*ret_rev = jint(json_object_get(ans, "header"), "revision");
+	json_decref(ans);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+int etcd_lease_grant(struct etcd *e, long ttl_s, int64_t *ret_id, struct nerr *err)
+{
+	json_t *ans = NULL;
+	int r = post(e, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t)ttl_s), &ans, err);
+
+	if (r < 0)
+		return r;
+	*ret_id = jint(ans, "ID");
+	json_decref(ans);
+	return *ret_id ? 0 : nerr_set(err, EPROTO, "lease grant gave no ID");
+}
+
+int etcd_lease_keepalive(struct etcd *e, int64_t id, long *ret_ttl, struct nerr *err)
+{
+	json_t *ans = NULL;
+	int r = post(e, "/v3/lease/keepalive", json_pack("{s:I}", "ID", (json_int_t)id), &ans, err);
+	long ttl;
+
+	if (r < 0)
+		return r;
+	ttl = (long)jint(json_object_get(ans, "result"), "TTL");
+	json_decref(ans);
+	if (ttl <= 0)
+		return nerr_set(err, ENOENT, "lease %" PRIx64 " expired", (uint64_t)id);
+	*ret_ttl = ttl;
+	return 0;
+}
+
+int etcd_status(struct etcd *e, size_t i, struct etcd_member_status *ret)
+{
+	struct body b = { 0 };
+	struct nerr err = { 0 };
+	int r;
+
+	*ret = (struct etcd_member_status){ 0 };
+	r = post_one(e, i, "/v3/maintenance/status", "{}", &b, e->timeout_ms, &err);
+	if (r == 0) {
+		json_t *j = json_loads(b.buf ? b.buf : "", 0, NULL);
+		if (j) {
+			json_t *h = json_object_get(j, "header");
+			ret->ok = true;
+			ret->member = (uint64_t)strtoull(json_string_value(json_object_get(h, "member_id")) ?: "0", NULL, 10);
+			ret->leader = (uint64_t)strtoull(json_string_value(json_object_get(j, "leader")) ?: "0", NULL, 10);
+			ret->revision = jint(h, "revision");
+			json_decref(j);
+		} else
+			r = -EPROTO;
+	}
+	if (r < 0)
+		snprintf(ret->error, sizeof(ret->error), "%s", err.msg[0] ? err.msg : strerror(-r));
+	free(b.buf);
+	return r;
+}
+
+/* ---- watch ---- */
+
+void etcd_wparse_free(struct etcd_wparse *p)
+{
+	free(p->buf);
+	*p = (struct etcd_wparse){ 0 };
+}
+
+/* One JSON message of the stream. */
+static int wparse_msg(struct etcd_wparse *p, const char *s, size_t len,
+		      const struct etcd_watch_cb *cb, struct nerr *err)
+{
+	json_error_t je;
+	json_t *j = json_loadb(s, len, 0, &je), *res, *evs;
+	struct etcd_event *ev;
+	size_t n = 0;
+	int r = 0;
+
+	if (!j)
+		return nerr_set(err, EPROTO, "watch stream: not JSON: %s", je.text);
+	res = json_object_get(j, "result");
+	if (!res) {
+		json_t *e = json_object_get(j, "error");
+		const char *m = json_string_value(json_object_get(e, "message"));
+		nerr_set(err, ECANCELED, "watch: %.160s", m ? m : "error");
+		json_decref(j);
+		return -ECANCELED;
+	}
+	if (jint(res, "compact_revision") > 0) {
+		p->compact = jint(res, "compact_revision");
+		json_decref(j);
+		return nerr_set(err, ERANGE, "watch: revision compacted (at %" PRId64 ")", p->compact);
+	}
+	if (json_is_true(json_object_get(res, "canceled"))) {
+		const char *m = json_string_value(json_object_get(res, "cancel_reason"));
+		nerr_set(err, ECANCELED, "watch cancelled: %.160s", m ? m : "");
+		json_decref(j);
+		return -ECANCELED;
+	}
+	evs = json_object_get(res, "events");
+	ev = calloc(json_array_size(evs) + 1, sizeof(*ev));
+	if (!ev) {
+		json_decref(j);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < json_array_size(evs); i++) {
+		json_t *x = json_array_get(evs, i);
+		const char *t = json_string_value(json_object_get(x, "type"));
+
+		if (kv_of(json_object_get(x, "kv"), &ev[n].kv) < 0)
+			continue;
+		ev[n].type = t && strcmp(t, "DELETE") == 0 ? ETCD_EV_DELETE : ETCD_EV_PUT;
+		n++;
+	}
+	cb->events(cb->ctx, ev, n, jint(json_object_get(res, "header"), "revision"));
+	for (size_t i = 0; i < n; i++) {
+		free(ev[i].kv.key);
+		free(ev[i].kv.val);
+	}
+	free(ev);
+	json_decref(j);
+	return r;
+}
+
+/* The gateway writes one JSON object per message, each followed by a
+ * newline; objects never contain a raw newline (JSON escapes them). */
+int etcd_wparse_feed(struct etcd_wparse *p, const char *data, size_t len,
+		     const struct etcd_watch_cb *cb, struct nerr *err)
+{
+	size_t start = 0;
+
+	if (p->len + len > ETCD_BODY_MAX)
+		return nerr_set(err, E2BIG, "watch message over %u bytes", ETCD_BODY_MAX);
+	if (p->len + len + 1 > p->cap) {
+		size_t nc = (p->len + len + 1) * 2;
+		char *nb = realloc(p->buf, nc);
+		if (!nb)
+			return nerr_set(err, ENOMEM, "out of memory");
+		p->buf = nb;
+		p->cap = nc;
+	}
+	memcpy(p->buf + p->len, data, len);
+	p->len += len;
+	for (size_t i = 0; i < p->len; i++) {
+		if (p->buf[i] != '\n')
+			continue;
+		size_t l = i - start;
+		bool blank = true;
+		for (size_t k = start; k < i; k++)
+			if (p->buf[k] != ' ' && p->buf[k] != '\r' && p->buf[k] != '\t')
+				blank = false;
+		if (!blank) {
+			int r = wparse_msg(p, p->buf + start, l, cb, err);
+			if (r < 0) {
+				memmove(p->buf, p->buf + i + 1, p->len - i - 1);
+				p->len -= i + 1;
+				return r;
+			}
+		}
+		start = i + 1;
+	}
+	memmove(p->buf, p->buf + start, p->len - start);
+	p->len -= start;
+	return 0;
+}
+
+int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
+	       const struct etcd_watch_cb *cb, int64_t *ret_compact, struct nerr *err)
+{
+	json_t *cr = json_object();
+	struct etcd_wparse wp = { 0 };
+	char *body;
+	int r = -EHOSTUNREACH;
+
+	json_object_set_new(cr, "key", jb64(prefix, strlen(prefix)));
+	json_object_set_new(cr, "range_end", range_end(prefix));
+	json_object_set_new(cr, "start_revision", json_integer(from_rev));
+	json_object_set_new(cr, "progress_notify", json_true());
+	json_t *req = json_pack("{s:o}", "create_request", cr);
+	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!body)
+		return nerr_set(err, ENOMEM, "out of memory");
+	for (size_t k = 0; k < e->nurls; k++) {
+		size_t i = (e->cur + k) % e->nurls;
+		struct body b = { .wp = &wp, .cb = cb, .werr = err };
+
+		nerr_clear(err);
+		r = post_one(e, i, "/v3/watch", body, &b, 0, err);
+		if (r != -EHOSTUNREACH && r != -EACCES) {
+			e->cur = i;
+			break;
+		}
+	}
+	if (r == -ERANGE && ret_compact)
+		*ret_compact = wp.compact;
+	etcd_wparse_free(&wp);
+	free(body);
+	return r;
+}

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""clustertest: nodefs instances joined through a real etcd cluster.
+
+    with etcdtest.Etcd() as e, Node(e, "a", accept_remote=True) as a:
+        ...
+A Node is one nodefs mount (its own mount, state dir, node name) whose
+[cluster] points at e, with the test CSI plugin started by nodefs itself
+(so volumes can be made). Stdlib only, on top of nodefs_test.
+"""
+import os
+import tempfile
+
+import nodefs_test as nt
+import etcdtest
+
+PLUGIN_PY = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
+
+
+def requires():
+    nt.requires("mount", "csi-plugin")
+    why = etcdtest.why_not()
+    if why:
+        nt.skip(why)
+
+
+def config(etcd, node, tmp, accept_remote=False, ttl="3s", prefix="/nodefs", extra=""):
+    return """[nodefs]
+allowed_targets = {tmp}/pub
+csi_timeout = 5s
+reconcile_interval = 0
+
+[plugin hp]
+endpoint = unix://{tmp}/csi.sock
+command = /usr/bin/python3 {py} --base {tmp}/base
+default = yes
+
+[cluster]
+etcd = {ep}
+node = {node}
+prefix = {prefix}
+lease_ttl = {ttl}
+accept_remote = {acc}
+{extra}
+""".format(tmp=tmp, py=PLUGIN_PY, ep=etcd.endpoints, node=node, prefix=prefix, ttl=ttl,
+           acc="yes" if accept_remote else "no", extra=extra)
+
+
+class Node(nt.Nodefs):
+    def __init__(self, etcd, node, accept_remote=False, ttl="3s", extra=""):
+        self.ptmp = tempfile.mkdtemp(prefix="nodefs-cl-%s-" % node)
+        os.makedirs(os.path.join(self.ptmp, "pub"))
+        self.node = node
+        super().__init__(config(etcd, node, self.ptmp, accept_remote, ttl, extra=extra))
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            nt.unmount_all_under(self.ptmp)
+            import shutil
+            shutil.rmtree(self.ptmp, ignore_errors=True)
+
+    def wait_read(self, rel, pred, timeout=10):
+        """Wait until pred(content of rel) holds; the last content."""
+        last = [None]
+
+        def ok():
+            try:
+                last[0] = self.read(rel)
+            except OSError:
+                return False
+            return pred(last[0])
+        if not nt.wait_until(ok, nt.scaled(timeout)):
+            raise AssertionError("%s: %r after %ss" % (rel, last[0], timeout))
+        return last[0]

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""etcdtest: a real three-member etcd cluster on loopback ports for a test.
+
+    with etcdtest.Etcd() as e:          # started, healthy, in a temp dir
+        e.endpoints                     # "http://127.0.0.1:P1 http://..."
+        e.kill(0); e.kill(1)            # SIGKILL members (quorum lost)
+        e.start(0); e.start(1)          # back, same data dirs
+        e.ctl("put", "/k", "v")         # etcdctl against the live members
+
+Ports are picked free by binding port 0; data dirs live under one temp dir
+removed on exit, with every member stopped. Members start with short
+election timeouts so a test's quorum faults settle in well under a second.
+Knows nothing of nodefs. Stdlib only.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ETCD = shutil.which("etcd")
+ETCDCTL = shutil.which("etcdctl")
+
+
+def why_not():
+    if not ETCD or not ETCDCTL:
+        return "etcd and etcdctl are not installed (etcd-server, etcd-client)"
+    return None
+
+
+def _free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+class Etcd:
+    def __init__(self, members=3, tls=None):
+        self.n = members
+        self.tls = tls  # dict(ca=, cert=, key=) for the client port, or None
+        self.tmp = tempfile.mkdtemp(prefix="nodefs-etcd-")
+        ports = _free_ports(2 * members)
+        self.client_ports = ports[:members]
+        self.peer_ports = ports[members:]
+        self.procs = [None] * members
+        scheme = "https" if tls else "http"
+        self.urls = ["%s://127.0.0.1:%d" % (scheme, p) for p in self.client_ports]
+        self.endpoints = " ".join(self.urls)
+        self.cluster = ",".join("m%d=http://127.0.0.1:%d" % (i, p)
+                                for i, p in enumerate(self.peer_ports))
+        self.new = [True] * members
+
+    def start(self, i):
+        if self.procs[i] and self.procs[i].poll() is None:
+            return
+        d = os.path.join(self.tmp, "m%d" % i)
+        argv = [ETCD, "--name", "m%d" % i, "--data-dir", d,
+                "--listen-client-urls", self.urls[i],
+                "--advertise-client-urls", self.urls[i],
+                "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer_ports[i],
+                "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer_ports[i],
+                "--initial-cluster", self.cluster,
+                "--initial-cluster-token", os.path.basename(self.tmp),
+                "--initial-cluster-state", "new",
+                "--heartbeat-interval", "50", "--election-timeout", "500",
+                "--logger", "zap", "--log-level", "error"]
+        if self.tls:
+            argv += ["--trusted-ca-file", self.tls["ca"], "--cert-file", self.tls["cert"],
+                     "--key-file", self.tls["key"], "--client-cert-auth"]
+        log = open(os.path.join(self.tmp, "m%d.log" % i), "ab")
+        self.procs[i] = subprocess.Popen(argv, stdout=log, stderr=log,
+                                         start_new_session=True)
+        log.close()
+
+    def kill(self, i, sig=signal.SIGKILL):
+        p = self.procs[i]
+        if p and p.poll() is None:
+            p.send_signal(sig)
+            p.wait()
+
+    def ctl(self, *args, check=True, timeout=10):
+        env = dict(os.environ, ETCDCTL_API="3")
+        argv = [ETCDCTL, "--endpoints", ",".join(self.urls), "--command-timeout=3s"]
+        if self.tls:
+            argv += ["--cacert", self.tls["ca"], "--cert", self.tls["client_cert"],
+                     "--key", self.tls["client_key"]]
+        r = subprocess.run(argv + list(args), env=env, capture_output=True, text=True,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError("etcdctl %s: %s" % (" ".join(args), r.stderr))
+        return r.stdout
+
+    def healthy(self, i):
+        if self.tls:
+            r = subprocess.run([ETCDCTL, "--endpoints", self.urls[i], "--cacert",
+                                self.tls["ca"], "--cert", self.tls["client_cert"], "--key",
+                                self.tls["client_key"], "endpoint", "health"],
+                               env=dict(os.environ, ETCDCTL_API="3"), capture_output=True)
+            return r.returncode == 0
+        try:
+            with urllib.request.urlopen(self.urls[i] + "/health", timeout=1) as f:
+                return b'"true"' in f.read()
+        except OSError:
+            return False
+
+    def wait_healthy(self, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(self.healthy(i) for i in range(self.n)
+                   if self.procs[i] and self.procs[i].poll() is None):
+                return
+            time.sleep(0.05)
+        raise AssertionError("etcd not healthy after %ss: %s" % (timeout, self.logs()))
+
+    def logs(self):
+        out = []
+        for i in range(self.n):
+            try:
+                with open(os.path.join(self.tmp, "m%d.log" % i), errors="replace") as f:
+                    out.append("m%d: %s" % (i, f.read()[-2000:]))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def __enter__(self):
+        try:
+            for i in range(self.n):
+                self.start(i)
+            self.wait_healthy()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self):
+        for i in range(self.n):
+            self.kill(i)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __exit__(self, *exc):
+        self.close()
