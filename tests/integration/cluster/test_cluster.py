@@ -34,10 +34,12 @@ class Cluster(unittest.TestCase):
             ok, err = b.write_ctl("volumes/ctl", "create v1 size=1M")
             self.assertTrue(ok, b.error("volumes"))
             self.assertEqual(dirs(a, "cluster/nodes"), ["a", "b"])
-            st = a.wait_read("cluster/nodes/b/volumes/v1/state", lambda s: s.strip() != "")
-            self.assertEqual(st, b.read("volumes/v1/state"))
-            info = json.loads(a.read("cluster/nodes/b/volumes/v1/info.json"))
-            self.assertEqual(info, json.loads(b.read("volumes/v1/info.json")))
+            # the view follows b's own state to where it settles
+            nt.wait_until(lambda: b.read("volumes/v1/state") != "CREATING\n", nt.scaled(10))
+            a.wait_read("cluster/nodes/b/volumes/v1/state",
+                        lambda s: s == b.read("volumes/v1/state"))
+            a.wait_read("cluster/nodes/b/volumes/v1/info.json",
+                        lambda s: json.loads(s) == json.loads(b.read("volumes/v1/info.json")))
             self.assertTrue(a.read("cluster/nodes/b/status").startswith("UP\n"))
             self.assertTrue(b.read("cluster/nodes/a/status").startswith("UP\n"))
             # a remote create on b, from a: b's own volumes/ gets it
