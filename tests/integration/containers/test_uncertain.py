@@ -126,5 +126,59 @@ class UncertainDockerTest(unittest.TestCase):
             proxy.close()
 
 
+class TEnv(ctest.Env):
+    """LXC with a template dir of the run's templates and lxc-slow, which
+    sleeps before it runs the busybox one (a template run a crash cuts)."""
+    def __init__(self, tdir):
+        super().__init__()
+        self.tdir = tdir
+
+    def config(self):
+        return super().config().replace("template_dir = %s\n" % ctest.lxc_template_dir(),
+                                        "template_dir = %s\n" % self.tdir, 1)
+
+
+class UncertainLxcTest(unittest.TestCase):
+    def setUp(self):
+        nt.requires("lxc")
+        self.tmp = tempfile.mkdtemp(prefix="nodefs-unc-")
+        os.chmod(self.tmp, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_template_run_cut_by_a_crash_is_removed(self):
+        tdir = os.path.join(self.tmp, "templates")
+        os.mkdir(tdir)
+        for f in os.listdir(ctest.lxc_template_dir()):
+            os.symlink(os.path.join(ctest.lxc_template_dir(), f), os.path.join(tdir, f))
+        with open(os.path.join(tdir, "lxc-slow"), "w") as f:
+            f.write("#!/bin/sh\nsleep 3\nexec %s \"$@\"\n" % ctest.lxc_template("busybox"))
+        os.chmod(os.path.join(tdir, "lxc-slow"), 0o755)
+        with TEnv(tdir) as env:
+            n = env.name("slow")
+            fd = os.open(env.fs.path("containers", "ctl"), os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, ("create %s runtime=lxc template=slow\n" % n).encode())
+            finally:
+                os.close(fd)
+            mark = os.path.join(env.lxcpath, ".nodefs-creating-" + n)
+            self.assertTrue(nt.wait_until(lambda: os.path.exists(mark), 10))
+            env.fs.kill9()
+            env.fs.start()
+            self.assertTrue(nt.wait_until(lambda: len(create_ops(env)) == 1, 10))
+            op = create_ops(env)[0]
+            self.assertTrue(nt.wait_until(lambda: "removed" in env.read(
+                "operations", op, "outcome"), 15, 0.1), env.read("operations", op, "info.json"))
+            self.assertEqual(env.read("operations", op, "state").strip(), "FAILED")
+            # a while after the template would have finished: nothing back
+            import time
+            time.sleep(4)
+            self.assertFalse(os.path.exists(mark))
+            self.assertFalse(os.path.exists(os.path.join(env.lxcpath, n)))
+            self.assertEqual(env.containers(), [])
+            self.assertEqual(nt.find_pids_with_arg(os.path.join(env.lxcpath, n)), [])
+
+
 if __name__ == "__main__":
-    ctest.main(docker_needed=True)
+    ctest.main()
