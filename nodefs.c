@@ -90,7 +90,7 @@ static void usage(FILE *out)
 		"  /run/nodefs               the usual mountpoint (nodefs(5) THE TREE)\n"
 		"\n"
 		"Config keys (nodefs(5)):\n"
-		"  [nodefs]          state_dir allowed_targets ctl_group csi_timeout\n"
+		"  [nodefs]          state_dir allowed_targets ctl_group read_group redact csi_timeout\n"
 		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
 		"                    log_level\n"
 		"  [plugin NAME]     endpoint default command keep_running\n"
@@ -373,6 +373,9 @@ int main(int argc, char **argv)
 	log_set_level(level_of(cfg, d.base_level));
 	fo.has_ctl_gid = cfg->has_ctl_gid;
 	fo.ctl_gid = cfg->ctl_gid;
+	fo.has_read_gid = cfg->has_read_gid;
+	fo.read_gid = cfg->read_gid;
+	fo.redact = (const char *const *)cfg->redact_keys;
 
 	r = backend_new(cfg, &b, &err);	/* takes cfg */
 	if (r < 0) {

@@ -127,6 +127,9 @@ void config_free(struct config *c)
 	strv_free(c->allowed_targets);
 	free(c->ctl_group);
 	free(c->name_prefix);
+	free(c->read_group);
+	strv_free(c->redact);
+	strv_free(c->redact_keys);
 	for (size_t i = 0; i < c->nplugins; i++) {
 		free(c->plugins[i].name);
 		free(c->plugins[i].endpoint);
@@ -140,6 +143,38 @@ void config_free(struct config *c)
 		section_free(&c->sections[i]);
 	free(c->sections);
 	free(c);
+}
+
+/* c->redact = v (taken; NULL for none) and the keys it implies. */
+static int set_redact(struct config *c, char **v)
+{
+	size_t n = 0;
+	char **k;
+
+	while (v && v[n])
+		n++;
+	k = calloc(n + 2, sizeof(*k));
+	if (!k)
+		goto fail;
+	k[0] = str_dup("env.");
+	if (!k[0])
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		k[i + 1] = malloc(strlen(v[i]) + 7);
+		if (!k[i + 1])
+			goto fail;
+		strcpy(k[i + 1], "param.");
+		strcat(k[i + 1], v[i]);
+	}
+	strv_free(c->redact);
+	strv_free(c->redact_keys);
+	c->redact = v;
+	c->redact_keys = k;
+	return 0;
+fail:
+	strv_free(k);
+	strv_free(v);
+	return -ENOMEM;
 }
 
 int config_defaults(struct config **ret)
@@ -166,6 +201,8 @@ int config_defaults(struct config **ret)
 	if (!c->allowed_targets[1])
 		goto fail;
 	c->nallowed_targets = 2;
+	if (set_redact(c, NULL) < 0)
+		goto fail;
 	*ret = c;
 	return 0;
 fail:
@@ -570,6 +607,31 @@ static int apply_nodefs(struct parser *p, const struct config_section *sec)
 			c->ctl_group = s;
 			c->ctl_gid = gid;
 			c->has_ctl_gid = true;
+		} else if (strcmp(k, "read_group") == 0) {
+			char *s = NULL;
+			gid_t gid = 0;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			r = lookup_group(p, kv, s, &gid);
+			if (r < 0) {
+				free(s);
+				return r;
+			}
+			free(c->read_group);
+			c->read_group = s;
+			c->read_gid = gid;
+			c->has_read_gid = true;
+		} else if (strcmp(k, "redact") == 0) {
+			char **v = NULL;
+			int n = value_words(p, kv, false, &v);
+
+			if (n < 0)
+				return n;
+			r = set_redact(c, v);
+			if (r < 0)
+				return r;
 		} else if (strcmp(k, "csi_timeout") == 0) {
 			r = value_duration(p, kv, false, &c->csi_timeout_ms);
 			if (r < 0)

@@ -78,6 +78,13 @@ struct config {
 	char *ctl_group;		/* NULL unless set; an existing group */
 	gid_t ctl_gid;
 	bool has_ctl_gid;
+	char *read_group;		/* NULL unless set: may read the sensitive files */
+	gid_t read_gid;
+	bool has_read_gid;
+	char **redact;			/* NULL-terminated parameter names; default none */
+	/* what world-readable files hide of a command line: "env." and
+	 * "param.NAME" for each of redact (common/redact.h) */
+	char **redact_keys;
 	uint64_t csi_timeout_ms;	/* key csi_timeout, default 120 s */
 	uint64_t retry_backoff_ms;	/* key retry_backoff, default 1 s */
 	uint64_t retry_max_ms;		/* key retry_max, default 2 min */

@@ -233,7 +233,7 @@ static int show_limits(struct bnode *n, struct sbuf *out)
 	return r;
 }
 
-static int show_info(struct bnode *n, struct sbuf *out)
+static int write_info(struct bnode *n, struct sbuf *out, bool redact)
 {
 	struct container *c = cof(n);
 	struct jw w;
@@ -241,10 +241,22 @@ static int show_info(struct bnode *n, struct sbuf *out)
 	jw_init(&w, out, 2);
 	jw_obj(&w);
 	pthread_mutex_lock(&c->lock);
-	container_write_locked(c, &w);
+	container_write_locked(c, &w, redact);
 	pthread_mutex_unlock(&c->lock);
 	jw_obj_end(&w);
 	return jw_end(&w) ?: sbuf_addc(out, '\n');
+}
+
+/* info.json: any user's, environment values "<redacted>"; spec.json: the
+ * whole record, root's and the read group's. */
+static int show_info(struct bnode *n, struct sbuf *out)
+{
+	return write_info(n, out, true);
+}
+
+static int show_spec(struct bnode *n, struct sbuf *out)
+{
+	return write_info(n, out, false);
 }
 
 /* wait: blocks until the container has exited, then one line, then EOF. */
@@ -296,13 +308,14 @@ static const struct battr container_attrs[] = {
 	{ .name = "finished_at", .show = show_finished },
 	{ .name = "limits", .show = show_limits },
 	{ .name = "stats", .show = show_stats },
-	{ .name = "logs", .show = show_logs },
+	{ .name = "logs", .flags = BATTR_PRIV, .show = show_logs },
 	{ .name = "progress", .flags = BATTR_POLL, .show = show_progress },
-	{ .name = "exec_output", .show = show_exec_output },
+	{ .name = "exec_output", .flags = BATTR_PRIV, .show = show_exec_output },
 	{ .name = "exec_exit_code", .show = show_exec_exit_code },
 	{ .name = "wait", .stream = &wait_stream },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },
+	{ .name = "spec.json", .flags = BATTR_PRIV, .show = show_spec },
 };
 
 static void container_node_free(struct bnode *n)

@@ -136,7 +136,7 @@ int container_checkpoint(struct container *c, struct nerr *err);
 /* c's record's members into w (lock held): the checkpoint and info.json,
  * written with common/jw.c as every record is (jansson reads them back). */
 struct jw;
-void container_write_locked(struct container *c, struct jw *w);
+void container_write_locked(struct container *c, struct jw *w, bool redact);
 /* Move to s, telling the tree and the event stream (msg: the event's note). */
 void container_set_state(struct container *c, enum cstate s, const char *msg);
 enum cstate container_state_of(struct container *c);

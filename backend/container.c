@@ -32,6 +32,7 @@
 #include "jw.h"
 #include "kind.h"
 #include "reconcile.h"
+#include "redact.h"
 #include "store.h"
 
 const char *const cstate_names[] = {
@@ -171,7 +172,7 @@ void container_forget(struct container *c)
 
 /* ---- state, checkpoints, events ---- */
 
-void container_write_locked(struct container *c, struct jw *w)
+void container_write_locked(struct container *c, struct jw *w, bool redact)
 {
 	char t[64];
 
@@ -200,7 +201,7 @@ void container_write_locked(struct container *c, struct jw *w)
 		for (size_t k = i + 1; k < c->nenv; k++)
 			if (strcmp(c->env[k].key, c->env[i].key) == 0)
 				last = k;
-		jw_kstr(w, c->env[i].key, c->env[last].val);
+		jw_kstr(w, c->env[i].key, redact ? REDACTED : c->env[last].val);
 	}
 	jw_obj_end(w);
 	jw_key(w, "mounts");
@@ -250,7 +251,7 @@ int container_checkpoint(struct container *c, struct nerr *err)
 
 	store_record_begin(&w, &sb);
 	pthread_mutex_lock(&c->lock);
-	container_write_locked(c, &w);
+	container_write_locked(c, &w, false);
 	pthread_mutex_unlock(&c->lock);
 	r = store_put_record(c->b->cfg->state_dir, "containers", c->name, &w, err);
 	sbuf_free(&sb);

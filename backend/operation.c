@@ -20,6 +20,7 @@
 #include "log.h"
 #include "nodefs-config.h"
 #include "operation.h"
+#include "redact.h"
 #include "store.h"
 
 const char *op_state_to_string(enum op_state s)
@@ -58,7 +59,26 @@ static struct operation *opof(struct bnode *n)
 	}
 OP_SHOW_STR(type)
 OP_SHOW_STR(object)
-OP_SHOW_STR(command)
+
+/* The command as any user may read it: environment values and the
+ * parameters named by the config's redact list hidden (the record keeps it
+ * whole). */
+static int put_command(struct operation *op, struct sbuf *out)
+{
+	return redact_line(op->command, strlen(op->command),
+			   (const char *const *)op->b->cfg->redact_keys, out);
+}
+
+static int show_command(struct bnode *n, struct sbuf *out)
+{
+	struct operation *op = opof(n);
+	int r;
+
+	pthread_mutex_lock(&op->lock);
+	r = op->command[0] ? put_command(op, out) ?: sbuf_addc(out, '\n') : 0;
+	pthread_mutex_unlock(&op->lock);
+	return r;
+}
 OP_SHOW_STR(error)
 OP_SHOW_STR(remote)
 
@@ -104,8 +124,10 @@ static int show_finished(struct bnode *n, struct sbuf *out)
 }
 
 /* An operation's members, as its record and info.json show them. Lock held. */
-static void op_write_locked(struct operation *op, struct jw *w)
+static void op_write_locked(struct operation *op, struct jw *w, bool redact)
 {
+	struct sbuf cmd = SBUF_INIT(0);
+
 	char c[64], f[64];
 
 	fmt_time(op->created, c, sizeof(c));
@@ -113,7 +135,11 @@ static void op_write_locked(struct operation *op, struct jw *w)
 	jw_kstr(w, "id", op->id);
 	jw_kstr(w, "type", op->type);
 	jw_kstr(w, "object", op->object);
-	jw_kstr(w, "command", op->command);
+	if (redact && put_command(op, &cmd) == 0 && sbuf_addc(&cmd, '\0') == 0)
+		jw_kstr(w, "command", cmd.buf);
+	else
+		jw_kstr(w, "command", redact ? REDACTED : op->command);
+	sbuf_free(&cmd);
 	jw_kstr(w, "state", op_state_to_string(op->state));
 	jw_kstr(w, "error", op->error);
 	jw_kstr(w, "remote", op->remote);
@@ -136,7 +162,7 @@ static int show_info(struct bnode *n, struct sbuf *out)
 	jw_init(&w, out, 2);
 	jw_obj(&w);
 	pthread_mutex_lock(&op->lock);
-	op_write_locked(op, &w);
+	op_write_locked(op, &w, true);
 	pthread_mutex_unlock(&op->lock);
 	jw_obj_end(&w);
 	return jw_end(&w) ?: sbuf_addc(out, '\n');
@@ -218,7 +244,7 @@ static int op_checkpoint(struct operation *op, struct nerr *err)
 
 	store_record_begin(&w, &sb);
 	pthread_mutex_lock(&op->lock);
-	op_write_locked(op, &w);
+	op_write_locked(op, &w, false);
 	pthread_mutex_unlock(&op->lock);
 	r = store_put_record(op->b->cfg->state_dir, "operations", op->id, &w, err);
 	sbuf_free(&sb);

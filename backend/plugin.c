@@ -542,7 +542,7 @@ static int show_log(struct bnode *n, struct sbuf *out)
 static const struct battr plugin_attrs[] = {
 	{ .name = "endpoint", .show = show_endpoint },
 	{ .name = "process", .show = show_process },
-	{ .name = "log", .show = show_log },
+	{ .name = "log", .flags = BATTR_PRIV, .show = show_log },
 	{ .name = "info", .show = show_info },
 	{ .name = "capabilities", .show = show_capabilities },
 	{ .name = "health", .flags = BATTR_POLL, .show = show_health },

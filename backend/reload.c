@@ -86,6 +86,8 @@ static unsigned nodefs_diff(const struct config *o, const struct config *n)
 		restart_needed("[nodefs] allowed_targets"), k++;
 	if (!str_eq(o->ctl_group, n->ctl_group))
 		restart_needed("[nodefs] ctl_group"), k++;
+	if (!str_eq(o->read_group, n->read_group))
+		restart_needed("[nodefs] read_group"), k++;
 	if (o->csi_timeout_ms != n->csi_timeout_ms)
 		restart_needed("[nodefs] csi_timeout"), k++;
 	if (o->retry_backoff_ms != n->retry_backoff_ms || o->retry_max_ms != n->retry_max_ms)

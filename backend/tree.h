@@ -77,6 +77,9 @@ struct bstream_ops {
 enum {
 	BATTR_CTL = 1u << 0,	/* a ctl file: writable per ctl policy */
 	BATTR_POLL = 1u << 1,	/* poll() wakes when the node changes */
+	/* sensitive (environment values, logs, what a plugin returned): root
+	 * and the read group only, mode 0440 (0400 without a read group) */
+	BATTR_PRIV = 1u << 2,
 };
 
 struct battr {

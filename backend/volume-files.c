@@ -155,7 +155,7 @@ void volumes_refresh_stats(struct backend *b, const char *plugin)
 	bnode_list_free(v, n);
 }
 
-static int show_info(struct bnode *n, struct sbuf *out)
+static int write_info(struct bnode *n, struct sbuf *out, bool redact)
 {
 	struct volume *v = vof(n);
 	struct jw w;
@@ -163,7 +163,7 @@ static int show_info(struct bnode *n, struct sbuf *out)
 	jw_init(&w, out, 2);
 	jw_obj(&w);
 	pthread_mutex_lock(&v->lock);
-	volume_write_locked(v, &w);
+	volume_write_locked(v, &w, redact);
 	pthread_mutex_unlock(&v->lock);
 	jw_obj_end(&w);
 	return jw_end(&w) ?: sbuf_addc(out, '\n');
@@ -187,6 +187,19 @@ static int volume_wait_line(struct bnode *n, struct sbuf *out)
 	return sbuf_printf(out, "state=%s\n", vstate_to_string(volume_state(vof(n))));
 }
 
+/* info.json: any user's, what the plugin returned and the parameters the
+ * config's redact list names "<redacted>"; spec.json: the whole record,
+ * root's and the read group's. */
+static int show_info(struct bnode *n, struct sbuf *out)
+{
+	return write_info(n, out, true);
+}
+
+static int show_spec(struct bnode *n, struct sbuf *out)
+{
+	return write_info(n, out, false);
+}
+
 BWAIT_STREAM(vwait_stream, volume_settled, volume_wait_line);
 
 BCTL_FUNCS(volume_ctl, volume_ctl_table)
@@ -202,6 +215,7 @@ static const struct battr volume_attrs[] = {
 	{ .name = "stats", .show = show_stats },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },
+	{ .name = "spec.json", .flags = BATTR_PRIV, .show = show_spec },
 	{ .name = "wait", .stream = &vwait_stream },
 };
 

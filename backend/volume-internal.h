@@ -95,7 +95,7 @@ char **volume_strv_dup(char *const *v);
 struct volume *volume_alloc(struct backend *b, const char *name);
 void volume_free(struct volume *v);
 /* The members as the record and info.json show them. Lock held. */
-void volume_write_locked(struct volume *v, struct jw *w);
+void volume_write_locked(struct volume *v, struct jw *w, bool redact);
 /* Derive the staging path from the id when not set. Lock held or v not
  * yet shared. */
 void volume_staging_locked(struct volume *v);

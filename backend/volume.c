@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "jw.h"
+#include "redact.h"
 #include "store.h"
 
 static const char *const vstate_names[] = {
@@ -110,9 +111,36 @@ struct volume *volume_alloc(struct backend *b, const char *name)
 
 /* ---- state and checkpoints ---- */
 
-/* A volume's members, as its record and info.json show them. Lock held. */
-void volume_write_locked(struct volume *v, struct jw *w)
+/* key=value pairs as an array; with hide, a value is "<redacted>" when
+ * hide_all or its key is one of names. */
+static void write_pairs(struct jw *w, const char *key, char *const *v, bool hide, bool hide_all,
+			const char *const *names)
 {
+	jw_key(w, key);
+	jw_arr(w);
+	for (size_t i = 0; v && v[i]; i++) {
+		size_t k = strcspn(v[i], "=");
+		char buf[256];
+
+		if (hide && (hide_all || redact_key(v[i], k, names)) && k < sizeof(buf) - 12) {
+			snprintf(buf, sizeof(buf), "%.*s=" REDACTED, (int)k, v[i]);
+			jw_str(w, buf);
+		} else if (hide && (hide_all || redact_key(v[i], k, names))) {
+			jw_str(w, REDACTED);
+		} else {
+			jw_str(w, v[i]);
+		}
+	}
+	jw_arr_end(w);
+}
+
+/* A volume's members, as its record and spec.json show them; with redact,
+ * as info.json does: the contexts the plugin returned and the parameters
+ * the config's redact list names are "<redacted>". Lock held. */
+void volume_write_locked(struct volume *v, struct jw *w, bool redact)
+{
+	const char *const *names = (const char *const *)v->b->cfg->redact;
+
 	jw_kstr(w, "name", v->name);
 	jw_kstr(w, "plugin", v->plugin);
 	if (v->profile)
@@ -122,7 +150,7 @@ void volume_write_locked(struct volume *v, struct jw *w)
 	if (v->fs_type)
 		jw_kstr(w, "fs_type", v->fs_type);
 	jw_kstrv(w, "mount_flags", v->mount_flags);
-	jw_kstrv(w, "parameters", v->params);
+	write_pairs(w, "parameters", v->params, redact, false, names);
 	jw_kint(w, "size_requested", (long long)v->size_req);
 	jw_kbool(w, "imported", v->imported);
 	jw_kstr(w, "state", vstate_to_string(v->state));
@@ -131,8 +159,8 @@ void volume_write_locked(struct volume *v, struct jw *w)
 	if (v->id)
 		jw_kstr(w, "id", v->id);
 	jw_kint(w, "capacity", v->capacity);
-	jw_kstrv(w, "volume_context", v->vctx);
-	jw_kstrv(w, "publish_context", v->pctx);
+	write_pairs(w, "volume_context", v->vctx, redact, true, names);
+	write_pairs(w, "publish_context", v->pctx, redact, true, names);
 	jw_kbool(w, "controller_published", v->ctl_published);
 	jw_kbool(w, "staged", v->staged);
 	if (v->node_expand_to)
@@ -177,7 +205,7 @@ int volume_checkpoint(struct volume *v, struct nerr *err)
 
 	store_record_begin(&w, &sb);
 	pthread_mutex_lock(&v->lock);
-	volume_write_locked(v, &w);
+	volume_write_locked(v, &w, false);
 	pthread_mutex_unlock(&v->lock);
 	r = store_put_record(v->b->cfg->state_dir, "volumes", v->name, &w, err);
 	sbuf_free(&sb);

@@ -28,4 +28,14 @@ typedef bool (*fs_may_wait_fn)(void *ctx, const void *mem, size_t len);
 int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsigned max_threads,
 	     unsigned max_idle);
 
+/*
+ * Who may open a sensitive (BATTR_PRIV) file (access.c): uid 0, or a caller
+ * whose gid or one of whose supplementary groups (fuse_req_getgroups) is
+ * the read group. The kernel checks the mode first (default_permissions);
+ * this check holds without it. 0 or -EACCES.
+ */
+#include <sys/types.h>
+typedef struct fuse_req *fuse_req_t;
+int fs_may_read_priv(fuse_req_t req, bool has_read_gid, gid_t read_gid);
+
 #endif

@@ -42,6 +42,7 @@
 #include "log.h"
 #include "nerr.h"
 #include "nodefs-config.h"
+#include "redact.h"
 #include "sbuf.h"
 #include "tree.h"
 
@@ -125,7 +126,8 @@ struct fs_removal {
 
 struct fs {
 	struct fuse_session *se;
-	struct fs_opts opts;
+	struct fs_opts opts;	/* opts.redact points at redact */
+	char **redact;
 	struct bnode *root;
 	time_t mount_time;
 	bool mounted;
@@ -186,6 +188,8 @@ static mode_t file_mode(struct fs *f, const struct battr *a)
 {
 	if (a->flags & BATTR_CTL)
 		return S_IFREG | (f->opts.has_ctl_gid ? 0220 : 0200);
+	if (a->flags & BATTR_PRIV)
+		return S_IFREG | (f->opts.has_read_gid ? 0440 : 0400);
 	return S_IFREG | 0444;
 }
 
@@ -271,6 +275,8 @@ static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
 	st->st_nlink = 1;
 	if (a->flags & BATTR_CTL)
 		st->st_gid = f->opts.has_ctl_gid ? f->opts.ctl_gid : 0;
+	else if (a->flags & BATTR_PRIV)
+		st->st_gid = f->opts.has_read_gid ? f->opts.read_gid : 0;
 	/*
 	 * Size 0, as procfs says: the content is made by the read, which runs
 	 * to EOF (direct_io: the kernel never clamps a read to st_size). The
@@ -608,6 +614,15 @@ static void fs_req_set_error(struct fs_req *r, const char *msg)
 {
 	char line[BNODE_ERROR_MAX], cmd[48 * 4 + 8];
 	size_t len = r->cur_len;
+	struct sbuf red = SBUF_INIT(0);
+	const char *cur = r->cur;
+
+	/* the error file is world-readable: option values it must not show
+	 * (environment values, named parameters) are hidden first */
+	if (cur && len && redact_line(cur, len, r->fs->opts.redact, &red) == 0) {
+		cur = red.buf;
+		len = red.len;
+	}
 
 	if (r->kind == FSR_MKDIR || r->kind == FSR_RMDIR) {
 		cmd_excerpt(r->name, strlen(r->name), cmd, sizeof(cmd));
@@ -616,12 +631,13 @@ static void fs_req_set_error(struct fs_req *r, const char *msg)
 	} else if (!r->cur || !len) {
 		snprintf(line, sizeof(line), "%s", msg);
 	} else {
-		cmd_excerpt(r->cur, len, cmd, sizeof(cmd));
+		cmd_excerpt(cur, len, cmd, sizeof(cmd));
 		if (r->nlines > 1)
 			snprintf(line, sizeof(line), "line %u '%s': %s", r->line, cmd, msg);
 		else
 			snprintf(line, sizeof(line), "'%s': %s", cmd, msg);
 	}
+	sbuf_free(&red);
 	bnode_set_error(r->node, line);
 }
 
@@ -963,6 +979,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	a = &i->node->type->attrs[i->attr];
 	if (acc != O_RDONLY && !(a->flags & BATTR_CTL)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if ((a->flags & BATTR_PRIV) &&
+	    fs_may_read_priv(req, f->opts.has_read_gid, f->opts.read_gid) < 0) {
 		fuse_reply_err(req, EACCES);
 		return;
 	}
@@ -1505,6 +1526,12 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	if (!f)
 		return nerr_set(err, ENOMEM, "out of memory");
 	f->opts = *o;
+	f->redact = redact_names_dup(o->redact);
+	if (o->redact && !f->redact) {
+		free(f);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	f->opts.redact = (const char *const *)f->redact;
 	f->root = bnode_ref(root);
 	f->mount_time = time(NULL);
 	pthread_mutex_init(&f->wlock, NULL);
@@ -1653,6 +1680,7 @@ void fs_free(struct fs *f)
 	pthread_mutex_destroy(&f->wlock);
 	pthread_mutex_destroy(&f->flock);
 	pthread_cond_destroy(&f->wcond);
+	redact_names_free(f->redact);
 	free(f);
 }
 

@@ -20,6 +20,11 @@ struct nerr;
 struct fs_opts {
 	bool has_ctl_gid;	/* ctl files writable by this group too */
 	gid_t ctl_gid;
+	bool has_read_gid;	/* BATTR_PRIV files readable by this group too */
+	gid_t read_gid;
+	/* option keys whose values error lines hide (common/redact.h); the
+	 * caller keeps the list alive while fs runs */
+	const char *const *redact;
 	double entry_timeout;	/* seconds the kernel may cache names */
 	double attr_timeout;	/* seconds the kernel may cache attributes */
 };

@@ -138,7 +138,7 @@ class Env:
     nodefs mount on them. docker_host: another dockerd's socket URL."""
 
     def __init__(self, csi=False, docker_host=None, lxc_extra="", docker_extra="",
-                 tag=None, stop_timeout="5s"):
+                 tag=None, stop_timeout="5s", nodefs_extra=""):
         _seq[0] += 1
         self.tag = tag or "c%d%d" % (os.getpid() % 100000, _seq[0])
         self.csi = csi
@@ -146,6 +146,7 @@ class Env:
         self.lxc_extra = lxc_extra
         self.docker_extra = docker_extra
         self.stop_timeout = stop_timeout
+        self.nodefs_extra = nodefs_extra
         self.tmp = None
         self.fs = None
         self.plugin = None
@@ -153,7 +154,7 @@ class Env:
 
     def config(self):
         text = ("[nodefs]\nallowed_targets = %s\nretry_backoff = 50ms\n"
-                "retry_max = 400ms\n\n" % self.pub)
+                "retry_max = 400ms\n%s\n" % (self.pub, self.nodefs_extra))
         if self.plugin:
             text += ("[plugin hostpath]\nendpoint = %s\ndefault = yes\n\n"
                      % self.plugin.endpoint)
