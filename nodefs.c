@@ -92,7 +92,7 @@ static void usage(FILE *out)
 		"Config keys (nodefs(5)):\n"
 		"  [nodefs]          state_dir allowed_targets ctl_group read_group redact csi_timeout\n"
 		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
-		"                    log_level\n"
+		"                    name_prefix uncertain_timeout log_level\n"
 		"  [plugin NAME]     endpoint default command keep_running\n"
 		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size\n"
 		"  [runtime docker]  endpoint stop_timeout\n"
