@@ -10,6 +10,8 @@ working locally when etcd loses quorum.
 import errno
 import json
 import os
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -130,6 +132,52 @@ class Cluster(unittest.TestCase):
             self.assertTrue(a.read("cluster/nodes/x/status").startswith("DOWN"))
             self.assertEqual(sorted(dirs(a, "cluster/nodes/x/volumes")), ["bad", "typ"])
             self.assertEqual(a.status()["state"], "READY")
+
+
+def make_certs(d):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate
+    signed by it, and a second CA that signed nothing here."""
+    def ssl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
+    for ca in ("ca", "other"):
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+            "/CN=%s" % ca, "-keyout", ca + ".key", "-out", ca + ".pem")
+    with open(os.path.join(d, "ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+    for who in ("server", "client"):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=%s" % who,
+            "-keyout", who + ".key", "-out", who + ".csr")
+        ssl("x509", "-req", "-in", who + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "1", "-extfile", "ext", "-out", who + ".pem")
+    p = lambda n: os.path.join(d, n)
+    return dict(ca=p("ca.pem"), cert=p("server.pem"), key=p("server.key"),
+                client_cert=p("client.pem"), client_key=p("client.key"), other=p("other.pem"))
+
+
+class Tls(unittest.TestCase):
+    def setUp(self):
+        ct.requires()
+        nt.requires("prog:openssl")
+
+    def test_tls(self):
+        with tempfile.TemporaryDirectory() as d:
+            c = make_certs(d)
+            with etcdtest.Etcd(tls=c) as e:
+                good = "ca = %s\ncert = %s\nkey = %s\n" % (c["ca"], c["client_cert"],
+                                                        c["client_key"])
+                with ct.Node(e, "a", extra=good) as a:
+                    a.wait_read("cluster/status", lambda s: "state: connected" in s)
+                    self.assertIn("https://127.0.0.1", a.read("cluster/status"))
+                wrong_ca = "ca = %s\ncert = %s\nkey = %s\n" % (c["other"], c["client_cert"],
+                                                            c["client_key"])
+                with ct.Node(e, "b", extra=wrong_ca) as b:
+                    st = b.wait_read("cluster/status", lambda s: "unavailable since" in s and
+                                     "not connected yet" not in s)
+                    self.assertRegex(st, "(?i)certificate|SSL")
+                with ct.Node(e, "c", extra="ca = %s\n" % c["ca"]) as n:
+                    st = n.wait_read("cluster/status", lambda s: "unavailable since" in s and
+                                     "not connected yet" not in s)
+                    self.assertRegex(st, "(?i)certificate|SSL|alert|reset|closed")
 
 
 class NoCluster(unittest.TestCase):
