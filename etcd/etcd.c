@@ -305,8 +305,14 @@ static int post_one(struct etcd *e, size_t i, const char *path, const char *body
 	if (c != CURLE_OK) {
 		if (b->over)
 			return nerr_set(err, E2BIG, "%s: answer over %u bytes", url, ETCD_BODY_MAX);
-		return nerr_set(err, -curl_errno(c), "%s: %s", e->urls[i],
-				ebuf[0] ? ebuf : curl_easy_strerror(c));
+		/* a member requiring a client certificate just drops a client
+		 * that has none: say what is missing rather than the socket's words */
+		bool tls_hint = strncmp(e->urls[i], "https://", 8) == 0 && !e->cert &&
+				c != CURLE_COULDNT_CONNECT && c != CURLE_OPERATION_TIMEDOUT;
+		return nerr_set(err, tls_hint ? EACCES : -curl_errno(c), "%s: %s%s", e->urls[i],
+				ebuf[0] ? ebuf : curl_easy_strerror(c),
+				tls_hint ? " (TLS: no client certificate configured; the member "
+					   "may require one: set cert and key)" : "");
 	}
 	if (b->cb)
 		return -ECONNRESET;	/* the stream ended */

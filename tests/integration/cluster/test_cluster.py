@@ -177,7 +177,7 @@ class Tls(unittest.TestCase):
                 with ct.Node(e, "c", extra="ca = %s\n" % c["ca"]) as n:
                     st = n.wait_read("cluster/status", lambda s: "unavailable since" in s and
                                      "not connected yet" not in s)
-                    self.assertRegex(st, "(?i)certificate|SSL|alert|reset|closed")
+                    self.assertIn("no client certificate", st)
 
 
 class NoCluster(unittest.TestCase):
