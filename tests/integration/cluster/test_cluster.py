@@ -67,6 +67,13 @@ class Cluster(unittest.TestCase):
             self.assertTrue(ok, (nt.errname(err), b.log()[-3000:]))
             self.assertTrue(nt.wait_until(
                 lambda: "v2" not in dirs(a, "cluster/nodes/b/volumes"), nt.scaled(5)))
+            # O_NONBLOCK: the command's id at once; the target runs it
+            fd = os.open(a.path("cluster/nodes/b/volumes/ctl"), os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"create v4 size=1M\n")
+            finally:
+                os.close(fd)
+            self.assertTrue(nt.wait_until(lambda: "v4" in b.listdir("volumes"), nt.scaled(5)))
             # no mkdir under cluster/
             with self.assertRaises(OSError):
                 os.mkdir(a.path("cluster/nodes/b/volumes/new"))
