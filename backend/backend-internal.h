@@ -172,8 +172,23 @@ void plugins_tick(struct backend *b);
 void engines_poke_plugins(struct backend *b);
 int plugins_render_metrics(struct backend *b, struct sbuf *out);
 
-/* A plugin by name (its node referenced in *ret_node), or NULL. */
+/* plugins/ctl remove, and a reload's: take plugin name out unless a
+ * profile or a volume uses it (-EBUSY naming it), -ENOENT. Any thread. */
+int plugin_remove(struct backend *b, const char *name, struct nerr *err);
+/* A reload's: add the plugin of section cp, or (replace) put it in place
+ * of the running one of its name, whose process is ended first (waits up
+ * to 10 s for it: -EBUSY). -errno with err. Not a FUSE thread. */
+struct config_plugin;
+int plugin_from_config(struct backend *b, const struct config_plugin *cp, bool replace,
+		       struct nerr *err);
+
+/* Whether running plugin p is what section cp says (endpoint, command,
+ * keep_running); *ret_from_config: p came from the config, not from
+ * plugins/ctl. Any thread. */
 struct plugin;
+bool plugin_matches(struct plugin *p, const struct config_plugin *cp, bool *ret_from_config);
+
+/* A plugin by name (its node referenced in *ret_node), or NULL. */
 struct plugin *plugin_get(struct backend *b, const char *name, struct bnode **ret_node);
 /* The plugin's capabilities, fetched once (a call the first time). */
 int plugin_caps(struct plugin *p, struct storage_caps *ret, struct nerr *err);

@@ -1111,6 +1111,18 @@ void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 
 /* ---- files ---- */
 
+bool pproc_same(struct pproc *pp, char *const *argv, bool keep_running)
+{
+	size_t i;
+
+	if (pp->keep_running != keep_running)
+		return false;
+	for (i = 0; pp->argv[i] && argv[i]; i++)
+		if (strcmp(pp->argv[i], argv[i]) != 0)
+			return false;
+	return !pp->argv[i] && !argv[i];
+}
+
 bool pproc_health(struct pproc *pp, struct storage_health_info *h)
 {
 	bool r;

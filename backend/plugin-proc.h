@@ -81,6 +81,9 @@ bool pproc_stopping(struct backend *b, const char *name);
  * true and *h filled (DOWN, since, why). Any thread. */
 bool pproc_health(struct pproc *pp, struct storage_health_info *h);
 
+/* Whether pp runs argv with keep_running as given (a reload's check). */
+bool pproc_same(struct pproc *pp, char *const *argv, bool keep_running);
+
 /* plugins/NAME/process and plugins/NAME/log. Any thread. */
 int pproc_show_process(struct pproc *pp, struct sbuf *out);
 int pproc_show_log(struct pproc *pp, struct sbuf *out);

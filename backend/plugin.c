@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -723,40 +724,91 @@ static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 	return r;
 }
 
-static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
-{
-	struct backend *b = node_backend(n);
-	struct bnode *k;
-	char user[80];
-	int r = valid_name(c->argv[1], &rq->err);
+static void plugin_drop(struct backend *b, struct bnode *k);
 
-	if (r < 0 || rq->dry_run)
-		return r;
-	k = bnode_lookup(b->plugins, c->argv[1]);
+int plugin_remove(struct backend *b, const char *name, struct nerr *err)
+{
+	struct bnode *k = bnode_lookup(b->plugins, name);
+	char user[80];
+
 	if (!k)
-		return nerr_set(&rq->err, ENOENT, "no plugin '%s'", c->argv[1]);
+		return nerr_set(err, ENOENT, "no plugin '%s'", name);
 	const struct config *pc = backend_profiles(b);
 
 	for (size_t i = 0; i < pc->nprofiles; i++) {
 		const char *pp = pc->profiles[i].plugin;
-		if (pp && strcmp(pp, c->argv[1]) == 0) {
+		if (pp && strcmp(pp, name) == 0) {
 			bnode_unref(k);
-			return nerr_set(&rq->err, EBUSY, "plugin '%s' is used by profile '%s'",
-					c->argv[1], pc->profiles[i].name);
+			return nerr_set(err, EBUSY, "plugin '%s' is used by profile '%s'", name,
+					pc->profiles[i].name);
 		}
 	}
-	if (volume_uses_plugin(b, c->argv[1], user, sizeof(user))) {
+	if (volume_uses_plugin(b, name, user, sizeof(user))) {
 		bnode_unref(k);
-		return nerr_set(&rq->err, EBUSY, "plugin '%s' holds volume '%s'", c->argv[1], user);
+		return nerr_set(err, EBUSY, "plugin '%s' holds volume '%s'", name, user);
 	}
+	plugin_drop(b, k);
+	return 0;
+}
+
+/* Take plugin node k out of the tree (its process ended, its record
+ * dropped); the caller's reference goes. No check: the caller made them. */
+static void plugin_drop(struct backend *b, struct bnode *k)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s", pof(k)->name);
 	if (pof(k)->proc)
 		pproc_remove(pof(k)->proc);	/* ended, then its record goes */
 	else if (!pof(k)->from_config)
-		plugin_record_del(b, c->argv[1], &(struct nerr){ 0 });
+		plugin_record_del(b, name, &(struct nerr){ 0 });
 	bnode_remove(k);
 	bnode_unref(k);
-	events_emit(b->events, "plugin", c->argv[1], "added", "removed", NULL, NULL);
-	return 0;
+	events_emit(b->events, "plugin", name, "added", "removed", NULL, NULL);
+}
+
+static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
+{
+	int r = valid_name(c->argv[1], &rq->err);
+
+	if (r < 0 || rq->dry_run)
+		return r;
+	return plugin_remove(node_backend(n), c->argv[1], &rq->err);
+}
+
+bool plugin_matches(struct plugin *p, const struct config_plugin *cp, bool *ret_from_config)
+{
+	*ret_from_config = p->from_config;
+	if (strcmp(p->endpoint, cp->endpoint) != 0 || !p->proc != !cp->command)
+		return false;
+	return !p->proc || pproc_same(p->proc, cp->command, cp->keep_running);
+}
+
+int plugin_from_config(struct backend *b, const struct config_plugin *cp, bool replace,
+		       struct nerr *err)
+{
+	struct plugin_def def = {
+		.name = cp->name, .endpoint = cp->endpoint, .command = cp->command,
+		.keep_running = cp->keep_running, .from_config = true,
+	};
+	struct bnode *k;
+	int r;
+
+	r = valid_name(cp->name, err);
+	if (r >= 0)
+		r = valid_endpoint(cp->endpoint, err);
+	if (r < 0)
+		return r;
+	if (replace && (k = bnode_lookup(b->plugins, cp->name)))
+		plugin_drop(b, k);
+	/* the process of the one replaced ends first: never two copies, and
+	 * its record is gone before the new one's is written */
+	for (int i = 0; i < 100 && pproc_stopping(b, cp->name); i++)
+		usleep(100 * 1000);
+	if (pproc_stopping(b, cp->name))
+		return nerr_set(err, EBUSY, "plugin '%s': the process replaced is still stopping",
+				cp->name);
+	return plugin_add(b, &def, err);
 }
 
 static const char *const add_opts[] = { "command", "keep_running", NULL };

@@ -2,9 +2,13 @@
 /*
  * reload: a new config read at SIGHUP, against the one the daemon runs.
  *
- * Applies what can change under a running mount, the [profile] sections
- * (profiles/NAME/ nodes added, removed, replaced), and reports every other
- * difference as needing a restart, changing nothing of it. The configs a
+ * Applies what can change under a running mount: the [plugin] sections
+ * (plugins/NAME/ added, replaced when their endpoint, command or
+ * keep_running changed, removed unless a profile or a volume still uses
+ * them: that part is refused with a log line and the rest goes on) and the
+ * [profile] sections (profiles/NAME/ nodes added, removed, replaced). It
+ * reports every other difference as needing a restart, changing nothing
+ * of it. A plugin added through plugins/ctl is left as it is. The configs a
  * reload replaced stay alive until backend_free: a profile node or a
  * reader that looked a profile up a moment ago may still point into one.
  * Must not know: how the file was read, the log level (main owns those).
@@ -115,19 +119,104 @@ static bool plugin_live(struct backend *b, const char *plugin)
 	return n != NULL;
 }
 
+/* The [plugin] sections, added and changed ones first (a new profile may
+ * name them), removed ones after the profiles (the new profiles no longer
+ * name them). */
+static unsigned plugins_apply(struct backend *b, const struct config *nc, unsigned *refused)
+{
+	unsigned k = 0;
+
+	for (size_t i = 0; i < nc->nplugins; i++) {
+		const struct config_plugin *cp = &nc->plugins[i];
+		struct nerr e = { 0 };
+		struct bnode *pn;
+		struct plugin *p = plugin_get(b, cp->name, &pn);
+		bool from_config = false, same = p && plugin_matches(p, cp, &from_config);
+
+		if (p)
+			bnode_unref(pn);
+		if (same)
+			continue;
+		if (p && !from_config) {
+			log_warn("reload: plugin %s: added through plugins/ctl: kept as it is "
+				 "(remove it there for the config's to apply)", cp->name);
+			(*refused)++;
+			continue;
+		}
+		if (plugin_from_config(b, cp, p != NULL, &e) < 0) {
+			log_err("reload: plugin %s: %s", cp->name, e.msg);
+			(*refused)++;
+			continue;
+		}
+		log_info("reload: plugin %s: %s (%s%s%s)", cp->name, p ? "changed" : "added",
+			 cp->endpoint, cp->command ? ", started by nodefs: " : "",
+			 cp->command ? cp->command[0] : "");
+		k++;
+	}
+	return k;
+}
+
+static unsigned plugins_drop(struct backend *b, const struct config *nc, unsigned *refused)
+{
+	const struct config_plugin *dp = config_default_plugin(b->cfg);
+	struct bnode **v;
+	unsigned k = 0;
+	size_t n;
+
+	if (bnode_list(b->plugins, &v, &n) < 0) {
+		log_err("reload: out of memory: no plugin removed");
+		(*refused)++;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = v[i]->name;
+		struct nerr e = { 0 };
+		struct bnode *pn;
+		struct plugin *p = plugin_get(b, name, &pn);
+		bool from_config = false;
+
+		if (!p)
+			continue;
+		plugin_matches(p, &(struct config_plugin){ .endpoint = "" }, &from_config);
+		bnode_unref(pn);
+		if (!from_config || config_plugin_find(nc, name))
+			continue;
+		if (dp && strcmp(dp->name, name) == 0) {
+			log_err("reload: plugin %s: removed from the config but it is the default "
+				"plugin: kept (needs a restart)", name);
+			(*refused)++;
+		} else if (plugin_remove(b, name, &e) < 0) {
+			log_err("reload: plugin %s: removed from the config: not removed, %s", name,
+				strstr(e.msg, "' ") ? strstr(e.msg, "' ") + 2 : e.msg);
+			(*refused)++;
+		} else {
+			log_info("reload: plugin %s: removed", name);
+			k++;
+		}
+	}
+	bnode_list_free(v, n);
+	return k;
+}
+
 int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
 {
 	const struct config *oc = backend_profiles(b);
-	unsigned restart = 0, applied = 0;
+	unsigned restart = 0, applied = 0, pl_applied = 0, refused = 0;
 	struct config **keep;
 	int r;
 
 	restart += nodefs_diff(b->cfg, nc);
-	if (sections_differ(b->cfg, nc, "plugin"))
-		restart_needed("a [plugin] section (plugins/ctl add and remove apply at once)"),
-			restart++;
+	{
+		const struct config_plugin *od = config_default_plugin(b->cfg);
+		const struct config_plugin *nd = config_default_plugin(nc);
+
+		if (!str_eq(od ? od->name : NULL, nd ? nd->name : NULL))
+			restart_needed("the default plugin"), restart++;
+	}
 	if (sections_differ(b->cfg, nc, "runtime"))
 		restart_needed("a [runtime] section"), restart++;
+
+	pl_applied = plugins_apply(b, nc, &refused);
 
 	/* profiles: validate them all before touching the tree */
 	for (size_t i = 0; i < nc->nprofiles; i++) {
@@ -184,8 +273,13 @@ int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
 	atomic_store(&b->pcfg, nc);
 	if (applied)
 		bnode_changed(b->profiles);
-	log_info("reload: %u profile change%s applied, %u change%s need%s a restart", applied,
-		 applied == 1 ? "" : "s", restart, restart == 1 ? "" : "s", restart == 1 ? "s" : "");
+	pl_applied += plugins_drop(b, nc, &refused);
+	if (pl_applied)
+		bnode_changed(b->plugins);
+	log_info("reload: %u plugin change%s and %u profile change%s applied, %u refused, %u "
+		 "change%s need%s a restart", pl_applied, pl_applied == 1 ? "" : "s", applied,
+		 applied == 1 ? "" : "s", refused, restart, restart == 1 ? "" : "s",
+		 restart == 1 ? "s" : "");
 	return 0;
 refuse:
 	config_free(nc);

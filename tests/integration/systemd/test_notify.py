@@ -11,7 +11,10 @@ test's own, as systemd would see it under Type=notify.
 - WATCHDOG_PID naming another process: READY=1 but no WATCHDOG=1.
 - SIGHUP reloads: RELOADING=1 then READY=1; a new log_level and profiles
   apply at once, other changes are logged as needing a restart, a file
-  that does not parse changes nothing.
+  that does not parse changes nothing. Plugins: added, changed (endpoint;
+  a started one's command: its process ended, a new one started), removed;
+  one that holds a volume is kept with an error line and goes at a later
+  reload once the volume is destroyed.
 - Under the journal ($JOURNAL_STREAM names stderr) log lines carry syslog
   priorities (<6> info, <4> warning).
 - A FUSE loop made to hang (NODEFS_TEST_HANG_FUSE_AFTER_MS), on an abstract
@@ -23,6 +26,7 @@ Root, FUSE and a test build (-Dtest_hooks=true); exit 77 otherwise.
 
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -283,7 +287,7 @@ class Reload(unittest.TestCase):
                             "\n[profile slow]\nplugin = px\n")
                 fs.proc.send_signal(signal.SIGHUP)
                 self.assertTrue(nt.wait_until(
-                    lambda: "reload: 2 profile changes applied" in fs.log(), 10),
+                    lambda: "and 2 profile changes applied" in fs.log(), 10),
                     fs.log())
                 self.assertEqual(fs.listdir("profiles"), ["fast", "slow"])
                 self.assertEqual(fs.read("profiles", "fast", "fs_type"), "xfs\n")
@@ -311,6 +315,65 @@ class Reload(unittest.TestCase):
             self.assertIn("READY=1", text[i[0] + 1:])
         finally:
             lst.close()
+            subprocess.run(["rm", "-rf", "--one-file-system", work])
+
+    def test_reload_plugins(self):
+        """Plugins added, changed and removed by a reload; one that holds a
+        volume is kept, with a log line, and goes at a later reload."""
+        local = os.path.join(nt.NODEFS_BUILD, "csi-local", "nodefs-csi-local")
+        if not os.access(local, os.X_OK):
+            nt.skip("nodefs-csi-local is not built")
+        tmp = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
+        work = os.path.join(tmp, "nodefs-reload-pl-%d" % os.getpid())
+        os.makedirs(work)
+        loc = ("[plugin loc]\nendpoint = unix://%s/loc.sock\ncommand = %s --base-dir %s/base\n"
+               % (work, local, work))
+        conf = ("[nodefs]\nlog_level = info\nretry_backoff = 50ms\nretry_max = 400ms\n\n"
+                "[plugin px]\nendpoint = unix://%s/px.sock\ndefault = yes\n\n" % work)
+        try:
+            fs = JournalNodefs(conf + loc, env={"NODEFS_TEST_STOP_GRACE_MS": "500"})
+            with fs:
+                self.assertTrue(nt.wait_until(
+                    lambda: fs.read("plugins", "loc", "health").startswith("READY"), 20),
+                    fs.read("plugins", "loc", "health"))
+                ok, e = fs.write_ctl("volumes/ctl", "create v1 plugin=loc size=1M")
+                self.assertTrue(ok, fs.error("volumes"))
+                pid = nt.parse_kv(fs.read("plugins", "loc", "process"))["pid"]
+                # loc gone (it holds v1: kept), px moved, py2 new
+                with open(fs.config_path, "w") as f:
+                    f.write(conf.replace("px.sock", "px2.sock") +
+                            "[plugin py2]\nendpoint = unix://%s/py2.sock\n" % work)
+                fs.proc.send_signal(signal.SIGHUP)
+                self.assertTrue(nt.wait_until(
+                    lambda: "2 plugin changes and 0 profile changes applied, 1 refused"
+                    in fs.log(), 10), fs.log())
+                self.assertEqual(sorted(fs.listdir("plugins")),
+                                 ["ctl", "error", "loc", "px", "py2"])
+                self.assertEqual(fs.read("plugins", "px", "endpoint").strip(),
+                                 "unix://%s/px2.sock" % work)
+                self.assertIn("reload: plugin loc: removed from the config: not removed, "
+                              "holds volume 'v1'", fs.log())
+                self.assertEqual(nt.parse_kv(fs.read("plugins", "loc", "process"))["pid"], pid)
+                # v1 gone: the next reload removes loc, and ends its process
+                ok, e = fs.write_ctl("volumes/v1/ctl", "destroy")
+                self.assertTrue(ok, fs.error("volumes"))
+                fs.proc.send_signal(signal.SIGHUP)
+                self.assertTrue(nt.wait_until(
+                    lambda: re.search(r"reload: plugin loc: removed$", fs.log(), re.M), 10),
+                    fs.log())
+                self.assertNotIn("loc", fs.listdir("plugins"))
+                self.assertTrue(nt.wait_until(
+                    lambda: not os.path.exists("/proc/%s" % pid), 10))
+                # loc back, with a changed command line: started anew
+                with open(fs.config_path, "w") as f:
+                    f.write(conf + loc.replace("/base", "/base2"))
+                fs.proc.send_signal(signal.SIGHUP)
+                self.assertTrue(nt.wait_until(
+                    lambda: "loc" in fs.listdir("plugins") and
+                    fs.read("plugins", "loc", "health").startswith("READY"), 20), fs.log())
+                self.assertNotIn("py2", fs.listdir("plugins"))
+                self.assertEqual(fs.stop(), [], fs.log())
+        finally:
             subprocess.run(["rm", "-rf", "--one-file-system", work])
 
 
