@@ -6,8 +6,11 @@
  * Threads: the supervisor thread owns each pproc's process state (its
  * `sup only` fields, its timer, pidfd and FIFO); other threads hand it work
  * with loop_submit and read what the files show under pp->lock. Probes run
- * on the worker pool (a call blocks) and post their answer back. It knows
- * nothing of fs, and of CSI only the one Probe it has made.
+ * on the worker pool (a call blocks) and post their answer back. This file
+ * is the state machine (start, adopt, probe, backoff, restart, remove,
+ * stop) and the files but the log; the process plumbing it drives (FIFO,
+ * spawn, pidfd, socket) is plugin-launch.c. It knows nothing of fs, and of
+ * CSI only the one Probe it has made.
  */
 #include "plugin-proc.h"
 #include "plugin-record.h"
@@ -16,14 +19,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,84 +37,10 @@
 #define P_PIDFD 3
 #endif
 
-extern char **environ;
-
-#define LOG_RING (64u << 10)		/* plugins/NAME/log */
-#define FIFO_SIZE (1u << 20)		/* what a plugin may write while nodefs is away */
-#define SOCKET_POLL_MS 100		/* waiting for the socket after a start */
-#define START_TIMEOUT_MS 60000		/* a start must answer Probe within this */
-#define ADOPT_TIMEOUT_MS 10000		/* an adopted process must answer within this */
-#define PROBE_FAILS_MAX 2		/* unanswered Probes in a row: hung */
-#define REMOVE_GRACE_MS 5000		/* SIGTERM to SIGKILL at remove */
-#define LOG_EVERY_S 10			/* one log line per plugin per this, at most */
-
-enum pp_state { PP_IDLE, PP_BACKOFF, PP_STARTING, PP_UP, PP_KILLING, PP_GONE };
-
-struct plugin_sup {
-	struct backend *b;
-	struct loop *loop;
-	pthread_t thread;
-	pthread_mutex_t lock;		/* list, stopping */
-	pthread_cond_t cond;		/* a pproc is gone while stopping */
-	struct pproc *list;
-	bool stopping;
-	unsigned grace_ms;		/* SIGTERM to SIGKILL at the daemon's stop */
-};
-
-struct pproc {
-	atomic_int refs;
-	struct backend *b;
-	struct plugin_sup *sup;		/* set by pproc_start */
-	struct pproc *next;		/* sup->list */
-	char *name, *endpoint, *sock, *fifo;
-	char **argv;
-	bool keep_running, from_config;
-
-	pthread_mutex_t lock;		/* the fields below, as the files show them */
-	struct bnode *node;		/* borrowed; NULL once removed */
-	pid_t pid, pgid;		/* 0: no process */
-	unsigned long long starttime;	/* /proc/PID/stat field 22 */
-	time_t started, down_since;
-	unsigned restarts;
-	unsigned long long terminations;
-	bool adopted, running;
-	char last_exit[128];
-	char why[NERR_MSG_MAX];		/* no process to talk to: why */
-	char *ring;			/* LOG_RING bytes */
-	size_t ring_head;
-	bool ring_full;
-	bool removing;			/* also read by pproc_stopping */
-
-	/* sup thread only */
-	enum pp_state st;
-	int pidfd, logfd;
-	bool child;			/* ours to reap */
-	bool spawned_once;
-	struct loop_timer *timer;
-	unsigned attempt, gen, probe_fails;
-	bool probing, stopping;
-	uint64_t rng, deadline_ms, up_since_ms, probe_sent_ms;
-	time_t last_log;
-	unsigned unlogged;
-	/* the record of a previous run, for adoption */
-	pid_t rec_pid, rec_pgid;
-	unsigned long long rec_start;
-	unsigned rec_restarts;
-	char rec_boot[64];
-};
+#include "plugin-proc-internal.h"
 
 /* ---- small helpers ---- */
 
-static void describe_exit(const siginfo_t *si, char *buf, size_t len)
-{
-	if (si->si_code == CLD_EXITED)
-		snprintf(buf, len, "exit status %d", si->si_status);
-	else if (si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED)
-		snprintf(buf, len, "killed by signal %d (SIG%s)%s", si->si_status,
-			 sigabbrev_np(si->si_status) ?: "?", si->si_code == CLD_DUMPED ? ", core dumped" : "");
-	else
-		snprintf(buf, len, "ended (code %d)", si->si_code);
-}
 
 static void set_why(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_why(struct pproc *pp, const char *fmt, ...)
@@ -367,211 +293,9 @@ static uint64_t next_delay(struct pproc *pp)
 	return ms / 2 + (pp->rng % (ms / 2 + 1));
 }
 
-/* The log FIFO: made once, opened read-write (never EOF, never a hang-up
- * while no plugin runs) and drained into the ring. */
-static void on_log(struct loop *l, int fd, unsigned events, void *ud)
-{
-	struct pproc *pp = ud;
-	char buf[16384];
-	ssize_t k;
-
-	for (int i = 0; i < 64; i++) {
-		k = read(fd, buf, sizeof(buf));
-		if (k <= 0)
-			break;
-		pthread_mutex_lock(&pp->lock);
-		for (ssize_t off = 0; off < k;) {
-			size_t n = LOG_RING - pp->ring_head;
-
-			if (n > (size_t)(k - off))
-				n = (size_t)(k - off);
-			memcpy(pp->ring + pp->ring_head, buf + off, n);
-			pp->ring_head += n;
-			off += (ssize_t)n;
-			if (pp->ring_head == LOG_RING) {
-				pp->ring_head = 0;
-				pp->ring_full = true;
-			}
-		}
-		pthread_mutex_unlock(&pp->lock);
-	}
-}
-
-static int open_fifo(struct pproc *pp, struct nerr *err)
-{
-	struct stat st;
-	int fd;
-
-	if (pp->logfd >= 0)
-		return 0;
-	if (lstat(pp->fifo, &st) == 0 && !S_ISFIFO(st.st_mode))
-		unlink(pp->fifo);
-	if (mkfifo(pp->fifo, 0600) < 0 && errno != EEXIST)
-		return nerr_set(err, errno, "cannot make %s: %s", pp->fifo, strerror(errno));
-	fd = open(pp->fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return nerr_set(err, errno, "cannot open %s: %s", pp->fifo, strerror(errno));
-	(void)fcntl(fd, F_SETPIPE_SZ, FIFO_SIZE);	/* best effort */
-	if (loop_add_fd(pp->sup->loop, fd, LOOP_READ, on_log, pp) < 0) {
-		close(fd);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	pp->logfd = fd;
-	return 0;
-}
-
-static void close_fifo(struct pproc *pp)
-{
-	if (pp->logfd < 0)
-		return;
-	on_log(pp->sup->loop, pp->logfd, LOOP_READ, pp);
-	loop_del_fd(pp->sup->loop, pp->logfd);
-	close(pp->logfd);
-	pp->logfd = -1;
-}
-
-static void on_exit_fd(struct loop *l, int fd, unsigned events, void *ud);
-
-static int watch_pid(struct pproc *pp, pid_t pid, struct nerr *err)
-{
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-
-	if (fd < 0)
-		return nerr_set(err, errno, "pidfd_open %d: %s", (int)pid, strerror(errno));
-	if (loop_add_fd(pp->sup->loop, fd, LOOP_READ, on_exit_fd, pp) < 0) {
-		close(fd);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	pp->pidfd = fd;
-	return 0;
-}
-
-/* The environment of the plugin: ours, with CSI_ENDPOINT set. */
-static char **plugin_env(struct pproc *pp)
-{
-	size_t n = 0, k = 0;
-	char **env;
-
-	while (environ[n])
-		n++;
-	env = calloc(n + 3, sizeof(*env));
-	if (!env)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "CSI_ENDPOINT=", 13) != 0 &&
-		    strncmp(environ[i], "NODEFS_PLUGIN=", 14) != 0)
-			env[k++] = environ[i];
-	if (asprintf(&env[k], "CSI_ENDPOINT=%s", pp->endpoint) < 0) {
-		free(env);
-		return NULL;
-	}
-	if (asprintf(&env[k + 1], "NODEFS_PLUGIN=%s", pp->name) < 0) {
-		free(env[k]);
-		free(env);
-		return NULL;
-	}
-	return env;
-}
-
-static int spawn(struct pproc *pp, pid_t *ret_pid, struct nerr *err)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, def;
-	char **env;
-	pid_t pid;
-	int r;
-
-	env = plugin_env(pp);
-	if (!env)
-		return nerr_set(err, ENOMEM, "out of memory");
-	sigemptyset(&none);
-	sigfillset(&def);
-	sigdelset(&def, SIGKILL);
-	sigdelset(&def, SIGSTOP);
-	posix_spawnattr_init(&at);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-				 POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &def);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	/* read-write: the plugin is a reader of its own FIFO, so its writes
-	 * never meet EPIPE while nodefs is away (they wait in the pipe) */
-	posix_spawn_file_actions_addopen(&fa, 1, pp->fifo, O_RDWR, 0);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	r = posix_spawnp(&pid, pp->argv[0], &fa, &at, pp->argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	for (size_t i = 0; env[i]; i++)
-		if (strncmp(env[i], "CSI_ENDPOINT=", 13) == 0 || strncmp(env[i], "NODEFS_PLUGIN=", 14) == 0)
-			free(env[i]);
-	free(env);
-	if (r != 0)
-		return nerr_set(err, r, "cannot execute '%s': %s", pp->argv[0], strerror(r));
-	*ret_pid = pid;
-	return 0;
-}
 
 static void gone(struct pproc *pp);
 
-/* The socket's directory: made (0755, parents too) when missing, so a
- * plugin can bind its socket there. */
-static int make_sock_dir(struct pproc *pp, struct nerr *err)
-{
-	char dir[4096];
-	char *slash;
-
-	snprintf(dir, sizeof(dir), "%s", pp->sock);
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	for (char *p = dir + 1;; p++) {
-		if (*p && *p != '/')
-			continue;
-		char c = *p;
-
-		*p = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return nerr_set(err, errno, "cannot make %s for the socket: %s", dir,
-					strerror(errno));
-		*p = c;
-		if (!c)
-			break;
-	}
-	return 0;
-}
-
-/* Is someone serving the socket already? 0: no (a stale socket is
- * removed, so the new process binds anew and its socket appearing is the
- * sign it listens); -EADDRINUSE with the server's pid in *ret_pid (0 when
- * unknown): never start a second copy. */
-static int sock_free(struct pproc *pp, pid_t *ret_pid)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ucred cred = { 0 };
-	socklen_t len = sizeof(cred);
-	struct stat st;
-	int fd, r;
-
-	*ret_pid = 0;
-	if (lstat(pp->sock, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return 0;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", pp->sock);
-	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-		*ret_pid = cred.pid;
-	close(fd);
-	if (r == 0)
-		return -EADDRINUSE;
-	unlink(pp->sock);
-	return 0;
-}
 
 static void try_spawn(struct pproc *pp)
 {
@@ -584,10 +308,10 @@ static void try_spawn(struct pproc *pp)
 		gone(pp);
 		return;
 	}
-	r = open_fifo(pp, &err);
+	r = pp_open_fifo(pp, &err);
 	if (r >= 0)
-		r = make_sock_dir(pp, &err);
-	if (r >= 0 && sock_free(pp, &pid) < 0) {
+		r = pp_make_sock_dir(pp, &err);
+	if (r >= 0 && pp_sock_free(pp, &pid) < 0) {
 		if (pid)
 			r = nerr_set(&err, EADDRINUSE, "%s is served by pid %d, which nodefs did not "
 				     "start: not starting a second copy", pp->sock, (int)pid);
@@ -597,8 +321,8 @@ static void try_spawn(struct pproc *pp)
 		pid = 0;
 	}
 	if (r >= 0)
-		r = spawn(pp, &pid, &err);
-	if (r >= 0 && (r = watch_pid(pp, pid, &err)) < 0) {
+		r = pp_spawn(pp, &pid, &err);
+	if (r >= 0 && (r = pp_watch_pid(pp, pid, &err)) < 0) {
 		kill(-pid, SIGKILL);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -688,7 +412,7 @@ static void gone(struct pproc *pp)
 	bool removing;
 
 	disarm(pp);
-	close_fifo(pp);
+	pp_close_fifo(pp);
 	pthread_mutex_lock(&pp->lock);
 	removing = pp->removing;
 	pthread_mutex_unlock(&pp->lock);
@@ -709,7 +433,7 @@ static void gone(struct pproc *pp)
 	pproc_unref(pp);	/* the list's */
 }
 
-static void on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
+void pp_on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
 {
 	struct pproc *pp = ud;
 	char what[128] = "exited";
@@ -727,7 +451,7 @@ static void on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
 			kill(-pp->pgid, SIGKILL);
 		memset(&si, 0, sizeof(si));
 		if (waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid)
-			describe_exit(&si, what, sizeof(what));
+			pp_describe_exit(&si, what, sizeof(what));
 		else
 			snprintf(what, sizeof(what), "exited (status unknown)");
 	} else {
@@ -929,12 +653,12 @@ static void do_start(struct loop *l, void *ud)
 		return;
 	}
 	if (plugin_record_alive(pp->rec_pid, pp->rec_start, pp->rec_boot) &&
-	    watch_pid(pp, pp->rec_pid, &err) >= 0) {
+	    pp_watch_pid(pp, pp->rec_pid, &err) >= 0) {
 		/* ours from an earlier run: adopted once it answers Probe, or
 		 * ended (then started anew) if it does not */
 		unsigned long long start = pp->rec_start;
 
-		if (open_fifo(pp, &err) < 0)
+		if (pp_open_fifo(pp, &err) < 0)
 			log_warn("plugin %s: %s", pp->name, err.msg);
 		pp->child = false;
 		pp->spawned_once = true;
@@ -1165,18 +889,5 @@ int pproc_show_process(struct pproc *pp, struct sbuf *out)
 		if (r >= 0)
 			r = sbuf_addc(out, '\n');
 	}
-	return r;
-}
-
-int pproc_show_log(struct pproc *pp, struct sbuf *out)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&pp->lock);
-	if (pp->ring_full)
-		r = sbuf_add(out, pp->ring + pp->ring_head, LOG_RING - pp->ring_head);
-	if (r >= 0)
-		r = sbuf_add(out, pp->ring, pp->ring_head);
-	pthread_mutex_unlock(&pp->lock);
 	return r;
 }
