@@ -169,6 +169,29 @@ int volume_resume(struct backend *b, struct operation *op)
 		bnode_unref(n);
 		return -EINVAL;
 	}
+	{
+		/* A call that makes something (CreateVolume, ControllerPublish,
+		 * NodeStage, NodePublish) was in flight at the crash: its
+		 * outcome is uncertain. CSI calls are idempotent by name, so
+		 * the resumed action repeats it to learn the answer; the
+		 * operation says so. */
+		static const char *const calls[] = {
+			[V_CREATING] = "CreateVolume", [V_CONTROLLER_PUBLISH] = "ControllerPublishVolume",
+			[V_NODE_STAGE] = "NodeStageVolume", [V_NODE_PUBLISH] = "NodePublishVolume",
+		};
+		char line[300];
+		enum vstate st;
+
+		pthread_mutex_lock(&v->lock);
+		st = v->state;
+		snprintf(line, sizeof(line), "%s of volume %s (CSI name %s) was in flight at a crash, "
+			 "its answer lost: sent again after the restart (idempotent) to learn it",
+			 (size_t)st < sizeof(calls) / sizeof(calls[0]) && calls[st] ? calls[st] : "",
+			 v->name, v->csi_name ? v->csi_name : "-");
+		pthread_mutex_unlock(&v->lock);
+		if ((size_t)st < sizeof(calls) / sizeof(calls[0]) && calls[st])
+			op_note_outcome(op, line);
+	}
 	x->v = v;
 	x->node = n;	/* the lookup's reference */
 	x->kind = kind;

@@ -76,6 +76,35 @@ class RestartTest(unittest.TestCase):
             self.assertEqual(env.plugin.state(), {})
             self.assertEqual(vt.mounts_under(env.tmp), [])
 
+    def test_create_answered_late_is_learnt_by_repeating_it(self):
+        """CreateVolume made the volume but its answer came after nodefs
+        died: the resumed create sends it again (idempotent by name),
+        learns the volume, and nothing is made twice."""
+        with vt.VolEnv(["--late", "CreateVolume=3"], csi_timeout="20s") as env:
+            fd = os.open(env.fs.path("volumes", "ctl"), os.O_RDWR | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"create late size=8M\n")
+                oid = os.pread(fd, 100, 0).decode().strip()
+            finally:
+                os.close(fd)
+            # the plugin has made it; its answer is on the way
+            self.assertTrue(nt.wait_until(lambda: len(env.plugin.state()) == 1, 10))
+            self.assertEqual(env.state("late"), "CREATING")
+            time.sleep(0.3)     # the RELEASE of the ctl handle
+            env.fs.kill9()
+            env.plugin.restart([])
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertTrue(nt.wait_until(lambda: env.op(oid)["state"] != "PENDING", 30))
+            op = env.op(oid)
+            self.assertEqual(op["state"], "FINISHED", op)
+            self.assertIn("CreateVolume", env.fs.read("operations", oid, "outcome"))
+            self.assertIn("sent again", env.fs.read("operations", oid, "outcome"))
+            self.assertEqual(env.state("late"), "CREATED")
+            self.assertEqual(len(env.plugin.state()), 1, "made twice")
+            self.assertEqual(env.ctl("volumes/late/ctl", "destroy"), (True, "OK"))
+            self.assertEqual(env.plugin.state(), {})
+
 
 if __name__ == "__main__":
     nt.main(requires=vt.require_plugin)
