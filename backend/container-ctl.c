@@ -529,10 +529,11 @@ static int cmd_create_run(struct bnode *n, const struct ctl_cmd *cmd, struct bre
 				r == -EEXIST ? "exists" : strerror(-r));
 	}
 	bnode_unref(c->node);	/* the tree holds it now */
-	events_emit(b->events, "container", c->name, NULL, "PULLING", NULL, NULL);
+	/* announced by container_submit once its operation is on record; a
+	 * create refused before that goes without a word */
 	r = container_submit(c, CA_CREATE, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 	if (r < 0 && r != -EINPROGRESS)
-		container_forget(c);
+		container_unmake(c);
 	return r;
 }
 

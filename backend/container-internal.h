@@ -89,6 +89,10 @@ struct container {
 	 * reads an OOM flag that is still on its way. */
 	bool exit_pending;
 	uint64_t exits[5];		/* nodefs_container_exits_total, by exit_reasons[] */
+	/* the action running now (container_run_action): its kind and its
+	 * operation's id ("" for none) */
+	int running_kind;
+	char running_op[32];
 };
 
 
@@ -128,8 +132,12 @@ void container_free(struct container *c);
  * the engine does not know it (below 0); buf holds at least 16 bytes. */
 const char *container_exit_text(int code, char *buf, size_t len);
 
-/* containers/NAME goes: record deleted, node removed, DESTROYED emitted. */
-void container_forget(struct container *c);
+/* containers/NAME goes: record deleted, node removed, DESTROYED emitted
+ * with op_id, the operation that made it go (NULL: none did). */
+void container_forget(struct container *c, const char *op_id);
+/* containers/NAME goes without a word on the event stream: a create
+ * refused before it was queued, whose container was never announced. */
+void container_unmake(struct container *c);
 
 /* Write c's checkpoint record (STATE_DIR/containers/NAME). -errno. */
 int container_checkpoint(struct container *c, struct nerr *err);
@@ -137,15 +145,23 @@ int container_checkpoint(struct container *c, struct nerr *err);
  * written with common/jw.c as every record is (jansson reads them back). */
 struct jw;
 void container_write_locked(struct container *c, struct jw *w, bool redact);
-/* Move to s, telling the tree and the event stream (msg: the event's note). */
-void container_set_state(struct container *c, enum cstate s, const char *msg);
+/* Move to s, telling the tree and the event stream (op_id: the operation
+ * whose command moved it, NULL for the engine's or nodefs's own doing; msg:
+ * the event's note). */
+void container_set_state(struct container *c, enum cstate s, const char *op_id,
+			 const char *msg);
+/* The id of the operation of kind (CA_*) running on c now into buf (32
+ * bytes), or NULL: an engine event that a command of that kind causes
+ * (pause, resume, start) is that operation's. */
+const char *container_running_op(struct container *c, int kind, char *buf);
 enum cstate container_state_of(struct container *c);
 /* Inspect c on its engine and take the answer in; defer: a command's own
- * look, which waits up to a second for an exit's code. -errno. */
-int container_refresh(struct container *c, bool defer, struct nerr *err);
+ * look, which waits up to a second for an exit's code; op_id: that
+ * command's operation, which the state events carry. -errno. */
+int container_refresh(struct container *c, bool defer, const char *op_id, struct nerr *err);
 /* The engine no longer has c's container: EXITED with why in error.
  * Returns whether c had one. */
-bool container_mark_gone(struct container *c, const char *why);
+bool container_mark_gone(struct container *c, const char *op_id, const char *why);
 /* Copy c's engine id into buf: 1, or 0 when it has none (yet, or any more). */
 int container_current_id(struct container *c, char *buf, size_t len);
 /* The container of e whose engine id is id (its node referenced in

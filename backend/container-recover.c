@@ -291,7 +291,7 @@ static void recover_check(struct container *c)
 		 * which stays until destroyed */
 		if (c->state == C_PULLING) {
 			take_back_half_made(c->eng, c->name);
-			container_forget(c);
+			container_forget(c, NULL);
 		}
 		return;
 	}
@@ -299,7 +299,7 @@ static void recover_check(struct container *c)
 		bnode_set_error(c->node, err.msg);
 		return;
 	}
-	r = container_refresh(c, false, &err);
+	r = container_refresh(c, false, NULL, &err);
 	if (r == -ENOENT) {
 		pthread_mutex_lock(&c->lock);
 		free(c->id);
@@ -307,7 +307,7 @@ static void recover_check(struct container *c)
 		c->pid = 0;
 		pthread_mutex_unlock(&c->lock);
 		bnode_set_error(c->node, "the engine no longer has this container");
-		container_set_state(c, C_EXITED, "gone from the engine");
+		container_set_state(c, C_EXITED, NULL, "gone from the engine");
 	}
 	container_checkpoint(c, &err);
 }

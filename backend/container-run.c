@@ -17,6 +17,12 @@
 #include <string.h>
 
 
+/* The id of the operation whose command x runs (NULL: a sync's look). */
+static const char *opid(const struct cact *x)
+{
+	return x->a.op ? x->a.op->id : NULL;
+}
+
 void cact_free(struct action *a)
 {
 	struct cact *x = (struct cact *)a;
@@ -60,7 +66,7 @@ static int do_create(struct cact *x, struct nerr *err)
 		c->eng->ops->destroy(c->eng->h, id, &e2);
 		goto fail;
 	}
-	events_emit(c->b->events, "container", c->name, "PULLING", "CREATED", NULL, NULL);
+	events_emit(c->b->events, "container", c->name, "PULLING", "CREATED", opid(x), NULL);
 	bnode_changed(c->node);
 	return 0;
 fail:
@@ -69,12 +75,13 @@ fail:
 	/* a destroy is queued behind a cancelled create: it takes the
 	 * container away, PULLING to DESTROYING to DESTROYED, each once */
 	if (!c->prog.cancel)
-		container_forget(c);
+		container_forget(c, opid(x));
 	return r;
 }
 
-static int do_start(struct container *c, struct nerr *err)
+static int do_start(struct cact *x, struct nerr *err)
 {
+	struct container *c = x->c;
 	enum cstate old;
 	char id[256];
 	int r;
@@ -90,7 +97,7 @@ static int do_start(struct container *c, struct nerr *err)
 	if (old == C_RUNNING || old == C_PAUSED)
 		return nerr_set(err, EBUSY, "container %s is already %s", c->name,
 				cstate_to_string(old));
-	container_set_state(c, C_STARTING, NULL);
+	container_set_state(c, C_STARTING, opid(x), NULL);
 	pthread_mutex_lock(&c->lock);
 	c->has_exit = false;
 	c->oom_killed = false;
@@ -98,10 +105,10 @@ static int do_start(struct container *c, struct nerr *err)
 	pthread_mutex_unlock(&c->lock);
 	r = c->eng->ops->start(c->eng->h, id, err);
 	if (r < 0) {
-		container_set_state(c, old, err->msg);
+		container_set_state(c, old, opid(x), err->msg);
 		return r;
 	}
-	r = container_refresh(c, true, err);
+	r = container_refresh(c, true, opid(x), err);
 	if (r < 0)
 		return r;
 	return container_checkpoint(c, err);
@@ -130,7 +137,15 @@ int container_run_action(struct action *a, struct nerr *err)
 
 	sigemptyset(&none);
 	pthread_sigmask(SIG_SETMASK, &none, &old);
+	/* what runs, for the engine's events it causes (container-sync.c) */
+	pthread_mutex_lock(&c->lock);
+	c->running_kind = x->kind;
+	snprintf(c->running_op, sizeof(c->running_op), "%s", opid(x) ? opid(x) : "");
+	pthread_mutex_unlock(&c->lock);
 	r = run_action_masked(a, err);
+	pthread_mutex_lock(&c->lock);
+	c->running_op[0] = '\0';
+	pthread_mutex_unlock(&c->lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (x->kind != CA_SYNC)
 		return r;
@@ -150,7 +165,7 @@ int container_run_action(struct action *a, struct nerr *err)
 
 		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(c->exit_code, t, sizeof(t)));
 		pthread_mutex_unlock(&c->lock);
-		container_set_state(c, C_EXITED, msg);
+		container_set_state(c, C_EXITED, NULL, msg);
 		container_checkpoint(c, &(struct nerr){ 0 });
 	}
 	return r;
@@ -166,11 +181,11 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	if (x->kind == CA_CREATE) {
 		r = do_create(x, err);
 		if (r >= 0 && x->then_start)
-			r = do_start(c, err);
+			r = do_start(x, err);
 		return r;
 	}
 	if (x->kind == CA_START)
-		return do_start(c, err);
+		return do_start(x, err);
 	if (x->kind == CA_DESTROY) {
 		bool gone;
 
@@ -179,17 +194,17 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		pthread_mutex_unlock(&c->lock);
 		if (gone)
 			return 0;	/* a create that failed took it away first */
-		container_set_state(c, C_DESTROYING, NULL);
+		container_set_state(c, C_DESTROYING, opid(x), NULL);
 		if (container_current_id(c, id, sizeof(id))) {
 			r = engine_ready(c->eng, err);
 			if (r >= 0)
 				r = c->eng->ops->destroy(c->eng->h, id, err);
 			if (r < 0) {
-				container_refresh(c, true, &(struct nerr){ 0 });
+				container_refresh(c, true, opid(x), &(struct nerr){ 0 });
 				return r;
 			}
 		}
-		container_forget(c);
+		container_forget(c, opid(x));
 		return 0;
 	}
 	if (!container_current_id(c, id, sizeof(id)))
@@ -206,7 +221,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		if (old != C_RUNNING && old != C_PAUSED)
 			return nerr_set(err, EINVAL, "container %s is not running (%s)", c->name,
 					cstate_to_string(old));
-		container_set_state(c, C_STOPPING, NULL);
+		container_set_state(c, C_STOPPING, opid(x), NULL);
 		r = c->eng->ops->stop(c->eng->h, id, x->timeout_s, err);
 		break;
 	}
@@ -259,11 +274,11 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	/* what the engine says now, whatever the call did */
 	{
 		struct nerr e2 = { 0 };
-		int rr = container_refresh(c, x->kind != CA_SYNC, &e2);
+		int rr = container_refresh(c, x->kind != CA_SYNC, opid(x), &e2);
 		if (rr == -ENOENT && x->kind == CA_SYNC) {
 			/* an event's or reconciliation's look: the engine
 			 * container is gone, which is news to take in */
-			container_mark_gone(c, "the engine container was removed outside nodefs");
+			container_mark_gone(c, NULL, "the engine container was removed outside nodefs");
 			return container_checkpoint(c, err);
 		}
 		if (r >= 0 && rr == -ENOENT) {
@@ -321,6 +336,11 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 			return r;
 		}
 	}
+	/* a new container's first word, with the operation that makes it, before
+	 * the create can run and move it (a fresh queue never answers EBUSY) */
+	if (kind == CA_CREATE)
+		events_emit(c->b->events, "container", c->name, NULL, cstate_to_string(container_state_of(c)),
+			    opid(x), NULL);
 	r = actq_submit(&c->q, &x->a);
 	if (r == -EBUSY) {
 		op_drop(x->a.op, "the container had a command in flight");

@@ -70,7 +70,7 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (!ours) {
-			container_set_state(c, C_RUNNING, NULL);
+			container_set_state(c, C_RUNNING, NULL, NULL);
 			container_submit(c, CA_SYNC, "sync", NULL, NULL);	/* pid and checkpoint */
 		}
 		break;
@@ -92,14 +92,18 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		bnode_changed(c->node);
 		break;
 	case RT_EV_PAUSE:
-		container_set_state(c, C_PAUSED, NULL);
+	case RT_EV_UNPAUSE: {
+		/* the pause or resume a command made, or one from outside */
+		bool pause = ev->kind == RT_EV_PAUSE;
+		char op[32];
+
+		container_set_state(c, pause ? C_PAUSED : C_RUNNING,
+				    container_running_op(c, pause ? CA_PAUSE : CA_RESUME, op), NULL);
 		break;
-	case RT_EV_UNPAUSE:
-		container_set_state(c, C_RUNNING, NULL);
-		break;
+	}
 	case RT_EV_DESTROY:
 		if (container_state_of(c) != C_DESTROYING)
-			container_mark_gone(c, "the engine container was removed outside nodefs");
+			container_mark_gone(c, NULL, "the engine container was removed outside nodefs");
 		break;
 	default:
 		break;

@@ -153,7 +153,19 @@ struct container *container_alloc(struct backend *b, struct engine *e, const cha
 	return c;
 }
 
-void container_forget(struct container *c)
+void container_unmake(struct container *c)
+{
+	struct bnode *n = bnode_ref(c->node);
+
+	pthread_mutex_lock(&c->lock);
+	c->removed = true;
+	pthread_mutex_unlock(&c->lock);
+	store_del(c->b->cfg->state_dir, "containers", c->name, NULL);
+	bnode_remove(n);
+	bnode_unref(n);
+}
+
+void container_forget(struct container *c, const char *op_id)
 {
 	enum cstate last;
 	struct bnode *n = bnode_ref(c->node);	/* c lives until the event is out */
@@ -166,7 +178,7 @@ void container_forget(struct container *c)
 	bnode_remove(n);
 	/* the stream's last word on it: containers/NAME is gone */
 	events_emit(c->b->events, "container", c->name, cstate_to_string(last), "DESTROYED",
-		    NULL, NULL);
+		    op_id, NULL);
 	bnode_unref(n);
 }
 
@@ -258,7 +270,8 @@ int container_checkpoint(struct container *c, struct nerr *err)
 	return r;
 }
 
-void container_set_state(struct container *c, enum cstate s, const char *msg)
+void container_set_state(struct container *c, enum cstate s, const char *op_id,
+			 const char *msg)
 {
 	enum cstate old;
 
@@ -272,7 +285,19 @@ void container_set_state(struct container *c, enum cstate s, const char *msg)
 		return;
 	bnode_changed(c->node);
 	events_emit(c->b->events, "container", c->name, cstate_to_string(old),
-		    cstate_to_string(s), NULL, msg);
+		    cstate_to_string(s), op_id, msg);
+}
+
+const char *container_running_op(struct container *c, int kind, char *buf)
+{
+	bool yes;
+
+	pthread_mutex_lock(&c->lock);
+	yes = c->running_op[0] && c->running_kind == kind;
+	if (yes)
+		memcpy(buf, c->running_op, sizeof(c->running_op));
+	pthread_mutex_unlock(&c->lock);
+	return yes ? buf : NULL;
 }
 
 enum cstate container_state_of(struct container *c)
@@ -290,7 +315,8 @@ enum cstate container_state_of(struct container *c)
  * know yet (-1: LXC's watcher records it when it sees init die, just after
  * liblxc already says STOPPED) is not taken from a command's own look: the
  * exit event follows with the code, and its sync takes it (defer false). */
-static int apply_status(struct container *c, const struct rt_status *st, bool defer)
+static int apply_status(struct container *c, const struct rt_status *st, bool defer,
+			const char *op_id)
 {
 	char msg[64] = "";
 	int code = st->exit_code;
@@ -336,7 +362,7 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 	case RT_STATE_EXITED: s = C_EXITED; break;
 	default: break;
 	}
-	container_set_state(c, s, msg[0] ? msg : NULL);
+	container_set_state(c, s, op_id, msg[0] ? msg : NULL);
 	return 0;
 }
 
@@ -344,7 +370,7 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
  * exit whose code is still unknown waits, up to a second, for the engine's
  * exit event that brings it, so the command returns with the container
  * EXITED rather than STOPPING. */
-int container_refresh(struct container *c, bool defer, struct nerr *err)
+int container_refresh(struct container *c, bool defer, const char *op_id, struct nerr *err)
 {
 	struct rt_status st = { 0 };
 	int r;
@@ -352,7 +378,7 @@ int container_refresh(struct container *c, bool defer, struct nerr *err)
 	r = c->eng->ops->inspect(c->eng->h, c->id, &st, err);
 	if (r < 0)
 		return r;
-	if (apply_status(c, &st, defer) == 0)
+	if (apply_status(c, &st, defer, op_id) == 0)
 		return 0;
 	for (int i = 0; i < 1000; i++) {
 		bool news;
@@ -367,14 +393,14 @@ int container_refresh(struct container *c, bool defer, struct nerr *err)
 	r = c->eng->ops->inspect(c->eng->h, c->id, &st, err);
 	if (r < 0)
 		return r;
-	apply_status(c, &st, false);
+	apply_status(c, &st, false, op_id);
 	return 0;
 }
 
 /* The engine no longer has c's container (removed outside nodefs, seen by
  * an event, an inspect or reconciliation): EXITED with the reason, and no
  * id, until destroyed. Returns whether c had an engine container. */
-bool container_mark_gone(struct container *c, const char *why)
+bool container_mark_gone(struct container *c, const char *op_id, const char *why)
 {
 	bool had;
 
@@ -389,7 +415,7 @@ bool container_mark_gone(struct container *c, const char *why)
 	}
 	pthread_mutex_unlock(&c->lock);
 	bnode_set_error(c->node, why);
-	container_set_state(c, C_EXITED, "removed outside nodefs");
+	container_set_state(c, C_EXITED, op_id, "removed outside nodefs");
 	return had;
 }
 

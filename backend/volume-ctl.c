@@ -104,6 +104,10 @@ int volume_submit(struct volume *v, int kind, const char *cmdline, struct breq *
 		pthread_mutex_unlock(&v->lock);
 	}
 	atomic_fetch_add(&v->inflight, 1);
+	/* a new volume's first word, with the operation that makes it, before
+	 * the create can run and move it (a fresh queue never answers EBUSY) */
+	if (kind == VA_CREATE)
+		events_emit(v->b->events, "volume", v->name, NULL, "CREATING", x->a.op->id, NULL);
 	r = actq_submit(&v->q, &x->a);
 	if (r == -EBUSY) {
 		atomic_fetch_sub(&v->inflight, 1);
@@ -472,11 +476,11 @@ static int volume_start(struct backend *b, struct volume *v, int kind, const cha
 	if (r < 0)
 		return nerr_set(&rq->err, -r, "volume '%s': %s", v->name,
 				r == -EEXIST ? "exists" : strerror(-r));
-	if (kind == VA_CREATE)
-		events_emit(b->events, "volume", v->name, NULL, "CREATING", NULL, NULL);
+	/* a create is announced by volume_submit once its operation is on
+	 * record; one refused before that goes without a word */
 	r = volume_submit(v, kind, cmdline, rq, NULL);
 	if (r < 0 && r != -EINPROGRESS)
-		volume_forget(v, NULL);
+		volume_unmake(v);
 	return r;
 }
 

@@ -102,10 +102,14 @@ void volume_staging_locked(struct volume *v);
 /* Write the volume's record (store.c). -errno with err. */
 int volume_checkpoint(struct volume *v, struct nerr *err);
 enum vstate volume_state(struct volume *v);
-/* Set the state; a change wakes pollers and emits an event. */
-void volume_set_state(struct volume *v, enum vstate s);
+/* Set the state; a change wakes pollers and emits an event carrying op_id,
+ * the operation whose command moved it (NULL: none did). */
+void volume_set_state(struct volume *v, enum vstate s, const char *op_id);
 /* The volume is gone: record, directory, and a DELETED event. */
 void volume_forget(struct volume *v, const char *op_id);
+/* The same without a word on the event stream: a create or import refused
+ * before it was queued, whose volume was never announced. */
+void volume_unmake(struct volume *v);
 
 /* ---- volume-steps.c: the state machine ---- */
 

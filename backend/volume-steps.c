@@ -47,6 +47,12 @@ struct vctx {
 	char node_id[256];
 };
 
+/* The id of the operation whose command runs (NULL: none). */
+static const char *xop(const struct vctx *x)
+{
+	return x->op ? x->op->id : NULL;
+}
+
 /* What a call ended with, for the step and the operation. */
 static void note_result(struct vctx *x, const struct storage_result *res)
 {
@@ -350,10 +356,10 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 	struct nerr cerr = { 0 };
 	int r;
 
-	volume_set_state(v, transient);
+	volume_set_state(v, transient, xop(x));
 	r = volume_checkpoint(v, err);
 	if (r < 0) {
-		volume_set_state(v, back);
+		volume_set_state(v, back, xop(x));
 		return r;
 	}
 	x->dirty = false;
@@ -361,14 +367,14 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 	r = fn(x, err);
 	if (r < 0) {
 		if (!v->last_uncertain) {
-			volume_set_state(v, back);
+			volume_set_state(v, back, xop(x));
 			volume_checkpoint(v, &cerr);
 		} else {
 			nerr_prefix(err, "left in %s, the next command retries", vstate_to_string(transient));
 		}
 		return r;
 	}
-	volume_set_state(v, done);
+	volume_set_state(v, done, xop(x));
 	x->dirty = true;
 	return 0;
 }
@@ -403,7 +409,7 @@ static int walk_up(struct vctx *x, bool want_publish, struct nerr *err)
 				r = step(x, V_CONTROLLER_PUBLISH, do_controller_publish, V_NODE_READY,
 					 V_CREATED, err);
 			else {
-				volume_set_state(v, V_NODE_READY);
+				volume_set_state(v, V_NODE_READY, xop(x));
 				x->dirty = true;
 			}
 			break;
@@ -478,7 +484,7 @@ static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
 				r = step(x, V_CONTROLLER_UNPUBLISH, do_controller_unpublish, V_CREATED,
 					 V_NODE_READY, err);
 			else {
-				volume_set_state(v, V_CREATED);
+				volume_set_state(v, V_CREATED, xop(x));
 				x->dirty = true;
 			}
 			break;
@@ -622,7 +628,7 @@ int volume_run_action(struct action *a, struct nerr *err)
 		if (r < 0)
 			volume_forget(v, a->op ? a->op->id : NULL);
 		else {
-			volume_set_state(v, V_CREATED);
+			volume_set_state(v, V_CREATED, xop(&x));
 			events_emit(v->b->events, "volume", v->name, NULL, "CREATED", a->op ? a->op->id : NULL,
 				    "imported");
 		}

@@ -222,7 +222,7 @@ enum vstate volume_state(struct volume *v)
 	return s;
 }
 
-void volume_set_state(struct volume *v, enum vstate s)
+void volume_set_state(struct volume *v, enum vstate s, const char *op_id)
 {
 	enum vstate old;
 
@@ -234,12 +234,21 @@ void volume_set_state(struct volume *v, enum vstate s)
 		return;
 	bnode_changed(v->node);
 	events_emit(v->b->events, "volume", v->name, vstate_to_string(old), vstate_to_string(s),
-		    NULL, NULL);
+		    op_id, NULL);
 }
 
 /* The volume is gone (destroyed, or a create or import that never made
  * it): its record and directory go, and its story on the event stream
  * ends with DELETED. */
+void volume_unmake(struct volume *v)
+{
+	struct bnode *n = bnode_ref(v->node);
+
+	store_del(v->b->cfg->state_dir, "volumes", v->name, NULL);
+	bnode_remove(n);
+	bnode_unref(n);
+}
+
 void volume_forget(struct volume *v, const char *op_id)
 {
 	struct bnode *n = bnode_ref(v->node);	/* v lives until the event is out */

@@ -195,6 +195,58 @@ class EventsTest(unittest.TestCase):
         self.assertTrue(all(s in it for s in want),
                         "expected %r in order within %r" % (want, states))
 
+    def command_events(self, r, rel, line, kind, name):
+        """Write line to rel; return (the id of the operation it started,
+        the state events of kind/name up to that operation's end, which
+        comes after every event of the object the command causes)."""
+        start = len(r.seen)
+        self.w.ctl(rel, line)
+        ours = []
+
+        def ended(e):
+            if e["kind"] != "operation":
+                return False
+            if e["old"] is None:
+                ours.append(e["name"])
+            return e["new"] != "PENDING" and e["name"] in ours
+        end = r.read_until(ended, 30)
+        self.assertIsNotNone(end, "the operation of %r never ended: %r" % (line, r.seen[start:]))
+        self.assertEqual(ours, [end["name"]], line)
+        return end["name"], [e for e in r.seen[start:]
+                             if e["kind"] == kind and e["name"] == name]
+
+    def test_state_events_carry_their_operation(self):
+        """Every state change a command causes carries that command's
+        operation id: a volume's create, publish, unpublish and destroy;
+        a container's run, pause, resume (Docker's own pause event may come
+        before the command's look), stop, start, kill and destroy."""
+        r = self.reader()
+        w = self.w
+        w.volumes.append("opv")
+        w.containers.append("opc")
+        target = os.path.join(w.tmp, "opv-target")
+        steps = [
+            ("volume", "opv", "volumes/ctl", "create opv size=8M"),
+            ("volume", "opv", "volumes/opv/ctl", "publish " + target),
+            ("volume", "opv", "volumes/opv/ctl", "unpublish"),
+            ("volume", "opv", "volumes/opv/ctl", "destroy"),
+            ("container", "opc", "containers/ctl",
+             "run opc runtime=docker image=%s cmd='sleep 600'" % ob.IMAGE),
+            ("container", "opc", "containers/opc/ctl", "pause"),
+            ("container", "opc", "containers/opc/ctl", "resume"),
+            ("container", "opc", "containers/opc/ctl", "stop 1"),
+            ("container", "opc", "containers/opc/ctl", "start"),
+            ("container", "opc", "containers/opc/ctl", "kill"),
+            ("container", "opc", "containers/opc/ctl", "destroy"),
+        ]
+        for kind, name, rel, line in steps:
+            op, evs = self.command_events(r, rel, line, kind, name)
+            self.assertTrue(evs, "%r changed no state" % line)
+            for e in evs:
+                self.assertEqual(e["operation"], op, "%r: %r" % (line, e))
+            if line.startswith("destroy"):
+                self.assertIn(evs[-1]["new"], ("DELETED", "DESTROYED"), evs)
+
     def test_many_readers_see_the_same_lines(self):
         """32 readers (head -n 4) at once all get the same four lines."""
         procs = [subprocess.Popen(["head", "-n", "4",
