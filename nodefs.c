@@ -338,7 +338,7 @@ int main(int argc, char **argv)
 	struct backend *b = NULL;
 	struct fs *f = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct fs_opts fo = { .entry_timeout = 1.0, .attr_timeout = 1.0 };
+	struct fs_opts fo = { .entry_timeout = 60.0, .attr_timeout = 60.0 };	/* every change is invalidated (fs/cache.h) */
 	struct daemon d = { 0 };
 	struct notify_hooks nh = { .phase = daemon_phase, .alive = daemon_alive,
 				   .reload = daemon_reload, .ctx = &d };

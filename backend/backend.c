@@ -103,7 +103,7 @@ static int events_ready(struct bnode *n, void *st)
 {
 	struct events_reader *r = st;
 
-	return r->pos < events_head(node_backend(n)->events);
+	return events_readable(node_backend(n)->events, r->pos);
 }
 
 static void events_close(struct bnode *n, void *st)

@@ -297,10 +297,10 @@ BCTL_FUNCS(container_ctl, container_ctl)
 
 static const struct battr container_attrs[] = {
 	BCTL_ATTR(container_ctl),
-	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
-	{ .name = "runtime", .show = show_runtime },
-	{ .name = "image", .show = show_image },
-	{ .name = "id", .show = show_id },
+	{ .name = "state", .flags = BATTR_POLL | BATTR_CACHE, .show = show_state },
+	{ .name = "runtime", .flags = BATTR_CACHE, .show = show_runtime },
+	{ .name = "image", .flags = BATTR_CACHE, .show = show_image },
+	{ .name = "id", .flags = BATTR_CACHE, .show = show_id },
 	{ .name = "pid", .show = show_pid },
 	{ .name = "exit_code", .show = show_exit_code },
 	{ .name = "oom_killed", .show = show_oom },

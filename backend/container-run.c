@@ -66,8 +66,8 @@ static int do_create(struct cact *x, struct nerr *err)
 		c->eng->ops->destroy(c->eng->h, id, &e2);
 		goto fail;
 	}
+	bnode_changed(c->node);	/* before the event: its reader sees the new files */
 	events_emit(c->b->events, "container", c->name, "PULLING", "CREATED", opid(x), NULL);
-	bnode_changed(c->node);
 	return 0;
 fail:
 	if (r == -ECANCELED)

@@ -31,6 +31,10 @@ struct tally {
 struct events {
 	pthread_mutex_t lock;
 	char **ring;		/* ring[seq % cap] */
+	/* stamp[seq % cap]: the tree's change number when the line was made;
+	 * the line is shown once the tree has flushed through it (tree.h),
+	 * so its reader finds the files it speaks of already new */
+	uint64_t *stamp;
 	size_t cap;
 	uint64_t head;		/* next seq to emit; first seq is 1 */
 	struct bnode *wake;
@@ -54,9 +58,11 @@ struct events *events_new(size_t cap, struct bnode *wake)
 	if (!ev)
 		return NULL;
 	ev->ring = calloc(cap, sizeof(*ev->ring));
+	ev->stamp = calloc(cap, sizeof(*ev->stamp));
 	ev->tallies = calloc(EVENTS_TALLIES_MAX, sizeof(*ev->tallies));
-	if (!ev->ring || !ev->tallies) {
+	if (!ev->ring || !ev->stamp || !ev->tallies) {
 		free(ev->ring);
+		free(ev->stamp);
 		free(ev->tallies);
 		free(ev);
 		return NULL;
@@ -76,6 +82,7 @@ void events_free(struct events *ev)
 	for (size_t i = 0; i < ev->cap; i++)
 		free(ev->ring[i]);
 	free(ev->ring);
+	free(ev->stamp);
 	for (size_t i = 0; i < ev->ntallies; i++) {
 		free(ev->tallies[i]->series);
 		free(ev->tallies[i]);
@@ -174,6 +181,7 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 		size_t slot = ev->head % ev->cap;
 		free(ev->ring[slot]);
 		ev->ring[slot] = line;
+		ev->stamp[slot] = ev->wake ? tree_seq_now(ev->wake) : 0;
 		ev->head++;
 		wake = true;	/* `status` pollers are woken by it too */
 	}
@@ -200,6 +208,18 @@ void events_detach(struct events *ev)
 	atomic_fetch_sub(&ev->readers, 1);
 }
 
+bool events_readable(struct events *ev, uint64_t pos)
+{
+	bool r;
+
+	pthread_mutex_lock(&ev->lock);
+	r = pos < ev->head &&
+	    (pos < (ev->head > ev->cap ? ev->head - ev->cap : 1) ||
+	     ev->stamp[pos % ev->cap] <= (ev->wake ? tree_seq_flushed(ev->wake) : 0));
+	pthread_mutex_unlock(&ev->lock);
+	return r;
+}
+
 uint64_t events_head(struct events *ev)
 {
 	uint64_t h;
@@ -213,10 +233,11 @@ uint64_t events_head(struct events *ev)
 int events_read(struct events *ev, uint64_t *pos, struct sbuf *out, size_t max)
 {
 	size_t start = out->len;
-	uint64_t oldest;
+	uint64_t oldest, flushed;
 	int r = 0;
 
 	pthread_mutex_lock(&ev->lock);
+	flushed = ev->wake ? tree_seq_flushed(ev->wake) : 0;
 	oldest = ev->head > ev->cap ? ev->head - ev->cap : 1;
 	if (*pos < oldest) {
 		r = sbuf_printf(out, "{\"lost\":%llu}\n", (unsigned long long)(oldest - *pos));
@@ -227,6 +248,8 @@ int events_read(struct events *ev, uint64_t *pos, struct sbuf *out, size_t max)
 		const char *l = ev->ring[*pos % ev->cap];
 		size_t n;
 
+		if (ev->stamp[*pos % ev->cap] > flushed)
+			break;	/* its change is not yet visible in the files */
 		if (!l) {	/* emitted while no reader was attached */
 			(*pos)++;
 			continue;

@@ -18,6 +18,7 @@
 #ifndef NODEFS_EVENTS_H
 #define NODEFS_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,8 @@ void events_detach(struct events *ev);
  * 0 when nothing is new, -E2BIG/-ENOMEM from out.
  */
 int events_read(struct events *ev, uint64_t *pos, struct sbuf *out, size_t max);
+/* Whether events_read from pos would append something now. */
+bool events_readable(struct events *ev, uint64_t pos);
 
 /*
  * Add delta to the tally named series: a whole Prometheus series name,

@@ -207,10 +207,10 @@ static int show_outcome(struct bnode *n, struct sbuf *out)
 }
 
 static const struct battr op_attrs[] = {
-	{ .name = "type", .show = show_type },
-	{ .name = "object", .show = show_object },
-	{ .name = "command", .show = show_command },
-	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
+	{ .name = "type", .flags = BATTR_CACHE, .show = show_type },
+	{ .name = "object", .flags = BATTR_CACHE, .show = show_object },
+	{ .name = "command", .flags = BATTR_CACHE, .show = show_command },
+	{ .name = "state", .flags = BATTR_POLL | BATTR_CACHE, .show = show_state },
 	{ .name = "error", .show = show_error },
 	{ .name = "remote_status", .show = show_remote },
 	{ .name = "attempts", .show = show_attempts },
@@ -455,8 +455,8 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 		op_tally(op, -1, st);
 		ended_push(op->b, op);
 	}
+	bnode_changed(op->node);	/* before the event: its reader sees the new files */
 	events_emit(op->b->events, "operation", op->id, old, op_state_to_string(st), op->id, msg);
-	bnode_changed(op->node);
 	ops_trim(op->b);
 }
 

@@ -19,6 +19,9 @@ struct tree {
 	pthread_rwlock_t lock;		/* the structure: children lists, dead flags */
 	atomic_uint_fast64_t serial;	/* the next node's; 1 is the root's */
 	struct tree_notifier nt;	/* set once before mount */
+	pthread_mutex_t clock;		/* orders changes: seq and nt.changed */
+	atomic_uint_fast64_t seq;	/* the last change's number */
+	atomic_uint_fast64_t flushed;	/* invalidated through this number */
 };
 
 static struct tree *tree_ref(struct tree *t)
@@ -32,13 +35,51 @@ static void tree_unref(struct tree *t)
 	if (!t || atomic_fetch_sub(&t->ref, 1) != 1)
 		return;
 	pthread_rwlock_destroy(&t->lock);
+	pthread_mutex_destroy(&t->clock);
 	free(t);
 }
 
 void tree_set_notifier(struct bnode *root, const struct tree_notifier *nt)
 {
-	if (root->tree)
-		root->tree->nt = *nt;
+	struct tree *t = root->tree;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->clock);
+	t->nt = *nt;
+	if (!nt->changed)	/* no one left to flush: all is visible */
+		atomic_store(&t->flushed, atomic_load(&t->seq));
+	pthread_mutex_unlock(&t->clock);
+}
+
+uint64_t tree_seq_now(const struct bnode *any)
+{
+	return any->tree ? atomic_load(&any->tree->seq) : 0;
+}
+
+uint64_t tree_seq_flushed(const struct bnode *any)
+{
+	return any->tree ? atomic_load(&any->tree->flushed) : 0;
+}
+
+void tree_set_flushed(struct bnode *any, uint64_t seq)
+{
+	struct tree *t = any->tree;
+	uint64_t cur;
+
+	if (!t)
+		return;
+	cur = atomic_load(&t->flushed);
+	while (cur < seq && !atomic_compare_exchange_weak(&t->flushed, &cur, seq))
+		;
+}
+
+void bnode_set_flushed(struct bnode *n, uint64_t v)
+{
+	uint64_t cur = atomic_load(&n->flushed);
+
+	while (cur < v && !atomic_compare_exchange_weak(&n->flushed, &cur, v))
+		;
 }
 
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
@@ -68,6 +109,7 @@ struct bnode *bnode_new_root(const struct btype *type, const char *name, void *p
 	}
 	atomic_init(&t->ref, 1);
 	pthread_rwlock_init(&t->lock, NULL);
+	pthread_mutex_init(&t->clock, NULL);
 	atomic_init(&t->serial, 2);
 	n->tree = t;
 	n->serial = 1;
@@ -342,9 +384,24 @@ int battr_show_error(struct bnode *n, struct sbuf *out)
 
 void bnode_changed(struct bnode *n)
 {
-	atomic_fetch_add(&n->version, 1);
-	if (n->tree && n->tree->nt.changed)
-		n->tree->nt.changed(n->tree->nt.ctx, n);
+	struct tree *t = n->tree;
+	uint64_t v = atomic_fetch_add(&n->version, 1) + 1;
+
+	if (!t) {
+		bnode_set_flushed(n, v);
+		return;
+	}
+	/* numbers are handed out and queued under one lock, so the notifier
+	 * sees changes in number order and may flush through the last one */
+	pthread_mutex_lock(&t->clock);
+	uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
+	if (t->nt.changed) {
+		t->nt.changed(t->nt.ctx, n, seq);
+	} else {
+		bnode_set_flushed(n, v);
+		atomic_store(&t->flushed, seq);
+	}
+	pthread_mutex_unlock(&t->clock);
 }
 
 void breq_complete(struct breq *rq, int result)

@@ -80,6 +80,9 @@ enum {
 	/* sensitive (environment values, logs, what a plugin returned): root
 	 * and the read group only, mode 0440 (0400 without a read group) */
 	BATTR_PRIV = 1u << 2,
+	/* what it shows changes only with a bnode_changed() of its node: the
+	 * kernel may keep it in the page cache until fs invalidates it */
+	BATTR_CACHE = 1u << 3,
 };
 
 struct battr {
@@ -116,6 +119,12 @@ struct bnode {
 	uint64_t serial;	/* unique within the daemon's life, rising */
 	atomic_bool dead;
 	atomic_uint_fast64_t version;	/* bumped by bnode_changed() */
+	/* the version whose change the notifier has made visible (kernel
+	 * caches invalidated); pollers wake on it, never on version */
+	atomic_uint_fast64_t flushed;
+	bool queued;		/* in the notifier's queue, linked by qnext */
+	struct bnode *qnext;	/* (both under the notifier's own lock) */
+	struct bnode *bnext;	/* in the batch it flushes (its thread) */
 	void *priv;
 	void *owner;		/* the backend; inherited from the parent on add */
 	struct tree *tree;	/* the tree it was added to (referenced); NULL before */
@@ -162,12 +171,33 @@ const struct battr *bnode_attr(const struct bnode *n, const char *name, size_t *
 void bnode_set_error(struct bnode *n, const char *msg);
 void bnode_get_error(struct bnode *n, char *buf, size_t len);
 
-/* The node's files show something new: bump version, tell the notifier. */
+/* The node's files show something new: bump version, give the change the
+ * tree's next change number, tell the notifier. */
 void bnode_changed(struct bnode *n);
+/*
+ * Change numbers order every bnode_changed() of a tree. The notifier
+ * reports, with tree_set_flushed(), the number through which kernel caches
+ * have been invalidated; what is published after a change (an event line)
+ * is stamped with tree_seq_now() and shown only once tree_seq_flushed()
+ * reaches its stamp, so whoever reads it then reads the new files. With no
+ * notifier every change counts as flushed at once.
+ */
+uint64_t tree_seq_now(const struct bnode *any);
+uint64_t tree_seq_flushed(const struct bnode *any);
+void tree_set_flushed(struct bnode *any, uint64_t seq);
+/* The version of n made visible (see flushed above). */
+static inline uint64_t bnode_flushed(const struct bnode *n)
+{
+	return atomic_load(&((struct bnode *)n)->flushed);
+}
+/* Raise n's flushed version to at least v (the notifier). */
+void bnode_set_flushed(struct bnode *n, uint64_t v);
 /* What the tree calls on change and removal; fs registers it. Called
- * without tree locks held, from any thread; must not block. */
+ * without tree locks held, from any thread; must not block. changed() is
+ * called under the tree's change lock, in change-number order: it may
+ * only queue. */
 struct tree_notifier {
-	void (*changed)(void *ctx, struct bnode *n);
+	void (*changed)(void *ctx, struct bnode *n, uint64_t seq);
 	void (*removed)(void *ctx, struct bnode *parent, const char *name, uint64_t serial);
 	void *ctx;
 };

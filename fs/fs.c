@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "ctl.h"
 #include "fs-internal.h"
 #include "hist.h"
@@ -140,6 +141,7 @@ struct fs {
 	pthread_cond_t wcond;
 	struct fs_file *watchers;	/* doubly linked */
 	struct fs_removal *removals;
+	struct fs_cache *cache;		/* changes to flush (cache.h) */
 	bool dirty;
 	bool stop;
 	pthread_t notifier;
@@ -167,6 +169,9 @@ struct fs_file {
 	size_t reply_pos;	/* how much of it reads have taken */
 	struct sbuf pending;	/* stream bytes read from the backend, not yet taken */
 	uint64_t pending_base;	/* file offset of pending.buf[0] */
+	struct fs_inode *inode;	/* held by the kernel while the file is open */
+	uint64_t open_flushed;	/* bnode_flushed() at open (cached files) */
+	uint64_t told;		/* the flushed version POLLPRI last reported */
 	struct fs_file *next, *prev;	/* fs->files, under fs->flock */
 	void *stream;		/* stream state */
 
@@ -278,13 +283,24 @@ static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
 	else if (a->flags & BATTR_PRIV)
 		st->st_gid = f->opts.has_read_gid ? f->opts.read_gid : 0;
 	/*
-	 * Size 0, as procfs says: the content is made by the read, which runs
-	 * to EOF (direct_io: the kernel never clamps a read to st_size). The
-	 * kernel asks for attributes again after every read (the read
-	 * invalidates atime), so `cat`'s fstat is a GETATTR each time:
-	 * rendering here would double the work of every read.
+	 * A cached file (BATTR_CACHE) has its real size: the kernel serves
+	 * reads from the page cache up to it, and asks again only after an
+	 * invalidation (cache.h). Any other file has size 0, as procfs says:
+	 * its content is made by the read, which runs to EOF (direct_io: the
+	 * kernel never clamps a read to st_size), and rendering here would
+	 * double the work of every read.
 	 */
 	st->st_size = 0;
+	if (a->flags & BATTR_CACHE) {
+		struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
+		uint64_t v = atomic_load(&i->node->version);
+
+		if (render(f, a, i->node, &out) >= 0) {
+			st->st_size = (off_t)out.len;
+			cache_told_set(f->cache, i, v, out.buf, out.len);
+		}
+		sbuf_free(&out);
+	}
 }
 
 static void reply_entry(fuse_req_t req, struct fs *f, struct fs_inode *i)
@@ -419,6 +435,10 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, err);
 		return;
 	}
+	/* the kernel keeps the listing until the directory's next change
+	 * invalidates it (cache.h) */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
 }
 
@@ -960,6 +980,28 @@ static void watch_del_locked(struct fs *f, struct fs_file *h)
 	h->watching = false;
 }
 
+/*
+ * The version this descriptor has seen, for poll's POLLPRI. A READ that
+ * reaches us renders (snap_version); a cached file may also be read from
+ * the kernel's pages, which nodefs never sees: at open those hold at least
+ * the flushed version, and after a POLLPRI (which came with an
+ * invalidation) pages filled again hold what the poller was told of, which
+ * it is taken to have read, as the poll protocol says (POLLPRI, then read
+ * from offset 0). wlock held.
+ */
+static uint64_t file_seen(const struct fs_file *h)
+{
+	uint64_t seen = h->snapped ? h->snap_version : 0;
+
+	if (!(h->attr->flags & BATTR_CACHE))
+		return h->snapped ? seen : UINT64_MAX;	/* never read: nothing to tell */
+	if (h->open_flushed > seen)
+		seen = h->open_flushed;
+	if (h->told > seen && atomic_load(&h->inode->filled) >= h->told)
+		seen = h->told;
+	return seen;
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	FS_OP(req, FSOP_OPEN);
@@ -995,6 +1037,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->fs = f;
 	h->node = bnode_ref(i->node);
 	h->attr = a;
+	h->inode = i;
+	h->open_flushed = bnode_flushed(i->node);
 	h->nonblock = fi->flags & O_NONBLOCK;
 	pthread_mutex_init(&h->lock, NULL);
 	sbuf_init(&h->snap, FILE_SNAPSHOT_CAP);
@@ -1009,7 +1053,12 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 	}
-	fi->direct_io = 1;	/* sizes change: never serve from the page cache */
+	if ((a->flags & BATTR_CACHE) && !a->stream) {
+		/* served from the page cache, invalidated on change (cache.h) */
+		fi->keep_cache = 1;
+	} else {
+		fi->direct_io = 1;	/* made by each read: never from the page cache */
+	}
 	fi->noflush = 1;	/* nothing to flush: close costs no round trip */
 	fi->fh = (uint64_t)(uintptr_t)h;
 	pthread_mutex_lock(&f->flock);
@@ -1201,6 +1250,15 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		h->snap_version = atomic_load(&h->node->version);
 		r = render(f, h->attr, h->node, &h->snap);
 		h->snapped = r >= 0;
+		if (h->snapped && (h->attr->flags & BATTR_CACHE)) {
+			/* the kernel cuts the page at the size it was told */
+			cache_told_fit(f->cache, h->inode, &h->snap, &h->snap_version);
+			/* what the kernel's pages now hold */
+			uint64_t cur = atomic_load(&h->inode->filled);
+			while (cur < h->snap_version &&
+			       !atomic_compare_exchange_weak(&h->inode->filled, &cur, h->snap_version))
+				;
+		}
 	}
 	if (r < 0) {
 		pthread_mutex_unlock(&h->lock);
@@ -1306,8 +1364,11 @@ static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		/* sysfs semantics: readable at once, and POLLPRI once the value
 		 * changed after this descriptor last read it */
 		revents = POLLIN | POLLRDNORM;
-		if (h->snapped && atomic_load(&h->node->version) != h->snap_version)
+		uint64_t fl = bnode_flushed(h->node);
+		if (fl > file_seen(h)) {
 			revents |= POLLPRI | POLLERR;
+			h->told = fl;
+		}
 		h->poll_armed = true;
 	} else {
 		revents = POLLIN | POLLRDNORM;
@@ -1357,15 +1418,15 @@ static const struct fuse_lowlevel_ops fs_ops = {
 
 /* ---- the notifier ---- */
 
-static void notify_changed(void *ctx, struct bnode *n)
+/* Under the tree's change lock (tree.h): queue only. */
+static void notify_changed(void *ctx, struct bnode *n, uint64_t seq)
 {
 	struct fs *f = ctx;
 
+	cache_changed(f->cache, n, seq);
 	pthread_mutex_lock(&f->wlock);
-	if (f->watchers) {
-		f->dirty = true;
-		pthread_cond_signal(&f->wcond);
-	}
+	f->dirty = true;
+	pthread_cond_signal(&f->wcond);
 	pthread_mutex_unlock(&f->wlock);
 }
 
@@ -1385,6 +1446,13 @@ static void notify_removed(void *ctx, struct bnode *parent, const char *name, ui
 	pthread_mutex_unlock(&f->wlock);
 }
 
+/*
+ * One round: take the queued changes, then the removals (a removal is
+ * queued before its parent's change is numbered, so every removal a taken
+ * change follows is taken too), tell the kernel (entries, then pages and
+ * attributes), mark the changes flushed, and only then wake pollers and
+ * parked readers, which look at flushed versions and flushed events.
+ */
 static void *notifier_main(void *arg)
 {
 	struct fs *f = arg;
@@ -1393,33 +1461,16 @@ static void *notifier_main(void *arg)
 	pthread_mutex_lock(&f->wlock);
 	while (!f->stop) {
 		struct fs_removal *rm;
+		struct cache_batch b;
 
 		while (!f->stop && !f->dirty && !f->removals)
 			pthread_cond_wait(&f->wcond, &f->wlock);
 		if (f->stop)
 			break;
-		if (f->dirty) {
-			f->dirty = false;
-			for (struct fs_file *h = f->watchers, *next; h; h = next) {
-				next = h->wnext;
-				if (h->parked && stream_try(h, h->parked, h->parked_size, h->parked_off)) {
-					h->parked = NULL;
-				}
-				if (h->ph && h->poll_armed) {
-					bool wake = atomic_load(&h->node->dead);
-					if (h->attr->stream)
-						wake = h->attr->stream->ready(h->node, h->stream);
-					else if (atomic_load(&h->node->version) != h->snap_version)
-						wake = true;
-					if (wake) {
-						h->poll_armed = false;
-						fuse_lowlevel_notify_poll(h->ph);
-					}
-				}
-				if (!h->parked && !h->ph)
-					watch_del_locked(f, h);
-			}
-		}
+		f->dirty = false;
+		pthread_mutex_unlock(&f->wlock);
+		cache_take(f->cache, &b);
+		pthread_mutex_lock(&f->wlock);
 		rm = f->removals;
 		f->removals = NULL;
 		pthread_mutex_unlock(&f->wlock);
@@ -1431,7 +1482,27 @@ static void *notifier_main(void *arg)
 			free(rm);
 			rm = next;
 		}
+		cache_flush(&b, f->se, f->inodes);
 		pthread_mutex_lock(&f->wlock);
+		for (struct fs_file *h = f->watchers, *next; h; h = next) {
+			next = h->wnext;
+			if (h->parked && stream_try(h, h->parked, h->parked_size, h->parked_off)) {
+				h->parked = NULL;
+			}
+			if (h->ph && h->poll_armed) {
+				bool wake = atomic_load(&h->node->dead);
+				if (h->attr->stream)
+					wake = h->attr->stream->ready(h->node, h->stream);
+				else if (bnode_flushed(h->node) > file_seen(h))
+					wake = true;
+				if (wake) {
+					h->poll_armed = false;
+					fuse_lowlevel_notify_poll(h->ph);
+				}
+			}
+			if (!h->parked && !h->ph)
+				watch_del_locked(f, h);
+		}
 	}
 	pthread_mutex_unlock(&f->wlock);
 	return NULL;
@@ -1538,7 +1609,8 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	pthread_mutex_init(&f->flock, NULL);
 	pthread_cond_init(&f->wcond, NULL);
 	f->pending = pending_new();
-	if (!f->pending)
+	f->cache = cache_new();
+	if (!f->pending || !f->cache)
 		goto oom;
 	/* the generation tells this mount's inodes from an earlier mount's
 	 * (NFS export handles); numbers are unique within one mount */
@@ -1654,7 +1726,7 @@ void fs_free(struct fs *f)
 	if (!f)
 		return;
 	if (f->root)
-		tree_set_notifier(f->root, &none);
+		tree_set_notifier(f->root, &none);	/* flushes all: none is left */
 	if (f->pending)
 		fs_pending_detach(f);
 	if (f->signals)
@@ -1664,6 +1736,7 @@ void fs_free(struct fs *f)
 			fuse_session_unmount(f->se);
 		fuse_session_destroy(f->se);
 	}
+	cache_free(f->cache);
 	inode_table_free(f->inodes);
 	while (f->files)	/* open when the session ended: no RELEASE will come */
 		file_free(f, f->files);

@@ -89,6 +89,7 @@ void inode_table_free(struct inode_table *t)
 		return;
 	for (struct fs_inode *i; (i = hmap_next(&t->by_ino, &pos));) {
 		bnode_unref(i->node);
+		free(i->told);
 		free(i);
 	}
 	hmap_free(&t->by_ino);
@@ -163,6 +164,7 @@ void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n)
 		hmap_del(&t->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
 		hmap_del(&t->by_key, key_hash(k.serial, k.attr), &k, key_eq);
 		drop = i->node;
+		free(i->told);
 		free(i);
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -173,12 +175,17 @@ void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n)
 
 uint64_t inode_of_dir(struct inode_table *t, uint64_t serial)
 {
-	struct inode_key k = { serial, -1 };
+	return inode_of(t, serial, -1);
+}
+
+uint64_t inode_of(struct inode_table *t, uint64_t serial, int attr)
+{
+	struct inode_key k = { serial, attr };
 	struct fs_inode *i;
 	uint64_t ino = 0;
 
 	pthread_mutex_lock(&t->lock);
-	i = hmap_get(&t->by_key, key_hash(serial, -1), &k, key_eq);
+	i = hmap_get(&t->by_key, key_hash(serial, attr), &k, key_eq);
 	if (i)
 		ino = i->ino;
 	pthread_mutex_unlock(&t->lock);

@@ -32,6 +32,13 @@ struct fs_inode {
 	struct bnode *node;	/* referenced */
 	int attr;		/* -1: the directory itself */
 	uint64_t nlookup;	/* under the table's lock */
+	/* a cached file: the node version the last READ rendered, which is
+	 * what the kernel's pages hold (fs.c's poll) */
+	_Atomic uint64_t filled;
+	/* a cached file: what the last size told to the kernel was of (a
+	 * malloc'd block of fs/cache.c's, under its lock; freed with the
+	 * entry) */
+	void *told;
 };
 
 /* A table holding root as INODE_ROOT (one lookup that is never forgotten),
@@ -53,6 +60,8 @@ void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n);
 /* The inode of the directory node with this serial, 0 if there is none
  * (the kernel holds no entry of it: nothing to invalidate). */
 uint64_t inode_of_dir(struct inode_table *t, uint64_t serial);
+/* The inode of (node serial, attr), attr -1 for the directory; 0 if none. */
+uint64_t inode_of(struct inode_table *t, uint64_t serial, int attr);
 /* How many entries the table holds, the root included. */
 size_t inode_count(struct inode_table *t);
 

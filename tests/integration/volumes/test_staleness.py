@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The kernel caches a volume's and an operation's `state` (page cache,
+real size, keep_cache) and nodefs invalidates it on every change before
+the change's event line or poll wake-up goes out. The promise of nodefs(5):
+once a change's event has been read, or its poll wake-up seen, every read
+shows the new value.
+
+Writers publish and unpublish several volumes at once from their own
+threads while readers follow `events` and, for each volume or operation
+event, read that object's `state` at once; pollers wait for POLLPRI on a
+volume's `state` and read it again. No reader may ever see a value older
+than the last event it read: the value read after event k of an object must
+be the new state of event k or of a later event of that object in the same
+reader's stream. Pollers must read a value the volume went through, and a
+poller woken after the last change reads the final value.
+"""
+
+import errno
+import json
+import os
+import select
+import threading
+import time
+import unittest
+
+import nodefs_test as nt
+import voltest as vt
+
+VOLS = 4
+CYCLES = 4
+READERS = 3
+
+
+class EventReader(threading.Thread):
+    def __init__(self, env, stop):
+        super().__init__(daemon=True)
+        self.env, self.stop = env, stop
+        self.events, self.checks, self.failure = [], [], None
+        self.fd = os.open(env.fs.path("events"), os.O_RDONLY | os.O_NONBLOCK)
+
+    def state_path(self, ev):
+        if ev.get("kind") == "volume" and ev.get("name", "").startswith("s"):
+            return self.env.fs.path("volumes", ev["name"], "state")
+        if ev.get("kind") == "operation" and ev.get("name"):
+            return self.env.fs.path("operations", ev["name"], "state")
+        return None
+
+    def run(self):
+        buf = b""
+        p = select.poll()
+        p.register(self.fd, select.POLLIN)
+        try:
+            while True:
+                stopping = self.stop.is_set()
+                p.poll(100)
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError as e:
+                    if e.errno != errno.EAGAIN:
+                        raise
+                    chunk = b""
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    ev = json.loads(line)
+                    self.events.append(ev)
+                    path = self.state_path(ev)
+                    if path and ev.get("new"):
+                        try:
+                            with open(path) as f:
+                                v = f.read().strip()
+                        except FileNotFoundError:
+                            continue
+                        self.checks.append((len(self.events) - 1, ev["kind"], ev["name"], v))
+                if stopping and not chunk:
+                    return
+        except Exception as e:  # reported by the test
+            self.failure = e
+        finally:
+            os.close(self.fd)
+
+    def stale(self):
+        """The checks whose value no event at or after theirs announced."""
+        bad = []
+        for k, kind, name, v in self.checks:
+            later = [e["new"] for e in self.events[k:]
+                     if e.get("kind") == kind and e.get("name") == name and e.get("new")]
+            if v not in later:
+                bad.append((self.events[k], v, later[:4]))
+        return bad
+
+
+class Poller(threading.Thread):
+    def __init__(self, path, stop):
+        super().__init__(daemon=True)
+        self.path, self.stop, self.values, self.failure = path, stop, [], None
+
+    def run(self):
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            p = select.poll()
+            p.register(fd, select.POLLPRI | select.POLLERR)
+            self.values.append(os.pread(fd, 4096, 0).decode().strip())
+            while not self.stop.is_set():
+                if [e for _, e in p.poll(100) if e & select.POLLPRI]:
+                    self.values.append(os.pread(fd, 4096, 0).decode().strip())
+            self.final = os.pread(fd, 4096, 0).decode().strip()
+        except Exception as e:
+            self.failure = e
+        finally:
+            os.close(fd)
+
+
+class StalenessTest(unittest.TestCase):
+    def test_no_reader_sees_a_value_older_than_its_last_event(self):
+        with vt.VolEnv() as env:
+            names = ["s%d" % i for i in range(VOLS)]
+            for n in names:
+                self.assertEqual(env.ctl("volumes/ctl", "create %s size=1M" % n), (True, "OK"))
+                self.assertEqual(env.state(n), "CREATED")
+            stop = threading.Event()
+            readers = [EventReader(env, stop) for _ in range(READERS)]
+            pollers = [Poller(env.fs.path("volumes", n, "state"), stop) for n in names]
+            for t in readers + pollers:
+                t.start()
+            errors = []
+
+            def writer(n):
+                for _ in range(CYCLES):
+                    for line in ("publish " + env.target(n), "unpublish"):
+                        ok, err = env.ctl("volumes/%s/ctl" % n, line)
+                        if not ok:
+                            errors.append((n, line, err, env.fs.error("volumes/" + n)))
+                            return
+
+            writers = [threading.Thread(target=writer, args=(n,)) for n in names]
+            t0 = time.monotonic()
+            for w in writers:
+                w.start()
+            for w in writers:
+                w.join(nt.scaled(120))
+            took = time.monotonic() - t0
+            # the last wake-ups and events have gone out within this
+            time.sleep(nt.scaled(0.5))
+            stop.set()
+            for t in readers + pollers:
+                t.join(nt.scaled(30))
+            self.assertEqual(errors, [])
+            finals = {n: env.state(n) for n in names}
+            checks = 0
+            for r in readers:
+                self.assertIsNone(r.failure)
+                self.assertEqual(r.stale(), [])
+                checks += len(r.checks)
+            self.assertGreater(checks, VOLS * CYCLES * 2)
+            for n, p in zip(names, pollers):
+                self.assertIsNone(p.failure)
+                walk = set(env.volume_walk(readers[0].events, n)) | {"CREATED"}
+                self.assertEqual([v for v in p.values if v not in walk], [], n)
+                self.assertEqual(p.final, finals[n], n)
+                self.assertEqual(p.values[-1], finals[n], (n, p.values[-6:]))
+            print("%d commands in %.1f s; %d state reads checked against the events"
+                  % (VOLS * CYCLES * 2, took, checks))
+
+
+if __name__ == "__main__":
+    nt.main(requires=vt.require_plugin)
