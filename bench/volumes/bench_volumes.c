@@ -327,8 +327,31 @@ static int run_put(const char *state_dir, int count)
 	return 0;
 }
 
+/* open + read + close of PATH, N times: prints the mean microseconds per
+ * whole-file read (the page cache or the daemon, whichever serves it). */
+static int run_read(const char *path, int n)
+{
+	char buf[4096];
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		int fd = open(path, O_RDONLY);
+		if (fd < 0 || read(fd, buf, sizeof(buf)) < 0) {
+			perror(path);
+			return 1;
+		}
+		close(fd);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%.3f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "read") == 0 && atoi(argv[3]) > 0)
+		return run_read(argv[2], atoi(argv[3]));
 	if (argc == 6 && strcmp(argv[1], "csi") == 0 && atoi(argv[5]) > 0)
 		return run_csi(argv[2], argv[3], argv[4], atoi(argv[5]));
 	if (argc == 5 && strcmp(argv[1], "fs") == 0 && atoi(argv[4]) > 0)

@@ -22,6 +22,10 @@ measured against baselines in the same run. Root (mounts). Not a test.
    it takes to be READY is printed); --no-seed makes them through
    volumes/ctl from --writers parallel writers instead (slow: the test
    plugin rewrites its whole state file on every create).
+   Beside it (informational): `find` over every entry against as many
+   tmpfs files (goal <= 1.5x), and open + read + close of an unchanged
+   volume `state` and of `status`, 100,000 times (bench_volumes read),
+   against the same bytes on tmpfs (goal <= 2x).
 
 By default everything (plugin base, nodefs state dir, targets) lives on a
 private tmpfs, so the figures are the cost of nodefs's own work rather than
@@ -288,6 +292,32 @@ class Bench:
         print("  ratio nodefs/tmpfs = %.2f (target <= 1.2)" % ratio)
         print("  runs: nodefs %s" % " ".join("%.1f" % x for x in fs))
         print("        tmpfs  %s" % " ".join("%.1f" % x for x in tm))
+        # find over every entry (informational): tmpfs directories with as
+        # many files each as a volume directory has
+        per = len(os.listdir(os.path.join(vols, "v00000")))
+        for i in range(n):
+            for k in range(per):
+                open(os.path.join(dirs, "v%05d" % i, "f%d" % k), "w").close()
+        ff, ft = [], []
+        for _ in range(3):
+            for lst, path in ((ft, dirs), (ff, vols)):
+                t0 = time.perf_counter()
+                subprocess.run(["find", path], stdout=subprocess.DEVNULL, check=True)
+                lst.append((time.perf_counter() - t0) * 1000)
+        print("  find over %d entries: nodefs %.1f ms, tmpfs %.1f ms, ratio %.2f (goal <= 1.5)"
+              % (n * (per + 1), statistics.median(ff), statistics.median(ft),
+                 statistics.median(ff) / statistics.median(ft)))
+        # open + read + close of an unchanged file, 100,000 times (goal <= 2x tmpfs)
+        same = os.path.join(dirs, "state")
+        with open(same, "w") as f:
+            f.write(open(os.path.join(vols, "v00000", "state")).read())
+        for name, path in (("volumes/v00000/state", os.path.join(vols, "v00000", "state")),
+                           ("status", os.path.join(self.mnt, "status"))):
+            us = [float(self.run_bench("read", path, "100000")) for _ in range(3)]
+            ut = [float(self.run_bench("read", same, "100000")) for _ in range(3)]
+            print("  read %s: nodefs %.2f us, tmpfs %.2f us, ratio %.1f (goal <= 2)"
+                  % (name, statistics.median(us), statistics.median(ut),
+                     statistics.median(us) / statistics.median(ut)))
         # what else grows with the count (informational)
         reads = []
         for _ in range(5):
