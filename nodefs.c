@@ -388,9 +388,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	/* allow_other lets every user read; default_permissions makes the
-	 * kernel enforce the modes (ctl files root-only, or ctl_group) */
-	snprintf(mopts, sizeof(mopts), "%sdefault_permissions,fsname=nodefs,subtype=nodefs%s%s",
+	/* allow_other lets every user in; fs enforces the modes itself (ctl
+	 * files root's or ctl_group's, sensitive files root's or read_group's:
+	 * fs/access.c), so it sees and counts what it refuses */
+	snprintf(mopts, sizeof(mopts), "%sfsname=nodefs,subtype=nodefs%s%s",
 		 geteuid() == 0 ? "allow_other," : "", o.fuse_opts[0] ? "," : "", o.fuse_opts);
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
 	    fuse_opt_add_arg(&args, "-o") != 0 || fuse_opt_add_arg(&args, mopts) != 0 ||

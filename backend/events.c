@@ -132,7 +132,8 @@ static int set_opt(json_t *o, const char *k, const char *v, size_t max)
 
 /* The event's JSON object, its "seq" to be set; NULL on OOM. */
 static json_t *event_object(const char *kind, const char *name, const char *old_state,
-			    const char *new_state, const char *op, const char *msg, json_t *seq)
+			    const char *new_state, const char *op, const char *msg, const char *by,
+			    json_t *seq)
 {
 	struct timespec ts;
 	char when[64];
@@ -149,7 +150,8 @@ static json_t *event_object(const char *kind, const char *name, const char *old_
 	    set_opt(o, "kind", kind, 64) < 0 || set_opt(o, "name", name, 256) < 0 ||
 	    set_opt(o, "old", old_state, 64) < 0 || set_opt(o, "new", new_state, 64) < 0 ||
 	    set_opt(o, "operation", op, 64) < 0 ||
-	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0) {
+	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0 ||
+	    (by && set_opt(o, "by", by, 128) < 0)) {
 		json_decref(o);
 		return NULL;
 	}
@@ -160,6 +162,13 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 		 const char *old_state, const char *new_state, const char *op,
 		 const char *msg)
 {
+	events_emit_by(ev, kind, name, old_state, new_state, op, msg, NULL);
+}
+
+void events_emit_by(struct events *ev, const char *kind, const char *name,
+		    const char *old_state, const char *new_state, const char *op,
+		    const char *msg, const char *by)
+{
 	json_t *o = NULL, *seq = json_integer(0);
 	bool wake = false;
 	char *line = NULL;
@@ -168,11 +177,11 @@ void events_emit(struct events *ev, const char *kind, const char *name,
 		return;
 	/* everything but the sequence number is built outside the lock */
 	if (atomic_load(&ev->readers))
-		o = event_object(kind, name, old_state, new_state, op, msg, seq);
+		o = event_object(kind, name, old_state, new_state, op, msg, by, seq);
 
 	pthread_mutex_lock(&ev->lock);
 	if (!o && atomic_load(&ev->readers))	/* a reader came meanwhile */
-		o = event_object(kind, name, old_state, new_state, op, msg, seq);
+		o = event_object(kind, name, old_state, new_state, op, msg, by, seq);
 	if (o) {
 		json_integer_set(seq, (json_int_t)ev->head);
 		line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);

@@ -50,6 +50,11 @@ void events_free(struct events *ev);
 void events_emit(struct events *ev, const char *kind, const char *name,
 		 const char *old_state, const char *new_state, const char *op,
 		 const char *msg);
+/* The same with a "by" member (who wrote the command: breq.by), as an
+ * operation's events carry it; NULL leaves it out. */
+void events_emit_by(struct events *ev, const char *kind, const char *name,
+		    const char *old_state, const char *new_state, const char *op,
+		    const char *msg, const char *by);
 
 /* The next sequence number. */
 uint64_t events_head(struct events *ev);

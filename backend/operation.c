@@ -59,6 +59,7 @@ static struct operation *opof(struct bnode *n)
 	}
 OP_SHOW_STR(type)
 OP_SHOW_STR(object)
+OP_SHOW_STR(by)
 
 /* The command as any user may read it: environment values and the
  * parameters named by the config's redact list hidden (the record keeps it
@@ -140,6 +141,7 @@ static void op_write_locked(struct operation *op, struct jw *w, bool redact)
 	else
 		jw_kstr(w, "command", redact ? REDACTED : op->command);
 	sbuf_free(&cmd);
+	jw_kstr(w, "by", op->by);
 	jw_kstr(w, "state", op_state_to_string(op->state));
 	jw_kstr(w, "error", op->error);
 	jw_kstr(w, "remote", op->remote);
@@ -210,6 +212,7 @@ static const struct battr op_attrs[] = {
 	{ .name = "type", .flags = BATTR_CACHE, .show = show_type },
 	{ .name = "object", .flags = BATTR_CACHE, .show = show_object },
 	{ .name = "command", .flags = BATTR_CACHE, .show = show_command },
+	{ .name = "by", .flags = BATTR_CACHE, .show = show_by },
 	{ .name = "state", .flags = BATTR_POLL | BATTR_CACHE, .show = show_state },
 	{ .name = "error", .show = show_error },
 	{ .name = "remote_status", .show = show_remote },
@@ -288,9 +291,9 @@ static struct operation *op_alloc(struct backend *b, const char *id)
 }
 
 int op_begin(struct backend *b, const char *type, const char *object, const char *command,
-	     struct operation **ret, struct nerr *err)
+	     const char *by, struct operation **ret, struct nerr *err)
 {
-	return op_begin_intent(b, type, object, command, NULL, ret, err);
+	return op_begin_intent(b, type, object, command, by, NULL, ret, err);
 }
 
 void op_note_outcome(struct operation *op, const char *line)
@@ -308,8 +311,9 @@ void op_note_outcome(struct operation *op, const char *line)
 }
 
 int op_begin_intent(struct backend *b, const char *type, const char *object, const char *command,
-		    const char *intent, struct operation **ret, struct nerr *err)
+		    const char *by, const char *intent, struct operation **ret, struct nerr *err)
 {
+	struct sbuf shown = SBUF_INIT(0);
 	unsigned long long seq = atomic_fetch_add(&b->next_op, 1);
 	char id[32];
 	struct operation *op;
@@ -322,6 +326,7 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	snprintf(op->type, sizeof(op->type), "%s", type);
 	snprintf(op->object, sizeof(op->object), "%s", object);
 	snprintf(op->command, sizeof(op->command), "%s", command);
+	snprintf(op->by, sizeof(op->by), "%s", by ? by : "");
 	snprintf(op->intent, sizeof(op->intent), "%s", intent ? intent : "");
 	op->state = OP_PENDING;
 	op->created = time(NULL);
@@ -338,7 +343,12 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 		return nerr_set(err, -r, "operation %s: %s", id, strerror(-r));
 	}
 	op_tally(op, 1, OP_PENDING);
-	events_emit(b->events, "operation", id, NULL, "PENDING", id, command);
+	/* events are any user's: the command as operations/ID/command shows it */
+	if (put_command(op, &shown) < 0 || sbuf_addc(&shown, '\0') < 0)
+		sbuf_free(&shown);
+	events_emit_by(b->events, "operation", id, NULL, "PENDING", id,
+		       shown.buf ? shown.buf : REDACTED, op->by[0] ? op->by : NULL);
+	sbuf_free(&shown);
 	*ret = op;	/* the caller's reference is the node's */
 	return 0;
 }
@@ -456,7 +466,8 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 		ended_push(op->b, op);
 	}
 	bnode_changed(op->node);	/* before the event: its reader sees the new files */
-	events_emit(op->b->events, "operation", op->id, old, op_state_to_string(st), op->id, msg);
+	events_emit_by(op->b->events, "operation", op->id, old, op_state_to_string(st), op->id, msg,
+		       op->by[0] ? op->by : NULL);
 	ops_trim(op->b);
 }
 
@@ -494,6 +505,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	STR(type, "type");
 	STR(object, "object");
 	STR(command, "command");
+	STR(by, "by");
 	STR(error, "error");
 	STR(remote, "remote");
 	STR(intent, "intent");

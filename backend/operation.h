@@ -37,6 +37,7 @@ struct operation {
 	char type[32];			/* "volume.publish", "container.start" */
 	char object[80];		/* "volumes/db" */
 	char command[512];		/* the ctl line, cut at 511 bytes */
+	char by[96];			/* who wrote it (breq.by); "" when unknown */
 	pthread_mutex_t lock;		/* the fields below */
 	enum op_state state;
 	char error[NERR_MSG_MAX];
@@ -55,11 +56,11 @@ struct operation {
  * reference (op_unref). -errno with err when the checkpoint fails: then
  * nothing was shown and the action must not start. */
 int op_begin(struct backend *b, const char *type, const char *object, const char *command,
-	     struct operation **ret, struct nerr *err);
+	     const char *by, struct operation **ret, struct nerr *err);
 /* The same, recording intent (what the call would make) in the first
  * checkpoint. */
 int op_begin_intent(struct backend *b, const char *type, const char *object, const char *command,
-		    const char *intent, struct operation **ret, struct nerr *err);
+		    const char *by, const char *intent, struct operation **ret, struct nerr *err);
 /* Append a line to the operation's outcome (how an uncertain outcome was
  * settled) and checkpoint it, ended or not, unless trimmed meanwhile. */
 void op_note_outcome(struct operation *op, const char *line);

@@ -48,6 +48,10 @@ struct breq {
 	bool dry_run;		/* check the line's arguments only: act on nothing */
 	uid_t uid;		/* the caller */
 	gid_t gid;
+	pid_t pid;
+	/* who, as operations and their events record it:
+	 * "uid=0 gid=0 pid=1234 comm=bash" (comm from /proc/PID/comm) */
+	char by[96];
 	struct sbuf reply;	/* what a later read of the same fd returns (op id) */
 	struct nerr err;	/* filled on failure before completion */
 	void (*done)(struct breq *rq, int result);	/* set by fs */

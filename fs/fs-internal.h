@@ -29,13 +29,17 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 	     unsigned max_idle);
 
 /*
- * Who may open a sensitive (BATTR_PRIV) file (access.c): uid 0, or a caller
- * whose gid or one of whose supplementary groups (fuse_req_getgroups) is
- * the read group. The kernel checks the mode first (default_permissions);
- * this check holds without it. 0 or -EACCES.
+ * Who may open a sensitive (BATTR_PRIV) file for reading or a ctl file for
+ * writing (access.c): uid 0, or a caller whose gid or one of whose
+ * supplementary groups (fuse_req_getgroups) is gid (read_group,
+ * ctl_group). The mount has no default_permissions: these checks are
+ * the modes' enforcement. 0 or -EACCES.
  */
 #include <sys/types.h>
 typedef struct fuse_req *fuse_req_t;
-int fs_may_read_priv(fuse_req_t req, bool has_read_gid, gid_t read_gid);
+int fs_req_may(fuse_req_t req, bool has_read_gid, gid_t read_gid);
+/* Who sent req, as operations record it: "uid=U gid=G pid=P comm=NAME"
+ * (comm from /proc/P/comm, "?" when gone), into by[0..len). */
+void fs_req_who(fuse_req_t req, char *by, size_t len);
 
 #endif

@@ -128,6 +128,9 @@ struct fs_removal {
 struct fs {
 	struct fuse_session *se;
 	struct fs_opts opts;	/* opts.redact points at redact */
+	/* writes and sensitive reads refused for permission (fs enforces the
+	 * modes: the mount has no default_permissions) */
+	atomic_ullong denied_writes, denied_reads;
 	char **redact;
 	struct bnode *root;
 	time_t mount_time;
@@ -417,6 +420,12 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if ((to_set & FUSE_SET_ATTR_SIZE) &&
 	    (i->attr < 0 || !(i->node->type->attrs[i->attr].flags & BATTR_CTL))) {
 		fuse_reply_err(req, i->attr < 0 ? EISDIR : EACCES);
+		return;
+	}
+	if (i->attr >= 0 && (i->node->type->attrs[i->attr].flags & BATTR_CTL) &&
+	    fs_req_may(req, f->opts.has_ctl_gid, f->opts.ctl_gid) < 0) {
+		atomic_fetch_add(&f->denied_writes, 1);
+		fuse_reply_err(req, EACCES);
 		return;
 	}
 	fill_stat(f, i, &st);
@@ -887,6 +896,8 @@ static struct fs_req *fs_req_new(fuse_req_t req, enum fs_req_kind kind, struct b
 	r->node = bnode_ref(node);
 	r->rq.uid = ctx->uid;
 	r->rq.gid = ctx->gid;
+	r->rq.pid = ctx->pid;
+	fs_req_who(req, r->rq.by, sizeof(r->rq.by));
 	r->rq.done = fs_req_done;
 	sbuf_init(&r->rq.reply, 4096);
 	return r;
@@ -908,6 +919,11 @@ static void dir_request(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (!p->node->type->can_mkdir) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (fs_req_may(req, f->opts.has_ctl_gid, f->opts.ctl_gid) < 0) {
+		atomic_fetch_add(&f->denied_writes, 1);
+		fuse_reply_err(req, EACCES);
 		return;
 	}
 	if (kind == FSR_RMDIR) {
@@ -1020,12 +1036,17 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	a = &i->node->type->attrs[i->attr];
-	if (acc != O_RDONLY && !(a->flags & BATTR_CTL)) {
+	/* a ctl file is its writers' (they read the reply); the rest are
+	 * read-only to all */
+	if ((acc != O_RDONLY && !(a->flags & BATTR_CTL)) ||
+	    ((a->flags & BATTR_CTL) && fs_req_may(req, f->opts.has_ctl_gid, f->opts.ctl_gid) < 0)) {
+		atomic_fetch_add(&f->denied_writes, 1);
 		fuse_reply_err(req, EACCES);
 		return;
 	}
 	if ((a->flags & BATTR_PRIV) &&
-	    fs_may_read_priv(req, f->opts.has_read_gid, f->opts.read_gid) < 0) {
+	    fs_req_may(req, f->opts.has_read_gid, f->opts.read_gid) < 0) {
+		atomic_fetch_add(&f->denied_reads, 1);
 		fuse_reply_err(req, EACCES);
 		return;
 	}
@@ -1777,5 +1798,14 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 		r = hist_render(out, "nodefs_fuse_request_duration_seconds", labels, fs_buckets,
 				FS_NBUCKETS, &f->opstat[op].h);
 	}
+	if (r >= 0)
+		r = sbuf_printf(out, "# HELP nodefs_ctl_denied_total Writes (open, truncate, mkdir, rmdir) refused for permission.\n"
+				"# TYPE nodefs_ctl_denied_total counter\n"
+				"nodefs_ctl_denied_total %llu\n"
+				"# HELP nodefs_read_denied_total Opens of a sensitive file refused for permission.\n"
+				"# TYPE nodefs_read_denied_total counter\n"
+				"nodefs_read_denied_total %llu\n",
+				(unsigned long long)atomic_load(&f->denied_writes),
+				(unsigned long long)atomic_load(&f->denied_reads));
 	return r;
 }

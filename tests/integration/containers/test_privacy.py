@@ -7,7 +7,9 @@ nobody every sensitive file (logs, exec_output, spec.json, a plugin's log)
 is EACCES, every other file of the tree reads and holds no secret, and
 info.json parses with "<redacted>" for the values; the group member reads
 them all. A failed command's error line hides the value too. The group is
-made with groupadd for the test and removed after. Skips without dockerd or
+made with groupadd for the test and removed after. Audit: who wrote each
+command (operations/ID/by, the checkpoint, the events), for root and a
+ctl_group member, and nodefs_ctl_denied_total. Skips without dockerd or
 python3-grpcio.
 """
 
@@ -139,6 +141,57 @@ class Privacy(unittest.TestCase):
             env.cctl(n, "destroy")
             env.wait_gone(n)
             env.must("volumes/%s/ctl" % vol, "unpublish")
+            env.must("volumes/%s/ctl" % vol, "destroy")
+
+
+    def test_audit(self):
+        """operations/ID/by, its checkpoint and its events name who wrote the
+        command: root, and a ctl_group member; a refused write is counted."""
+        nt.requires("docker", "csi-plugin")
+        extra = "ctl_group = %s\n" % self.group
+        with ctest.Env(csi=True, nodefs_extra=extra) as env:
+            evfd = os.open(env.fs.path("events"), os.O_RDONLY | os.O_NONBLOCK)
+            self.addCleanup(os.close, evfd)
+            n = env.name("a")
+            env.run(n, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
+            vol = env.name("v")
+            ok, e, _ = nt.syscall_as("write", env.fs.path("volumes", "ctl"),
+                                     "create %s size=16M\n" % vol,
+                                     groups=(self.gid,))
+            self.assertTrue(ok, nt.errname(e))
+            ops = sorted(o for o in env.fs.listdir("operations") if o.isdigit())
+            by = {}
+            for o in ops:
+                info = json.loads(env.read("operations", o, "info.json"))
+                by[info["object"]] = (env.read("operations", o, "by").strip(), o)
+                self.assertEqual(info["by"], by[info["object"]][0])
+            root_by, root_op = by["containers/" + n]
+            self.assertRegex(root_by, r"^uid=0 gid=0 pid=\d+ comm=python3$")
+            grp_by, grp_op = by["volumes/" + vol]
+            self.assertRegex(grp_by, r"^uid=%d gid=%d pid=\d+ comm=python3$"
+                             % (nt.NOBODY_UID, nt.NOBODY_GID))
+            for o, want in ((root_op, root_by), (grp_op, grp_by)):
+                with open(os.path.join(env.state_dir, "operations", o + ".json")) as f:
+                    self.assertEqual(json.load(f)["by"], want)
+            lines = os.read(evfd, 1 << 20).decode().splitlines()
+            evs = [json.loads(x) for x in lines]
+            for o, want in ((root_op, root_by), (grp_op, grp_by)):
+                mine = [x for x in evs if x["kind"] == "operation" and x["name"] == o]
+                self.assertTrue(mine, lines)
+                for x in mine:
+                    self.assertEqual(x.get("by"), want, x)
+            # a write refused for permission is counted
+            def denied():
+                for line in env.read("metrics", "nodefs.prom").splitlines():
+                    if line.startswith("nodefs_ctl_denied_total "):
+                        return float(line.split()[1])
+                raise AssertionError("no nodefs_ctl_denied_total")
+            before = denied()
+            ok, e, _ = nt.syscall_as("write", env.fs.path("volumes", "ctl"), "x\n")
+            self.assertEqual((ok, nt.errname(e)), (False, "EACCES"))
+            self.assertEqual(denied(), before + 1)
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
             env.must("volumes/%s/ctl" % vol, "destroy")
 
 
