@@ -151,7 +151,7 @@ static json_t *event_object(const char *kind, const char *name, const char *old_
 	    set_opt(o, "old", old_state, 64) < 0 || set_opt(o, "new", new_state, 64) < 0 ||
 	    set_opt(o, "operation", op, 64) < 0 ||
 	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0 ||
-	    (by && set_opt(o, "by", by, 128) < 0)) {
+	    set_opt(o, "by", by, 128) < 0) {
 		json_decref(o);
 		return NULL;
 	}

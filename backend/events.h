@@ -42,7 +42,7 @@ void events_free(struct events *ev);
 /*
  * Emit one event: one JSON object on one line,
  *   {"time":"2026-11-29T18:00:00.123456Z","seq":N,"kind":K,"name":N,
- *    "old":O,"new":S,"operation":ID,"message":M}
+ *    "old":O,"new":S,"operation":ID,"message":M,"by":B}
  * with every key present (null when not given). kind: "volume",
  * "container", "operation", "plugin", "runtime", "daemon", "drift". Never blocks on
  * readers; drops the event only on OOM.
@@ -50,8 +50,8 @@ void events_free(struct events *ev);
 void events_emit(struct events *ev, const char *kind, const char *name,
 		 const char *old_state, const char *new_state, const char *op,
 		 const char *msg);
-/* The same with a "by" member (who wrote the command: breq.by), as an
- * operation's events carry it; NULL leaves it out. */
+/* The same with "by" (who wrote the command: breq.by), as an operation's
+ * events carry it; events_emit gives null. */
 void events_emit_by(struct events *ev, const char *kind, const char *name,
 		    const char *old_state, const char *new_state, const char *op,
 		    const char *msg, const char *by);

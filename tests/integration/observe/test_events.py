@@ -28,7 +28,7 @@ import unittest
 import nodefs_test as nt
 import observe as ob
 
-KEYS = ("time", "seq", "kind", "name", "old", "new", "operation", "message")
+KEYS = ("time", "seq", "kind", "name", "old", "new", "operation", "message", "by")
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 

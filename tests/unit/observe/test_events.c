@@ -30,7 +30,7 @@ Test(events, keys_in_order_null_when_absent)
 	struct sbuf out = SBUF_INIT(0);
 	uint64_t pos = events_attach(ev);
 	static const char *const keys[] = { "time", "seq", "kind", "name", "old", "new",
-					    "operation", "message" };
+					    "operation", "message", "by" };
 
 	events_emit(ev, "volume", "db", "NODE_PUBLISH", "PUBLISHED", NULL, NULL);
 	cr_assert_gt(events_read(ev, &pos, &out, 4096), 0);
@@ -40,11 +40,11 @@ Test(events, keys_in_order_null_when_absent)
 	json_t *v;
 	size_t i = 0;
 	json_object_foreach(j, k, v) {
-		cr_assert_lt(i, 8);
+		cr_assert_lt(i, 9);
 		cr_assert_str_eq(k, keys[i]);
 		i++;
 	}
-	cr_assert_eq(i, 8);
+	cr_assert_eq(i, 9);
 	cr_assert(json_is_null(json_object_get(j, "operation")));
 	cr_assert(json_is_null(json_object_get(j, "message")));
 	cr_assert_str_eq(json_string_value(json_object_get(j, "new")), "PUBLISHED");
