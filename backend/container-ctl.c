@@ -410,7 +410,7 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dr
 	c->cpus = lim.cpus;
 	c->memory = lim.memory;
 	c->pids = lim.pids;
-	c->state = C_PULLING;
+	c->state = C_CREATING;
 	if ((s = ctl_opt_get(cmd, "cmd"))) {
 		r = ctl_split_words(s, &c->argv, err);
 		if (r < 0) {

@@ -379,7 +379,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
 			   "# TYPE nodefs_containers gauge\n");
 	for (size_t e = 0; r >= 0 && e < b->nengines; e++)
-		for (int s = 0; r >= 0 && s <= C_DESTROYING; s++) {
+		for (int s = 0; r >= 0 && s <= C_CREATING; s++) {
 			size_t count = 0;
 			for (size_t i = 0; i < n; i++)
 				count += cof(v[i])->eng == &b->engines[e] && cof(v[i])->state == (enum cstate)s;

@@ -32,8 +32,16 @@
 
 enum cstate {
 	C_CREATED, C_PULLING, C_STARTING, C_RUNNING, C_PAUSED, C_STOPPING, C_EXITED,
-	C_DESTROYING,
+	C_DESTROYING, C_CREATING,
 };
+
+/* Being made: the engine has no container for it yet (CREATING: the
+ * engine makes it, an LXC template runs; PULLING: Docker fetches its
+ * image). */
+static inline bool cstate_making(enum cstate s)
+{
+	return s == C_CREATING || s == C_PULLING;
+}
 
 extern const char *const cstate_names[];	/* by enum cstate, as in records and events */
 const char *cstate_to_string(enum cstate s);

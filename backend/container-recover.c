@@ -289,7 +289,7 @@ static void recover_check(struct container *c)
 		/* never made (a record from before the engine answered), or
 		 * gone from the engine and already EXITED with the reason,
 		 * which stays until destroyed */
-		if (c->state == C_PULLING) {
+		if (cstate_making(c->state)) {
 			take_back_half_made(c->eng, c->name);
 			container_forget(c, NULL);
 		}

@@ -46,6 +46,7 @@ static int do_create(struct cact *x, struct nerr *err)
 		.force_cache = c->force_cache, .disable_gpg = c->disable_gpg,
 	};
 	char *id = NULL;
+	enum cstate was;
 	int r;
 
 	r = engine_ready(c->eng, err);
@@ -57,6 +58,7 @@ static int do_create(struct cact *x, struct nerr *err)
 	pthread_mutex_lock(&c->lock);
 	c->id = id;
 	c->progress[0] = '\0';
+	was = c->state;
 	c->state = C_CREATED;
 	pthread_mutex_unlock(&c->lock);
 	r = container_checkpoint(c, err);
@@ -67,7 +69,7 @@ static int do_create(struct cact *x, struct nerr *err)
 		goto fail;
 	}
 	bnode_changed(c->node);	/* before the event: its reader sees the new files */
-	events_emit(c->b->events, "container", c->name, "PULLING", "CREATED", opid(x), NULL);
+	events_emit(c->b->events, "container", c->name, cstate_to_string(was), "CREATED", opid(x), NULL);
 	return 0;
 fail:
 	if (r == -ECANCELED)

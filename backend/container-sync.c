@@ -213,7 +213,7 @@ static int reconcile_one(struct backend *b, struct engine *e, struct container *
 	pthread_mutex_unlock(&c->lock);
 	if (gone)
 		return 0;
-	if (s == C_PULLING && !has_id) {
+	if (cstate_making(s) && !has_id) {
 		/* its create is under way: what the engine has of it so far
 		 * is no orphan */
 		for (i = 0; i < n; i++)

@@ -37,7 +37,7 @@
 
 const char *const cstate_names[] = {
 	"CREATED", "PULLING", "STARTING", "RUNNING", "PAUSED", "STOPPING", "EXITED",
-	"DESTROYING",
+	"DESTROYING", "CREATING",
 };
 
 const char *const exit_reasons[5] = { "completed", "error", "signal", "oom", "lost" };
@@ -46,12 +46,12 @@ _Static_assert(ARRAY_SIZE(exit_reasons) == ARRAY_SIZE(((struct container *)0)->e
 
 const char *cstate_to_string(enum cstate s)
 {
-	return s <= C_DESTROYING ? cstate_names[s] : "UNKNOWN";
+	return s <= C_CREATING ? cstate_names[s] : "UNKNOWN";
 }
 
 int cstate_from_string(const char *s)
 {
-	for (int i = 0; i <= C_DESTROYING; i++)
+	for (int i = 0; i <= C_CREATING; i++)
 		if (s && strcmp(s, cstate_names[i]) == 0)
 			return i;
 	return -1;
@@ -134,6 +134,17 @@ static void progress_update(void *ctx, const char *line)
 	bnode_changed(c->node);
 }
 
+/* The create fetches an image, or makes the container: its state says
+ * which, as the create's operation's doing. */
+static void progress_pulling(void *ctx, bool on)
+{
+	struct container *c = ctx;
+	char op[32];
+
+	container_set_state(c, on ? C_PULLING : C_CREATING, container_running_op(c, CA_CREATE, op),
+			    NULL);
+}
+
 struct container *container_alloc(struct backend *b, struct engine *e, const char *name)
 {
 	struct container *c = calloc(1, sizeof(*c));
@@ -149,6 +160,7 @@ struct container *container_alloc(struct backend *b, struct engine *e, const cha
 	pthread_mutex_init(&c->lock, NULL);
 	sbuf_init(&c->exec_out, EXEC_OUT_CAP);
 	c->prog.update = progress_update;
+	c->prog.pulling = progress_pulling;
 	c->prog.ctx = c;
 	return c;
 }
@@ -500,7 +512,7 @@ bool container_creating_now(struct backend *b, struct engine *e, const char *nam
 		return false;
 	if (cof(k)->eng == e) {
 		pthread_mutex_lock(&cof(k)->lock);
-		yes = cof(k)->state == C_PULLING && !cof(k)->id;
+		yes = cstate_making(cof(k)->state) && !cof(k)->id;
 		pthread_mutex_unlock(&cof(k)->lock);
 	}
 	bnode_unref(k);

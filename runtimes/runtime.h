@@ -149,6 +149,9 @@ typedef void (*rt_event_fn)(void *ctx, const struct rt_event *ev);
 /* Progress of a create (docker pull): the driver writes, the backend reads. */
 struct rt_progress {
 	void (*update)(void *ctx, const char *line);	/* one status line */
+	/* what a create does: fetching an image (true), or making the
+	 * container (false: from the start, and once a fetch is done) */
+	void (*pulling)(void *ctx, bool on);
 	void *ctx;
 	volatile int cancel;	/* set by the backend: abort the pull/create */
 };

@@ -626,9 +626,13 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 		r = dk_call(d, &rq, &body, NULL, err);
 		/* 404 on create means the image: no container exists yet */
 		if (r == -ENOENT && attempt == 0) {
+			if (prog && prog->pulling)
+				prog->pulling(prog->ctx, true);
 			r = pull_image(d, spec->image, prog, err);
 			if (r < 0)
 				goto out;
+			if (prog && prog->pulling)
+				prog->pulling(prog->ctx, false);
 			continue;
 		}
 		break;

@@ -360,13 +360,28 @@ class Docker(unittest.TestCase):
                             and ops.get(e["name"], "").startswith("destroy"))
                 self.assertIsNotNone(ev.read_until(destroy_ended), ev.seen)
                 self.assertEqual(state_changes(ev.seen, "container", n),
-                                 [(None, "PULLING"), ("PULLING", "DESTROYING"),
-                                  ("DESTROYING", "DESTROYED")])
+                                 [(None, "CREATING"), ("CREATING", "PULLING"),
+                                  ("PULLING", "DESTROYING"), ("DESTROYING", "DESTROYED")])
                 # the engine gave up the transfer once nodefs closed its end
                 self.assertTrue(nt.wait_until(reg.all_closed, 15),
                                 "the registry connection is still open")
         finally:
             reg.close()
+
+    def test_create_of_a_present_image_is_creating_not_pulling(self):
+        """The state names what happens: CREATING while the engine makes a
+        container whose image it has (PULLING only while it fetches one,
+        test_destroy_cancels_a_pull)."""
+        with ctest.Env() as env:
+            ev = EventReader(env.fs.path("events"))
+            self.addCleanup(ev.close)
+            n = env.name("made")
+            env.must("containers/ctl", "create %s runtime=docker image=%s cmd='sleep 1000'"
+                     % (n, IMAGE))
+            self.assertEqual(env.state(n), "CREATED")
+            self.assertIsNotNone(ev.read_until(lambda e: e["name"] == n and e["new"] == "CREATED"))
+            self.assertEqual(state_changes(ev.seen, "container", n),
+                             [(None, "CREATING"), ("CREATING", "CREATED")])
 
     def test_outside_kill_seen_within_a_second(self):
         with ctest.Env() as env:

@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import struct
+import sys
 import threading
 import time
 import unittest
@@ -106,6 +107,40 @@ class Lxc(unittest.TestCase):
             env.cctl(c2, "start")
             self.assertEqual(env.state(c2), "RUNNING")
             self.assertEqual(lxc_state(env, c2), "RUNNING")
+
+    def test_state_is_creating_while_the_template_runs(self):
+        """While an LXC template builds the container its state reads
+        CREATING (not PULLING: nothing is pulled), and the events say
+        CREATING, then CREATED. The template here is the busybox one behind
+        a gate the test opens."""
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "observe"))
+        from observe import EventReader, state_changes
+        with ctest.Env() as env:
+            gate = os.path.join(env.tmp, "gate")
+            tpl = os.path.join(env.tmp, "lxc-gated")
+            with open(tpl, "w") as f:
+                f.write("#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\nexec %s \"$@\"\n"
+                        % (gate, ctest.lxc_template("busybox")))
+            os.chmod(tpl, 0o755)
+            ev = EventReader(env.fs.path("events"))
+            self.addCleanup(ev.close)
+            n = env.name("gated")
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=env.ctl(
+                "containers/ctl", "create %s runtime=lxc template=%s" % (n, tpl))))
+            t.start()
+            try:
+                self.assertTrue(nt.wait_until(lambda: n in env.containers(), 10))
+                self.assertEqual(env.state(n), "CREATING")
+                self.assertIn("template", env.cread(n, "progress"))
+            finally:
+                open(gate, "w").close()
+                t.join(nt.scaled(60))
+            self.assertEqual(res.get("r"), (True, "OK"), env.read("containers", "error"))
+            self.assertEqual(env.state(n), "CREATED")
+            self.assertIsNotNone(ev.read_until(lambda e: e["name"] == n and e["new"] == "CREATED"))
+            self.assertEqual(state_changes(ev.seen, "container", n),
+                             [(None, "CREATING"), ("CREATING", "CREATED")])
 
     def test_exec_output_and_exit_code(self):
         with ctest.Env() as env:
