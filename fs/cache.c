@@ -152,7 +152,8 @@ void cache_told_set(struct fs_cache *c, struct fs_inode *i, uint64_t version, co
 	if (t) {
 		t->version = version;
 		t->len = len;
-		memcpy(t->buf, buf, len);
+		if (len)	/* an empty render may come with no buffer */
+			memcpy(t->buf, buf, len);
 	}
 	pthread_mutex_lock(l);
 	old = i->told;
