@@ -552,6 +552,29 @@ static int lookup_group(struct parser *p, const struct config_kv *kv, const char
 	}
 }
 
+/* A group key's value (ctl_group, read_group): its name and gid, set only
+ * when the group exists. */
+static int group_value(struct parser *p, const struct config_kv *kv, char **name, gid_t *gid,
+		       bool *has)
+{
+	char *s = NULL;
+	gid_t g = 0;
+	int r = value_one(p, kv, &s);
+
+	if (r < 0)
+		return r;
+	r = lookup_group(p, kv, s, &g);
+	if (r < 0) {
+		free(s);
+		return r;
+	}
+	free(*name);
+	*name = s;
+	*gid = g;
+	*has = true;
+	return 0;
+}
+
 static int apply_nodefs(struct parser *p, const struct config_section *sec)
 {
 	struct config *c = p->c;
@@ -592,37 +615,13 @@ static int apply_nodefs(struct parser *p, const struct config_section *sec)
 			c->allowed_targets = v;
 			c->nallowed_targets = (size_t)n;
 		} else if (strcmp(k, "ctl_group") == 0) {
-			char *s = NULL;
-			gid_t gid = 0;
-
-			r = value_one(p, kv, &s);
+			r = group_value(p, kv, &c->ctl_group, &c->ctl_gid, &c->has_ctl_gid);
 			if (r < 0)
 				return r;
-			r = lookup_group(p, kv, s, &gid);
-			if (r < 0) {
-				free(s);
-				return r;
-			}
-			free(c->ctl_group);
-			c->ctl_group = s;
-			c->ctl_gid = gid;
-			c->has_ctl_gid = true;
 		} else if (strcmp(k, "read_group") == 0) {
-			char *s = NULL;
-			gid_t gid = 0;
-
-			r = value_one(p, kv, &s);
+			r = group_value(p, kv, &c->read_group, &c->read_gid, &c->has_read_gid);
 			if (r < 0)
 				return r;
-			r = lookup_group(p, kv, s, &gid);
-			if (r < 0) {
-				free(s);
-				return r;
-			}
-			free(c->read_group);
-			c->read_group = s;
-			c->read_gid = gid;
-			c->has_read_gid = true;
 		} else if (strcmp(k, "redact") == 0) {
 			char **v = NULL;
 			int n = value_words(p, kv, false, &v);
