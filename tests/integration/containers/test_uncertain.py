@@ -56,7 +56,7 @@ class UncertainDockerTest(unittest.TestCase):
     def setUp(self):
         nt.requires("docker")
         if not ctest.HOST.startswith("unix://"):
-            self.skipTest("the test dockerd is not on a unix socket")
+            nt.skip("the test dockerd is not on a unix socket")
         self.tmp = tempfile.mkdtemp(prefix="nodefs-unc-")
         self.sock = os.path.join(self.tmp, "docker.sock")
 
