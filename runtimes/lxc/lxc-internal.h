@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * lxc-internal: what the pieces of the LXC driver share (lxc.c the ops,
+ * the error table and shared helpers, lxc-create.c the create, lxc-run.c
+ * the calls on an existing container,
  * lxc-cgroup.c the host's cgroup layout and files, lxc-meta.c the owner mark
  * and run record beside each container, lxc-watch.c the exit watcher).
  * Private to runtimes/lxc; knows nothing of backend/ or fs/.
@@ -14,6 +16,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <lxc/lxccontainer.h>
 
 #include "runtime.h"
 
@@ -111,6 +116,99 @@ struct rt_lxc {
 	pthread_mutex_t meta_lock;	/* serialises nodefs.json rewrites */
 	struct rt_lxc_watch *watch;
 };
+
+/* lxc.c: what the pieces of the driver share. */
+static inline void rt_lxc_putp(struct lxc_container **c)
+{
+	if (*c)
+		lxc_container_put(*c);
+}
+#define _cleanup_lxc_ __attribute__((cleanup(rt_lxc_putp)))
+
+static inline void rt_lxc_closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+#define _cleanup_close_ __attribute__((cleanup(rt_lxc_closep)))
+
+/* The one liblxc error table: which errno each failure becomes (lxc.c).
+ * Every failure of a liblxc call, and of the template it runs, goes
+ * through it; checks of nodefs's own (names, paths, options) say EINVAL or
+ * ENOENT directly. */
+enum rt_lxc_fail {
+	LF_NEW,			/* lxc_container_new returned NULL */
+	LF_NOT_DEFINED,
+	LF_NOT_OURS,
+	LF_EXISTS,
+	LF_TEMPLATE,		/* the template ran and failed */
+	LF_CREATE,
+	LF_CONFIG,		/* set_config_item / save_config */
+	LF_START,
+	LF_NOT_RUNNING,
+	LF_RUNNING,
+	LF_PAUSED,
+	LF_FREEZE,
+	LF_UNFREEZE,
+	LF_STOP,
+	LF_SIGNAL,
+	LF_CGROUP,
+	LF_ATTACH,
+	LF_DESTROY,
+};
+
+/* "lxc NAME: WHAT[: WHY][: LIBLXC'S WORDS]" with the table's errno. why, our
+ * own words on what failed (the item, the signal, the template's last
+ * line), is a printf format; NULL for none. */
+int rt_lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		 enum rt_lxc_fail f, struct nerr *err, const char *why, ...)
+	__attribute__((format(printf, 6, 7)));
+int rt_lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		enum rt_lxc_fail f, struct nerr *err);
+/* 1 to 64 of [A-Za-z0-9._-], no leading dot. */
+bool rt_lxc_name_valid(const char *s);
+/* An absolute path without quotes, backslashes or newlines, that fits. */
+bool rt_lxc_path_ok(const char *p);
+/* Is id one of our containers? From the owner mark alone, no liblxc:
+ * ENOENT if missing or not ours. ret_meta may be NULL. */
+int rt_lxc_check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_meta,
+		      struct nerr *err);
+/* A handle on one of our containers: ENOENT if missing or not ours. */
+int rt_lxc_open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
+		     struct rt_lxc_meta *ret_meta, struct nerr *err);
+/* A pidfd (CLOEXEC) for the container's init, or -errno (-ESRCH: none). */
+int rt_lxc_init_pidfd(struct lxc_container *c, pid_t *ret_pid);
+/* The state from liblxc's, EXITED or CREATED by the run record m (NULL:
+ * CREATED) when stopped. */
+enum rt_state rt_lxc_state_of(struct lxc_container *c, const struct rt_lxc_meta *m);
+
+/* lxc-create.c */
+int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
+		  char **ret_id, struct nerr *err);
+/* Is there an in-progress mark for name (a create under way or cut short)? */
+bool rt_lxc_creating_marked(const struct rt_lxc *h, const char *name);
+/* Is the in-progress mark of name this instance's? (Any, when the driver
+ * was given no instance.) */
+bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name);
+/* Remove what a create cut short made: the template if it still runs, the
+ * container, the create's files, the mark last. */
+int rt_lxc_remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err);
+
+/* lxc-run.c */
+int rt_lxc_start(void *hv, const char *id, struct nerr *err);
+int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err);
+int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err);
+int rt_lxc_pause(void *hv, const char *id, struct nerr *err);
+int rt_lxc_resume(void *hv, const char *id, struct nerr *err);
+int rt_lxc_update(void *hv, const char *id, const struct rt_limits *lim, struct nerr *err);
+int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf *out,
+		int *ret_exit_code, struct nerr *err);
+/* Open the gate a command container's script waits on and put a line in
+ * it; the fd (to keep until init dies), or -1 if there is no gate. */
+int rt_lxc_open_gate(struct rt_lxc *h, const char *id);
+/* Wait (bounded) for the container to be down and its exit recorded. */
+void rt_lxc_wait_down(struct rt_lxc *h, struct lxc_container *c, const char *id, int pidfd,
+		      int timeout_ms);
 
 /* lxc-cgroup.c */
 /* Probe mounts in /proc/self/mountinfo. -errno only on a read failure. */

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * lxc: the LXC runtime driver (struct runtime_ops rt_lxc_ops) over liblxc 5.
+ * lxc: the LXC runtime driver (struct runtime_ops rt_lxc_ops) over liblxc 5:
+ * the ops table, the one liblxc error table and the helpers every piece of
+ * the driver shares (names, the owner check, init's pidfd, the state),
+ * open, close and health, inspect, stats and logs, destroy, list and watch.
  *
  * Every call makes a fresh lxc_container handle and puts it before
  * returning, so calls on different containers from different worker threads
@@ -9,39 +12,10 @@
  * carrying nodefs's mark (nodefs.json beside the config, see lxc-meta.c)
  * are listed or touched; others get ENOENT.
  *
- * What a create writes into the container config: lxc.net.0.type from
- * network_type (default none), lxc.apparmor.profile (default unconfined),
- * lxc.console.logfile (the logs: at a start, a file past console_size, 1M by
- * default, moves to console.log.1; liblxc 5.0.2's own lxc.console.size
- * rotation duplicates and drops output, measured), lxc.log.file/level (the reason a start
- * failed), cgroup limits under the host's names (v1 lxc.cgroup.*, v2
- * lxc.cgroup2.*), lxc.mount.entry bind mounts (each source with its
- * symlinks resolved and listed in nodefs-binds, which every start checks
- * again: a link put on the way since is refused, not mounted),
- * lxc.environment, and
- * lxc.init.cmd with lxc.signal.halt = SIGTERM when argv is given (an
- * application, not a system init). liblxc 5.0 splits lxc.init.cmd on white
- * space and ignores quotes, and a daemonized start gives init /dev/null for
- * stdio, so argv goes through a script: nodefs-cmd.sh beside the config,
- * bind-mounted read-only at /.nodefs-cmd.sh, run as "/bin/sh
- * /.nodefs-cmd.sh"; it waits at a FIFO (nodefs-gate, bind-mounted at
- * /.nodefs-gate) until start() holds init's pidfd, points stdio at
- * /dev/console (the console log) and execs the quoted argv, so init is the
- * command itself and its exit status is the command's, even when it exits
- * at once. The rootfs needs /bin/sh for a command. A busybox-template container without a network
- * gets an rcS without udhcpc, which otherwise never returns and makes a
- * clean halt wait out its whole timeout.
- *
- * A create is crash-safe: before liblxc makes anything, an in-progress mark
- * LXCPATH/.nodefs-creating-NAME is written (and synced); it goes only once
- * the owner mark is in place. The template runs in its own session, whose
- * id is kept in .nodefs-create-NAME.pgid. A daemon killed mid-create thus
- * leaves a container list() reports as half_made, and destroy() removes it
- * whole: the template's process group is killed if it still runs, then
- * liblxc's destroy and whatever files are left.
- *
- * Exit detection and the real exit code: lxc-watch.c. Cgroup files:
- * lxc-cgroup.c. Knows nothing of backend/ or fs/.
+ * Create, its config and its in-progress mark: lxc-create.c. Start, stop,
+ * signals, freeze, limits and exec: lxc-run.c. Exit detection and the real
+ * exit code: lxc-watch.c. Cgroup files: lxc-cgroup.c. Knows nothing of
+ * backend/ or fs/.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -70,23 +44,6 @@
 
 #define DEFAULT_LXCPATH "/var/lib/lxc"
 #define DEFAULT_TEMPLATE_DIR "/usr/share/lxc/templates"
-#define DEFAULT_TEMPLATE "busybox"
-#define RT_LXC_EXEC_ENV_MAX 256
-#define ATTACH_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-static inline void lxc_putp(struct lxc_container **c)
-{
-	if (*c)
-		lxc_container_put(*c);
-}
-#define _cleanup_lxc_ _cleanup_(lxc_putp)
-
-static inline void closep(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-}
-#define _cleanup_close_ _cleanup_(closep)
 
 /* ---- the one liblxc error table ---------------------------------------- */
 
@@ -96,26 +53,6 @@ static inline void closep(int *fd)
  * Every failure of a liblxc call, and of the template it runs, goes
  * through it (lxc_fail, lxc_failf); checks of nodefs's own (names, paths,
  * options) say EINVAL or ENOENT directly. */
-enum lxc_fail {
-	LF_NEW,			/* lxc_container_new returned NULL */
-	LF_NOT_DEFINED,
-	LF_NOT_OURS,
-	LF_EXISTS,
-	LF_TEMPLATE,		/* the template ran and failed */
-	LF_CREATE,
-	LF_CONFIG,		/* set_config_item / save_config */
-	LF_START,
-	LF_NOT_RUNNING,
-	LF_RUNNING,
-	LF_PAUSED,
-	LF_FREEZE,
-	LF_UNFREEZE,
-	LF_STOP,
-	LF_SIGNAL,
-	LF_CGROUP,
-	LF_ATTACH,
-	LF_DESTROY,
-};
 
 static const struct {
 	int err;
@@ -183,12 +120,8 @@ static void last_log_error(struct rt_lxc *h, const char *name, char *buf, size_t
 /* "lxc NAME: WHAT[: WHY][: LIBLXC'S WORDS]" with the table's errno. why, our
  * own words on what failed (the item, the signal, the template's last
  * line), is a printf format; NULL for none. */
-static int lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
-		     enum lxc_fail f, struct nerr *err, const char *why, ...)
-	__attribute__((format(printf, 6, 7)));
-
-static int lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
-		     enum lxc_fail f, struct nerr *err, const char *why, ...)
+int rt_lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		 enum rt_lxc_fail f, struct nerr *err, const char *why, ...)
 {
 	char ours[200] = "", detail[200] = "";
 
@@ -208,15 +141,15 @@ static int lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name
 			detail[0] ? ": " : "", detail);
 }
 
-static int lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
-		    enum lxc_fail f, struct nerr *err)
+int rt_lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		enum rt_lxc_fail f, struct nerr *err)
 {
-	return lxc_failf(h, c, name, f, err, NULL);
+	return rt_lxc_failf(h, c, name, f, err, NULL);
 }
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static bool name_valid(const char *s)
+bool rt_lxc_name_valid(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
 
@@ -230,12 +163,12 @@ static bool name_valid(const char *s)
 
 /* Is id one of our containers? From the owner mark alone, no liblxc:
  * ENOENT if missing or not ours. */
-static int check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_meta,
+int rt_lxc_check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_meta,
 		      struct nerr *err)
 {
 	int r;
 
-	if (!name_valid(id))
+	if (!rt_lxc_name_valid(id))
 		return nerr_set(err, ENOENT, "lxc: no such container '%.64s'", id ? id : "");
 	r = rt_lxc_meta_read(h, id, ret_meta);
 	if (r == -ENOENT) {
@@ -243,8 +176,8 @@ static int check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_
 		struct stat st;
 
 		if (rt_lxc_dir(h, id, "config", dir, sizeof(dir)) == 0 && stat(dir, &st) == 0)
-			return lxc_fail(h, NULL, id, LF_NOT_OURS, err);
-		return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
+			return rt_lxc_fail(h, NULL, id, LF_NOT_OURS, err);
+		return rt_lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
 	}
 	if (r < 0)
 		return nerr_set(err, -r, "lxc %s: cannot read %s: %s", id, RT_LXC_META_FILE,
@@ -253,13 +186,13 @@ static int check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_
 }
 
 /* Open a handle on one of our containers: ENOENT if missing or not ours. */
-static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
+int rt_lxc_open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
 		     struct rt_lxc_meta *ret_meta, struct nerr *err)
 {
 	struct lxc_container *c;
 	int r;
 
-	r = check_ours(h, id, ret_meta, err);
+	r = rt_lxc_check_ours(h, id, ret_meta, err);
 	if (r < 0)
 		return r;
 	c = lxc_container_new(id, h->lxcpath);
@@ -275,14 +208,14 @@ static int open_ours(struct rt_lxc *h, const char *id, struct lxc_container **re
 		 */
 		if (rt_lxc_meta_read(h, id, NULL) == -ENOENT ||
 		    rt_lxc_dir(h, id, "config", cfg, sizeof(cfg)) < 0 || stat(cfg, &st) < 0)
-			return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
+			return rt_lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
 		c = lxc_container_new(id, h->lxcpath);
 		if (!c)
-			return lxc_fail(h, NULL, id, LF_NEW, err);
+			return rt_lxc_fail(h, NULL, id, LF_NEW, err);
 	}
 	if (!c->is_defined(c)) {
 		lxc_container_put(c);
-		return lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
+		return rt_lxc_fail(h, NULL, id, LF_NOT_DEFINED, err);
 	}
 	*ret = c;
 	return 0;
@@ -293,13 +226,8 @@ static int pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-static int pidfd_send_signal_(int pidfd, int sig)
-{
-	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
-
 /* A pidfd for the container's init: liblxc's own (4.0+), else pidfd_open. */
-static int init_pidfd(struct lxc_container *c, pid_t *ret_pid)
+int rt_lxc_init_pidfd(struct lxc_container *c, pid_t *ret_pid)
 {
 	pid_t pid = c->init_pid(c);
 	int fd;
@@ -318,7 +246,7 @@ static int init_pidfd(struct lxc_container *c, pid_t *ret_pid)
 	return fd;
 }
 
-static enum rt_state state_of(struct lxc_container *c, const struct rt_lxc_meta *m)
+enum rt_state rt_lxc_state_of(struct lxc_container *c, const struct rt_lxc_meta *m)
 {
 	const char *s = c->state(c);
 
@@ -329,78 +257,6 @@ static enum rt_state state_of(struct lxc_container *c, const struct rt_lxc_meta 
 	if (strcmp(s, "FROZEN") == 0 || strcmp(s, "FREEZING") == 0)
 		return RT_STATE_PAUSED;
 	return RT_STATE_RUNNING;
-}
-
-static bool set_item(struct lxc_container *c, const char *key, const char *val)
-{
-	return c->set_config_item(c, key, val);
-}
-
-/* Escape a path for an fstab-format mount entry (space, tab, \n, \\). */
-static int fstab_escape(const char *s, char *buf, size_t size)
-{
-	size_t o = 0;
-
-	for (; *s; s++) {
-		if (o + 5 >= size)
-			return -ENAMETOOLONG;
-		if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\\') {
-			o += (size_t)snprintf(buf + o, size - o, "\\%03o", (unsigned char)*s);
-		} else {
-			buf[o++] = *s;
-		}
-	}
-	buf[o] = '\0';
-	return 0;
-}
-
-/* lxc.init.cmd for argv into buf, by way of the script (see the top of
- * the file). Returns 1, or -errno. */
-static int init_cmd(struct rt_lxc *h, const struct rt_spec *s, char *buf, size_t size,
-		    struct nerr *err)
-{
-	struct sbuf sh = SBUF_INIT(64u << 10);
-	char path[PATH_MAX];
-	FILE *f;
-	int r = 0;
-
-	/* A daemonized liblxc 5.0 start gives init /dev/null for stdio;
-	 * the console (and so the console log) is /dev/console, a tty: no
-	 * \r before each \n in the logs, where stty exists. */
-	r = sbuf_adds(&sh, "#!/bin/sh\n# written by nodefs: the container's command\n"
-		     "if [ -p /.nodefs-gate ]; then read _ </.nodefs-gate; fi\n"
-		     "if [ -w /dev/console ]; then\n"
-		     "\tstty -onlcr </dev/console 2>/dev/null\n"
-		     "\texec </dev/null >/dev/console 2>&1\n"
-		     "fi\nexec");
-	for (char *const *a = s->argv; *a && r >= 0; a++) {
-		r = sbuf_adds(&sh, " '");
-		for (const char *p = *a; *p && r >= 0; p++)
-			r = *p == '\'' ? sbuf_adds(&sh, "'\\''") : sbuf_addc(&sh, *p);
-		if (r >= 0)
-			r = sbuf_addc(&sh, '\'');
-	}
-	if (r >= 0)
-		r = sbuf_addc(&sh, '\n');
-	if (r < 0) {
-		sbuf_free(&sh);
-		return nerr_set(err, -r, "lxc %s: command too long", s->name);
-	}
-	rt_lxc_dir(h, s->name, RT_LXC_CMD_FILE, path, sizeof(path));
-	f = fopen(path, "we");
-	if (f && fputs(sh.buf, f) < 0) {
-		fclose(f);
-		f = NULL;
-	}
-	if (!f || fclose(f) != 0) {
-		r = errno ? -errno : -EIO;
-		sbuf_free(&sh);
-		return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path, strerror(-r));
-	}
-	sbuf_free(&sh);
-	chmod(path, 0644);
-	snprintf(buf, size, "/bin/sh /.nodefs-cmd.sh");
-	return 1;
 }
 
 /* ---- open / close / health --------------------------------------------- */
@@ -452,7 +308,7 @@ static int parse_size(const char *v, uint64_t *ret)
 	return 0;
 }
 
-static bool path_ok(const char *p)
+bool rt_lxc_path_ok(const char *p)
 {
 	return p[0] == '/' && !strpbrk(p, "'\"\n\\") && strlen(p) < PATH_MAX - 128;
 }
@@ -494,7 +350,7 @@ static int rt_lxc_open(const struct rt_config *cfg, void **ret_h, struct nerr *e
 		if (strcmp(k, "lxcpath") == 0 || strcmp(k, "template_dir") == 0) {
 			char *dst = k[0] == 'l' ? h->lxcpath : h->template_dir;
 
-			if (!path_ok(v))
+			if (!rt_lxc_path_ok(v))
 				return nerr_set(err, EINVAL, "lxc: %s must be an absolute path without quotes: '%.100s'", k, v);
 			snprintf(dst, PATH_MAX, "%s", v);
 			/* no trailing slash: names are joined with one */
@@ -568,1041 +424,6 @@ static int rt_lxc_health(void *hv, struct sbuf *version, struct nerr *err)
 	return 0;
 }
 
-/* ---- create ------------------------------------------------------------- */
-
-static bool is_download(const char *tmpl)
-{
-	const char *b = strrchr(tmpl, '/');
-
-	b = b ? b + 1 : tmpl;
-	return strcmp(b, "download") == 0 || strcmp(b, "lxc-download") == 0;
-}
-
-static bool is_busybox(const char *tmpl)
-{
-	const char *b = strrchr(tmpl, '/');
-
-	b = b ? b + 1 : tmpl;
-	return strcmp(b, "busybox") == 0 || strcmp(b, "lxc-busybox") == 0;
-}
-
-/* Does the template's text name the long option opt (without its
- * dashes)? A download template declares the options it takes in its getopt
- * line, so an option it lacks is refused before it runs, rather than met
- * by its usage text. 1 yes, 0 no, -errno unreadable. */
-static int template_takes(const char *tpath, const char *opt)
-{
-	_cleanup_free_ char *buf = NULL;
-	struct stat st;
-	int fd, n;
-
-	fd = open(tpath, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (4 << 20)) {
-		close(fd);
-		return -EIO;
-	}
-	close(fd);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return -ENOMEM;
-	n = rt_lxc_read_file(tpath, buf, (size_t)st.st_size + 1);
-	if (n < 0)
-		return n;
-	return memmem(buf, (size_t)n, opt, strlen(opt)) != NULL;
-}
-
-/* The download template's options nodefs passes, by their nodefs names. */
-static const struct {
-	const char *key, *flag;
-} download_opts[] = {
-	{ "image_variant", "variant" },
-	{ "image_server", "server" },
-	{ "flush_cache", "flush-cache" },
-	{ "force_cache", "force-cache" },
-	{ "disable_gpg", "no-validate" },
-};
-
-/* Arguments for the template: Nomad's mapping for download, then extras.
- * An option the template does not take is refused here, before anything
- * is made: lxc 5's download template fetches over HTTPS and checks no GPG
- * signature, so it has no --no-validate for disable_gpg to map to. */
-static int template_argv(const struct rt_spec *s, const char *tpath, bool download,
-			 char ***ret, struct nerr *err)
-{
-	const bool set[] = { s->image_variant, s->image_server, s->flush_cache, s->force_cache,
-			     s->disable_gpg };
-	size_t n = 0, extra = 0;
-	char **a;
-
-	if (!download && (s->distro || s->release || s->arch || s->image_variant ||
-			  s->image_server || s->flush_cache || s->force_cache || s->disable_gpg))
-		return nerr_set(err, EINVAL,
-				"lxc: distro/release/arch/image_variant/image_server/flush_cache/force_cache/disable_gpg need template=download");
-	for (size_t i = 0; download && i < ARRAY_SIZE(download_opts); i++) {
-		int r;
-
-		if (!set[i])
-			continue;
-		r = template_takes(tpath, download_opts[i].flag);
-		if (r < 0)
-			return nerr_set(err, -r, "lxc: cannot read the template %.150s: %s", tpath,
-					strerror(-r));
-		if (r == 0 && i == ARRAY_SIZE(download_opts) - 1)
-			return nerr_set(err, EINVAL,
-					"lxc: disable_gpg: the download template %.120s checks no GPG "
-					"signature (it has no --no-validate): nothing to disable; leave "
-					"disable_gpg out", tpath);
-		if (r == 0)
-			return nerr_set(err, EINVAL, "lxc: %s: the download template %.120s takes no --%s",
-					download_opts[i].key, tpath, download_opts[i].flag);
-	}
-	for (char **p = s->template_args; p && *p; p++)
-		extra++;
-	a = calloc(16 + extra, sizeof(char *));
-	if (!a)
-		return nerr_set(err, ENOMEM, "lxc: out of memory");
-#define ARG2(flag, v) do { if (v) { a[n++] = (char *)(flag); a[n++] = (char *)(v); } } while (0)
-	ARG2("-d", s->distro);
-	ARG2("-r", s->release);
-	ARG2("-a", s->arch);
-	ARG2("--variant", s->image_variant);
-	ARG2("--server", s->image_server);
-#undef ARG2
-	if (s->flush_cache)
-		a[n++] = (char *)"--flush-cache";
-	if (s->force_cache)
-		a[n++] = (char *)"--force-cache";
-	if (s->disable_gpg)
-		a[n++] = (char *)"--no-validate";
-	for (char **p = s->template_args; p && *p; p++) {
-		if (strchr(*p, '\n')) {
-			free(a);
-			return nerr_set(err, EINVAL, "lxc: template argument holds a newline");
-		}
-		a[n++] = *p;
-	}
-	a[n] = NULL;
-	*ret = a;
-	return 0;
-}
-
-/* An absolute path inside the container with no "." or ".." component. */
-static bool target_ok(const char *t)
-{
-	if (t[0] != '/' || !t[1] || strpbrk(t, "\n\r"))
-		return false;
-	for (const char *p = t; p; p = strchr(p + 1, '/')) {
-		const char *q = p + 1;
-		size_t l = strcspn(q, "/");
-
-		if ((l == 1 && q[0] == '.') || (l == 2 && q[0] == '.' && q[1] == '.'))
-			return false;
-	}
-	return true;
-}
-
-/* Everything checked before anything is made: a rejected create changes
- * nothing. Fills the template path. */
-static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpath, size_t tsize,
-			   struct nerr *err)
-{
-	const char *t = s->template_name && s->template_name[0] ? s->template_name : DEFAULT_TEMPLATE;
-	struct stat st;
-
-	if (!name_valid(s->name))
-		return nerr_set(err, EINVAL, "lxc: bad name '%.64s': 1 to 64 of [A-Za-z0-9._-], no leading dot",
-				s->name ? s->name : "");
-	if (t[0] == '/') {
-		if (!path_ok(t))
-			return nerr_set(err, EINVAL, "lxc: bad template path '%.100s'", t);
-		snprintf(tpath, tsize, "%s", t);
-	} else {
-		for (const char *p = t; *p; p++)
-			if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
-				return nerr_set(err, EINVAL, "lxc: bad template name '%.64s'", t);
-		if ((size_t)snprintf(tpath, tsize, "%s/lxc-%.64s", h->template_dir, t) >= tsize)
-			return nerr_set(err, ENAMETOOLONG, "lxc: template path too long");
-	}
-	if (stat(tpath, &st) < 0 || !S_ISREG(st.st_mode) || access(tpath, X_OK) < 0)
-		return nerr_set(err, ENOENT, "lxc: unknown template '%.64s' (no executable %.150s)", t, tpath);
-	for (size_t i = 0; i < s->nmounts; i++) {
-		const struct rt_mount *m = &s->mounts[i];
-
-		if (!m->source || m->source[0] != '/' || !m->target || m->target[0] != '/')
-			return nerr_set(err, EINVAL, "lxc: mount paths must be absolute");
-		if (!target_ok(m->target) || strchr(m->source, '\n'))
-			return nerr_set(err, EINVAL, "lxc: bad mount target '%.100s'", m->target);
-		if (stat(m->source, &st) < 0)
-			return nerr_set(err, ENOENT, "lxc: bind source %.100s: %s", m->source, strerror(errno));
-	}
-	for (size_t i = 0; i < s->nenv; i++) {
-		const char *k = s->env[i].key, *v = s->env[i].val ? s->env[i].val : "";
-
-		if (!k || !k[0] || strchr(k, '=') || strpbrk(k, " \t\n") || strchr(v, '\n'))
-			return nerr_set(err, EINVAL, "lxc: bad environment variable '%.40s'", k ? k : "");
-	}
-	if (s->argv && !s->argv[0])
-		return nerr_set(err, EINVAL, "lxc: empty command");
-	return 0;
-}
-
-/* Drop udhcpc from the busybox template's rcS: with no network it never
- * returns, and busybox init then waits it out on every halt. */
-static void busybox_no_dhcp(struct lxc_container *c)
-{
-	char root[PATH_MAX], path[PATH_MAX + 32], buf[4096], out[4096];
-	const char *r = root;
-	size_t o = 0;
-	int n;
-
-	if (c->get_config_item(c, "lxc.rootfs.path", root, sizeof(root)) <= 0)
-		return;
-	if (strncmp(root, "dir:", 4) == 0)
-		r = root + 4;
-	if (r[0] != '/')
-		return;
-	snprintf(path, sizeof(path), "%s/etc/init.d/rcS", r);
-	n = rt_lxc_read_file(path, buf, sizeof(buf));
-	if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
-		return;
-	for (char *line = buf, *nl; line && *line; line = nl) {
-		nl = strchr(line, '\n');
-		if (nl)
-			*nl++ = '\0';
-		if (strstr(line, "udhcpc"))
-			continue;
-		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s\n", line);
-	}
-	FILE *f = fopen(path, "we");
-
-	if (f) {
-		fputs(out, f);
-		fclose(f);
-	}
-}
-
-/* Run the template through a wrapper that keeps its output, so a failure
- * carries the template's own words (lxc sends it to /dev/null or to our
- * stderr, which a daemon must not lend out). */
-static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *name,
-		      const char *tpath, char **targv, struct nerr *err)
-{
-	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], buf[8192], crash_line[64];
-	FILE *f;
-	bool ok;
-	int r = 0;
-
-	snprintf(wrap, sizeof(wrap), "%s/.nodefs-create-%s.sh", h->lxcpath, name);
-	snprintf(out, sizeof(out), "%s/.nodefs-create-%s.out", h->lxcpath, name);
-	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
-		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
-	crash_line[0] = '\0';
-#if NODEFS_TEST_HOOKS
-	/* Crash tests: NODEFS_CRASH_AT=lxc:template kills the daemon while the
-	 * template runs; the template goes on, as after a real crash. */
-	{
-		const char *spec = getenv("NODEFS_CRASH_AT");
-
-		if (spec && strcmp(spec, "lxc:template") == 0)
-			snprintf(crash_line, sizeof(crash_line), "(sleep 0.2; kill -KILL %d) &\n",
-				 (int)getpid());
-	}
-#endif
-	f = fopen(wrap, "we");
-	if (!f)
-		return nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
-	/* The template in a session of its own (setsid -w waits, should it
-	 * have to fork), its id recorded first: a recovery after a crash
-	 * mid-create kills the whole group before removing what it made. */
-	fprintf(f, "#!/bin/sh\n%s"
-		"exec setsid -w /bin/sh -c 'echo $$ >\"$0\"; exec \"$@\"' "
-		"'%s/.nodefs-create-%s.pgid' '%s' \"$@\" "
-		">'%s' 2>&1 </dev/null\n", crash_line, h->lxcpath, name, tpath, out);
-	if (fclose(f) != 0 || chmod(wrap, 0700) < 0) {
-		r = nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
-		unlink(wrap);
-		return r;
-	}
-	ok = c->create(c, wrap, NULL, NULL, LXC_CREATE_QUIET, targv);
-	if (!ok) {
-		char last[240] = "";
-		int n = rt_lxc_read_file(out, buf, sizeof(buf));
-
-		/* The last non-empty line is what the template said last. */
-		char *save = NULL;
-
-		for (char *line = n > 0 ? strtok_r(buf, "\n", &save) : NULL; line;
-		     line = strtok_r(NULL, "\n", &save)) {
-			while (*line == ' ' || *line == '\t')
-				line++;
-			if (*line)
-				snprintf(last, sizeof(last), "%s", line);
-		}
-		if (last[0])
-			r = lxc_failf(h, c, name, LF_TEMPLATE, err, "%s", last);
-		else
-			r = lxc_fail(h, c, name, LF_CREATE, err);
-	}
-	unlink(wrap);
-	unlink(out);
-	return r;
-}
-
-/* Write a small file whole (create or replace). */
-static int write_file(const char *path, const char *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, data, len) != (ssize_t)len)
-		r = errno ? -errno : -EIO;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	return r;
-}
-
-/* Write everything nodefs sets into the config and save it. */
-static int create_configure(struct rt_lxc *h, struct lxc_container *c, const struct rt_spec *s,
-			    const char *tpath, struct nerr *err)
-{
-	struct rt_lxc_item items[RT_LXC_LIMIT_ITEMS_MAX];
-	struct rt_limits lim = { .cpus = s->cpus, .memory = s->memory, .pids = s->pids };
-	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
-	_cleanup_(sbuf_free) struct sbuf binds = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
-	int n, r;
-
-	if (s->cpus > 0)
-		lim.set |= RT_LIMIT_CPUS;
-	if (s->memory)
-		lim.set |= RT_LIMIT_MEMORY;
-	if (s->pids)
-		lim.set |= RT_LIMIT_PIDS;
-	n = rt_lxc_cg_items(&h->cg, &lim, true, items, ARRAY_SIZE(items), err);
-	if (n < 0)
-		return n;
-
-#define SET(k, v) do { \
-		if (!set_item(c, (k), (v))) { \
-			return lxc_failf(h, c, s->name, LF_CONFIG, err, "%s = %.80s", (k), (v)); \
-		} \
-	} while (0)
-	c->clear_config_item(c, "lxc.net");
-	SET("lxc.net.0.type", h->network_type);
-	SET("lxc.apparmor.profile", h->apparmor_profile);
-	rt_lxc_dir(h, s->name, RT_LXC_CONSOLE_LOG, path, sizeof(path));
-	SET("lxc.console.logfile", path);
-	rt_lxc_dir(h, s->name, RT_LXC_LXC_LOG, path, sizeof(path));
-	SET("lxc.log.file", path);
-	SET("lxc.log.level", h->log_level);
-	for (int i = 0; i < n; i++)
-		SET(items[i].key, items[i].val);
-	for (size_t i = 0; i < s->nmounts; i++) {
-		const struct rt_mount *m = &s->mounts[i];
-		char real[PATH_MAX];
-		struct stat st;
-
-		/* The config keeps the source with its links resolved, and
-		 * nodefs-binds lists it: start() then refuses it if a link
-		 * has appeared on the way since (see binds_unchanged). */
-		if (!realpath(m->source, real) || stat(real, &st) < 0 ||
-		    fstab_escape(real, src, sizeof(src)) < 0 ||
-		    fstab_escape(m->target + 1, dst, sizeof(dst)) < 0) {
-			return nerr_set(err, EINVAL, "lxc %s: bad mount %.100s", s->name, m->source);
-		}
-		if (sbuf_printf(&binds, "%s\n", real) < 0)
-			return nerr_set(err, E2BIG, "lxc %s: too many bind mounts", s->name);
-		snprintf(entry, sizeof(entry), "%s %s none bind,create=%s%s 0 0", src, dst,
-			 S_ISDIR(st.st_mode) ? "dir" : "file", m->ro ? ",ro" : "");
-		SET("lxc.mount.entry", entry);
-	}
-	if (binds.len) {
-		rt_lxc_dir(h, s->name, RT_LXC_BINDS_FILE, path, sizeof(path));
-		r = write_file(path, binds.buf, binds.len);
-		if (r < 0)
-			return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path,
-					strerror(-r));
-	}
-	for (size_t i = 0; i < s->nenv; i++) {
-		snprintf(entry, sizeof(entry), "%s=%s", s->env[i].key, s->env[i].val ? s->env[i].val : "");
-		SET("lxc.environment", entry);
-	}
-	if (s->argv) {
-		r = init_cmd(h, s, entry, sizeof(entry), err);
-		if (r < 0)
-			return r;
-		{
-			rt_lxc_dir(h, s->name, RT_LXC_CMD_FILE, path, sizeof(path));
-			if (fstab_escape(path, src, sizeof(src)) < 0)
-				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
-			char mnt[sizeof(src) + 64];
-
-			snprintf(mnt, sizeof(mnt), "%s .nodefs-cmd.sh none bind,ro,create=file 0 0", src);
-			SET("lxc.mount.entry", mnt);
-			rt_lxc_dir(h, s->name, RT_LXC_GATE_FILE, path, sizeof(path));
-			if (mkfifo(path, 0600) < 0 && errno != EEXIST)
-				return nerr_set(err, errno, "lxc %s: mkfifo %s: %s", s->name, path,
-						strerror(errno));
-			if (fstab_escape(path, src, sizeof(src)) < 0)
-				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
-			snprintf(mnt, sizeof(mnt), "%s .nodefs-gate none bind,ro,create=file 0 0", src);
-			SET("lxc.mount.entry", mnt);
-		}
-		SET("lxc.init.cmd", entry);
-		/* An application, not a system init: stop it the way
-		 * docker does, with SIGTERM. */
-		SET("lxc.signal.halt", "SIGTERM");
-	}
-#undef SET
-	if (!c->save_config(c, NULL))
-		return lxc_failf(h, c, s->name, LF_CONFIG, err, "cannot save the config");
-	if (is_busybox(tpath) && strcmp(h->network_type, "none") == 0)
-		busybox_no_dhcp(c);
-	return 0;
-}
-
-/* Remove a half-made container: liblxc's destroy, then whatever is left. */
-static void create_undo(struct rt_lxc *h, struct lxc_container *c, const char *name)
-{
-	char dir[PATH_MAX];
-
-	if (c && c->is_defined(c))
-		c->destroy(c);
-	if (rt_lxc_dir(h, name, NULL, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0) {
-		/* liblxc left files behind (a config it never saved whole):
-		 * the directory is ours, we made it in this call. */
-		pid_t pid = fork();
-
-		if (pid == 0) {
-			execl("/bin/rm", "rm", "-rf", "--one-file-system", "--", dir, (char *)NULL);
-			_exit(127);
-		}
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
-	}
-}
-
-/* ---- the in-progress mark of a create ----------------------------------- */
-
-/* LXCPATH/.nodefs-create-NAME.EXT (ext NULL: the mark .nodefs-creating-NAME). */
-static int create_file(const struct rt_lxc *h, const char *name, const char *ext, char *buf,
-		       size_t size)
-{
-	int n = ext ? snprintf(buf, size, "%s/.nodefs-create-%s.%s", h->lxcpath, name, ext)
-		    : snprintf(buf, size, "%s/" RT_LXC_CREATING_PREFIX "%s", h->lxcpath, name);
-
-	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
-static void fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-}
-
-/* Write the in-progress mark, synced with its directory, so a crash at any
- * later point leaves something recovery recognises. */
-static int creating_mark(struct rt_lxc *h, const char *name, struct nerr *err)
-{
-	char path[PATH_MAX], rec[256];
-	int fd, n, r = 0;
-
-	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
-		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
-	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
-		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
-	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"%s\": \"%s\", "
-		     "\"started_at\": %lld, \"pid\": %d}\n",
-		     RT_OWNER_LABEL, RT_NAME_LABEL, name, RT_INSTANCE_LABEL, h->instance,
-		     (long long)time(NULL), (int)getpid());
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return nerr_set(err, errno, "lxc %s: cannot write %s: %s", name, path, strerror(errno));
-	if (write(fd, rec, (size_t)n) != n || fsync(fd) < 0)
-		r = errno ? -errno : -EIO;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(path);
-		return nerr_set(err, -r, "lxc %s: cannot write %s: %s", name, path, strerror(-r));
-	}
-	fsync_dir(h->lxcpath);
-	return 0;
-}
-
-static bool creating_marked(const struct rt_lxc *h, const char *name)
-{
-	char path[PATH_MAX];
-
-	return create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
-}
-
-/* Is the in-progress mark of name this instance's? (Any, when the driver
- * was given no instance.) */
-static bool creating_ours(const struct rt_lxc *h, const char *name)
-{
-	char path[PATH_MAX], rec[512], want[128];
-	int n, w;
-
-	if (!h->instance[0])
-		return true;
-	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
-		return false;
-	n = rt_lxc_read_file(path, rec, sizeof(rec));
-	w = snprintf(want, sizeof(want), "\"%s\": \"%s\"", RT_INSTANCE_LABEL, h->instance);
-	return n > 0 && w > 0 && memmem(rec, (size_t)n, want, (size_t)w) != NULL;
-}
-
-/* The create is over (made whole, or undone): its files go, the mark last. */
-static void creating_clear(struct rt_lxc *h, const char *name)
-{
-	static const char *const exts[] = { "sh", "out", "pgid" };
-	char path[PATH_MAX];
-
-	for (size_t i = 0; i < ARRAY_SIZE(exts); i++)
-		if (create_file(h, name, exts[i], path, sizeof(path)) == 0)
-			unlink(path);
-	if (create_file(h, name, NULL, path, sizeof(path)) == 0)
-		unlink(path);
-	fsync_dir(h->lxcpath);
-}
-
-/* A template a crashed create left running: kill its session (the whole
- * process group, recorded by the wrapper) and wait, up to 5 s, until it is
- * gone, so nothing writes into what is about to be removed. The group is
- * checked to be that template's (a session leader whose argv names the
- * container's path) before it is killed: the id may have been reused. */
-static void creating_kill_template(struct rt_lxc *h, const char *name)
-{
-	char path[PATH_MAX], want[PATH_MAX + 2], buf[32], cmd[8192];
-	long pg;
-	int n, wlen;
-
-	if (create_file(h, name, "pgid", path, sizeof(path)) < 0 ||
-	    rt_lxc_read_file(path, buf, sizeof(buf)) <= 0)
-		return;
-	pg = strtol(buf, NULL, 10);
-	if (pg <= 1 || pg == getpid() || getsid((pid_t)pg) != (pid_t)pg)
-		return;
-	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pg);
-	n = rt_lxc_read_file(path, cmd, sizeof(cmd));
-	wlen = snprintf(want, sizeof(want), "%s/%s", h->lxcpath, name);
-	if (n <= 0 || wlen <= 0 || !memmem(cmd, (size_t)n, want, (size_t)wlen + 1))
-		return;
-	kill(-(pid_t)pg, SIGKILL);
-	for (int i = 0; i < 500 && kill(-(pid_t)pg, 0) == 0; i++)
-		usleep(10000);
-}
-
-/* Remove what a create cut short made: the template if it still runs, the
- * container (liblxc's destroy, then whatever files are left), the create's
- * files, the mark last. */
-static int remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err)
-{
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	char dir[PATH_MAX];
-
-	creating_kill_template(h, name);
-	c = lxc_container_new(name, h->lxcpath);
-	if (c && c->is_defined(c) && c->is_running(c))
-		(void)c->stop(c);
-	create_undo(h, c, name);
-	if (rt_lxc_dir(h, name, NULL, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0)
-		return nerr_set(err, EIO, "lxc %s: cannot remove the half-made container's directory %s",
-				name, dir);
-	creating_clear(h, name);
-	return 0;
-}
-
-static int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
-			 char **ret_id, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	_cleanup_free_ char **targv = NULL;
-	char tpath[PATH_MAX], dir[PATH_MAX];
-	struct rt_lxc_meta m = { .exit_code = -1 };
-	char *id = NULL;
-	int r;
-
-	r = create_validate(h, s, tpath, sizeof(tpath), err);
-	if (r < 0)
-		return r;
-	r = template_argv(s, tpath, is_download(tpath), &targv, err);
-	if (r < 0)
-		return r;
-	if (rt_lxc_dir(h, s->name, NULL, dir, sizeof(dir)) < 0)
-		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
-	if (access(dir, F_OK) == 0)
-		return lxc_fail(h, NULL, s->name, LF_EXISTS, err);
-	c = lxc_container_new(s->name, h->lxcpath);
-	if (!c)
-		return lxc_fail(h, NULL, s->name, LF_NEW, err);
-	if (c->is_defined(c))
-		return lxc_fail(h, c, s->name, LF_EXISTS, err);
-	if (prog && prog->cancel)
-		return nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
-	if (prog && prog->update)
-		prog->update(prog->ctx, "running template");
-
-	r = creating_mark(h, s->name, err);
-	if (r < 0)
-		return r;
-	r = run_create(h, c, s->name, tpath, targv, err);
-	if (r < 0) {
-		create_undo(h, c, s->name);
-		creating_clear(h, s->name);
-		return r;
-	}
-	r = create_configure(h, c, s, tpath, err);
-	if (r == 0 && prog && prog->cancel)
-		r = nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
-	if (r == 0) {
-		snprintf(m.name, sizeof(m.name), "%s", s->name);
-		snprintf(m.instance, sizeof(m.instance), "%s", h->instance);
-		m.created_at = time(NULL);
-		r = rt_lxc_meta_write(h, s->name, &m);
-		if (r < 0)
-			nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, RT_LXC_META_FILE,
-				 strerror(-r));
-	}
-	if (r == 0 && !(id = strdup(s->name)))
-		r = nerr_set(err, ENOMEM, "lxc: out of memory");
-	if (r < 0) {
-		create_undo(h, c, s->name);
-		creating_clear(h, s->name);
-		return r;
-	}
-	creating_clear(h, s->name);	/* whole now: the owner mark is in place */
-	if (prog && prog->update)
-		prog->update(prog->ctx, "created");
-	*ret_id = id;
-	return 0;
-}
-
-/* ---- lifecycle ---------------------------------------------------------- */
-
-/* Keep the console log bounded across runs: past console_size, the last
- * runs' output becomes console.log.1 (replacing the one before). */
-static void rotate_console_log(struct rt_lxc *h, const char *id)
-{
-	char path[PATH_MAX], old[PATH_MAX + 8];
-	struct stat st;
-
-	if (rt_lxc_dir(h, id, RT_LXC_CONSOLE_LOG, path, sizeof(path)) < 0 ||
-	    stat(path, &st) < 0 || (uint64_t)st.st_size <= h->console_size)
-		return;
-	snprintf(old, sizeof(old), "%s.1", path);
-	(void)rename(path, old);
-}
-
-/* Open the gate a command container's script waits on before it execs
- * the command, and put a line in it: the script goes on only once we hold
- * init's pidfd, so even a command that exits at once leaves its status to
- * us. The fd stays open (in the watch) until init dies, so the line is not
- * lost if the script reaches the gate after we return. -1 if no gate. */
-static int open_gate(struct rt_lxc *h, const char *id)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	if (rt_lxc_dir(h, id, RT_LXC_GATE_FILE, path, sizeof(path)) < 0)
-		return -1;
-	/* O_RDWR: never blocks and never waits for a reader. */
-	fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (write(fd, "\n", 1) != 1) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/*
- * mount(2) follows symlinks, and a bind source is mounted anew at every
- * start from the config, where create wrote it with its links resolved and
- * listed it in nodefs-binds (the template's own entries, busybox's /lib,
- * are not ours to judge). A source that no longer resolves to itself has
- * had a link put on its way since (a directory swapped for a link to
- * /etc): refuse to start rather than mount what it now leads to.
- */
-static int binds_unchanged(struct rt_lxc *h, const char *id, struct nerr *err)
-{
-	_cleanup_free_ char *buf = NULL;
-	char path[PATH_MAX], real[PATH_MAX];
-	char *save = NULL;
-	int n;
-
-	if (rt_lxc_dir(h, id, RT_LXC_BINDS_FILE, path, sizeof(path)) < 0)
-		return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", id);
-	buf = malloc(RT_LXC_BINDS_CAP);
-	if (!buf)
-		return nerr_set(err, ENOMEM, "lxc: out of memory");
-	n = rt_lxc_read_file(path, buf, RT_LXC_BINDS_CAP);
-	if (n == -ENOENT)
-		return 0;	/* no binds */
-	if (n < 0)
-		return nerr_set(err, -n, "lxc %s: %s: %s", id, path, strerror(-n));
-	for (char *src = strtok_r(buf, "\n", &save); src; src = strtok_r(NULL, "\n", &save)) {
-		if (!realpath(src, real))
-			return nerr_set(err, errno == ENOENT ? ENOENT : EIO,
-					"lxc %s: bind source %.200s: %s; not started", id, src,
-					strerror(errno));
-		if (strcmp(real, src) != 0)
-			return nerr_set(err, EPERM,
-					"lxc %s: bind source %.100s now leads to %.100s through a "
-					"symlink; not started", id, src, real);
-	}
-	return 0;
-}
-
-static int rt_lxc_start(void *hv, const char *id, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	pid_t pid = 0;
-	int r, fd, gate;
-
-	r = open_ours(h, id, &c, NULL, err);
-	if (r < 0)
-		return r;
-	if (c->is_running(c))
-		return lxc_fail(h, c, id, LF_RUNNING, err);
-	r = binds_unchanged(h, id, err);
-	if (r < 0)
-		return r;
-	rotate_console_log(h, id);
-	/* the last run's monitor cgroup, so liblxc does not make NAME-1 */
-	(void)rt_lxc_cg_remove_leftovers(&h->home, id);
-	/* A stale watch from the last run must not see this one. */
-	rt_lxc_watch_del(h->watch, id);
-	c->want_daemonize(c, true);
-	c->want_close_all_fds(c, true);
-	/* Returns once the container is RUNNING (or failed). */
-	bool started = c->start(c, 0, NULL);
-
-	/* liblxc entered the daemon into the monitor's cgroup: back home, so
-	 * the monitor's own teardown can remove that cgroup */
-	(void)rt_lxc_cg_go_home(&h->home);
-	if (!started)
-		return lxc_fail(h, c, id, LF_START, err);
-	/* The pidfd first, then the gate that lets a command run. */
-	fd = init_pidfd(c, &pid);
-	gate = open_gate(h, id);
-	(void)rt_lxc_meta_started(h, id, time(NULL));
-	if (fd < 0) {
-		if (gate >= 0)
-			close(gate);
-		/* A system init gone already (there is no gate for it):
-		 * its status went to lxc's monitor alone. Started, then
-		 * exited, code unknown. */
-		(void)rt_lxc_meta_finished(h, id, time(NULL), -1, false);
-		rt_lxc_watch_post(h->watch, RT_EV_START, id, 0);
-		rt_lxc_watch_post(h->watch, RT_EV_DIE, id, -1);
-		return 0;
-	}
-	r = rt_lxc_watch_add(h->watch, id, fd, pid, gate);
-	if (r < 0)
-		return nerr_set(err, -r, "lxc %s: cannot watch init: %s", id, strerror(-r));
-	rt_lxc_watch_post(h->watch, RT_EV_START, id, 0);
-	return 0;
-}
-
-/*
- * On cgroup v1, liblxc's freeze writes FROZEN to freezer.state once and
- * then polls, a second apart and with no time limit, until it reads
- * FROZEN; a task caught mid-fork can keep the cgroup at FREEZING for good
- * (the kernel retries only on the next write) and the worker would hang
- * there. So on v1 the driver freezes (or thaws) first itself, writing
- * again on every look and giving up after timeout_ms; liblxc's call then
- * finds the state reached, returns at once and tells lxc's monitor, whose
- * state c->state() reports. 0 (reached, or not v1: liblxc alone then),
- * -ESRCH (init or its cgroup gone), -ETIMEDOUT (a freeze is undone).
- */
-static int v1_freezer(struct rt_lxc *h, struct lxc_container *c, bool freeze, int timeout_ms)
-{
-	struct rt_lxc_cgpaths p;
-	pid_t pid;
-	int r;
-
-	if (h->cg.mode != RT_LXC_CG_V1 || !h->cg.freezer[0])
-		return 0;
-	pid = c->init_pid(c);
-	if (pid <= 0)
-		return -ESRCH;
-	r = rt_lxc_cg_paths(&h->cg, pid, &p);
-	if (r < 0 || !p.freezer[0])
-		return r == -ENOENT || r == -ESRCH ? -ESRCH : 0;
-	r = rt_lxc_cg_freeze(&p, freeze, timeout_ms);
-	return r == -ENOTSUP ? 0 : r;
-}
-
-/* Wait for the container to be down and its exit recorded. */
-static void wait_down(struct rt_lxc *h, struct lxc_container *c, const char *id, int pidfd,
-		      int timeout_ms)
-{
-	if (pidfd >= 0) {
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-		(void)poll(&p, 1, timeout_ms);
-	}
-	/* The watcher writes the record right after the reap. */
-	(void)rt_lxc_watch_wait(h->watch, id, timeout_ms);
-}
-
-static int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	_cleanup_close_ int pidfd = -1;
-	int r;
-
-	r = open_ours(h, id, &c, NULL, err);
-	if (r < 0)
-		return r;
-	if (!c->is_running(c))
-		return 0;
-	if (timeout_s < 0)
-		timeout_s = h->stop_timeout;
-	pidfd = init_pidfd(c, NULL);
-	if (state_of(c, NULL) == RT_STATE_PAUSED)
-		(void)v1_freezer(h, c, false, 5000);
-	if (state_of(c, NULL) == RT_STATE_PAUSED && !c->unfreeze(c)) {
-		/*
-		 * Killed while frozen, it dies as it thaws and its monitor
-		 * removes the cgroup liblxc watches for THAWED: the unfreeze
-		 * "fails" on a container that is going down, which is what a
-		 * stop asks. Only one still running after that is an error.
-		 */
-		wait_down(h, c, id, pidfd, 2000);
-		if (c->is_running(c))
-			return lxc_fail(h, c, id, LF_UNFREEZE, err);
-		return 0;
-	}
-	/* shutdown() sends lxc.signal.halt and waits on init's pidfd. */
-	rt_lxc_watch_halting(h->watch, id, timeout_s > 0);
-	if (timeout_s == 0 || !c->shutdown(c, timeout_s)) {
-		rt_lxc_watch_halting(h->watch, id, false);
-		if (c->is_running(c) && !c->stop(c) && c->is_running(c))
-			return lxc_fail(h, c, id, LF_STOP, err);
-	}
-	wait_down(h, c, id, pidfd, 5000);
-	return 0;
-}
-
-static int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	_cleanup_close_ int pidfd = -1;
-	int r;
-
-	if (sig <= 0 || sig > SIGRTMAX)
-		return nerr_set(err, EINVAL, "lxc: bad signal %d", sig);
-	r = open_ours(h, id, &c, NULL, err);
-	if (r < 0)
-		return r;
-	if (!c->is_running(c))
-		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
-	/* Through a pidfd: a pid can be reused, a pidfd cannot. */
-	pidfd = init_pidfd(c, NULL);
-	if (pidfd < 0)
-		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
-	rt_lxc_watch_halting(h->watch, id, false);
-	if (pidfd_send_signal_(pidfd, sig) < 0) {
-		int e = errno;
-
-		/* ESRCH: init died since is_running said otherwise */
-		if (e == ESRCH)
-			return lxc_fail(h, NULL, id, LF_NOT_RUNNING, err);
-		return lxc_failf(h, NULL, id, LF_SIGNAL, err, "signal %d: %s", sig, strerror(e));
-	}
-	return 0;
-}
-
-static int rt_lxc_pause(void *hv, const char *id, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	int r = open_ours(h, id, &c, NULL, err);
-
-	if (r < 0)
-		return r;
-	if (!c->is_running(c))
-		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
-	if (state_of(c, NULL) == RT_STATE_PAUSED)
-		return 0;
-	r = v1_freezer(h, c, true, 10000);
-	if (r == -ETIMEDOUT)
-		return nerr_set(err, EBUSY, "lxc %s: not frozen after 10 s (a task would not "
-			       "stop); left running", id);
-	if (r < 0 || !c->freeze(c))
-		return lxc_fail(h, c, id, c->is_running(c) ? LF_FREEZE : LF_NOT_RUNNING, err);
-	rt_lxc_watch_post(h->watch, RT_EV_PAUSE, id, 0);
-	return 0;
-}
-
-static int rt_lxc_resume(void *hv, const char *id, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	int r = open_ours(h, id, &c, NULL, err);
-
-	if (r < 0)
-		return r;
-	if (!c->is_running(c))
-		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
-	if (state_of(c, NULL) != RT_STATE_PAUSED)
-		return 0;
-	/*
-	 * A container killed while frozen dies as soon as it thaws, and its
-	 * monitor removes the cgroup liblxc is still watching for THAWED: the
-	 * unfreeze "fails" on a container that is no longer running. That is
-	 * the EBUSY of a resume of a stopped container, not an I/O error.
-	 */
-	(void)v1_freezer(h, c, false, 10000);
-	if (!c->unfreeze(c))
-		return lxc_fail(h, c, id, c->is_running(c) ? LF_UNFREEZE : LF_NOT_RUNNING, err);
-	rt_lxc_watch_post(h->watch, RT_EV_UNPAUSE, id, 0);
-	return 0;
-}
-
-static int rt_lxc_update(void *hv, const char *id, const struct rt_limits *lim, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	struct rt_lxc_item items[RT_LXC_LIMIT_ITEMS_MAX], cfg[RT_LXC_LIMIT_ITEMS_MAX];
-	bool done[RT_LXC_LIMIT_ITEMS_MAX] = { false };
-	int n, r;
-
-	n = rt_lxc_cg_items(&h->cg, lim, false, items, ARRAY_SIZE(items), err);
-	if (n < 0)
-		return n;
-	(void)rt_lxc_cg_items(&h->cg, lim, true, cfg, ARRAY_SIZE(cfg), NULL);
-	r = open_ours(h, id, &c, NULL, err);
-	if (r < 0)
-		return r;
-	if (c->is_running(c)) {
-		/* v1 wants memory.limit <= memsw.limit at every step, so
-		 * the order depends on the direction: retry what failed
-		 * once the rest went in. */
-		for (int pass = 0; pass < 2; pass++)
-			for (int i = 0; i < n; i++)
-				if (!done[i])
-					done[i] = c->set_cgroup_item(c, items[i].key, items[i].val);
-		for (int i = 0; i < n; i++)
-			if (!done[i])
-				return lxc_failf(h, c, id, LF_CGROUP, err, "%s = %s", items[i].key,
-						 items[i].val);
-	}
-	/* Keep the limits for the next start too. */
-	for (int i = 0; i < n; i++) {
-		c->clear_config_item(c, cfg[i].key);
-		if (!c->set_config_item(c, cfg[i].key, cfg[i].val))
-			return lxc_failf(h, c, id, LF_CONFIG, err, "%s = %s", cfg[i].key, cfg[i].val);
-	}
-	if (!c->save_config(c, NULL))
-		return lxc_failf(h, c, id, LF_CONFIG, err, "cannot save the config");
-	return 0;
-}
-
-/* ---- exec --------------------------------------------------------------- */
-
-static int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf *out,
-		       int *ret_exit_code, struct nerr *err)
-{
-	struct rt_lxc *h = hv;
-	_cleanup_lxc_ struct lxc_container *c = NULL;
-	_cleanup_close_ int rd = -1, wr = -1, null = -1;
-	int fds[2], status, r;
-	pid_t pid = -1;
-	size_t base, total = 0;
-	bool over = false;
-	char *env[RT_LXC_EXEC_ENV_MAX + 3];
-	char envbuf[16384];
-	size_t nenv = 0;
-	lxc_attach_options_t opts = LXC_ATTACH_OPTIONS_DEFAULT;
-	lxc_attach_command_t cmd;
-
-	if (!argv || !argv[0] || !argv[0][0])
-		return nerr_set(err, EINVAL, "lxc: exec needs a command");
-	r = open_ours(h, id, &c, NULL, err);
-	if (r < 0)
-		return r;
-	if (!c->is_running(c))
-		return lxc_fail(h, c, id, LF_NOT_RUNNING, err);
-	if (state_of(c, NULL) == RT_STATE_PAUSED)
-		return lxc_fail(h, c, id, LF_PAUSED, err);
-	/* CLOEXEC: attach dup2()s them onto 0-2 in its child, and no other
-	 * thread's fork may keep the write end open. */
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return nerr_set(err, errno, "lxc: pipe: %s", strerror(errno));
-	rd = fds[0];
-	wr = fds[1];
-	null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null < 0)
-		return nerr_set(err, errno, "lxc: /dev/null: %s", strerror(errno));
-	/* A clean environment: PATH, TERM and the container's own
-	 * (lxc.environment, as its init got), never the daemon's. */
-	env[nenv++] = (char *)ATTACH_PATH;
-	env[nenv++] = (char *)"TERM=dumb";
-	if (c->get_config_item(c, "lxc.environment", envbuf, sizeof(envbuf)) > 0) {
-		char *save = NULL;
-
-		for (char *p = strtok_r(envbuf, "\n", &save); p && nenv < RT_LXC_EXEC_ENV_MAX + 2;
-		     p = strtok_r(NULL, "\n", &save))
-			if (strchr(p, '='))
-				env[nenv++] = p;
-	}
-	env[nenv] = NULL;
-	opts.env_policy = LXC_ATTACH_CLEAR_ENV;
-	opts.extra_env_vars = env;
-	opts.stdin_fd = null;
-	opts.stdout_fd = wr;
-	opts.stderr_fd = wr;
-	cmd.program = argv[0];
-	cmd.argv = (char **)argv;
-	/* attach() rather than attach_run_wait(): the output must be drained
-	 * while the command runs, or it blocks on a full pipe. */
-	if (c->attach(c, lxc_attach_run_command, &cmd, &opts, &pid) < 0 || pid <= 0)
-		return lxc_fail(h, c, id, LF_ATTACH, err);
-	close(wr);
-	wr = -1;
-	base = out->len;
-	for (;;) {
-		char buf[16384];
-		ssize_t n = read(rd, buf, sizeof(buf));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		total += (size_t)n;
-		if (over || total > RT_LXC_EXEC_CAP || sbuf_add(out, buf, (size_t)n) < 0)
-			over = true;	/* keep draining so the command can finish */
-	}
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return nerr_set(err, errno, "lxc %s: waitpid: %s", id, strerror(errno));
-	}
-	if (over) {
-		out->len = base;
-		if (out->buf)
-			out->buf[base] = '\0';
-		return nerr_set(err, E2BIG, "lxc %s: exec output exceeds %u bytes", id, RT_LXC_EXEC_CAP);
-	}
-	*ret_exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	return 0;
-}
-
 /* ---- inspect / stats / logs -------------------------------------------- */
 
 static int inspect_c(struct rt_lxc *h, struct lxc_container *c, const char *id,
@@ -1610,7 +431,7 @@ static int inspect_c(struct rt_lxc *h, struct lxc_container *c, const char *id,
 {
 	struct rt_status s = { 0 };
 
-	s.state = state_of(c, m);
+	s.state = rt_lxc_state_of(c, m);
 	if (s.state == RT_STATE_RUNNING || s.state == RT_STATE_PAUSED) {
 		s.pid = c->init_pid(c);
 		/* Really running: liblxc's state comes from the monitor;
@@ -1638,7 +459,7 @@ static int rt_lxc_inspect(void *hv, const char *id, struct rt_status *ret, struc
 	struct rt_lxc *h = hv;
 	_cleanup_lxc_ struct lxc_container *c = NULL;
 	struct rt_lxc_meta m;
-	int r = open_ours(h, id, &c, &m, err);
+	int r = rt_lxc_open_ours(h, id, &c, &m, err);
 
 	if (r < 0)
 		return r;
@@ -1650,14 +471,14 @@ static int rt_lxc_inspect(void *hv, const char *id, struct rt_status *ret, struc
 		 * the run (when seen: lxc keeps no start time) so that it
 		 * ends EXITED, not CREATED */
 		pid_t pid = 0;
-		int fd = init_pidfd(c, &pid);
+		int fd = rt_lxc_init_pidfd(c, &pid);
 
 		if (fd >= 0) {
 			if (!m.started_at || m.finished_at) {
 				(void)rt_lxc_meta_started(h, id, time(NULL));
 				ret->started_at = time(NULL);
 			}
-			(void)rt_lxc_watch_add(h->watch, id, fd, pid, open_gate(h, id));
+			(void)rt_lxc_watch_add(h->watch, id, fd, pid, rt_lxc_open_gate(h, id));
 		}
 	}
 	return r;
@@ -1678,13 +499,13 @@ static int rt_lxc_stats(void *hv, const char *id, struct rt_stats *ret, struct n
 	struct rt_lxc *h = hv;
 	int r;
 
-	if (!name_valid(id))
+	if (!rt_lxc_name_valid(id))
 		return nerr_set(err, ENOENT, "lxc: no such container '%.64s'", id ? id : "");
 	r = rt_lxc_watch_stats(h->watch, id, ret);
 	if (r == -ENOENT) {
 		/* Not running (only a running container is watched): zeros,
 		 * for one of ours. */
-		r = check_ours(h, id, NULL, err);
+		r = rt_lxc_check_ours(h, id, NULL, err);
 		if (r < 0)
 			return r;
 		*ret = (struct rt_stats){ 0 };
@@ -1729,7 +550,7 @@ static int rt_lxc_logs(void *hv, const char *id, size_t max, struct sbuf *out, s
 	_cleanup_close_ int fd = -1, ofd = -1;
 	struct stat st = { 0 }, ost = { 0 };
 	size_t want;
-	int r = check_ours(h, id, NULL, err);
+	int r = rt_lxc_check_ours(h, id, NULL, err);
 
 	if (r < 0)
 		return r;
@@ -1769,9 +590,9 @@ static int rt_lxc_destroy(void *hv, const char *id, struct nerr *err)
 	int r;
 
 	/* a create cut short: whatever it made goes, mark or no mark */
-	if (name_valid(id) && creating_marked(h, id))
-		return remove_half_made(h, id, err);
-	r = open_ours(h, id, &c, NULL, &e2);
+	if (rt_lxc_name_valid(id) && rt_lxc_creating_marked(h, id))
+		return rt_lxc_remove_half_made(h, id, err);
+	r = rt_lxc_open_ours(h, id, &c, NULL, &e2);
 	if (r == -ENOENT && e2.msg[0] && strstr(e2.msg, lxc_fail_table[LF_NOT_OURS].what))
 		return nerr_set(err, ENOENT, "%s", e2.msg);
 	if (r == -ENOENT)
@@ -1779,17 +600,17 @@ static int rt_lxc_destroy(void *hv, const char *id, struct nerr *err)
 	if (r < 0)
 		return nerr_set(err, -r, "%s", e2.msg);
 	if (c->is_running(c)) {
-		_cleanup_close_ int pidfd = init_pidfd(c, NULL);
+		_cleanup_close_ int pidfd = rt_lxc_init_pidfd(c, NULL);
 
-		if (state_of(c, NULL) == RT_STATE_PAUSED)
+		if (rt_lxc_state_of(c, NULL) == RT_STATE_PAUSED)
 			(void)c->unfreeze(c);
 		if (!c->stop(c) && c->is_running(c))
-			return lxc_fail(h, c, id, LF_STOP, err);
-		wait_down(h, c, id, pidfd, 5000);
+			return rt_lxc_fail(h, c, id, LF_STOP, err);
+		rt_lxc_wait_down(h, c, id, pidfd, 5000);
 	}
 	rt_lxc_watch_del(h->watch, id);
 	if (!c->destroy(c))
-		return lxc_fail(h, c, id, LF_DESTROY, err);
+		return rt_lxc_fail(h, c, id, LF_DESTROY, err);
 	/* best effort: a cgroup a stray process still holds stays */
 	(void)rt_lxc_cg_remove_leftovers(&h->home, id);
 	rt_lxc_watch_post(h->watch, RT_EV_DESTROY, id, 0);
@@ -1820,16 +641,16 @@ static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct 
 		const char *nm = de->d_name;
 		bool half = false;
 
-		if (strncmp(nm, pfx, strlen(pfx)) == 0 && name_valid(nm + strlen(pfx))) {
+		if (strncmp(nm, pfx, strlen(pfx)) == 0 && rt_lxc_name_valid(nm + strlen(pfx))) {
 			/* a create under way, or cut short: listed whatever
 			 * liblxc has made of it so far (this instance's only) */
 			nm += strlen(pfx);
-			if (!creating_ours(h, nm))
+			if (!rt_lxc_creating_ours(h, nm))
 				continue;
 			half = true;
 			snprintf(m.name, sizeof(m.name), "%s", nm);
 		} else {
-			if (!name_valid(nm) || creating_marked(h, nm) || rt_lxc_meta_read(h, nm, &m) < 0)
+			if (!rt_lxc_name_valid(nm) || rt_lxc_creating_marked(h, nm) || rt_lxc_meta_read(h, nm, &m) < 0)
 				continue;
 			/* another instance's, or an older nodefs's: not listed */
 			if (h->instance[0] && strcmp(m.instance, h->instance) != 0)
@@ -1886,7 +707,7 @@ static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
 		pid_t pid = 0;
 		int fd;
 
-		if (!name_valid(de->d_name) || creating_marked(h, de->d_name) ||
+		if (!rt_lxc_name_valid(de->d_name) || rt_lxc_creating_marked(h, de->d_name) ||
 		    rt_lxc_meta_read(h, de->d_name, NULL) < 0 ||
 		    rt_lxc_watch_has(h->watch, de->d_name))
 			continue;
@@ -1894,12 +715,12 @@ static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
 		if (!c)
 			continue;
 		if (c->is_defined(c) && c->is_running(c)) {
-			fd = init_pidfd(c, &pid);
+			fd = rt_lxc_init_pidfd(c, &pid);
 			/* A start we crashed in left its command at the
 			 * gate: let it go now that the pidfd is held. */
 			if (fd >= 0)
 				(void)rt_lxc_watch_add(h->watch, de->d_name, fd, pid,
-						       open_gate(h, de->d_name));
+						       rt_lxc_open_gate(h, de->d_name));
 		}
 		lxc_container_put(c);
 	}

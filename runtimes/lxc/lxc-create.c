@@ -1,0 +1,759 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lxc-create: the LXC driver's create (rt_lxc_create): the checks made
+ * before anything is made, the template run, the container config, and the
+ * in-progress mark that lets a create cut short by a crash be found and
+ * removed whole (rt_lxc_remove_half_made, which destroy and list use).
+ *
+ * What a create writes into the container config: lxc.net.0.type from
+ * network_type (default none), lxc.apparmor.profile (default unconfined),
+ * lxc.console.logfile (the logs: at a start, a file past console_size, 1M by
+ * default, moves to console.log.1; liblxc 5.0.2's own lxc.console.size
+ * rotation duplicates and drops output, measured), lxc.log.file/level (the reason a start
+ * failed), cgroup limits under the host's names (v1 lxc.cgroup.*, v2
+ * lxc.cgroup2.*), lxc.mount.entry bind mounts (each source with its
+ * symlinks resolved and listed in nodefs-binds, which every start checks
+ * again: a link put on the way since is refused, not mounted),
+ * lxc.environment, and
+ * lxc.init.cmd with lxc.signal.halt = SIGTERM when argv is given (an
+ * application, not a system init). liblxc 5.0 splits lxc.init.cmd on white
+ * space and ignores quotes, and a daemonized start gives init /dev/null for
+ * stdio, so argv goes through a script: nodefs-cmd.sh beside the config,
+ * bind-mounted read-only at /.nodefs-cmd.sh, run as "/bin/sh
+ * /.nodefs-cmd.sh"; it waits at a FIFO (nodefs-gate, bind-mounted at
+ * /.nodefs-gate) until start() holds init's pidfd, points stdio at
+ * /dev/console (the console log) and execs the quoted argv, so init is the
+ * command itself and its exit status is the command's, even when it exits
+ * at once. The rootfs needs /bin/sh for a command. A busybox-template container without a network
+ * gets an rcS without udhcpc, which otherwise never returns and makes a
+ * clean halt wait out its whole timeout.
+ *
+ * A create is crash-safe: before liblxc makes anything, an in-progress mark
+ * LXCPATH/.nodefs-creating-NAME is written (and synced); it goes only once
+ * the owner mark is in place. The template runs in its own session, whose
+ * id is kept in .nodefs-create-NAME.pgid. A daemon killed mid-create thus
+ * leaves a container list() reports as half_made, and destroy() removes it
+ * whole: the template's process group is killed if it still runs, then
+ * liblxc's destroy and whatever files are left.
+ *
+ * Must not know: the other calls of the driver (lxc-run.c, lxc.c), nor
+ * anything of backend/ or fs/.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <lxc/attach_options.h>
+#include <lxc/lxccontainer.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lxc-internal.h"
+#include "macro.h"
+#include "nerr.h"
+#include "nodefs-config.h"
+#include "sbuf.h"
+
+#define DEFAULT_TEMPLATE "busybox"
+
+static bool set_item(struct lxc_container *c, const char *key, const char *val)
+{
+	return c->set_config_item(c, key, val);
+}
+
+/* Escape a path for an fstab-format mount entry (space, tab, \n, \\). */
+static int fstab_escape(const char *s, char *buf, size_t size)
+{
+	size_t o = 0;
+
+	for (; *s; s++) {
+		if (o + 5 >= size)
+			return -ENAMETOOLONG;
+		if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\\') {
+			o += (size_t)snprintf(buf + o, size - o, "\\%03o", (unsigned char)*s);
+		} else {
+			buf[o++] = *s;
+		}
+	}
+	buf[o] = '\0';
+	return 0;
+}
+
+/* lxc.init.cmd for argv into buf, by way of the script (see the top of
+ * the file). Returns 1, or -errno. */
+static int init_cmd(struct rt_lxc *h, const struct rt_spec *s, char *buf, size_t size,
+		    struct nerr *err)
+{
+	struct sbuf sh = SBUF_INIT(64u << 10);
+	char path[PATH_MAX];
+	FILE *f;
+	int r = 0;
+
+	/* A daemonized liblxc 5.0 start gives init /dev/null for stdio;
+	 * the console (and so the console log) is /dev/console, a tty: no
+	 * \r before each \n in the logs, where stty exists. */
+	r = sbuf_adds(&sh, "#!/bin/sh\n# written by nodefs: the container's command\n"
+		     "if [ -p /.nodefs-gate ]; then read _ </.nodefs-gate; fi\n"
+		     "if [ -w /dev/console ]; then\n"
+		     "\tstty -onlcr </dev/console 2>/dev/null\n"
+		     "\texec </dev/null >/dev/console 2>&1\n"
+		     "fi\nexec");
+	for (char *const *a = s->argv; *a && r >= 0; a++) {
+		r = sbuf_adds(&sh, " '");
+		for (const char *p = *a; *p && r >= 0; p++)
+			r = *p == '\'' ? sbuf_adds(&sh, "'\\''") : sbuf_addc(&sh, *p);
+		if (r >= 0)
+			r = sbuf_addc(&sh, '\'');
+	}
+	if (r >= 0)
+		r = sbuf_addc(&sh, '\n');
+	if (r < 0) {
+		sbuf_free(&sh);
+		return nerr_set(err, -r, "lxc %s: command too long", s->name);
+	}
+	rt_lxc_dir(h, s->name, RT_LXC_CMD_FILE, path, sizeof(path));
+	f = fopen(path, "we");
+	if (f && fputs(sh.buf, f) < 0) {
+		fclose(f);
+		f = NULL;
+	}
+	if (!f || fclose(f) != 0) {
+		r = errno ? -errno : -EIO;
+		sbuf_free(&sh);
+		return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path, strerror(-r));
+	}
+	sbuf_free(&sh);
+	chmod(path, 0644);
+	snprintf(buf, size, "/bin/sh /.nodefs-cmd.sh");
+	return 1;
+}
+
+/* ---- create ------------------------------------------------------------- */
+
+static bool is_download(const char *tmpl)
+{
+	const char *b = strrchr(tmpl, '/');
+
+	b = b ? b + 1 : tmpl;
+	return strcmp(b, "download") == 0 || strcmp(b, "lxc-download") == 0;
+}
+
+static bool is_busybox(const char *tmpl)
+{
+	const char *b = strrchr(tmpl, '/');
+
+	b = b ? b + 1 : tmpl;
+	return strcmp(b, "busybox") == 0 || strcmp(b, "lxc-busybox") == 0;
+}
+
+/* Does the template's text name the long option opt (without its
+ * dashes)? A download template declares the options it takes in its getopt
+ * line, so an option it lacks is refused before it runs, rather than met
+ * by its usage text. 1 yes, 0 no, -errno unreadable. */
+static int template_takes(const char *tpath, const char *opt)
+{
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	int fd, n;
+
+	fd = open(tpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (4 << 20)) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return -ENOMEM;
+	n = rt_lxc_read_file(tpath, buf, (size_t)st.st_size + 1);
+	if (n < 0)
+		return n;
+	return memmem(buf, (size_t)n, opt, strlen(opt)) != NULL;
+}
+
+/* The download template's options nodefs passes, by their nodefs names. */
+static const struct {
+	const char *key, *flag;
+} download_opts[] = {
+	{ "image_variant", "variant" },
+	{ "image_server", "server" },
+	{ "flush_cache", "flush-cache" },
+	{ "force_cache", "force-cache" },
+	{ "disable_gpg", "no-validate" },
+};
+
+/* Arguments for the template: Nomad's mapping for download, then extras.
+ * An option the template does not take is refused here, before anything
+ * is made: lxc 5's download template fetches over HTTPS and checks no GPG
+ * signature, so it has no --no-validate for disable_gpg to map to. */
+static int template_argv(const struct rt_spec *s, const char *tpath, bool download,
+			 char ***ret, struct nerr *err)
+{
+	const bool set[] = { s->image_variant, s->image_server, s->flush_cache, s->force_cache,
+			     s->disable_gpg };
+	size_t n = 0, extra = 0;
+	char **a;
+
+	if (!download && (s->distro || s->release || s->arch || s->image_variant ||
+			  s->image_server || s->flush_cache || s->force_cache || s->disable_gpg))
+		return nerr_set(err, EINVAL,
+				"lxc: distro/release/arch/image_variant/image_server/flush_cache/force_cache/disable_gpg need template=download");
+	for (size_t i = 0; download && i < ARRAY_SIZE(download_opts); i++) {
+		int r;
+
+		if (!set[i])
+			continue;
+		r = template_takes(tpath, download_opts[i].flag);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc: cannot read the template %.150s: %s", tpath,
+					strerror(-r));
+		if (r == 0 && i == ARRAY_SIZE(download_opts) - 1)
+			return nerr_set(err, EINVAL,
+					"lxc: disable_gpg: the download template %.120s checks no GPG "
+					"signature (it has no --no-validate): nothing to disable; leave "
+					"disable_gpg out", tpath);
+		if (r == 0)
+			return nerr_set(err, EINVAL, "lxc: %s: the download template %.120s takes no --%s",
+					download_opts[i].key, tpath, download_opts[i].flag);
+	}
+	for (char **p = s->template_args; p && *p; p++)
+		extra++;
+	a = calloc(16 + extra, sizeof(char *));
+	if (!a)
+		return nerr_set(err, ENOMEM, "lxc: out of memory");
+#define ARG2(flag, v) do { if (v) { a[n++] = (char *)(flag); a[n++] = (char *)(v); } } while (0)
+	ARG2("-d", s->distro);
+	ARG2("-r", s->release);
+	ARG2("-a", s->arch);
+	ARG2("--variant", s->image_variant);
+	ARG2("--server", s->image_server);
+#undef ARG2
+	if (s->flush_cache)
+		a[n++] = (char *)"--flush-cache";
+	if (s->force_cache)
+		a[n++] = (char *)"--force-cache";
+	if (s->disable_gpg)
+		a[n++] = (char *)"--no-validate";
+	for (char **p = s->template_args; p && *p; p++) {
+		if (strchr(*p, '\n')) {
+			free(a);
+			return nerr_set(err, EINVAL, "lxc: template argument holds a newline");
+		}
+		a[n++] = *p;
+	}
+	a[n] = NULL;
+	*ret = a;
+	return 0;
+}
+
+/* An absolute path inside the container with no "." or ".." component. */
+static bool target_ok(const char *t)
+{
+	if (t[0] != '/' || !t[1] || strpbrk(t, "\n\r"))
+		return false;
+	for (const char *p = t; p; p = strchr(p + 1, '/')) {
+		const char *q = p + 1;
+		size_t l = strcspn(q, "/");
+
+		if ((l == 1 && q[0] == '.') || (l == 2 && q[0] == '.' && q[1] == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Everything checked before anything is made: a rejected create changes
+ * nothing. Fills the template path. */
+static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpath, size_t tsize,
+			   struct nerr *err)
+{
+	const char *t = s->template_name && s->template_name[0] ? s->template_name : DEFAULT_TEMPLATE;
+	struct stat st;
+
+	if (!rt_lxc_name_valid(s->name))
+		return nerr_set(err, EINVAL, "lxc: bad name '%.64s': 1 to 64 of [A-Za-z0-9._-], no leading dot",
+				s->name ? s->name : "");
+	if (t[0] == '/') {
+		if (!rt_lxc_path_ok(t))
+			return nerr_set(err, EINVAL, "lxc: bad template path '%.100s'", t);
+		snprintf(tpath, tsize, "%s", t);
+	} else {
+		for (const char *p = t; *p; p++)
+			if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+				return nerr_set(err, EINVAL, "lxc: bad template name '%.64s'", t);
+		if ((size_t)snprintf(tpath, tsize, "%s/lxc-%.64s", h->template_dir, t) >= tsize)
+			return nerr_set(err, ENAMETOOLONG, "lxc: template path too long");
+	}
+	if (stat(tpath, &st) < 0 || !S_ISREG(st.st_mode) || access(tpath, X_OK) < 0)
+		return nerr_set(err, ENOENT, "lxc: unknown template '%.64s' (no executable %.150s)", t, tpath);
+	for (size_t i = 0; i < s->nmounts; i++) {
+		const struct rt_mount *m = &s->mounts[i];
+
+		if (!m->source || m->source[0] != '/' || !m->target || m->target[0] != '/')
+			return nerr_set(err, EINVAL, "lxc: mount paths must be absolute");
+		if (!target_ok(m->target) || strchr(m->source, '\n'))
+			return nerr_set(err, EINVAL, "lxc: bad mount target '%.100s'", m->target);
+		if (stat(m->source, &st) < 0)
+			return nerr_set(err, ENOENT, "lxc: bind source %.100s: %s", m->source, strerror(errno));
+	}
+	for (size_t i = 0; i < s->nenv; i++) {
+		const char *k = s->env[i].key, *v = s->env[i].val ? s->env[i].val : "";
+
+		if (!k || !k[0] || strchr(k, '=') || strpbrk(k, " \t\n") || strchr(v, '\n'))
+			return nerr_set(err, EINVAL, "lxc: bad environment variable '%.40s'", k ? k : "");
+	}
+	if (s->argv && !s->argv[0])
+		return nerr_set(err, EINVAL, "lxc: empty command");
+	return 0;
+}
+
+/* Drop udhcpc from the busybox template's rcS: with no network it never
+ * returns, and busybox init then waits it out on every halt. */
+static void busybox_no_dhcp(struct lxc_container *c)
+{
+	char root[PATH_MAX], path[PATH_MAX + 32], buf[4096], out[4096];
+	const char *r = root;
+	size_t o = 0;
+	int n;
+
+	if (c->get_config_item(c, "lxc.rootfs.path", root, sizeof(root)) <= 0)
+		return;
+	if (strncmp(root, "dir:", 4) == 0)
+		r = root + 4;
+	if (r[0] != '/')
+		return;
+	snprintf(path, sizeof(path), "%s/etc/init.d/rcS", r);
+	n = rt_lxc_read_file(path, buf, sizeof(buf));
+	if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
+		return;
+	for (char *line = buf, *nl; line && *line; line = nl) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl++ = '\0';
+		if (strstr(line, "udhcpc"))
+			continue;
+		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s\n", line);
+	}
+	FILE *f = fopen(path, "we");
+
+	if (f) {
+		fputs(out, f);
+		fclose(f);
+	}
+}
+
+/* Run the template through a wrapper that keeps its output, so a failure
+ * carries the template's own words (lxc sends it to /dev/null or to our
+ * stderr, which a daemon must not lend out). */
+static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *name,
+		      const char *tpath, char **targv, struct nerr *err)
+{
+	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], buf[8192], crash_line[64];
+	FILE *f;
+	bool ok;
+	int r = 0;
+
+	snprintf(wrap, sizeof(wrap), "%s/.nodefs-create-%s.sh", h->lxcpath, name);
+	snprintf(out, sizeof(out), "%s/.nodefs-create-%s.out", h->lxcpath, name);
+	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
+		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
+	crash_line[0] = '\0';
+#if NODEFS_TEST_HOOKS
+	/* Crash tests: NODEFS_CRASH_AT=lxc:template kills the daemon while the
+	 * template runs; the template goes on, as after a real crash. */
+	{
+		const char *spec = getenv("NODEFS_CRASH_AT");
+
+		if (spec && strcmp(spec, "lxc:template") == 0)
+			snprintf(crash_line, sizeof(crash_line), "(sleep 0.2; kill -KILL %d) &\n",
+				 (int)getpid());
+	}
+#endif
+	f = fopen(wrap, "we");
+	if (!f)
+		return nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
+	/* The template in a session of its own (setsid -w waits, should it
+	 * have to fork), its id recorded first: a recovery after a crash
+	 * mid-create kills the whole group before removing what it made. */
+	fprintf(f, "#!/bin/sh\n%s"
+		"exec setsid -w /bin/sh -c 'echo $$ >\"$0\"; exec \"$@\"' "
+		"'%s/.nodefs-create-%s.pgid' '%s' \"$@\" "
+		">'%s' 2>&1 </dev/null\n", crash_line, h->lxcpath, name, tpath, out);
+	if (fclose(f) != 0 || chmod(wrap, 0700) < 0) {
+		r = nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
+		unlink(wrap);
+		return r;
+	}
+	ok = c->create(c, wrap, NULL, NULL, LXC_CREATE_QUIET, targv);
+	if (!ok) {
+		char last[240] = "";
+		int n = rt_lxc_read_file(out, buf, sizeof(buf));
+
+		/* The last non-empty line is what the template said last. */
+		char *save = NULL;
+
+		for (char *line = n > 0 ? strtok_r(buf, "\n", &save) : NULL; line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			while (*line == ' ' || *line == '\t')
+				line++;
+			if (*line)
+				snprintf(last, sizeof(last), "%s", line);
+		}
+		if (last[0])
+			r = rt_lxc_failf(h, c, name, LF_TEMPLATE, err, "%s", last);
+		else
+			r = rt_lxc_fail(h, c, name, LF_CREATE, err);
+	}
+	unlink(wrap);
+	unlink(out);
+	return r;
+}
+
+/* Write a small file whole (create or replace). */
+static int write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, data, len) != (ssize_t)len)
+		r = errno ? -errno : -EIO;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+/* Write everything nodefs sets into the config and save it. */
+static int create_configure(struct rt_lxc *h, struct lxc_container *c, const struct rt_spec *s,
+			    const char *tpath, struct nerr *err)
+{
+	struct rt_lxc_item items[RT_LXC_LIMIT_ITEMS_MAX];
+	struct rt_limits lim = { .cpus = s->cpus, .memory = s->memory, .pids = s->pids };
+	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
+	_cleanup_(sbuf_free) struct sbuf binds = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
+	int n, r;
+
+	if (s->cpus > 0)
+		lim.set |= RT_LIMIT_CPUS;
+	if (s->memory)
+		lim.set |= RT_LIMIT_MEMORY;
+	if (s->pids)
+		lim.set |= RT_LIMIT_PIDS;
+	n = rt_lxc_cg_items(&h->cg, &lim, true, items, ARRAY_SIZE(items), err);
+	if (n < 0)
+		return n;
+
+#define SET(k, v) do { \
+		if (!set_item(c, (k), (v))) { \
+			return rt_lxc_failf(h, c, s->name, LF_CONFIG, err, "%s = %.80s", (k), (v)); \
+		} \
+	} while (0)
+	c->clear_config_item(c, "lxc.net");
+	SET("lxc.net.0.type", h->network_type);
+	SET("lxc.apparmor.profile", h->apparmor_profile);
+	rt_lxc_dir(h, s->name, RT_LXC_CONSOLE_LOG, path, sizeof(path));
+	SET("lxc.console.logfile", path);
+	rt_lxc_dir(h, s->name, RT_LXC_LXC_LOG, path, sizeof(path));
+	SET("lxc.log.file", path);
+	SET("lxc.log.level", h->log_level);
+	for (int i = 0; i < n; i++)
+		SET(items[i].key, items[i].val);
+	for (size_t i = 0; i < s->nmounts; i++) {
+		const struct rt_mount *m = &s->mounts[i];
+		char real[PATH_MAX];
+		struct stat st;
+
+		/* The config keeps the source with its links resolved, and
+		 * nodefs-binds lists it: start() then refuses it if a link
+		 * has appeared on the way since (see binds_unchanged). */
+		if (!realpath(m->source, real) || stat(real, &st) < 0 ||
+		    fstab_escape(real, src, sizeof(src)) < 0 ||
+		    fstab_escape(m->target + 1, dst, sizeof(dst)) < 0) {
+			return nerr_set(err, EINVAL, "lxc %s: bad mount %.100s", s->name, m->source);
+		}
+		if (sbuf_printf(&binds, "%s\n", real) < 0)
+			return nerr_set(err, E2BIG, "lxc %s: too many bind mounts", s->name);
+		snprintf(entry, sizeof(entry), "%s %s none bind,create=%s%s 0 0", src, dst,
+			 S_ISDIR(st.st_mode) ? "dir" : "file", m->ro ? ",ro" : "");
+		SET("lxc.mount.entry", entry);
+	}
+	if (binds.len) {
+		rt_lxc_dir(h, s->name, RT_LXC_BINDS_FILE, path, sizeof(path));
+		r = write_file(path, binds.buf, binds.len);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path,
+					strerror(-r));
+	}
+	for (size_t i = 0; i < s->nenv; i++) {
+		snprintf(entry, sizeof(entry), "%s=%s", s->env[i].key, s->env[i].val ? s->env[i].val : "");
+		SET("lxc.environment", entry);
+	}
+	if (s->argv) {
+		r = init_cmd(h, s, entry, sizeof(entry), err);
+		if (r < 0)
+			return r;
+		{
+			rt_lxc_dir(h, s->name, RT_LXC_CMD_FILE, path, sizeof(path));
+			if (fstab_escape(path, src, sizeof(src)) < 0)
+				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
+			char mnt[sizeof(src) + 64];
+
+			snprintf(mnt, sizeof(mnt), "%s .nodefs-cmd.sh none bind,ro,create=file 0 0", src);
+			SET("lxc.mount.entry", mnt);
+			rt_lxc_dir(h, s->name, RT_LXC_GATE_FILE, path, sizeof(path));
+			if (mkfifo(path, 0600) < 0 && errno != EEXIST)
+				return nerr_set(err, errno, "lxc %s: mkfifo %s: %s", s->name, path,
+						strerror(errno));
+			if (fstab_escape(path, src, sizeof(src)) < 0)
+				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
+			snprintf(mnt, sizeof(mnt), "%s .nodefs-gate none bind,ro,create=file 0 0", src);
+			SET("lxc.mount.entry", mnt);
+		}
+		SET("lxc.init.cmd", entry);
+		/* An application, not a system init: stop it the way
+		 * docker does, with SIGTERM. */
+		SET("lxc.signal.halt", "SIGTERM");
+	}
+#undef SET
+	if (!c->save_config(c, NULL))
+		return rt_lxc_failf(h, c, s->name, LF_CONFIG, err, "cannot save the config");
+	if (is_busybox(tpath) && strcmp(h->network_type, "none") == 0)
+		busybox_no_dhcp(c);
+	return 0;
+}
+
+/* Remove a half-made container: liblxc's destroy, then whatever is left. */
+static void create_undo(struct rt_lxc *h, struct lxc_container *c, const char *name)
+{
+	char dir[PATH_MAX];
+
+	if (c && c->is_defined(c))
+		c->destroy(c);
+	if (rt_lxc_dir(h, name, NULL, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0) {
+		/* liblxc left files behind (a config it never saved whole):
+		 * the directory is ours, we made it in this call. */
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			execl("/bin/rm", "rm", "-rf", "--one-file-system", "--", dir, (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+}
+
+/* ---- the in-progress mark of a create ----------------------------------- */
+
+/* LXCPATH/.nodefs-create-NAME.EXT (ext NULL: the mark .nodefs-creating-NAME). */
+static int create_file(const struct rt_lxc *h, const char *name, const char *ext, char *buf,
+		       size_t size)
+{
+	int n = ext ? snprintf(buf, size, "%s/.nodefs-create-%s.%s", h->lxcpath, name, ext)
+		    : snprintf(buf, size, "%s/" RT_LXC_CREATING_PREFIX "%s", h->lxcpath, name);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static void fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/* Write the in-progress mark, synced with its directory, so a crash at any
+ * later point leaves something recovery recognises. */
+static int creating_mark(struct rt_lxc *h, const char *name, struct nerr *err)
+{
+	char path[PATH_MAX], rec[256];
+	int fd, n, r = 0;
+
+	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
+		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
+	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
+	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"%s\": \"%s\", "
+		     "\"started_at\": %lld, \"pid\": %d}\n",
+		     RT_OWNER_LABEL, RT_NAME_LABEL, name, RT_INSTANCE_LABEL, h->instance,
+		     (long long)time(NULL), (int)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return nerr_set(err, errno, "lxc %s: cannot write %s: %s", name, path, strerror(errno));
+	if (write(fd, rec, (size_t)n) != n || fsync(fd) < 0)
+		r = errno ? -errno : -EIO;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0) {
+		unlink(path);
+		return nerr_set(err, -r, "lxc %s: cannot write %s: %s", name, path, strerror(-r));
+	}
+	fsync_dir(h->lxcpath);
+	return 0;
+}
+
+bool rt_lxc_creating_marked(const struct rt_lxc *h, const char *name)
+{
+	char path[PATH_MAX];
+
+	return create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
+}
+
+/* Is the in-progress mark of name this instance's? (Any, when the driver
+ * was given no instance.) */
+bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name)
+{
+	char path[PATH_MAX], rec[512], want[128];
+	int n, w;
+
+	if (!h->instance[0])
+		return true;
+	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
+		return false;
+	n = rt_lxc_read_file(path, rec, sizeof(rec));
+	w = snprintf(want, sizeof(want), "\"%s\": \"%s\"", RT_INSTANCE_LABEL, h->instance);
+	return n > 0 && w > 0 && memmem(rec, (size_t)n, want, (size_t)w) != NULL;
+}
+
+/* The create is over (made whole, or undone): its files go, the mark last. */
+static void creating_clear(struct rt_lxc *h, const char *name)
+{
+	static const char *const exts[] = { "sh", "out", "pgid" };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < ARRAY_SIZE(exts); i++)
+		if (create_file(h, name, exts[i], path, sizeof(path)) == 0)
+			unlink(path);
+	if (create_file(h, name, NULL, path, sizeof(path)) == 0)
+		unlink(path);
+	fsync_dir(h->lxcpath);
+}
+
+/* A template a crashed create left running: kill its session (the whole
+ * process group, recorded by the wrapper) and wait, up to 5 s, until it is
+ * gone, so nothing writes into what is about to be removed. The group is
+ * checked to be that template's (a session leader whose argv names the
+ * container's path) before it is killed: the id may have been reused. */
+static void creating_kill_template(struct rt_lxc *h, const char *name)
+{
+	char path[PATH_MAX], want[PATH_MAX + 2], buf[32], cmd[8192];
+	long pg;
+	int n, wlen;
+
+	if (create_file(h, name, "pgid", path, sizeof(path)) < 0 ||
+	    rt_lxc_read_file(path, buf, sizeof(buf)) <= 0)
+		return;
+	pg = strtol(buf, NULL, 10);
+	if (pg <= 1 || pg == getpid() || getsid((pid_t)pg) != (pid_t)pg)
+		return;
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pg);
+	n = rt_lxc_read_file(path, cmd, sizeof(cmd));
+	wlen = snprintf(want, sizeof(want), "%s/%s", h->lxcpath, name);
+	if (n <= 0 || wlen <= 0 || !memmem(cmd, (size_t)n, want, (size_t)wlen + 1))
+		return;
+	kill(-(pid_t)pg, SIGKILL);
+	for (int i = 0; i < 500 && kill(-(pid_t)pg, 0) == 0; i++)
+		usleep(10000);
+}
+
+/* Remove what a create cut short made: the template if it still runs, the
+ * container (liblxc's destroy, then whatever files are left), the create's
+ * files, the mark last. */
+int rt_lxc_remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err)
+{
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	char dir[PATH_MAX];
+
+	creating_kill_template(h, name);
+	c = lxc_container_new(name, h->lxcpath);
+	if (c && c->is_defined(c) && c->is_running(c))
+		(void)c->stop(c);
+	create_undo(h, c, name);
+	if (rt_lxc_dir(h, name, NULL, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0)
+		return nerr_set(err, EIO, "lxc %s: cannot remove the half-made container's directory %s",
+				name, dir);
+	creating_clear(h, name);
+	return 0;
+}
+
+int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
+		  char **ret_id, struct nerr *err)
+{
+	struct rt_lxc *h = hv;
+	_cleanup_lxc_ struct lxc_container *c = NULL;
+	_cleanup_free_ char **targv = NULL;
+	char tpath[PATH_MAX], dir[PATH_MAX];
+	struct rt_lxc_meta m = { .exit_code = -1 };
+	char *id = NULL;
+	int r;
+
+	r = create_validate(h, s, tpath, sizeof(tpath), err);
+	if (r < 0)
+		return r;
+	r = template_argv(s, tpath, is_download(tpath), &targv, err);
+	if (r < 0)
+		return r;
+	if (rt_lxc_dir(h, s->name, NULL, dir, sizeof(dir)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
+	if (access(dir, F_OK) == 0)
+		return rt_lxc_fail(h, NULL, s->name, LF_EXISTS, err);
+	c = lxc_container_new(s->name, h->lxcpath);
+	if (!c)
+		return rt_lxc_fail(h, NULL, s->name, LF_NEW, err);
+	if (c->is_defined(c))
+		return rt_lxc_fail(h, c, s->name, LF_EXISTS, err);
+	if (prog && prog->cancel)
+		return nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
+	if (prog && prog->update)
+		prog->update(prog->ctx, "running template");
+
+	r = creating_mark(h, s->name, err);
+	if (r < 0)
+		return r;
+	r = run_create(h, c, s->name, tpath, targv, err);
+	if (r < 0) {
+		create_undo(h, c, s->name);
+		creating_clear(h, s->name);
+		return r;
+	}
+	r = create_configure(h, c, s, tpath, err);
+	if (r == 0 && prog && prog->cancel)
+		r = nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
+	if (r == 0) {
+		snprintf(m.name, sizeof(m.name), "%s", s->name);
+		snprintf(m.instance, sizeof(m.instance), "%s", h->instance);
+		m.created_at = time(NULL);
+		r = rt_lxc_meta_write(h, s->name, &m);
+		if (r < 0)
+			nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, RT_LXC_META_FILE,
+				 strerror(-r));
+	}
+	if (r == 0 && !(id = strdup(s->name)))
+		r = nerr_set(err, ENOMEM, "lxc: out of memory");
+	if (r < 0) {
+		create_undo(h, c, s->name);
+		creating_clear(h, s->name);
+		return r;
+	}
+	creating_clear(h, s->name);	/* whole now: the owner mark is in place */
+	if (prog && prog->update)
+		prog->update(prog->ctx, "created");
+	*ret_id = id;
+	return 0;
+}
+
