@@ -206,7 +206,7 @@ static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, 
 		rq.cap = storage_cap_of(pr ? pr->access_mode : NULL, pr ? pr->fs_type : NULL,
 					pr ? pr->mount_flags : NULL);
 		rq.params = pr ? pr->params : NULL;
-		if (p->ops->capacity(p->h, &rq, &bytes, NULL, &err) >= 0)
+		if (p->ops->capacity(p->h, &rq, &bytes, NULL, NULL, NULL, &err) >= 0)
 			sbuf_printf(out, "%s %lld\n", pr ? pr->name : "default", (long long)bytes);
 		else
 			sbuf_printf(out, "%s error: %s\n", pr ? pr->name : "default", err.msg);
@@ -231,7 +231,7 @@ static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, s
 		struct storage_page pg = { 0 };
 		struct nerr err = { 0 };
 
-		if (p->ops->list(p->h, token, &pg, NULL, &err) < 0) {
+		if (p->ops->list(p->h, token, &pg, NULL, NULL, NULL, &err) < 0) {
 			sbuf_printf(out, "error: %s\n", err.msg);
 			break;
 		}

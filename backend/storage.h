@@ -89,11 +89,12 @@ struct storage_result {
 	const char *code_name;		/* its name, "DEADLINE_EXCEEDED" (static) */
 	bool uncertain;			/* the outcome is unknown: re-drive it */
 	unsigned attempts;		/* attempts made (>= 1 once sent) */
-	/* Set by the caller: after each failed attempt that is to be
-	 * retried, on the caller's thread, with the result so far. */
-	void (*on_retry)(void *ctx, const struct storage_result *so_far);
-	void *on_retry_ctx;
 };
+
+/* Told after each failed attempt of a call that is to be retried, on the
+ * caller's thread, with the result so far: every call that takes a
+ * struct storage_result takes one (NULL: not told) and its context. */
+typedef void (*storage_retry_fn)(void *ctx, const struct storage_result *so_far);
 
 /* A volume the plugin made or lists. Free with storage_volume_clear. */
 struct storage_volume {
@@ -195,40 +196,47 @@ struct storage_ops {
 	 * cap, readonly, vctx; *ret_pctx the publish context. list: one page
 	 * from token (NULL: the first). capacity: cap, params. */
 	int (*create)(void *h, const struct storage_req *rq, struct storage_volume *ret,
-		      struct storage_result *res, struct nerr *err);
-	int (*delete)(void *h, const struct storage_req *rq, struct storage_result *res,
+		      storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
 		      struct nerr *err);
-	int (*validate)(void *h, const struct storage_req *rq, struct storage_result *res,
-			struct nerr *err);
+	int (*delete)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		      void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*validate)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+			void *on_retry_ctx, struct storage_result *res, struct nerr *err);
 	int (*controller_publish)(void *h, const struct storage_req *rq, char ***ret_pctx,
+				  storage_retry_fn on_retry, void *on_retry_ctx,
 				  struct storage_result *res, struct nerr *err);
 	int (*controller_unpublish)(void *h, const struct storage_req *rq,
+				    storage_retry_fn on_retry, void *on_retry_ctx,
 				    struct storage_result *res, struct nerr *err);
-	int (*list)(void *h, const char *token, struct storage_page *ret,
-		    struct storage_result *res, struct nerr *err);
+	int (*list)(void *h, const char *token, struct storage_page *ret, storage_retry_fn on_retry,
+		    void *on_retry_ctx, struct storage_result *res, struct nerr *err);
 	int (*capacity)(void *h, const struct storage_req *rq, int64_t *ret_bytes,
-			struct storage_result *res, struct nerr *err);
+			storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+			struct nerr *err);
 	/* id, bytes, cap; *ret_capacity 0 when not reported. */
 	int (*controller_expand)(void *h, const struct storage_req *rq, int64_t *ret_capacity,
-				 bool *ret_node_needed, struct storage_result *res, struct nerr *err);
+				 bool *ret_node_needed, storage_retry_fn on_retry,
+				 void *on_retry_ctx, struct storage_result *res, struct nerr *err);
 
 	/* Node. stage: id, staging, cap, pctx, vctx. unstage: id, staging.
 	 * publish: id, staging, target, cap, readonly, pctx, vctx. unpublish:
 	 * id, target. node_expand: id, path, staging, bytes, cap. stats: id,
 	 * path, staging; one attempt with a timeout_ms deadline (a read must
 	 * not hang on a plugin). */
-	int (*stage)(void *h, const struct storage_req *rq, struct storage_result *res,
-		     struct nerr *err);
-	int (*unstage)(void *h, const struct storage_req *rq, struct storage_result *res,
-		       struct nerr *err);
-	int (*publish)(void *h, const struct storage_req *rq, struct storage_result *res,
-		       struct nerr *err);
-	int (*unpublish)(void *h, const struct storage_req *rq, struct storage_result *res,
-			 struct nerr *err);
+	int (*stage)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		     void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*unstage)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		       void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*publish)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		       void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*unpublish)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+			 void *on_retry_ctx, struct storage_result *res, struct nerr *err);
 	int (*node_expand)(void *h, const struct storage_req *rq, int64_t *ret_capacity,
+			   storage_retry_fn on_retry, void *on_retry_ctx,
 			   struct storage_result *res, struct nerr *err);
 	int (*stats)(void *h, const struct storage_req *rq, uint64_t timeout_ms,
-		     struct storage_stats *ret, struct storage_result *res, struct nerr *err);
+		     struct storage_stats *ret, storage_retry_fn on_retry, void *on_retry_ctx,
+		     struct storage_result *res, struct nerr *err);
 
 	/* The Prometheus text of the handles' call metrics (labelled with
 	 * names[i]); a NULL handle is skipped. May be NULL: no metrics. */

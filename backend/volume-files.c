@@ -93,7 +93,7 @@ static int volume_stats(struct volume *v, long long used[3], long long ino[3], b
 	rq.id = id;
 	rq.path = path;
 	rq.staging = staging;
-	r = plugin_ops(p)->stats(plugin_handle(p), &rq, 5000, &st, NULL, err);
+	r = plugin_ops(p)->stats(plugin_handle(p), &rq, 5000, &st, NULL, NULL, NULL, err);
 	bnode_unref(pn);
 	if (r < 0)
 		return r;

@@ -85,11 +85,6 @@ static void retry_note(void *ctx, const struct storage_result *so_far)
 	op_set_remote(x->op, remote);
 }
 
-static struct storage_result res_of(struct vctx *x)
-{
-	return (struct storage_result){ .on_retry = retry_note, .on_retry_ctx = x };
-}
-
 #define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
 #define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
 
@@ -115,12 +110,12 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq = req_of(v);
-	struct storage_result res = res_of(x);
+	struct storage_result res = { 0 };
 	struct storage_volume sv = { 0 };
 	int r;
 
 	rq.bytes = (int64_t)v->size_req;
-	r = x->ops->create(x->h, &rq, &sv, &res, err);
+	r = x->ops->create(x->h, &rq, &sv, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r < 0)
 		return r;
@@ -138,8 +133,8 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 static int do_validate(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = res_of(x);
-	int r = x->ops->validate(x->h, &rq, &res, err);
+	struct storage_result res = { 0 };
+	int r = x->ops->validate(x->h, &rq, retry_note, x, &res, err);
 
 	note_result(x, &res);
 	return r;
@@ -159,7 +154,7 @@ static void import_listed(struct vctx *x)
 		struct storage_page pg = { 0 };
 		struct nerr e = { 0 };
 
-		if (x->ops->list(x->h, token, &pg, NULL, &e) < 0)
+		if (x->ops->list(x->h, token, &pg, NULL, NULL, NULL, &e) < 0)
 			break;
 		for (size_t i = 0; i < pg.n && !found; i++) {
 			if (strcmp(pg.v[i].id, v->id) != 0)
@@ -184,7 +179,7 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq;
-	struct storage_result res = res_of(x);
+	struct storage_result res = { 0 };
 	char **pctx = NULL;
 	int r;
 
@@ -193,7 +188,7 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 		return r;
 	rq = req_of(v);
 	rq.node_id = x->node_id;
-	r = x->ops->controller_publish(x->h, &rq, &pctx, &res, err);
+	r = x->ops->controller_publish(x->h, &rq, &pctx, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r < 0)
 		return r;
@@ -208,7 +203,7 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 static int do_controller_unpublish(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq;
-	struct storage_result res = res_of(x);
+	struct storage_result res = { 0 };
 	int r;
 
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
@@ -216,7 +211,7 @@ static int do_controller_unpublish(struct vctx *x, struct nerr *err)
 		return r;
 	rq = req_of(x->v);
 	rq.node_id = x->node_id;
-	r = x->ops->controller_unpublish(x->h, &rq, &res, err);
+	r = x->ops->controller_unpublish(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
@@ -256,7 +251,7 @@ static int do_stage(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq;
-	struct storage_result res = res_of(x);
+	struct storage_result res = { 0 };
 	int r;
 
 	if (!v->staging[0])
@@ -266,7 +261,7 @@ static int do_stage(struct vctx *x, struct nerr *err)
 		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
 	rq = req_of(v);
 	rq.staging = v->staging;
-	r = x->ops->stage(x->h, &rq, &res, err);
+	r = x->ops->stage(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&v->lock);
@@ -279,11 +274,11 @@ static int do_stage(struct vctx *x, struct nerr *err)
 static int do_unstage(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = res_of(x);
+	struct storage_result res = { 0 };
 	int r;
 
 	rq.staging = x->v->staging;
-	r = x->ops->unstage(x->h, &rq, &res, err);
+	r = x->ops->unstage(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
@@ -298,7 +293,7 @@ static int do_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
 	struct storage_req rq;
-	struct storage_result res = res_of(x);
+	struct storage_result res = { 0 };
 	char parent[PATH_MAX], *slash;
 	int r;
 
@@ -312,7 +307,7 @@ static int do_publish(struct vctx *x, struct nerr *err)
 			return nerr_set(err, -r, "cannot make %s: %s", parent, strerror(-r));
 	}
 	rq = req_of(v);
-	r = x->ops->publish(x->h, &rq, &res, err);
+	r = x->ops->publish(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	return r;
 }
@@ -320,8 +315,8 @@ static int do_publish(struct vctx *x, struct nerr *err)
 static int do_unpublish(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = res_of(x);
-	int r = x->ops->unpublish(x->h, &rq, &res, err);
+	struct storage_result res = { 0 };
+	int r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, err);
 
 	note_result(x, &res);
 	return r;
@@ -330,8 +325,8 @@ static int do_unpublish(struct vctx *x, struct nerr *err)
 static int do_delete(struct vctx *x, struct nerr *err)
 {
 	struct storage_req rq = req_of(x->v);
-	struct storage_result res = res_of(x);
-	int r = x->ops->delete(x->h, &rq, &res, err);
+	struct storage_result res = { 0 };
+	int r = x->ops->delete(x->h, &rq, retry_note, x, &res, err);
 
 	note_result(x, &res);
 	return r;
@@ -534,12 +529,12 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 				v->plugin);
 	if (ctl && !finish_node) {
 		struct storage_req rq = req_of(v);
-		struct storage_result res = res_of(x);
+		struct storage_result res = { 0 };
 		int64_t newcap = 0;
 		bool needed = false;
 
 		rq.bytes = (int64_t)size;
-		r = x->ops->controller_expand(x->h, &rq, &newcap, &needed, &res, err);
+		r = x->ops->controller_expand(x->h, &rq, &newcap, &needed, retry_note, x, &res, err);
 		note_result(x, &res);
 		if (r < 0)
 			return r;
@@ -555,12 +550,12 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 	}
 	if (node_needed && on_node) {
 		struct storage_req rq = req_of(v);
-		struct storage_result res = res_of(x);
+		struct storage_result res = { 0 };
 		int64_t newcap = 0;
 
 		rq.bytes = (int64_t)size;
 		rq.path = v->target && v->state == V_PUBLISHED ? v->target : v->staging;
-		r = x->ops->node_expand(x->h, &rq, &newcap, &res, err);
+		r = x->ops->node_expand(x->h, &rq, &newcap, retry_note, x, &res, err);
 		note_result(x, &res);
 		if (r < 0) {
 			if (ctl)

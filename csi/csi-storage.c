@@ -155,27 +155,29 @@ static void result_fill(struct storage_result *res, enum csi_rpc rpc, const stru
 
 struct retry_bridge {
 	enum csi_rpc rpc;
-	const struct storage_result *res;
+	storage_retry_fn fn;
+	void *ctx;
 };
 
-static void on_retry(void *ctx, const struct csi_result *cr)
+static void on_retry_bridge(void *ctx, const struct csi_result *cr)
 {
 	const struct retry_bridge *rb = ctx;
-	struct storage_result so_far = *rb->res;
+	struct storage_result so_far = { 0 };
 
 	result_fill(&so_far, rb->rpc, cr);
-	rb->res->on_retry(rb->res->on_retry_ctx, &so_far);
+	rb->fn(rb->ctx, &so_far);
 }
 
+/* One call; on_retry (may be NULL) is told of each retry. */
 static int rpc(void *h, enum csi_rpc which, const ProtobufCMessage *req, uint64_t timeout_ms,
-	       unsigned attempts, ProtobufCMessage **ret_resp, struct storage_result *res,
-	       struct nerr *err)
+	       unsigned attempts, ProtobufCMessage **ret_resp, storage_retry_fn on_retry,
+	       void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
-	struct retry_bridge rb = { .rpc = which, .res = res };
+	struct retry_bridge rb = { .rpc = which, .fn = on_retry, .ctx = on_retry_ctx };
 	struct csi_result cr = { 0 };
 	ProtobufCMessage *resp = NULL;
 	int r = csi_call_watched(h, which, req, timeout_ms, attempts,
-				 res && res->on_retry ? on_retry : NULL, &rb, &resp, &cr, err);
+				 on_retry ? on_retry_bridge : NULL, &rb, &resp, &cr, err);
 
 	result_fill(res, which, &cr);
 	if (r < 0)
@@ -275,7 +277,8 @@ static int s_node_info(void *h, char **ret_node_id, struct nerr *err)
 	Csi__V1__NodeGetInfoRequest req = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__NodeGetInfoResponse *resp = NULL;
 	char *id;
-	int r = rpc(h, CSI_RPC_NODE_GET_INFO, &req.base, 0, 0, (ProtobufCMessage **)&resp, NULL, err);
+	int r = rpc(h, CSI_RPC_NODE_GET_INFO, &req.base, 0, 0, (ProtobufCMessage **)&resp, NULL, NULL,
+		    NULL, err);
 
 	if (r < 0)
 		return r;
@@ -289,7 +292,8 @@ static int s_node_info(void *h, char **ret_node_id, struct nerr *err)
 /* ---- controller ---- */
 
 static int s_create(void *h, const struct storage_req *rq, struct storage_volume *ret,
-		    struct storage_result *res, struct nerr *err)
+		    storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+		    struct nerr *err)
 {
 	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
@@ -312,7 +316,8 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 		return NOMEM(err);
 	req.n_parameters = params.n;
 	req.parameters = params.v;
-	r = rpc(h, CSI_RPC_CREATE_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp, res, err);
+	r = rpc(h, CSI_RPC_CREATE_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
+		on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	if (!resp->volume || !resp->volume->volume_id || !resp->volume->volume_id[0])
@@ -328,17 +333,18 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 	return 0;
 }
 
-static int s_delete(void *h, const struct storage_req *rq, struct storage_result *res,
-		    struct nerr *err)
+static int s_delete(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		    void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__DeleteVolumeRequest req = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
 
 	req.volume_id = (char *)rq->id;
-	return rpc(h, CSI_RPC_DELETE_VOLUME, &req.base, 0, 0, NULL, res, err);
+	return rpc(h, CSI_RPC_DELETE_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx, res,
+		   err);
 }
 
-static int s_validate(void *h, const struct storage_req *rq, struct storage_result *res,
-		      struct nerr *err)
+static int s_validate(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		      void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__ValidateVolumeCapabilitiesRequest req = CSI__V1__VALIDATE_VOLUME_CAPABILITIES_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__ValidateVolumeCapabilitiesResponse *resp = NULL;
@@ -356,7 +362,7 @@ static int s_validate(void *h, const struct storage_req *rq, struct storage_resu
 	req.n_parameters = params.n;
 	req.parameters = (Csi__V1__ValidateVolumeCapabilitiesRequest__ParametersEntry **)params.v;
 	r = rpc(h, CSI_RPC_VALIDATE_VOLUME_CAPABILITIES, &req.base, 0, 0,
-		(ProtobufCMessage **)&resp, res, err);
+		(ProtobufCMessage **)&resp, on_retry, on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	if (!resp->confirmed)
@@ -367,6 +373,7 @@ static int s_validate(void *h, const struct storage_req *rq, struct storage_resu
 }
 
 static int s_controller_publish(void *h, const struct storage_req *rq, char ***ret_pctx,
+				storage_retry_fn on_retry, void *on_retry_ctx,
 				struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__ControllerPublishVolumeRequest req = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
@@ -384,7 +391,7 @@ static int s_controller_publish(void *h, const struct storage_req *rq, char ***r
 	req.n_volume_context = vctx.n;
 	req.volume_context = (Csi__V1__ControllerPublishVolumeRequest__VolumeContextEntry **)vctx.v;
 	r = rpc(h, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp,
-		res, err);
+		on_retry, on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	if (strv_from_map(resp->n_publish_context, (void *const *)resp->publish_context, ret_pctx) < 0)
@@ -392,18 +399,19 @@ static int s_controller_publish(void *h, const struct storage_req *rq, char ***r
 	return 0;
 }
 
-static int s_controller_unpublish(void *h, const struct storage_req *rq,
-				  struct storage_result *res, struct nerr *err)
+static int s_controller_unpublish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+				  void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__ControllerUnpublishVolumeRequest req = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
 
 	req.volume_id = (char *)rq->id;
 	req.node_id = (char *)(rq->node_id ? rq->node_id : "");
-	return rpc(h, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &req.base, 0, 0, NULL, res, err);
+	return rpc(h, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &req.base, 0, 0, NULL, on_retry,
+		   on_retry_ctx, res, err);
 }
 
-static int s_list(void *h, const char *token, struct storage_page *ret,
-		  struct storage_result *res, struct nerr *err)
+static int s_list(void *h, const char *token, struct storage_page *ret, storage_retry_fn on_retry,
+		  void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__ListVolumesRequest req = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__ListVolumesResponse *resp = NULL;
@@ -411,7 +419,8 @@ static int s_list(void *h, const char *token, struct storage_page *ret,
 	int r;
 
 	req.starting_token = (char *)(token ? token : "");
-	r = rpc(h, CSI_RPC_LIST_VOLUMES, &req.base, 0, 0, (ProtobufCMessage **)&resp, res, err);
+	r = rpc(h, CSI_RPC_LIST_VOLUMES, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
+		on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	pg.v = calloc(resp->n_entries ? resp->n_entries : 1, sizeof(*pg.v));
@@ -440,7 +449,8 @@ static int s_list(void *h, const char *token, struct storage_page *ret,
 }
 
 static int s_capacity(void *h, const struct storage_req *rq, int64_t *ret_bytes,
-		      struct storage_result *res, struct nerr *err)
+		      storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+		      struct nerr *err)
 {
 	Csi__V1__GetCapacityRequest req = CSI__V1__GET_CAPACITY_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__GetCapacityResponse *resp = NULL;
@@ -456,7 +466,8 @@ static int s_capacity(void *h, const struct storage_req *rq, int64_t *ret_bytes,
 		return NOMEM(err);
 	req.n_parameters = params.n;
 	req.parameters = (Csi__V1__GetCapacityRequest__ParametersEntry **)params.v;
-	r = rpc(h, CSI_RPC_GET_CAPACITY, &req.base, 0, 0, (ProtobufCMessage **)&resp, res, err);
+	r = rpc(h, CSI_RPC_GET_CAPACITY, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
+		on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	*ret_bytes = resp->available_capacity;
@@ -464,7 +475,8 @@ static int s_capacity(void *h, const struct storage_req *rq, int64_t *ret_bytes,
 }
 
 static int s_controller_expand(void *h, const struct storage_req *rq, int64_t *ret_capacity,
-			       bool *ret_node_needed, struct storage_result *res, struct nerr *err)
+			       bool *ret_node_needed, storage_retry_fn on_retry, void *on_retry_ctx,
+			       struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__ControllerExpandVolumeRequest req = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
@@ -477,7 +489,7 @@ static int s_controller_expand(void *h, const struct storage_req *rq, int64_t *r
 	req.capacity_range = &range;
 	req.volume_capability = vcap_build(&vc, &rq->cap);
 	r = rpc(h, CSI_RPC_CONTROLLER_EXPAND_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp,
-		res, err);
+		on_retry, on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	*ret_capacity = resp->capacity_bytes;
@@ -487,8 +499,8 @@ static int s_controller_expand(void *h, const struct storage_req *rq, int64_t *r
 
 /* ---- node ---- */
 
-static int s_stage(void *h, const struct storage_req *rq, struct storage_result *res,
-		   struct nerr *err)
+static int s_stage(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		   void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__NodeStageVolumeRequest req = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
 	_cleanup_kv_ struct kv_array pctx = { 0 }, vctx = { 0 };
@@ -503,21 +515,23 @@ static int s_stage(void *h, const struct storage_req *rq, struct storage_result 
 	req.publish_context = (Csi__V1__NodeStageVolumeRequest__PublishContextEntry **)pctx.v;
 	req.n_volume_context = vctx.n;
 	req.volume_context = (Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **)vctx.v;
-	return rpc(h, CSI_RPC_NODE_STAGE_VOLUME, &req.base, 0, 0, NULL, res, err);
+	return rpc(h, CSI_RPC_NODE_STAGE_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx, res,
+		   err);
 }
 
-static int s_unstage(void *h, const struct storage_req *rq, struct storage_result *res,
-		     struct nerr *err)
+static int s_unstage(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__NodeUnstageVolumeRequest req = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
 
 	req.volume_id = (char *)rq->id;
 	req.staging_target_path = (char *)(rq->staging ? rq->staging : "");
-	return rpc(h, CSI_RPC_NODE_UNSTAGE_VOLUME, &req.base, 0, 0, NULL, res, err);
+	return rpc(h, CSI_RPC_NODE_UNSTAGE_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx,
+		   res, err);
 }
 
-static int s_publish(void *h, const struct storage_req *rq, struct storage_result *res,
-		     struct nerr *err)
+static int s_publish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__NodePublishVolumeRequest req = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
 	_cleanup_kv_ struct kv_array pctx = { 0 }, vctx = { 0 };
@@ -534,21 +548,24 @@ static int s_publish(void *h, const struct storage_req *rq, struct storage_resul
 	req.publish_context = (Csi__V1__NodePublishVolumeRequest__PublishContextEntry **)pctx.v;
 	req.n_volume_context = vctx.n;
 	req.volume_context = (Csi__V1__NodePublishVolumeRequest__VolumeContextEntry **)vctx.v;
-	return rpc(h, CSI_RPC_NODE_PUBLISH_VOLUME, &req.base, 0, 0, NULL, res, err);
+	return rpc(h, CSI_RPC_NODE_PUBLISH_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx,
+		   res, err);
 }
 
-static int s_unpublish(void *h, const struct storage_req *rq, struct storage_result *res,
-		       struct nerr *err)
+static int s_unpublish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		       void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__NodeUnpublishVolumeRequest req = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
 
 	req.volume_id = (char *)rq->id;
 	req.target_path = (char *)(rq->target ? rq->target : "");
-	return rpc(h, CSI_RPC_NODE_UNPUBLISH_VOLUME, &req.base, 0, 0, NULL, res, err);
+	return rpc(h, CSI_RPC_NODE_UNPUBLISH_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx,
+		   res, err);
 }
 
 static int s_node_expand(void *h, const struct storage_req *rq, int64_t *ret_capacity,
-			 struct storage_result *res, struct nerr *err)
+			 storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+			 struct nerr *err)
 {
 	Csi__V1__NodeExpandVolumeRequest req = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
@@ -562,7 +579,8 @@ static int s_node_expand(void *h, const struct storage_req *rq, int64_t *ret_cap
 	req.staging_target_path = (char *)(rq->staging ? rq->staging : "");
 	req.capacity_range = &range;
 	req.volume_capability = vcap_build(&vc, &rq->cap);
-	r = rpc(h, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp, res, err);
+	r = rpc(h, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp,
+		on_retry, on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	*ret_capacity = resp->capacity_bytes;
@@ -570,7 +588,8 @@ static int s_node_expand(void *h, const struct storage_req *rq, int64_t *ret_cap
 }
 
 static int s_stats(void *h, const struct storage_req *rq, uint64_t timeout_ms,
-		   struct storage_stats *ret, struct storage_result *res, struct nerr *err)
+		   struct storage_stats *ret, storage_retry_fn on_retry, void *on_retry_ctx,
+		   struct storage_result *res, struct nerr *err)
 {
 	Csi__V1__NodeGetVolumeStatsRequest req = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__NodeGetVolumeStatsResponse *resp = NULL;
@@ -581,7 +600,7 @@ static int s_stats(void *h, const struct storage_req *rq, uint64_t timeout_ms,
 	req.volume_path = (char *)(rq->path ? rq->path : "");
 	req.staging_target_path = (char *)(rq->staging ? rq->staging : "");
 	r = rpc(h, CSI_RPC_NODE_GET_VOLUME_STATS, &req.base, timeout_ms, 1,
-		(ProtobufCMessage **)&resp, res, err);
+		(ProtobufCMessage **)&resp, on_retry, on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	for (int k = 0; k < 3; k++)

@@ -237,7 +237,8 @@ static int f_node_info(void *h, char **ret_node_id, struct nerr *err)
 }
 
 static int f_create(void *h, const struct storage_req *rq, struct storage_volume *ret,
-		    struct storage_result *res, struct nerr *err)
+		    storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+		    struct nerr *err)
 {
 	struct fake_vol *v = NULL;
 	int r = begin("CreateVolume", res, err);
@@ -261,8 +262,8 @@ static int f_create(void *h, const struct storage_req *rq, struct storage_volume
 	return r;
 }
 
-static int f_delete(void *h, const struct storage_req *rq, struct storage_result *res,
-		    struct nerr *err)
+static int f_delete(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		    void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("DeleteVolume", res, err);
@@ -275,8 +276,8 @@ static int f_delete(void *h, const struct storage_req *rq, struct storage_result
 	return done("DeleteVolume", res, err);
 }
 
-static int f_validate(void *h, const struct storage_req *rq, struct storage_result *res,
-		      struct nerr *err)
+static int f_validate(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		      void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	int r = begin("ValidateVolumeCapabilities", res, err);
 
@@ -288,6 +289,7 @@ static int f_validate(void *h, const struct storage_req *rq, struct storage_resu
 }
 
 static int f_controller_publish(void *h, const struct storage_req *rq, char ***ret_pctx,
+				storage_retry_fn on_retry, void *on_retry_ctx,
 				struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
@@ -306,8 +308,8 @@ static int f_controller_publish(void *h, const struct storage_req *rq, char ***r
 	return r;
 }
 
-static int f_controller_unpublish(void *h, const struct storage_req *rq,
-				  struct storage_result *res, struct nerr *err)
+static int f_controller_unpublish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+				  void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("ControllerUnpublishVolume", res, err);
@@ -320,8 +322,8 @@ static int f_controller_unpublish(void *h, const struct storage_req *rq,
 	return done("ControllerUnpublishVolume", res, err);
 }
 
-static int f_list(void *h, const char *token, struct storage_page *ret,
-		  struct storage_result *res, struct nerr *err)
+static int f_list(void *h, const char *token, struct storage_page *ret, storage_retry_fn on_retry,
+		  void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct storage_page pg = { 0 };
 
@@ -346,7 +348,8 @@ static int f_list(void *h, const char *token, struct storage_page *ret,
 }
 
 static int f_capacity(void *h, const struct storage_req *rq, int64_t *ret_bytes,
-		      struct storage_result *res, struct nerr *err)
+		      storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+		      struct nerr *err)
 {
 	result_ok(res, "GetCapacity");
 	*ret_bytes = 1ll << 30;
@@ -354,7 +357,8 @@ static int f_capacity(void *h, const struct storage_req *rq, int64_t *ret_bytes,
 }
 
 static int f_controller_expand(void *h, const struct storage_req *rq, int64_t *ret_capacity,
-			       bool *ret_node_needed, struct storage_result *res, struct nerr *err)
+			       bool *ret_node_needed, storage_retry_fn on_retry, void *on_retry_ctx,
+			       struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("ControllerExpandVolume", res, err);
@@ -370,8 +374,8 @@ static int f_controller_expand(void *h, const struct storage_req *rq, int64_t *r
 	return done("ControllerExpandVolume", res, err);
 }
 
-static int f_stage(void *h, const struct storage_req *rq, struct storage_result *res,
-		   struct nerr *err)
+static int f_stage(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		   void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("NodeStageVolume", res, err);
@@ -387,8 +391,8 @@ static int f_stage(void *h, const struct storage_req *rq, struct storage_result 
 	return done("NodeStageVolume", res, err);
 }
 
-static int f_unstage(void *h, const struct storage_req *rq, struct storage_result *res,
-		     struct nerr *err)
+static int f_unstage(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("NodeUnstageVolume", res, err);
@@ -401,8 +405,8 @@ static int f_unstage(void *h, const struct storage_req *rq, struct storage_resul
 	return done("NodeUnstageVolume", res, err);
 }
 
-static int f_publish(void *h, const struct storage_req *rq, struct storage_result *res,
-		     struct nerr *err)
+static int f_publish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("NodePublishVolume", res, err);
@@ -427,8 +431,8 @@ static int f_publish(void *h, const struct storage_req *rq, struct storage_resul
 	return done("NodePublishVolume", res, err);
 }
 
-static int f_unpublish(void *h, const struct storage_req *rq, struct storage_result *res,
-		       struct nerr *err)
+static int f_unpublish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		       void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("NodeUnpublishVolume", res, err);
@@ -444,7 +448,8 @@ static int f_unpublish(void *h, const struct storage_req *rq, struct storage_res
 }
 
 static int f_node_expand(void *h, const struct storage_req *rq, int64_t *ret_capacity,
-			 struct storage_result *res, struct nerr *err)
+			 storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+			 struct nerr *err)
 {
 	struct fake_vol *v;
 	int r = begin("NodeExpandVolume", res, err);
@@ -461,7 +466,8 @@ static int f_node_expand(void *h, const struct storage_req *rq, int64_t *ret_cap
 }
 
 static int f_stats(void *h, const struct storage_req *rq, uint64_t timeout_ms,
-		   struct storage_stats *ret, struct storage_result *res, struct nerr *err)
+		   struct storage_stats *ret, storage_retry_fn on_retry, void *on_retry_ctx,
+		   struct storage_result *res, struct nerr *err)
 {
 	result_ok(res, "NodeGetVolumeStats");
 	*ret = (struct storage_stats){ .bytes = { 1, 2, 3 }, .inodes = { -1, -1, -1 } };

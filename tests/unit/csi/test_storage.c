@@ -245,7 +245,7 @@ Test(storage, create)
 	vol.volume_context = ctxs;
 	resp.volume = &vol;
 	answer(CSI_RPC_CREATE_VOLUME, 0, NULL, &resp.base);
-	cr_assert_eq(csi_storage_ops.create(h, &rq, &v, &res, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.create(h, &rq, &v, NULL, NULL, &res, &err), 0, "%s", err.msg);
 	cr_expect_str_eq(v.id, "vol-7");
 	cr_expect_eq(v.capacity, 2 << 20);
 	cr_assert_not_null(v.vctx);
@@ -275,7 +275,7 @@ Test(storage, create)
 	/* no size: no capacity range; no volume id in the reply: EIO */
 	rq.bytes = 0;
 	vol.volume_id = "";
-	cr_expect_eq(csi_storage_ops.create(h, &rq, &v, &res, &err), -EIO);
+	cr_expect_eq(csi_storage_ops.create(h, &rq, &v, NULL, NULL, &res, &err), -EIO);
 	cr_expect(strstr(err.msg, "no volume id"), "%s", err.msg);
 	r = last(CSI_RPC_CREATE_VOLUME);
 	cr_expect_null(r->capacity_range);
@@ -290,7 +290,7 @@ Test(storage, block_capability_and_capacity)
 
 	resp.available_capacity = 12345;
 	answer(CSI_RPC_GET_CAPACITY, 0, NULL, &resp.base);
-	cr_assert_eq(csi_storage_ops.capacity(h, &rq, &bytes, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.capacity(h, &rq, &bytes, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_expect_eq(bytes, 12345);
 	Csi__V1__GetCapacityRequest *r = last(CSI_RPC_GET_CAPACITY);
 	cr_assert_eq(r->n_volume_capabilities, 1);
@@ -311,11 +311,11 @@ Test(storage, validate)
 
 	resp.message = "fs ext4 unsupported";
 	answer(CSI_RPC_VALIDATE_VOLUME_CAPABILITIES, 0, NULL, &resp.base);
-	cr_expect_eq(csi_storage_ops.validate(h, &rq, NULL, &err), -EINVAL);
+	cr_expect_eq(csi_storage_ops.validate(h, &rq, NULL, NULL, NULL, &err), -EINVAL);
 	cr_expect(strstr(err.msg, "does not confirm volume vol-1") && strstr(err.msg, "ext4"), "%s",
 		  err.msg);
 	resp.confirmed = &conf;
-	cr_expect_eq(csi_storage_ops.validate(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_expect_eq(csi_storage_ops.validate(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_expect_str_eq(((Csi__V1__ValidateVolumeCapabilitiesRequest *)
 			  last(CSI_RPC_VALIDATE_VOLUME_CAPABILITIES))->volume_id, "vol-1");
 }
@@ -339,7 +339,7 @@ Test(storage, controller_publish_and_node_calls)
 	cresp.n_publish_context = 1;
 	cresp.publish_context = pes;
 	answer(CSI_RPC_CONTROLLER_PUBLISH_VOLUME, 0, NULL, &cresp.base);
-	cr_assert_eq(csi_storage_ops.controller_publish(h, &rq, &pctx, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.controller_publish(h, &rq, &pctx, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_assert_not_null(pctx);
 	cr_expect_str_eq(pctx[0], "device=/dev/y");
 	storage_strv_free(pctx);
@@ -348,27 +348,27 @@ Test(storage, controller_publish_and_node_calls)
 	cr_expect(cp->readonly);
 	cr_expect_str_eq(map_get(cp->n_volume_context, (void *const *)cp->volume_context, "zone"), "a");
 
-	cr_assert_eq(csi_storage_ops.stage(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.stage(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	Csi__V1__NodeStageVolumeRequest *ns = last(CSI_RPC_NODE_STAGE_VOLUME);
 	cr_expect_str_eq(ns->staging_target_path, "/s/vol-1");
 	cr_expect_str_eq(map_get(ns->n_publish_context, (void *const *)ns->publish_context, "device"),
 			 "/dev/x");
 
-	cr_assert_eq(csi_storage_ops.publish(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.publish(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	Csi__V1__NodePublishVolumeRequest *np = last(CSI_RPC_NODE_PUBLISH_VOLUME);
 	cr_expect_str_eq(np->target_path, "/mnt/db");
 	cr_expect_str_eq(np->staging_target_path, "/s/vol-1");
 	cr_expect(np->readonly);
 	cr_expect_str_eq(map_get(np->n_volume_context, (void *const *)np->volume_context, "zone"), "a");
 
-	cr_assert_eq(csi_storage_ops.unpublish(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.unpublish(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_expect_str_eq(((Csi__V1__NodeUnpublishVolumeRequest *)last(CSI_RPC_NODE_UNPUBLISH_VOLUME))->target_path,
 			 "/mnt/db");
-	cr_assert_eq(csi_storage_ops.unstage(h, &rq, NULL, &err), 0, "%s", err.msg);
-	cr_assert_eq(csi_storage_ops.controller_unpublish(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.unstage(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.controller_unpublish(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_expect_str_eq(((Csi__V1__ControllerUnpublishVolumeRequest *)
 			  last(CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME))->node_id, "node-9");
-	cr_assert_eq(csi_storage_ops.delete(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.delete(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_expect_str_eq(((Csi__V1__DeleteVolumeRequest *)last(CSI_RPC_DELETE_VOLUME))->volume_id, "vol-1");
 
 	/* expands */
@@ -379,12 +379,12 @@ Test(storage, controller_publish_and_node_calls)
 	xr.capacity_bytes = 8192;
 	xr.node_expansion_required = true;
 	answer(CSI_RPC_CONTROLLER_EXPAND_VOLUME, 0, NULL, &xr.base);
-	cr_assert_eq(csi_storage_ops.controller_expand(h, &rq, &cap, &node_needed, NULL, &err), 0);
+	cr_assert_eq(csi_storage_ops.controller_expand(h, &rq, &cap, &node_needed, NULL, NULL, NULL, &err), 0);
 	cr_expect_eq(cap, 8192);
 	cr_expect(node_needed);
 	cr_expect_eq(((Csi__V1__ControllerExpandVolumeRequest *)last(CSI_RPC_CONTROLLER_EXPAND_VOLUME))
 		     ->capacity_range->required_bytes, 4096);
-	cr_assert_eq(csi_storage_ops.node_expand(h, &rq, &cap, NULL, &err), 0);
+	cr_assert_eq(csi_storage_ops.node_expand(h, &rq, &cap, NULL, NULL, NULL, &err), 0);
 	cr_expect_eq(cap, 0, "an empty reply reports no capacity");
 	Csi__V1__NodeExpandVolumeRequest *ne = last(CSI_RPC_NODE_EXPAND_VOLUME);
 	cr_expect_str_eq(ne->volume_path, "/mnt/db");
@@ -407,7 +407,7 @@ Test(storage, list_pages_and_stats)
 	lr.entries = es;
 	lr.next_token = "p2";
 	answer(CSI_RPC_LIST_VOLUMES, 0, NULL, &lr.base);
-	cr_assert_eq(csi_storage_ops.list(h, NULL, &pg, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.list(h, NULL, &pg, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_assert_eq(pg.n, 1);
 	cr_expect_str_eq(pg.v[0].id, "a");
 	cr_expect_eq(pg.v[0].capacity, 7);
@@ -416,7 +416,7 @@ Test(storage, list_pages_and_stats)
 	cr_expect_str_eq(pg.next_token, "p2");
 	storage_page_clear(&pg);
 	lr.next_token = "";
-	cr_assert_eq(csi_storage_ops.list(h, "p2", &pg, NULL, &err), 0);
+	cr_assert_eq(csi_storage_ops.list(h, "p2", &pg, NULL, NULL, NULL, &err), 0);
 	cr_expect_null(pg.next_token, "an empty token ends the listing");
 	cr_expect_str_eq(((Csi__V1__ListVolumesRequest *)last(CSI_RPC_LIST_VOLUMES))->starting_token, "p2");
 	storage_page_clear(&pg);
@@ -434,11 +434,11 @@ Test(storage, list_pages_and_stats)
 	sr.n_usage = 2;
 	sr.usage = us;
 	answer(CSI_RPC_NODE_GET_VOLUME_STATS, 0, NULL, &sr.base);
-	cr_assert_eq(csi_storage_ops.stats(h, &rq, 1000, &st, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.stats(h, &rq, 1000, &st, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	cr_expect(st.bytes[0] == 1 && st.bytes[1] == 2 && st.bytes[2] == 3);
 	cr_expect(st.inodes[0] == 4 && st.inodes[1] == 5 && st.inodes[2] == 9);
 	sr.n_usage = 0;
-	cr_assert_eq(csi_storage_ops.stats(h, &rq, 1000, &st, NULL, &err), 0);
+	cr_assert_eq(csi_storage_ops.stats(h, &rq, 1000, &st, NULL, NULL, NULL, &err), 0);
 	cr_expect(st.bytes[0] == -1 && st.inodes[2] == -1, "not reported: -1");
 }
 
@@ -481,6 +481,20 @@ Test(storage, identity)
 
 /* ---- error classes ---- */
 
+/* What the retry callback was told: each call, and the last result. */
+struct retries {
+	unsigned calls;
+	struct storage_result last;
+};
+
+static void count_retry(void *ctx, const struct storage_result *so_far)
+{
+	struct retries *rt = ctx;
+
+	rt->calls++;
+	rt->last = *so_far;
+}
+
 Test(storage, error_classes)
 {
 	static const struct {
@@ -501,11 +515,12 @@ Test(storage, error_classes)
 
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		struct storage_result res = { 0 };
+		struct retries rt = { 0 };
 		struct nerr err = { 0 };
 		int r;
 
 		answer(CSI_RPC_NODE_STAGE_VOLUME, cases[k].code, "injected", NULL);
-		r = csi_storage_ops.stage(h, &rq, &res, &err);
+		r = csi_storage_ops.stage(h, &rq, count_retry, &rt, &res, &err);
 		cr_expect_eq(r, -cases[k].err, "%s: %d", grpc_code_to_string(cases[k].code), r);
 		cr_expect_eq(res.code, cases[k].code);
 		cr_expect_str_eq(res.code_name, grpc_code_to_string(cases[k].code));
@@ -515,6 +530,14 @@ Test(storage, error_classes)
 		cr_expect_str_eq(res.call, "NodeStageVolume");
 		cr_expect(strstr(err.msg, "NodeStageVolume") && strstr(err.msg, "injected"), "%s",
 			  err.msg);
+		/* told once before each retry, with the attempts so far */
+		cr_expect_eq(rt.calls, cases[k].attempts - 1, "%s: told %u times", res.code_name,
+			     rt.calls);
+		if (rt.calls) {
+			cr_expect_eq(rt.last.attempts, cases[k].attempts - 1);
+			cr_expect_eq(rt.last.code, cases[k].code);
+			cr_expect_str_eq(rt.last.call, "NodeStageVolume");
+		}
 	}
 }
 
@@ -526,9 +549,9 @@ Test(storage, metrics)
 	void *hs[] = { h, NULL };
 	const char *names[] = { "t", "gone" };
 
-	cr_assert_eq(csi_storage_ops.delete(h, &rq, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(csi_storage_ops.delete(h, &rq, NULL, NULL, NULL, &err), 0, "%s", err.msg);
 	answer(CSI_RPC_DELETE_VOLUME, GRPC_NOT_FOUND, "x", NULL);
-	cr_assert_eq(csi_storage_ops.delete(h, &rq, NULL, &err), -ENOENT);
+	cr_assert_eq(csi_storage_ops.delete(h, &rq, NULL, NULL, NULL, &err), -ENOENT);
 	cr_assert_geq(csi_storage_ops.render_metrics(hs, names, 2, &out), 0);
 	cr_assert_not_null(out.buf);
 	cr_expect(strstr(out.buf, "# TYPE nodefs_csi_rpc_duration_seconds histogram\n"), "%s", out.buf);
