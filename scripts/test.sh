@@ -18,7 +18,7 @@
 #   --quick   only build/ (no sanitizer build)
 #   MESON_TEST_ARGS go to `meson test`, e.g. test names or --suite.
 # Environment: NODEFS_TEST_JOBS (tests at once; twice the cores by
-# default), NODEFS_LOAD_SECONDS (reliability-load's length: 60 in build/,
+# default), NODEFS_LOAD_SECONDS (reliability-load's length: 30 in build/,
 # 15 in build-san by default). Exported to the tests: NODEFS_TIME_SCALE,
 # the factor their wall-clock bounds scale by: 1, or 4 in build-san (as
 # meson's --timeout-multiplier), times the tests run per core (rounded up).
@@ -190,7 +190,7 @@ for b in "${builds[@]}"; do
 	# the fixed-length load test runs at full length once per run (build/);
 	# the sanitizer build runs it short: every command still goes through
 	# ASan and UBSan, against the same checks
-	load_s=${NODEFS_LOAD_SECONDS:-60}
+	load_s=${NODEFS_LOAD_SECONDS:-30}
 	[[ $b == build-san ]] && load_s=${NODEFS_LOAD_SECONDS:-15}
 	rm -f "$b/meson-logs/testlog.json"
 	# meson test refuses to run anything when one test program is missing

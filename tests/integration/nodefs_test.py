@@ -760,6 +760,19 @@ def _flatten(suite):
             yield t
 
 
+class _TimedResult(unittest.TextTestResult):
+    """Keeps each case's wall time: main() prints the slowest, so the
+    suite's time can be spent where it tells something."""
+    def startTest(self, test):
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self.times = getattr(self, "times", [])
+        self.times.append((time.monotonic() - self._t0, test.id()))
+
+
 class _ShardLoader(unittest.TestLoader):
     def __init__(self, shard):
         super().__init__()
@@ -793,9 +806,15 @@ def main(*needs, requires=_DEFAULT):
     argv, shard = _shard_arg(sys.argv)
     _running = True
     prog = unittest.main(verbosity=2, exit=False, argv=argv,
-                         testLoader=_ShardLoader(shard))
+                         testLoader=_ShardLoader(shard),
+                         testRunner=unittest.TextTestRunner(
+                             resultclass=_TimedResult, verbosity=2))
     _running = False
     r = prog.result
+    slow = sorted(getattr(r, "times", []), reverse=True)[:5]
+    print("slowest cases: " + ", ".join(
+        "%s %.1fs" % (name.rsplit(".", 1)[-1], t) for t, name in slow),
+        flush=True)
     if not r.wasSuccessful():
         sys.exit(1)
     if r.testsRun == 0:
