@@ -254,7 +254,7 @@ static void take_back_cut_creates(struct backend *b)
 				events_tally(b->events, eng->ops->name[0] == 'd'
 					     ? "nodefs_uncertain_outcomes_total{kind=\"docker.create\",result=\"removed\"}"
 					     : "nodefs_uncertain_outcomes_total{kind=\"lxc.create\",result=\"removed\"}", 1);
-			} else if (eng->ops->engine_names) {
+			} else if (eng->ops->late_creates) {
 				/* the engine may still be making it (dockerd goes
 				 * on with a create its client left): keep looking */
 				uncertain_watch_container(b, eng, name,

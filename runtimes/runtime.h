@@ -63,8 +63,9 @@ struct rt_mount {
 /* What a user asked for at create. Strings are owned by the caller. */
 struct rt_spec {
 	const char *name;	/* nodefs name, [A-Za-z0-9._-]{1,64} */
-	/* The name the engine knows it by (docker: the container name; the
-	 * backend makes it, name_prefix + name); NULL: "nodefs-" + name. */
+	/* The name the engine knows it by (the backend makes it, name_prefix
+	 * + name, for a driver with engine_names); NULL: the driver's own
+	 * (docker "nodefs-" + name, lxc name). */
 	const char *engine_name;
 	/* This instance's id (rt_config.instance), put on what is made;
 	 * NULL: none (what an older nodefs made). */
@@ -167,10 +168,15 @@ struct rt_config {
 
 struct runtime_ops {
 	const char *name;	/* "docker", "lxc" */
-	/* create names the container rt_spec.engine_name on the engine (docker:
-	 * one namespace per engine, shared by everyone using it); false: by
-	 * rt_spec.name (lxc: a directory of the configured lxcpath) */
+	/* create names the container rt_spec.engine_name on the engine, whose
+	 * namespace others may share (docker: one per engine; lxc: the
+	 * directories of an lxcpath); false: by rt_spec.name */
 	bool engine_names;
+	/* a create can still complete on the engine after its caller died
+	 * (dockerd goes on with a create its client left), so one whose
+	 * answer a crash lost is watched for; false: what a create cut short
+	 * made is found at once (lxc: list() reports it half_made) */
+	bool late_creates;
 
 	/* Make a handle. Never fails because the engine is absent: that is
 	 * reported by health(). -EINVAL for a bad config key/value. */

@@ -637,6 +637,7 @@ static int dk_logs(void *h, const char *id, size_t max, struct sbuf *out, struct
 const struct runtime_ops rt_docker_ops = {
 	.name = "docker",
 	.engine_names = true,
+	.late_creates = true,
 	.open = dk_open,
 	.close = dk_close,
 	.health = dk_health,

@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <lxc/attach_options.h>
 #include <lxc/lxccontainer.h>
 #include <poll.h>
@@ -282,8 +283,8 @@ static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpat
 	struct stat st;
 
 	if (!rt_lxc_name_valid(s->name))
-		return nerr_set(err, EINVAL, "lxc: bad name '%.64s': 1 to 64 of [A-Za-z0-9._-], no leading dot",
-				s->name ? s->name : "");
+		return nerr_set(err, EINVAL, "lxc: bad engine name '%.128s': 1 to %d of "
+				"[A-Za-z0-9._-], no leading dot", s->name ? s->name : "", RT_LXC_NAME_MAX);
 	if (t[0] == '/') {
 		if (!rt_lxc_path_ok(t))
 			return nerr_set(err, EINVAL, "lxc: bad template path '%.100s'", t);
@@ -579,9 +580,10 @@ static void fsync_dir(const char *dir)
 
 /* Write the in-progress mark, synced with its directory, so a crash at any
  * later point leaves something recovery recognises. */
-static int creating_mark(struct rt_lxc *h, const char *name, struct nerr *err)
+static int creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_name,
+			 struct nerr *err)
 {
-	char path[PATH_MAX], rec[256];
+	char path[PATH_MAX], rec[512];
 	int fd, n, r = 0;
 
 	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
@@ -590,7 +592,7 @@ static int creating_mark(struct rt_lxc *h, const char *name, struct nerr *err)
 		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
 	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"%s\": \"%s\", "
 		     "\"started_at\": %lld, \"pid\": %d}\n",
-		     RT_OWNER_LABEL, RT_NAME_LABEL, name, RT_INSTANCE_LABEL, h->instance,
+		     RT_OWNER_LABEL, RT_NAME_LABEL, nodefs_name, RT_INSTANCE_LABEL, h->instance,
 		     (long long)time(NULL), (int)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
@@ -614,20 +616,30 @@ bool rt_lxc_creating_marked(const struct rt_lxc *h, const char *name)
 	return create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
 }
 
-/* Is the in-progress mark of name this instance's? (Any, when the driver
- * was given no instance.) */
-bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name)
+bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_name,
+			  size_t size)
 {
-	char path[PATH_MAX], rec[512], want[128];
-	int n, w;
+	char path[PATH_MAX], rec[512];
+	const char *inst, *nm;
+	json_error_t jerr;
+	json_t *j;
+	bool ours;
+	int n;
 
-	if (!h->instance[0])
-		return true;
+	/* an unreadable mark (cut while written) names no one: the container's
+	 * own name, and ours only when the driver has no instance */
+	snprintf(ret_name, size, "%s", name);
 	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
 		return false;
 	n = rt_lxc_read_file(path, rec, sizeof(rec));
-	w = snprintf(want, sizeof(want), "\"%s\": \"%s\"", RT_INSTANCE_LABEL, h->instance);
-	return n > 0 && w > 0 && memmem(rec, (size_t)n, want, (size_t)w) != NULL;
+	j = n > 0 ? json_loadb(rec, (size_t)n, 0, &jerr) : NULL;
+	inst = json_string_value(json_object_get(j, RT_INSTANCE_LABEL));
+	nm = json_string_value(json_object_get(j, RT_NAME_LABEL));
+	ours = !h->instance[0] || (inst && strcmp(inst, h->instance) == 0);
+	if (ours && nm && rt_lxc_name_valid(nm) && strlen(nm) <= RT_LXC_NODEFS_NAME_MAX)
+		snprintf(ret_name, size, "%s", nm);
+	json_decref(j);
+	return ours;
 }
 
 /* The create is over (made whole, or undone): its files go, the mark last. */
@@ -699,9 +711,20 @@ int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 	_cleanup_free_ char **targv = NULL;
 	char tpath[PATH_MAX], dir[PATH_MAX];
 	struct rt_lxc_meta m = { .exit_code = -1 };
+	/* the container is named on liblxc's side as the backend says (its
+	 * name_prefix + name), so two instances sharing an lxcpath do not
+	 * collide; the mark keeps the nodefs name */
+	struct rt_spec named = *s;
 	char *id = NULL;
 	int r;
 
+	if (!rt_lxc_name_valid(s->name) || strlen(s->name) > RT_LXC_NODEFS_NAME_MAX)
+		return nerr_set(err, EINVAL, "lxc: bad name '%.64s': 1 to %d of [A-Za-z0-9._-], no "
+				"leading dot", s->name ? s->name : "", RT_LXC_NODEFS_NAME_MAX);
+	snprintf(m.name, sizeof(m.name), "%s", s->name);
+	if (s->engine_name && s->engine_name[0])
+		named.name = s->engine_name;
+	s = &named;
 	r = create_validate(h, s, tpath, sizeof(tpath), err);
 	if (r < 0)
 		return r;
@@ -722,7 +745,7 @@ int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 	if (prog && prog->update)
 		prog->update(prog->ctx, "running template");
 
-	r = creating_mark(h, s->name, err);
+	r = creating_mark(h, s->name, m.name, err);
 	if (r < 0)
 		return r;
 	r = run_create(h, c, s->name, tpath, targv, err);
@@ -735,7 +758,6 @@ int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 	if (r == 0 && prog && prog->cancel)
 		r = nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
 	if (r == 0) {
-		snprintf(m.name, sizeof(m.name), "%s", s->name);
 		snprintf(m.instance, sizeof(m.instance), "%s", h->instance);
 		m.created_at = time(NULL);
 		r = rt_lxc_meta_write(h, s->name, &m);

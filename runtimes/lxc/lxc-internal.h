@@ -25,7 +25,9 @@
 struct nerr;
 struct sbuf;
 
-#define RT_LXC_NAME_MAX 64
+/* A container's name on liblxc's side: name_prefix + the nodefs name. */
+#define RT_LXC_NAME_MAX 128
+#define RT_LXC_NODEFS_NAME_MAX 64	/* the nodefs name, in the marks */
 #define RT_LXC_META_FILE "nodefs.json"	/* the owner mark, beside config */
 #define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, run by /bin/sh */
 #define RT_LXC_GATE_FILE "nodefs-gate"	/* FIFO the command waits on */
@@ -165,7 +167,7 @@ int rt_lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
 	__attribute__((format(printf, 6, 7)));
 int rt_lxc_fail(struct rt_lxc *h, struct lxc_container *c, const char *name,
 		enum rt_lxc_fail f, struct nerr *err);
-/* 1 to 64 of [A-Za-z0-9._-], no leading dot. */
+/* 1 to RT_LXC_NAME_MAX of [A-Za-z0-9._-], no leading dot. */
 bool rt_lxc_name_valid(const char *s);
 /* An absolute path without quotes, backslashes or newlines, that fits. */
 bool rt_lxc_path_ok(const char *p);
@@ -187,9 +189,11 @@ int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 		  char **ret_id, struct nerr *err);
 /* Is there an in-progress mark for name (a create under way or cut short)? */
 bool rt_lxc_creating_marked(const struct rt_lxc *h, const char *name);
-/* Is the in-progress mark of name this instance's? (Any, when the driver
- * was given no instance.) */
-bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name);
+/* Is the in-progress mark of name (the container's liblxc name) this
+ * instance's? (Any, when the driver was given no instance.) ret_name gets
+ * the nodefs name the mark records (name itself when it records none). */
+bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_name,
+			  size_t size);
 /* Remove what a create cut short made: the template if it still runs, the
  * container, the create's files, the mark last. */
 int rt_lxc_remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err);

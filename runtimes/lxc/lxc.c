@@ -645,10 +645,9 @@ static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct 
 			/* a create under way, or cut short: listed whatever
 			 * liblxc has made of it so far (this instance's only) */
 			nm += strlen(pfx);
-			if (!rt_lxc_creating_ours(h, nm))
+			if (!rt_lxc_creating_ours(h, nm, m.name, sizeof(m.name)))
 				continue;
 			half = true;
-			snprintf(m.name, sizeof(m.name), "%s", nm);
 		} else {
 			if (!rt_lxc_name_valid(nm) || rt_lxc_creating_marked(h, nm) || rt_lxc_meta_read(h, nm, &m) < 0)
 				continue;
@@ -730,6 +729,7 @@ static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
 
 const struct runtime_ops rt_lxc_ops = {
 	.name = "lxc",
+	.engine_names = true,
 	.open = rt_lxc_open,
 	.close = rt_lxc_close,
 	.health = rt_lxc_health,

@@ -249,6 +249,12 @@ class Env:
     def name(self, short):
         return "%s-%s" % (self.tag, short)
 
+    def engine(self, name):
+        """What the engine calls the container nodefs made as name (its
+        name_prefix + name): docker's container name, lxc's container
+        name in the lxcpath."""
+        return self.prefix + name
+
     def read(self, *parts):
         return self.fs.read(*parts)
 

@@ -78,7 +78,7 @@ class Lxc(unittest.TestCase):
             self.assertIn("5.", env.read("runtimes", "lxc", "version"))
             box = lrun(env, "box", extra="memory=64M")
             self.assertEqual(env.state(box), "RUNNING")
-            self.assertEqual(lxc_state(env, box), "RUNNING")
+            self.assertEqual(lxc_state(env, env.engine(box)), "RUNNING")
             pid = int(env.cread(box, "pid"))
             os.kill(pid, 0)
             self.assertEqual(env.cread(box, "runtime").strip(), "lxc")
@@ -92,10 +92,10 @@ class Lxc(unittest.TestCase):
             self.assertEqual(st["memory_limit_bytes"], 64 << 20)
             self.assertGreater(st["memory_bytes"], 0)
             self.assertGreaterEqual(st["pids"], 1)
-            self.assertEqual(lxc_ls(env), [box])
+            self.assertEqual(lxc_ls(env), [env.engine(box)])
             # the config carries what the tests' host needs, from the
             # runtime's options (no network, unconfined)
-            with open(os.path.join(env.lxcpath, box, "config")) as f:
+            with open(os.path.join(env.lxcpath, env.engine(box), "config")) as f:
                 conf = f.read()
             self.assertRegex(conf, r"lxc\.net\.0\.type = none")
             self.assertRegex(conf, r"lxc\.apparmor\.profile = unconfined")
@@ -103,10 +103,10 @@ class Lxc(unittest.TestCase):
             c2 = env.name("later")
             env.must("containers/ctl", "create %s runtime=lxc template=busybox" % c2)
             self.assertEqual(env.state(c2), "CREATED")
-            self.assertEqual(lxc_state(env, c2), "STOPPED")
+            self.assertEqual(lxc_state(env, env.engine(c2)), "STOPPED")
             env.cctl(c2, "start")
             self.assertEqual(env.state(c2), "RUNNING")
-            self.assertEqual(lxc_state(env, c2), "RUNNING")
+            self.assertEqual(lxc_state(env, env.engine(c2)), "RUNNING")
 
     def test_state_is_creating_while_the_template_runs(self):
         """While an LXC template builds the container its state reads
@@ -132,7 +132,10 @@ class Lxc(unittest.TestCase):
             try:
                 self.assertTrue(nt.wait_until(lambda: n in env.containers(), 10))
                 self.assertEqual(env.state(n), "CREATING")
-                self.assertIn("template", env.cread(n, "progress"))
+                # the driver says so once its checks are done and the
+                # template is about to run: a moment after the container shows
+                self.assertTrue(nt.wait_until(lambda: "template" in env.cread(n, "progress"),
+                                              10), env.cread(n, "progress"))
             finally:
                 open(gate, "w").close()
                 t.join(nt.scaled(60))
@@ -191,11 +194,11 @@ class Lxc(unittest.TestCase):
 
             env.cctl(n, "pause")
             self.assertEqual(env.state(n), "PAUSED")
-            self.assertEqual(lxc_state(env, n), "FROZEN")
+            self.assertEqual(lxc_state(env, env.engine(n)), "FROZEN")
             self.assertEqual(sorted(env.stats(n)), sorted(ctest.STATS_KEYS))
             env.cctl(n, "resume")
             self.assertEqual(env.state(n), "RUNNING")
-            self.assertEqual(lxc_state(env, n), "RUNNING")
+            self.assertEqual(lxc_state(env, env.engine(n)), "RUNNING")
             _, out, code = env.exec_fd(n, "true")
             self.assertEqual(code, "0")
 
@@ -210,7 +213,7 @@ class Lxc(unittest.TestCase):
             self.assertGreaterEqual(took, 1.9, "stop did not wait its timeout")
             self.assertLess(took, nt.scaled(8))
             self.assertEqual(env.cread(n, "exit_code").strip(), "137")
-            self.assertEqual(lxc_state(env, n), "STOPPED")
+            self.assertEqual(lxc_state(env, env.engine(n)), "STOPPED")
             w.join(5)
             self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
             # no TIMEOUT_S: the runtime's stop_timeout (1s here, not 10)
@@ -234,7 +237,7 @@ class Lxc(unittest.TestCase):
             self.assertLess(time.monotonic() - t0, nt.scaled(15))
             self.assertEqual(env.state(s), "EXITED")
             self.assertEqual(env.cread(s, "exit_code").strip(), "130")
-            self.assertEqual(lxc_state(env, s), "STOPPED")
+            self.assertEqual(lxc_state(env, env.engine(s)), "STOPPED")
             ok, err = env.ctl("containers/%s/ctl" % s, "stop")
             self.assertEqual((ok, err), (False, "EINVAL"))
 
@@ -297,7 +300,7 @@ class Lxc(unittest.TestCase):
                      "memory=64M")
             self.assertTrue(nt.wait_until(lambda: "lock-test-ready" in
                                           env.cread(n, "logs"), 10))
-            lock = "/run/lxc/lock/%s/.%s" % (env.lxcpath, n)
+            lock = "/run/lxc/lock/%s/.%s" % (env.lxcpath, env.engine(n))
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.fcntl(fd, fcntl.F_OFD_SETLK,
@@ -337,7 +340,7 @@ class Lxc(unittest.TestCase):
             env.cctl(n, "destroy")
             env.wait_gone(n)
             self.assertEqual(lxc_ls(env), [])
-            self.assertFalse(os.path.exists(os.path.join(env.lxcpath, n)))
+            self.assertFalse(os.path.exists(os.path.join(env.lxcpath, env.engine(n))))
             self.assertFalse(os.path.exists(ck))
             self.assertFalse(os.path.exists("/proc/%d" % pid), "init outlived destroy")
             again = lrun(env, "ds")
@@ -361,18 +364,18 @@ class Lxc(unittest.TestCase):
         with ctest.Env() as env:
             home = own(env.fs.proc.pid)
             n = lrun(env, "cg", "sleep 1000")
-            self.assertTrue(left(n), "the test sees no cgroup of a running container")
+            self.assertTrue(left(env.engine(n)), "the test sees no cgroup of a running container")
             self.assertEqual(own(env.fs.proc.pid), home, "the daemon left its cgroups")
             env.cctl(n, "destroy")
             env.wait_gone(n)
-            self.assertEqual(left(n), [])
+            self.assertEqual(left(env.engine(n)), [])
 
     def test_outside_stop_seen_within_a_second(self):
         with ctest.Env() as env:
             n = lrun(env, "vic", "sleep 1000")
             s = lrun(env, "vsys")
             for name in (n, s):
-                r = lxc("lxc-stop", "-P", env.lxcpath, "-n", name, "-k")
+                r = lxc("lxc-stop", "-P", env.lxcpath, "-n", env.engine(name), "-k")
                 self.assertEqual(r.returncode, 0, r.stderr)
                 t0 = time.monotonic()
                 self.assertTrue(nt.wait_until(lambda: env.state(name) == "EXITED", 1.0, 0.01),
@@ -414,7 +417,7 @@ class Lxc(unittest.TestCase):
             _, out, code = env.exec_fd(n, 'sh -c "echo x > /conf/y"')
             self.assertNotEqual(code, "0", "a :ro bind was writable")
             self.assertFalse(os.path.exists(os.path.join(ro, "y")))
-            with open(os.path.join(env.lxcpath, n, "config")) as f:
+            with open(os.path.join(env.lxcpath, env.engine(n), "config")) as f:
                 entries = [l for l in f if l.startswith("lxc.mount.entry")]
             self.assertTrue(any(rw in e for e in entries), entries)
             self.assertTrue(any(ro + " " in e for e in entries), entries)
@@ -482,24 +485,26 @@ class Lxc(unittest.TestCase):
             ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % taken)
             self.assertEqual((ok, err), (False, "EEXIST"))
             self.assertEqual((env.state(taken), env.cread(taken, "pid")), ("RUNNING", pid))
-            self.assertEqual(lxc_ls(env), [taken])
+            self.assertEqual(lxc_ls(env), [env.engine(taken)])
 
     def test_foreign_containers_never_shown_or_touched(self):
         with ctest.Env() as env:
+            # made outside nodefs under the very name nodefs would give it
             f = env.name("foreign")
-            r = lxc("lxc-create", "-P", env.lxcpath, "-n", f, "-t", ctest.lxc_template())
+            ef = env.engine(f)
+            r = lxc("lxc-create", "-P", env.lxcpath, "-n", ef, "-t", ctest.lxc_template())
             self.assertEqual(r.returncode, 0, r.stderr)
             mine = lrun(env, "mine", "sleep 1000")
             self.assertEqual(env.containers(), [mine])
             ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % f)
             self.assertFalse(ok, "nodefs took over a container it did not make")
-            self.assertTrue(os.path.exists(os.path.join(env.lxcpath, f, "config")))
+            self.assertTrue(os.path.exists(os.path.join(env.lxcpath, ef, "config")))
             env.fs.restart()
             self.assertEqual(env.containers(), [mine])
             env.cctl(mine, "destroy")
             env.wait_gone(mine)
-            self.assertEqual(lxc_ls(env), [f])
-            self.assertEqual(lxc_state(env, f), "STOPPED")
+            self.assertEqual(lxc_ls(env), [ef])
+            self.assertEqual(lxc_state(env, ef), "STOPPED")
 
     def test_recovery_after_kill9(self):
         with ctest.Env() as env:
@@ -509,7 +514,7 @@ class Lxc(unittest.TestCase):
             env.cread(c, "wait")
             pida = env.cread(a, "pid")
             env.fs.kill9()
-            r = lxc("lxc-stop", "-P", env.lxcpath, "-n", b, "-k")
+            r = lxc("lxc-stop", "-P", env.lxcpath, "-n", env.engine(b), "-k")
             self.assertEqual(r.returncode, 0, r.stderr)
             env.fs.start()
             self.assertEqual(sorted(env.containers()), sorted([a, b, c]))
@@ -518,7 +523,7 @@ class Lxc(unittest.TestCase):
             env.wait_state(b, "EXITED", 5)
             self.assertEqual(env.cread(c, "exit_code").strip(), "0")
             # exits are followed again after the restart
-            r = lxc("lxc-stop", "-P", env.lxcpath, "-n", a, "-k")
+            r = lxc("lxc-stop", "-P", env.lxcpath, "-n", env.engine(a), "-k")
             self.assertTrue(nt.wait_until(lambda: env.state(a) == "EXITED", 1.0, 0.01),
                             env.state(a))
             self.assertEqual(env.cread(a, "exit_code").strip(), "137")

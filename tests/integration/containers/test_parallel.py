@@ -64,7 +64,7 @@ class Parallel(unittest.TestCase):
                 self.assertEqual((rc, err), (0, ""), line)
             self.check_all(env, names, "lxc")
             r = lxc("lxc-ls", "-P", env.lxcpath, "--running", "-1")
-            self.assertEqual(sorted(r.stdout.split()), sorted(names))
+            self.assertEqual(sorted(r.stdout.split()), sorted(env.engine(n) for n in names))
             self.destroy_all(env, names)
             self.assertEqual(lxc("lxc-ls", "-P", env.lxcpath, "-1").stdout.split(), [])
 

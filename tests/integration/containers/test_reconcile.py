@@ -11,6 +11,7 @@ stream, that nodefs_reconcile_drift counts it, and that nothing was
 silently fixed: an orphan stays in the engine, a container removed outside
 stays in containers/ (EXITED, with the reason) until destroyed.
 """
+import json
 import os
 import re
 import select
@@ -231,9 +232,66 @@ class DockerReconcileTest(unittest.TestCase):
             self.assertEqual(ctest.docker_names(tag), [])
 
 
+class SharedLxcEnv(REnv):
+    """An REnv whose [runtime lxc] uses another Env's lxcpath."""
+
+    def __init__(self, lxcpath, **kw):
+        super().__init__(**kw)
+        self.shared = lxcpath
+
+    def config(self):
+        return super().config().replace("lxcpath = %s\n" % self.lxcpath,
+                                        "lxcpath = %s\n" % self.shared, 1)
+
+
+def lxc_mark(lxcpath, engine_name):
+    with open(os.path.join(lxcpath, engine_name, "nodefs.json")) as f:
+        return json.load(f)
+
+
 class LxcReconcileTest(unittest.TestCase):
     def setUp(self):
         nt.requires("lxc")
+
+    def test_two_instances_share_one_lxcpath(self):
+        """Two nodefs with default names on one lxcpath: each names its
+        LXC containers with its own prefix, so both run a container of the
+        same name; each mark carries its instance, and neither reports the
+        other's as drift, nor touches it at a restart."""
+        tag = "c%d2l" % (os.getpid() % 100000)
+        with REnv(tag=tag) as a, SharedLxcEnv(a.lxcpath, tag=tag) as b:
+            self.assertNotEqual(a.prefix, b.prefix)
+            web = a.name("web")
+            for env in (a, b):
+                env.run(web, "runtime=lxc template=busybox cmd='sleep 1000'")
+            for env in (a, b):
+                env.wait_state(web, "RUNNING", 60)
+            r = ctest.lxc("lxc-ls", "-P", a.lxcpath, "-1", check=True)
+            self.assertEqual(sorted(r.stdout.split()), sorted([a.engine(web), b.engine(web)]))
+            for env in (a, b):
+                self.assertEqual(env.cread(web, "id").strip(), env.engine(web))
+                mark = lxc_mark(a.lxcpath, env.engine(web))
+                self.assertEqual((mark["io.nodefs.name"], mark["io.nodefs.instance"]),
+                                 (web, env.instance), mark)
+            # two passes of each after both run: nothing to report
+            for env in (a, b):
+                first = nt.parse_kv(env.read("runtimes", "lxc", "reconcile"))["last_run"]
+                self.assertTrue(nt.wait_until(lambda: nt.parse_kv(env.read(
+                    "runtimes", "lxc", "reconcile"))["last_run"] != first, WITHIN, 0.1))
+            for env in (a, b):
+                self.assertEqual(drift_lines(env, "lxc"), [],
+                                 env.read("runtimes", "lxc", "reconcile"))
+                self.assertEqual(metric(env, "lxc", "orphan"), 0)
+            # a restart finds its own, and leaves the other's alone
+            pid = b.cread(web, "pid")
+            a.fs.restart()
+            a.wait_state(web, "RUNNING")
+            self.assertEqual((b.state(web), b.cread(web, "pid")), ("RUNNING", pid))
+            for env in (a, b):
+                env.cctl(web, "destroy")
+                env.wait_gone(web)
+            r = ctest.lxc("lxc-ls", "-P", a.lxcpath, "-1", check=True)
+            self.assertEqual(r.stdout.split(), [])
 
     def test_destroyed_with_lxc_destroy(self):
         with REnv() as env:
@@ -243,7 +301,7 @@ class LxcReconcileTest(unittest.TestCase):
                 env.must("containers/ctl", "create %s runtime=lxc" % name)
                 env.wait_state(name, "CREATED", 60)
                 # no event tells nodefs about this one: only reconciliation
-                ctest.lxc("lxc-destroy", "-P", env.lxcpath, "-n", name, check=True)
+                ctest.lxc("lxc-destroy", "-P", env.lxcpath, "-n", env.engine(name), check=True)
                 line = wait_drift(env, "lxc", "missing", name)
                 self.assertIn("nodefs=CREATED runtime=GONE", line)
                 e = ev.wait(is_drift(name, "GONE"), WITHIN)
@@ -269,7 +327,7 @@ class LxcReconcileTest(unittest.TestCase):
                 name = env.name("up")
                 env.must("containers/ctl", "create %s runtime=lxc" % name)
                 env.wait_state(name, "CREATED", 60)
-                ctest.lxc("lxc-start", "-P", env.lxcpath, "-n", name, check=True)
+                ctest.lxc("lxc-start", "-P", env.lxcpath, "-n", env.engine(name), check=True)
                 e = ev.wait(is_drift(name, "RUNNING"), WITHIN)
                 self.assertIsNotNone(e, "no drift event: %s" % env.read("runtimes", "lxc",
                                                                         "reconcile"))
@@ -278,7 +336,7 @@ class LxcReconcileTest(unittest.TestCase):
                 env.wait_state(name, "RUNNING", WITHIN)
                 self.assertTrue(env.cread(name, "pid").strip())
                 # watched from now on: a stop from outside is seen at once
-                ctest.lxc("lxc-stop", "-P", env.lxcpath, "-n", name, "-k", check=True)
+                ctest.lxc("lxc-stop", "-P", env.lxcpath, "-n", env.engine(name), "-k", check=True)
                 env.wait_state(name, "EXITED", 5)
                 env.cctl(name, "destroy")
                 env.wait_gone(name)

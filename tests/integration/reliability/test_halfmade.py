@@ -44,8 +44,9 @@ class HalfMadeTest(unittest.TestCase):
     def test_crash_mid_template(self):
         with ctest.Env() as env:
             name = env.name("half")
-            cdir = os.path.join(env.lxcpath, name)
-            mark = os.path.join(env.lxcpath, ".nodefs-creating-" + name)
+            # liblxc's name for it: this instance's name_prefix + name
+            cdir = os.path.join(env.lxcpath, env.engine(name))
+            mark = os.path.join(env.lxcpath, ".nodefs-creating-" + env.engine(name))
             # keep the Env's sanitizer settings (liblxc's own leak)
             env.fs.env = dict(ctest.sanitizer_env(), NODEFS_CRASH_AT="lxc:template")
             env.fs.restart()
@@ -78,7 +79,8 @@ class HalfMadeTest(unittest.TestCase):
             self.assertEqual(env.fs.read("operations", op, "state").strip(), "FAILED")
             self.assertIn("half-made container was removed",
                           env.fs.read("operations", op, "error"))
-            self.assertIn("removed the half-made lxc container " + name, env.fs.log())
+            self.assertIn("removed the half-made lxc container " + env.engine(name),
+                          env.fs.log())
             # the name is free again, and the reconciler finds nothing
             env.must("containers/ctl", "create %s runtime=lxc" % name)
             self.assertEqual(env.state(name), "CREATED")
