@@ -17,6 +17,8 @@
 #include "hmap.h"
 #include "tree.h"
 
+struct operation;
+
 struct backend;
 
 #define CLUSTER_MAX_ENDPOINTS 16
@@ -24,7 +26,7 @@ struct backend;
 /* A remote command this node wrote, waiting for its answer. */
 struct cluster_rcmd {
 	struct cluster_rcmd *next;
-	char id[48];
+	char id[128];
 	char key[512];
 	char *record;		/* what to create (owned) */
 	struct breq *rq;
@@ -36,12 +38,15 @@ struct cluster_rcmd {
 struct cluster_job {
 	struct cluster_job *next;
 	char key[512];
+	char id[128];		/* the record's id: its key's last part */
 	char *val;
 	int64_t mod_rev;
+	bool orphan;		/* taken by an earlier run of this node */
+	bool nonblock;		/* the writer opened its ctl O_NONBLOCK */
+	struct operation *op;	/* adopted: the earlier run's operation, ending */
 	/* after the run: */
 	int result;
 	char msg[NERR_MSG_MAX];
-	struct sbuf reply;
 	struct breq rq;
 	struct cluster *c;
 };
@@ -52,11 +57,18 @@ struct cluster {
 	long ttl_s;
 	bool accept_remote;
 	char boot_id[64];
+	char token[17];		/* this run's: in command ids and as the taker */
 	time_t started;
 	struct bnode *dir, *nodes;
 
+	/* the publisher's wake-up: a leaf lock (the tree's watcher takes it
+	 * under the tree's change lock), never held while calling out */
+	pthread_mutex_t wake_lock;
+	pthread_cond_t wake_cond;	/* CLOCK_MONOTONIC */
+	bool wake;
+
 	pthread_mutex_t lock;	/* guards everything below */
-	pthread_cond_t cond;	/* the publisher's wake-up (CLOCK_MONOTONIC) */
+	pthread_cond_t cond;	/* the watch and status threads' sleeps (CLOCK_MONOTONIC) */
 	bool stopping;
 	bool connected;
 	time_t since;			/* of the current connected/unavailable state */
@@ -67,17 +79,21 @@ struct cluster {
 	int64_t rev_seen, rev_store;	/* the watch's, the store's last known */
 	bool watching;
 	struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
+	unsigned ms_bad[CLUSTER_MAX_ENDPOINTS];	/* failed looks in a row */
 	size_t nms;
 	struct hmap cache;		/* key (below the prefix) -> struct centry */
 	struct cluster_rcmd *rcmds;	/* waiting for answers */
 	struct cluster_job *jobs, **jobs_tail;	/* inbox records to take */
 	struct cluster_job *done, **done_tail;	/* run, answers to write */
+	struct cluster_job *adopted;	/* earlier runs' operations still PENDING */
+	unsigned jobs_running;		/* taken, not answered yet */
 	char **deletes;			/* answered commands' keys to delete */
 	size_t ndeletes;
 	uint64_t seq;			/* command ids */
 	/* metrics */
-	uint64_t publishes, publish_us, remote_ok, remote_err, remote_refused, remote_run;
-	pthread_t pub_thread, watch_thread;
+	uint64_t publishes, publish_us, publish_writes;
+	uint64_t remote_ok, remote_err, remote_refused, remote_run, remote_adopted;
+	pthread_t pub_thread, watch_thread, status_thread;
 	bool threads;
 	struct hmap pubs;		/* "volumes/NAME" -> struct pubrec (publisher only) */
 };
@@ -97,13 +113,26 @@ void cluster_view_set_locked(struct cluster *c, const char *key, const char *val
 			     int64_t mod_rev);
 void cluster_view_clear_locked(struct cluster *c);
 void *cluster_watch_main(void *arg);
-/* cluster.c: a PUT of a key under inbox/ (c->lock held). */
+
+/* cluster-remote.c: remote commands, both sides. */
+/* A PUT of a key under inbox/ (c->lock held). */
 void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
 			       int64_t mod_rev);
-/* A remote write from a ctl under cluster/ (cluster.c). */
+/* A remote write from a ctl under cluster/: -EINPROGRESS, rq completed
+ * with the target's answer; -EHOSTUNREACH at once while etcd is away. */
 int cluster_remote_write(struct cluster *c, const char *node, const char *path, const char *line,
 			 size_t len, struct breq *rq);
-void cluster_wake_locked(struct cluster *c);
+/* The publisher's turn at the inbox: take and run this node's commands,
+ * write answers (up: connected), send this node's, time them out, delete
+ * the answered. Returns true while something waits on a timer (a command
+ * waiting for its answer, an adopted operation, recovery). */
+bool cluster_remote_step(struct cluster *c, struct etcd *e, bool up);
+/* End every command still waiting (-ESHUTDOWN) and free the queues. */
+void cluster_remote_stop(struct cluster *c);
+
+/* cluster.c */
+/* Wake the publisher (any thread, any locks but wake_lock). */
+void cluster_wake(struct cluster *c);
 void cluster_fmt_time(time_t t, char *buf, size_t len);
 
 #endif

@@ -349,6 +349,10 @@ static void tree_update_locked(struct cluster *c, const char *key, bool present)
 		nd = cn ? child(c->nodes, &cluster_node_type, node, cn) : NULL;
 		if (!nd)
 			return;
+		/* both ctl files from the first record on: a node with no
+		 * container yet can be sent its first `run` */
+		child(nd, &cluster_coll_type, "volumes", NULL);
+		child(nd, &cluster_coll_type, "containers", NULL);
 		if (strcmp(rest, "alive") == 0) {
 			((struct cnode *)nd->priv)->down_since = 0;
 			bnode_changed(nd);
@@ -438,9 +442,15 @@ static const char *below(struct cluster *c, const char *key)
 	return key + l + 1;
 }
 
+struct wctx {
+	struct cluster *c;
+	struct etcd *e;
+	bool stale;	/* its member stopped answering: watch through another */
+};
+
 static void on_events(void *ctx, const struct etcd_event *ev, size_t n, int64_t rev)
 {
-	struct cluster *c = ctx;
+	struct cluster *c = ((struct wctx *)ctx)->c;
 
 	pthread_mutex_lock(&c->lock);
 	c->watching = true;
@@ -465,9 +475,20 @@ static void on_events(void *ctx, const struct etcd_event *ev, size_t n, int64_t 
 
 static bool watch_stop(void *ctx)
 {
-	struct cluster *c = ctx;
+	struct wctx *w = ctx;
+	struct cluster *c = w->c;
+	size_t i = etcd_current(w->e);
+	bool stop;
 
-	return __atomic_load_n(&c->stopping, __ATOMIC_RELAXED);
+	/* a member that stops answering (SIGSTOP, a hung host) keeps its
+	 * connections open, and the stream just goes quiet: the status
+	 * thread's look at it decides */
+	pthread_mutex_lock(&c->lock);
+	stop = c->stopping;
+	if (!stop && i < c->nms && c->ms_bad[i] >= 2)
+		stop = w->stale = true;
+	pthread_mutex_unlock(&c->lock);
+	return stop;
 }
 
 /* List the prefix into the cache: what is not listed any more goes. */
@@ -518,15 +539,17 @@ void *cluster_watch_main(void *arg)
 	struct etcd_tls tls = { c->ca, c->cert, c->key };
 	struct etcd *e = NULL;
 	struct nerr err = { 0 };
-	struct etcd_watch_cb cb = { .events = on_events, .stop = watch_stop, .ctx = c };
+	struct wctx w = { .c = c };
+	struct etcd_watch_cb cb = { .events = on_events, .stop = watch_stop, .ctx = &w };
 	int64_t rev = 0;
 	char pre[256];
 
 	pthread_setname_np(pthread_self(), "nodefs-cwatch");
 	if (etcd_new(c->endpoints, &tls, 1000, &e, &err) < 0)
 		return NULL;
+	w.e = e;
 	snprintf(pre, sizeof(pre), "%s/", c->prefix);
-	while (!watch_stop(c)) {
+	while (!__atomic_load_n(&c->stopping, __ATOMIC_RELAXED)) {
 		int64_t compact = 0;
 		int r = 0;
 
@@ -543,8 +566,15 @@ void *cluster_watch_main(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		if (r == -ERANGE)
 			rev = 0;	/* compacted: list again */
-		if (watch_stop(c))
+		if (__atomic_load_n(&c->stopping, __ATOMIC_RELAXED))
 			break;
+		if (w.stale) {
+			log_msg(LOG_LVL_INFO, "cluster: watch: %s stopped answering; resuming "
+				"through the next member", etcd_endpoint(e));
+			etcd_rotate(e);
+			w.stale = false;
+			continue;
+		}
 		if (r < 0 && r != -ERANGE)
 			log_msg(LOG_LVL_DEBUG, "cluster: watch: %s", err.msg);
 		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, 200);

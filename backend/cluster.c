@@ -2,12 +2,12 @@
 /*
  * cluster: this node in a fleet through etcd (nodefs(5) [cluster]). Owns
  * the [cluster] keys, the node's lease and its keep-alive, publishing the
- * node's volumes and containers under PREFIX/nodes/NODE/ (coalesced: a
- * scan of the objects' change counters every few milliseconds writes only
- * what changed since the last pass, so a burst costs one write per object),
- * the full re-publish after a reconnect, and remote commands: writing them
- * to a target's inbox and, on the target, taking them by transaction and
- * running them through the same ctl entry points as a local write.
+ * node's volumes and containers under PREFIX/nodes/NODE/ (woken by the
+ * tree's watcher on each change; a pass writes what changed since the last
+ * in one transaction, so a burst costs one write per etcd round trip), the
+ * full re-publish after a reconnect, the members' status, and the threads
+ * that run cluster-remote.c (remote commands) and cluster-view.c (the
+ * watch and the cluster/ tree).
  *
  * Key layout below PREFIX (docs/design.md):
  *   nodes/NODE/alive            {version, boot_id, started} on the lease
@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "cluster-internal.h"
@@ -38,7 +39,6 @@
 #include "units.h"
 #include "valid.h"
 
-#define SCAN_MS 10		/* how often the objects' counters are compared */
 #define TIMEOUT_MS 1000		/* each etcd call */
 
 struct pubrec {
@@ -46,6 +46,7 @@ struct pubrec {
 	uint64_t version, serial;
 	char *val;
 	bool seen;
+	bool pending;		/* in the transaction being made */
 };
 
 static bool pub_eq(const void *v, const void *k)
@@ -59,11 +60,6 @@ void cluster_fmt_time(time_t t, char *buf, size_t len)
 
 	gmtime_r(&t, &tm);
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-void cluster_wake_locked(struct cluster *c)
-{
-	pthread_cond_signal(&c->cond);
 }
 
 /* ---- config ---- */
@@ -152,6 +148,8 @@ static int cluster_init(struct backend *b, struct nerr *err)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &ca);
+	pthread_mutex_init(&c->wake_lock, NULL);
+	pthread_cond_init(&c->wake_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	hmap_init(&c->cache);
 	hmap_init(&c->pubs);
@@ -165,6 +163,10 @@ static int cluster_init(struct backend *b, struct nerr *err)
 			c->boot_id[strcspn(c->boot_id, "\n")] = '\0';
 		fclose(fp);
 	}
+	uint64_t tok = 0;
+	if (getrandom(&tok, sizeof(tok), GRND_NONBLOCK) != sizeof(tok))
+		tok = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+	snprintf(c->token, sizeof(c->token), "%016" PRIx64, tok);
 	r = cluster_config(c, s, err);
 	if (r < 0)
 		return r;
@@ -230,19 +232,112 @@ static char *object_record(struct bnode *n)
 
 static const char *const colls[] = { "volumes", "containers" };
 
-/* One pass over the objects: publish what changed, delete what went.
- * full: every object, whatever its counter says. */
+/* What one transaction writes: object records to put or delete, and the
+ * node's info; applied to c->pubs only once etcd has committed it. */
+#define BATCH_BYTES (1u << 20)	/* under etcd's 1.5 MiB request limit */
+struct pend {
+	struct pubrec *p;
+	char key[512];
+	char *val;		/* NULL: delete */
+	uint64_t version, serial;
+};
+struct batch {
+	struct pend v[ETCD_TXN_MAX - 1];	/* and the info put */
+	size_t n, bytes;
+};
+
+static int batch_flush(struct cluster *c, struct etcd *e, struct batch *bt, struct nerr *err)
+{
+	struct etcd_op ops[ETCD_TXN_MAX];
+	_cleanup_free_ char *info = NULL;
+	char ik[512];
+	size_t n = 0;
+	int r;
+
+	if (!bt->n)
+		return 0;
+	for (size_t i = 0; i < bt->n; i++)
+		ops[n++] = (struct etcd_op){ .del = !bt->v[i].val, .key = bt->v[i].key,
+					     .val = bt->v[i].val,
+					     .vlen = bt->v[i].val ? strlen(bt->v[i].val) : 0 };
+	info = node_record(c, true);
+	cluster_key(c, ik, sizeof(ik), "info");
+	if (info)
+		ops[n++] = (struct etcd_op){ .key = ik, .val = info, .vlen = strlen(info) };
+	r = etcd_txn(e, ops, n, NULL, err);
+	for (size_t i = 0; i < bt->n; i++) {
+		struct pend *x = &bt->v[i];
+		struct pubrec *p = x->p;
+
+		if (r < 0) {
+			free(x->val);
+			p->pending = false;
+			continue;
+		}
+		if (x->val) {
+			free(p->val);
+			p->val = x->val;
+			p->version = x->version;
+			p->serial = x->serial;
+		} else {
+			hmap_del(&c->pubs, hmap_hash_str(p->key), p->key, pub_eq);
+			free(p->val);
+			free(p);
+		}
+	}
+	bt->n = bt->bytes = 0;
+	if (r == 0) {
+		pthread_mutex_lock(&c->lock);
+		c->publish_writes++;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return r;
+}
+
+/* Add a put (val owned) or a delete (val NULL) of p to bt, flushing bt
+ * first when it is full. */
+static int batch_add(struct cluster *c, struct etcd *e, struct batch *bt, struct pubrec *p,
+		     char *val, uint64_t version, uint64_t serial, struct nerr *err)
+{
+	size_t len = val ? strlen(val) : 0;
+	int r = 0;
+
+	if (bt->n == ARRAY_SIZE(bt->v) || (bt->n && bt->bytes + len > BATCH_BYTES))
+		r = batch_flush(c, e, bt, err);
+	if (r < 0) {
+		free(val);
+		return r;
+	}
+	struct pend *x = &bt->v[bt->n++];
+	x->p = p;
+	cluster_key(c, x->key, sizeof(x->key), p->key);
+	x->val = val;
+	x->version = version;
+	x->serial = serial;
+	bt->bytes += len + strlen(x->key);
+	p->pending = true;
+	return 0;
+}
+
+/* One pass over the objects: publish what changed and delete what went,
+ * in as few transactions as fit (one, up to 127 records or 1 MiB), with
+ * the node's info in each. full: every object, whatever its counter says.
+ * Changes made while a pass writes are the next pass's: a burst costs one
+ * transaction per etcd round trip, not one write per change. */
 static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct nerr *err)
 {
 	int r = 0;
 	size_t pos;
 	struct pubrec *p;
-	unsigned wrote = 0;
+	struct batch *bt = calloc(1, sizeof(*bt));
+	uint64_t writes0 = c->publish_writes;
 	struct timespec t0, t1;
 
+	if (!bt)
+		return nerr_set(err, ENOMEM, "out of memory");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (pos = 0; (p = hmap_next(&c->pubs, &pos));)
-		p->seen = false;
+		p->seen = p->pending = false;
 	for (size_t k = 0; k < ARRAY_SIZE(colls) && r >= 0; k++) {
 		struct bnode *dir = bnode_lookup(c->b->root, colls[k]), **v = NULL;
 		size_t n = 0;
@@ -251,10 +346,11 @@ static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct ner
 			continue;
 		if (bnode_list(dir, &v, &n) < 0) {
 			bnode_unref(dir);
-			return nerr_set(err, ENOMEM, "out of memory");
+			r = nerr_set(err, ENOMEM, "out of memory");
+			break;
 		}
 		for (size_t i = 0; i < n && r >= 0; i++) {
-			char pk[160], key[512];
+			char pk[160];
 			uint64_t ver = atomic_load(&v[i]->version);
 
 			snprintf(pk, sizeof(pk), "%s/%s", colls[k], v[i]->name);
@@ -263,13 +359,14 @@ static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct ner
 				p->seen = true;
 				continue;
 			}
-			_cleanup_free_ char *rec = object_record(v[i]);
+			char *rec = object_record(v[i]);
 			if (!rec)
 				continue;
 			if (!p) {
 				p = calloc(1, sizeof(*p));
 				if (!p || hmap_put(&c->pubs, hmap_hash_str(pk), p) < 0) {
 					free(p);
+					free(rec);
 					r = nerr_set(err, ENOMEM, "out of memory");
 					break;
 				}
@@ -277,48 +374,40 @@ static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct ner
 			}
 			p->seen = true;
 			if (!full && p->val && strcmp(p->val, rec) == 0) {
+				free(rec);
 				p->version = ver;
 				p->serial = v[i]->serial;
 				continue;
 			}
-			cluster_key(c, key, sizeof(key), pk);
-			r = etcd_put(e, key, rec, strlen(rec), 0, NULL, err);
-			if (r < 0)
-				break;
-			wrote++;
-			free(p->val);
-			p->val = TAKE_PTR(rec);
-			p->version = ver;
-			p->serial = v[i]->serial;
+			r = batch_add(c, e, bt, p, rec, ver, v[i]->serial, err);
 		}
 		bnode_list_free(v, n);
 		bnode_unref(dir);
 	}
+	/* gone since the last pass (a flush may move the table: start over);
+	 * not while a remote command runs here: its answer (a destroy's)
+	 * goes out before the deletion of what it removed */
+	pthread_mutex_lock(&c->lock);
+	bool hold = c->jobs_running || c->adopted;
+	pthread_mutex_unlock(&c->lock);
+	for (pos = 0; r >= 0 && !hold && (p = hmap_next(&c->pubs, &pos));) {
+		if (p->seen || p->pending)
+			continue;
+		size_t before = bt->n;
+		r = batch_add(c, e, bt, p, NULL, 0, 0, err);
+		if (bt->n <= before)
+			pos = 0;
+	}
+	if (r >= 0)
+		r = batch_flush(c, e, bt, err);
+	else {
+		for (size_t i = 0; i < bt->n; i++)
+			free(bt->v[i].val);
+	}
+	free(bt);
 	if (r < 0)
 		return r;
-	/* gone since the last pass */
-	for (pos = 0; (p = hmap_next(&c->pubs, &pos));) {
-		char key[512];
-
-		if (p->seen)
-			continue;
-		cluster_key(c, key, sizeof(key), p->key);
-		r = etcd_delete(e, key, err);
-		if (r < 0)
-			return r;
-		wrote++;
-		hmap_del(&c->pubs, hmap_hash_str(p->key), p->key, pub_eq);
-		free(p->val);
-		free(p);
-		pos = 0;	/* the table may have moved */
-	}
-	if (wrote) {
-		_cleanup_free_ char *info = node_record(c, true);
-		char key[512];
-
-		cluster_key(c, key, sizeof(key), "info");
-		if (info && (r = etcd_put(e, key, info, strlen(info), 0, NULL, err)) < 0)
-			return r;
+	if (c->publish_writes != writes0) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		pthread_mutex_lock(&c->lock);
 		c->publishes++;
@@ -381,478 +470,165 @@ static int connect_pass(struct cluster *c, struct etcd *e, struct nerr *err)
 	return 0;
 }
 
-/* ---- remote commands: the target ---- */
+/* ---- the threads ---- */
 
-static const char *taken_path(struct cluster *c, char *buf, size_t len)
+void cluster_wake(struct cluster *c)
 {
-	snprintf(buf, len, "%s/cluster-taken", c->b->cfg->state_dir);
-	return buf;
+	pthread_mutex_lock(&c->wake_lock);
+	c->wake = true;
+	pthread_cond_signal(&c->wake_cond);
+	pthread_mutex_unlock(&c->wake_lock);
 }
 
-/* Was command key taken here before (a crash between taking and
- * answering)? The record of taken ids is appended and synced before a
- * command runs: a command runs at most once. */
-static bool taken_before(struct cluster *c, const char *key)
+/* The tree's watcher: a change of a volume or container, or of the set of
+ * them, wakes the publisher (under the tree's change lock: only the leaf
+ * wake lock is taken). */
+static void on_tree_change(void *ctx, struct bnode *n)
 {
-	char path[4200], line[600];
-	FILE *fp = fopen(taken_path(c, path, sizeof(path)), "re");
-	bool found = false;
+	const char *t = n->type ? n->type->name : NULL;
 
-	if (!fp)
-		return false;
-	while (!found && fgets(line, sizeof(line), fp)) {
-		line[strcspn(line, "\n")] = '\0';
-		found = strcmp(line, key) == 0;
-	}
-	fclose(fp);
-	return found;
+	if (t && (strcmp(t, "volume") == 0 || strcmp(t, "container") == 0 ||
+		  strcmp(t, "volumes") == 0 || strcmp(t, "containers") == 0))
+		cluster_wake(ctx);
 }
 
-static int mark_taken(struct cluster *c, const char *key)
-{
-	char path[4200];
-	int fd = open(taken_path(c, path, sizeof(path)), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (dprintf(fd, "%s\n", key) < 0 || fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
-void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
-			       int64_t mod_rev)
-{
-	char mine[512];
-	json_t *j;
-	const char *st;
-
-	snprintf(mine, sizeof(mine), "nodes/%s/inbox/", c->node);
-	if (strncmp(key, mine, strlen(mine)) == 0) {
-		j = json_loadb(val, vlen, 0, NULL);
-		st = json_string_value(json_object_get(j, "state"));
-		if (st && strcmp(st, "new") == 0) {
-			struct cluster_job *jb = calloc(1, sizeof(*jb));
-			if (jb && (jb->val = strndup(val, vlen))) {
-				snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, key);
-				jb->mod_rev = mod_rev;
-				jb->c = c;
-				*c->jobs_tail = jb;
-				c->jobs_tail = &jb->next;
-				cluster_wake_locked(c);
-			} else
-				free(jb);
-		}
-		json_decref(j);
-	}
-	/* an answer to a command written here? */
-	const char *id = strrchr(key, '/');
-	for (struct cluster_rcmd **pp = &c->rcmds; id && *pp; pp = &(*pp)->next) {
-		struct cluster_rcmd *rc = *pp;
-		if (strcmp(rc->id, id + 1) != 0 || strcmp(rc->key + strlen(c->prefix) + 1, key) != 0)
-			continue;
-		j = json_loadb(val, vlen, 0, NULL);
-		st = json_string_value(json_object_get(j, "state"));
-		if (st && strcmp(st, "done") == 0) {
-			int e = (int)json_integer_value(json_object_get(j, "errno"));
-			const char *m = json_string_value(json_object_get(j, "error"));
-			const char *reply = json_string_value(json_object_get(j, "reply"));
-			const char *node = key + strlen("nodes/");
-			int nl = (int)strcspn(node, "/");
-			struct breq *rq = rc->rq;
-
-			*pp = rc->next;
-			if (e > 0) {
-				nerr_set(&rq->err, e, "node %.*s: %s", nl, node, m ? m : strerror(e));
-				c->remote_err++;
-			} else {
-				if (reply && *reply)
-					sbuf_printf(&rq->reply, "%s", reply);
-				c->remote_ok++;
-			}
-			char **nd = realloc(c->deletes, (c->ndeletes + 1) * sizeof(*nd));
-			if (nd) {
-				c->deletes = nd;
-				c->deletes[c->ndeletes++] = strdup(rc->key);
-			}
-			cluster_wake_locked(c);
-			free(rc->record);
-			free(rc);
-			json_decref(j);
-			/* completing may run the writer's next line: not under our lock */
-			pthread_mutex_unlock(&c->lock);
-			breq_complete(rq, e > 0 ? -e : 0);
-			pthread_mutex_lock(&c->lock);
-			return;
-		}
-		json_decref(j);
-		break;
-	}
-}
-
-static void job_done(struct breq *rq, int result)
-{
-	struct cluster_job *jb = (struct cluster_job *)((char *)rq - offsetof(struct cluster_job, rq));
-	struct cluster *c = jb->c;
-
-	jb->result = result;
-	if (result < 0)
-		snprintf(jb->msg, sizeof(jb->msg), "%s", rq->err.msg[0] ? rq->err.msg : strerror(-result));
-	pthread_mutex_lock(&c->lock);
-	*c->done_tail = jb;
-	c->done_tail = &jb->next;
-	cluster_wake_locked(c);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* Run a taken command as a local write of its line to its ctl. */
-static void job_run(struct cluster *c, struct cluster_job *jb, json_t *rec)
-{
-	const char *path = json_string_value(json_object_get(rec, "path"));
-	const char *line = json_string_value(json_object_get(rec, "line"));
-	const char *from = json_string_value(json_object_get(rec, "from"));
-	char coll[65] = "", obj[65] = "";
-	struct bnode *dir = NULL, *n = NULL;
-	const struct battr *a;
-	int r;
-
-	jb->rq.done = job_done;
-	jb->rq.uid = 0;
-	jb->rq.gid = 0;
-	sbuf_init(&jb->rq.reply, 64);
-	if (!path || !line || sscanf(path, "%64[^/]/%64s", coll, obj) < 1 ||
-	    (strcmp(coll, "volumes") != 0 && strcmp(coll, "containers") != 0)) {
-		nerr_set(&jb->rq.err, EINVAL, "malformed command record");
-		job_done(&jb->rq, -EINVAL);
-		return;
-	}
-	dir = bnode_lookup(c->b->root, coll);
-	n = obj[0] && dir ? bnode_lookup(dir, obj) : bnode_ref(dir);
-	a = n ? bnode_attr(n, "ctl", NULL) : NULL;
-	if (!n || !a || !a->store) {
-		nerr_set(&jb->rq.err, ENOENT, "no such object: %s", path);
-		job_done(&jb->rq, -ENOENT);
-		goto out;
-	}
-	log_msg(LOG_LVL_INFO, "cluster: remote command from %s to %s: %s", from ? from : "?", path, line);
-	r = a->check ? a->check(n, line, strlen(line), &jb->rq.err) : 0;
-	if (r >= 0)
-		r = a->store(n, line, strlen(line), &jb->rq);
-	if (r != -EINPROGRESS)
-		job_done(&jb->rq, r < 0 ? r : 0);
-	if (r < 0 && r != -EINPROGRESS) {
-		/* the target's own error file says so too, as a local write's */
-		char msg[BNODE_ERROR_MAX];
-		snprintf(msg, sizeof(msg), "'%.48s' (remote, from %s): %s", line, from ? from : "?",
-			 jb->rq.err.msg[0] ? jb->rq.err.msg : strerror(-r));
-		bnode_set_error(n, msg);
-	}
-out:
-	bnode_unref(n);
-	bnode_unref(dir);
-}
-
-static void answer(struct cluster *c, struct etcd *e, struct cluster_job *jb, json_t *rec,
-		   int result, const char *msg)
-{
-	struct nerr err = { 0 };
-
-	json_object_set_new(rec, "state", json_string("done"));
-	json_object_set_new(rec, "errno", json_integer(result < 0 ? -result : 0));
-	json_object_set_new(rec, "error", json_string(msg ? msg : ""));
-	json_object_set_new(rec, "reply", json_stringn(jb->rq.reply.buf ? jb->rq.reply.buf : "",
-						       jb->rq.reply.len));
-	_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT);
-	if (s && etcd_put(e, jb->key, s, strlen(s), 0, NULL, &err) < 0)
-		log_msg(LOG_LVL_WARN, "cluster: cannot answer %s: %s", jb->key, err.msg);
-}
-
-static void take_jobs(struct cluster *c, struct etcd *e)
-{
-	struct cluster_job *jb, *done;
-
-	pthread_mutex_lock(&c->lock);
-	jb = c->jobs;
-	c->jobs = NULL;
-	c->jobs_tail = &c->jobs;
-	done = c->done;
-	c->done = NULL;
-	c->done_tail = &c->done;
-	pthread_mutex_unlock(&c->lock);
-	while (jb) {
-		struct cluster_job *next = jb->next;
-		json_t *rec = json_loads(jb->val, 0, NULL);
-		struct nerr err = { 0 };
-		bool run = false;
-
-		if (!rec) {
-			rec = json_object();
-			answer(c, e, jb, rec, -EINVAL, "malformed command record");
-		} else if (!c->accept_remote) {
-			char m[160];
-			snprintf(m, sizeof(m), "node %s refuses remote commands (accept_remote = no)",
-				 c->node);
-			answer(c, e, jb, rec, -EPERM, m);
-			pthread_mutex_lock(&c->lock);
-			c->remote_refused++;
-			pthread_mutex_unlock(&c->lock);
-		} else if (taken_before(c, jb->key)) {
-			answer(c, e, jb, rec, -EIO, "the node restarted after taking this command: "
-			       "it ran at most once, its outcome is in the node's operations");
-		} else {
-			json_object_set_new(rec, "state", json_string("taken"));
-			_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT);
-			int r = s ? etcd_put_if(e, jb->key, s, strlen(s), jb->mod_rev, &err) : -ENOMEM;
-			if (r == 0 && mark_taken(c, jb->key) == 0)
-				run = true;
-			else if (r == 0)
-				answer(c, e, jb, rec, -EIO, "cannot record the command as taken");
-		}
-		if (run) {
-			pthread_mutex_lock(&c->lock);
-			c->remote_run++;
-			pthread_mutex_unlock(&c->lock);
-			jb->val = (free(jb->val), json_dumps(rec, JSON_COMPACT));
-			job_run(c, jb, rec);	/* job_done queues it to c->done */
-		} else {
-			sbuf_free(&jb->rq.reply);
-			free(jb->val);
-			free(jb);
-		}
-		json_decref(rec);
-		jb = next;
-	}
-	while (done) {
-		struct cluster_job *next = done->next;
-		json_t *rec = json_loads(done->val, 0, NULL);
-
-		if (rec)
-			answer(c, e, done, rec, done->result, done->msg);
-		json_decref(rec);
-		sbuf_free(&done->rq.reply);
-		free(done->val);
-		free(done);
-		done = next;
-	}
-}
-
-/* ---- remote commands: the writer ---- */
-
-int cluster_remote_write(struct cluster *c, const char *node, const char *path, const char *line,
-			 size_t len, struct breq *rq)
-{
-	struct cluster_rcmd *rc;
-	json_t *j;
-	char up[NERR_MSG_MAX + 64];
-
-	pthread_mutex_lock(&c->lock);
-	if (!c->connected) {
-		char t[32];
-		cluster_fmt_time(c->since, t, sizeof(t));
-		snprintf(up, sizeof(up), "etcd unavailable since %s: %s", t, c->reason);
-		pthread_mutex_unlock(&c->lock);
-		return nerr_set(&rq->err, EHOSTUNREACH, "%s", up);
-	}
-	rc = calloc(1, sizeof(*rc));
-	if (!rc) {
-		pthread_mutex_unlock(&c->lock);
-		return nerr_set(&rq->err, ENOMEM, "out of memory");
-	}
-	snprintf(rc->id, sizeof(rc->id), "%s-%llx-%" PRIu64, c->node, (unsigned long long)c->started,
-		 ++c->seq);
-	snprintf(rc->key, sizeof(rc->key), "%s/nodes/%s/inbox/%s", c->prefix, node, rc->id);
-	j = json_pack("{s:s,s:s,s:s%,s:s,s:I}", "from", c->node, "path", path, "line", line, len,
-		      "state", "new", "written", (json_int_t)time(NULL));
-	rc->record = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	if (!rc->record) {
-		pthread_mutex_unlock(&c->lock);
-		free(rc);
-		return nerr_set(&rq->err, ENOMEM, "out of memory");
-	}
-	rc->rq = rq;
-	rc->deadline = ts_after_ms(CLOCK_MONOTONIC, (uint64_t)c->ttl_s * 3000);
-	rc->next = c->rcmds;
-	c->rcmds = rc;
-	cluster_wake_locked(c);
-	pthread_mutex_unlock(&c->lock);
-	return -EINPROGRESS;
-}
-
-/* Unlink rc (lock held) and complete it with r (lock dropped meanwhile). */
-static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, const char *msg)
-{
-	for (struct cluster_rcmd **pp = &c->rcmds; *pp; pp = &(*pp)->next)
-		if (*pp == rc) {
-			*pp = rc->next;
-			break;
-		}
-	nerr_set(&rc->rq->err, -r, "%s", msg);
-	if (r == 0)
-		nerr_clear(&rc->rq->err);
-	c->remote_err += r < 0;
-	pthread_mutex_unlock(&c->lock);
-	breq_complete(rc->rq, r);
-	free(rc->record);
-	free(rc);
-	pthread_mutex_lock(&c->lock);
-}
-
-static bool ts_past(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
-
-static void send_rcmds(struct cluster *c, struct etcd *e)
+static bool stopping(struct cluster *c)
 {
 	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		struct cluster_rcmd *rc = NULL;
-		for (struct cluster_rcmd *x = c->rcmds; x && !rc; x = x->next)
-			if (!x->sent || ts_past(&x->deadline))
-				rc = x;
-		if (!rc)
-			break;
-		if (rc->sent) {
-			rcmd_fail_locked(c, rc, -ETIMEDOUT, "no answer from the target node in time");
-			continue;
-		}
-		if (!c->connected) {
-			rcmd_fail_locked(c, rc, -EHOSTUNREACH, "etcd unavailable");
-			continue;
-		}
-		rc->sent = true;
-		char key[512], *rec = rc->record;
-		struct nerr err = { 0 };
-		snprintf(key, sizeof(key), "%s", rc->key);
-		bool nonblock = rc->rq->nonblock;
-		pthread_mutex_unlock(&c->lock);
-		int r = etcd_create(e, key, rec, strlen(rec), 0, &err);
-		pthread_mutex_lock(&c->lock);
-		if (r < 0)
-			rcmd_fail_locked(c, rc, r == -ETIMEDOUT || r == -EHOSTUNREACH ? r : -EIO, err.msg);
-		else if (nonblock) {
-			sbuf_printf(&rc->rq->reply, "%s\n", rc->id);
-			rcmd_fail_locked(c, rc, 0, "");
-		}
-	}
-	char **del = c->deletes;
-	size_t nd = c->ndeletes;
-	c->deletes = NULL;
-	c->ndeletes = 0;
+	bool s = c->stopping;
 	pthread_mutex_unlock(&c->lock);
-	for (size_t i = 0; i < nd; i++) {
-		struct nerr err = { 0 };
-		if (del[i])
-			etcd_delete(e, del[i], &err);
-		free(del[i]);
-	}
-	free(del);
+	return s;
 }
 
-/* ---- the publisher thread ---- */
-
-static void refresh_members(struct cluster *c, struct etcd *e)
-{
-	struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
-	size_t n = etcd_nendpoints(e);
-
-	if (n > CLUSTER_MAX_ENDPOINTS)
-		n = CLUSTER_MAX_ENDPOINTS;
-	for (size_t i = 0; i < n; i++)
-		etcd_status(e, i, &ms[i]);
-	pthread_mutex_lock(&c->lock);
-	memcpy(c->ms, ms, n * sizeof(ms[0]));
-	c->nms = n;
-	for (size_t i = 0; i < n; i++)
-		if (ms[i].ok && ms[i].revision > c->rev_store)
-			c->rev_store = ms[i].revision;
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void *pub_main(void *arg)
+/* The members' health, leader and revision for cluster/status, once a
+ * second on a thread of its own: an unreachable member costs its timeout
+ * here, never the publisher's time. */
+static void *status_main(void *arg)
 {
 	struct cluster *c = arg;
 	struct etcd_tls tls = { c->ca, c->cert, c->key };
-	struct etcd *e = NULL, *es = NULL;
+	struct etcd *e = NULL;
 	struct nerr err = { 0 };
-	uint64_t last_ka = 0, last_status = 0, backoff = 0;
-	bool up = false;
 
-	pthread_setname_np(pthread_self(), "nodefs-cluster");
-	if (etcd_new(c->endpoints, &tls, TIMEOUT_MS, &e, &err) < 0 ||
-	    etcd_new(c->endpoints, &tls, 300, &es, &err) < 0) {
-		set_state(c, false, err.msg);
-		etcd_free(e);
+	pthread_setname_np(pthread_self(), "nodefs-cstatus");
+	if (etcd_new(c->endpoints, &tls, 300, &e, &err) < 0)
 		return NULL;
-	}
-	for (;;) {
-		uint64_t now = loop_now_ms();
-		int r = 0;
+	while (!stopping(c)) {
+		struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
+		size_t n = etcd_nendpoints(e);
 
+		if (n > CLUSTER_MAX_ENDPOINTS)
+			n = CLUSTER_MAX_ENDPOINTS;
+		for (size_t i = 0; i < n; i++)
+			etcd_status(e, i, &ms[i]);
 		pthread_mutex_lock(&c->lock);
-		if (c->stopping) {
-			pthread_mutex_unlock(&c->lock);
-			break;
-		}
-		pthread_mutex_unlock(&c->lock);
-		if (now - last_status >= 1000) {
-			refresh_members(c, es);
-			last_status = now;
-		}
-		nerr_clear(&err);
-		if (!up) {
-			if (now >= backoff) {
-				r = connect_pass(c, e, &err);
-				if (r == 0) {
-					up = true;
-					last_ka = now;
-					set_state(c, true, NULL);
-				} else {
-					set_state(c, false, err.msg);
-					backoff = now + 500;
-				}
-			}
-		} else {
-			if (now - last_ka >= (uint64_t)c->ttl_s * 1000 / 4) {
-				long ttl = 0;
-				r = etcd_lease_keepalive(e, c->lease, &ttl, &err);
-				if (r == 0) {
-					last_ka = now;
-					pthread_mutex_lock(&c->lock);
-					c->lease_ttl = ttl;
-					clock_gettime(CLOCK_MONOTONIC, &c->lease_at);
-					pthread_mutex_unlock(&c->lock);
-				}
-			}
-			/* answers first: a destroy's answer goes out before the
-			 * deletion of the object it removed */
-			if (r == 0)
-				take_jobs(c, e);
-			if (r == 0)
-				r = publish_pass(c, e, false, &err);
-			if (r < 0) {
-				up = false;
-				set_state(c, false, err.msg);
-				backoff = now + 200;
-			}
-		}
-		send_rcmds(c, e);
-
-		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, SCAN_MS);
-		pthread_mutex_lock(&c->lock);
-		if (!c->stopping && !c->jobs && !c->done)
+		memcpy(c->ms, ms, n * sizeof(ms[0]));
+		c->nms = n;
+		for (size_t i = 0; i < n; i++)
+			c->ms_bad[i] = ms[i].ok ? 0 : c->ms_bad[i] + 1;
+		for (size_t i = 0; i < n; i++)
+			if (ms[i].ok && ms[i].revision > c->rev_store)
+				c->rev_store = ms[i].revision;
+		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, 1000);
+		if (!c->stopping)
 			pthread_cond_timedwait(&c->cond, &c->lock, &t);
 		pthread_mutex_unlock(&c->lock);
 	}
 	etcd_free(e);
-	etcd_free(es);
 	return NULL;
+}
+
+/* The publisher: the lease and its keep-alive, the objects' records, the
+ * inbox. It sleeps until woken (a change of an object, an inbox record, a
+ * command to send, an answer to write) or until the next keep-alive. */
+static void *pub_main(void *arg)
+{
+	struct cluster *c = arg;
+	struct etcd_tls tls = { c->ca, c->cert, c->key };
+	struct etcd *e = NULL;
+	struct nerr err = { 0 };
+	uint64_t last_ka = 0, backoff = 0, ka_every = (uint64_t)c->ttl_s * 1000 / 4;
+	bool up = false;
+
+	pthread_setname_np(pthread_self(), "nodefs-cluster");
+	if (etcd_new(c->endpoints, &tls, TIMEOUT_MS, &e, &err) < 0) {
+		set_state(c, false, err.msg);
+		return NULL;
+	}
+	while (!stopping(c)) {
+		uint64_t now = loop_now_ms(), wait_ms;
+		bool waiting;
+		int r = 0;
+
+		pthread_mutex_lock(&c->wake_lock);
+		c->wake = false;
+		pthread_mutex_unlock(&c->wake_lock);
+		nerr_clear(&err);
+		if (!up && atomic_load(&c->b->state) == BACKEND_RECOVERING) {
+			/* publishing before every record is read would delete
+			 * the keys of objects not loaded yet */
+			backoff = now + 50;
+		} else if (!up && now >= backoff) {
+			r = connect_pass(c, e, &err);
+			if (r == 0) {
+				up = true;
+				last_ka = now;
+				set_state(c, true, NULL);
+			} else {
+				set_state(c, false, err.msg);
+				backoff = now + 500;
+			}
+		} else if (up && now - last_ka >= ka_every) {
+			long ttl = 0;
+			r = etcd_lease_keepalive(e, c->lease, &ttl, &err);
+			if (r == 0) {
+				last_ka = now;
+				pthread_mutex_lock(&c->lock);
+				c->lease_ttl = ttl;
+				clock_gettime(CLOCK_MONOTONIC, &c->lease_at);
+				pthread_mutex_unlock(&c->lock);
+			}
+		}
+		waiting = cluster_remote_step(c, e, up && r == 0);
+		if (up && r == 0)
+			r = publish_pass(c, e, false, &err);
+		if (up && r < 0) {
+			up = false;
+			set_state(c, false, err.msg);
+			backoff = now + 200;
+		}
+		now = loop_now_ms();
+		if (up)
+			wait_ms = last_ka + ka_every > now ? last_ka + ka_every - now : 0;
+		else
+			wait_ms = backoff > now ? backoff - now : 0;
+		if (waiting && wait_ms > 50)
+			wait_ms = 50;	/* answers' deadlines, adopted operations */
+		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, wait_ms);
+		pthread_mutex_lock(&c->wake_lock);
+		while (!c->wake && wait_ms) {
+			if (pthread_cond_timedwait(&c->wake_cond, &c->wake_lock, &t) == ETIMEDOUT)
+				break;
+		}
+		pthread_mutex_unlock(&c->wake_lock);
+	}
+	etcd_free(e);
+	return NULL;
+}
+
+static void cluster_halt(struct cluster *c, bool pub, bool watch, bool status)
+{
+	pthread_mutex_lock(&c->lock);
+	c->stopping = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	cluster_wake(c);
+	if (pub)
+		pthread_join(c->pub_thread, NULL);
+	if (watch)
+		pthread_join(c->watch_thread, NULL);
+	if (status)
+		pthread_join(c->status_thread, NULL);
 }
 
 static int cluster_start(struct backend *b, struct nerr *err)
@@ -862,16 +638,22 @@ static int cluster_start(struct backend *b, struct nerr *err)
 
 	if (!c)
 		return 0;
+	tree_set_watcher(b->root, on_tree_change, c);
 	r = pthread_create(&c->pub_thread, NULL, pub_main, c);
-	if (r)
+	if (r) {
+		tree_set_watcher(b->root, NULL, NULL);
 		return nerr_set(err, r, "cannot start the cluster thread: %s", strerror(r));
+	}
 	r = pthread_create(&c->watch_thread, NULL, cluster_watch_main, c);
 	if (r) {
-		pthread_mutex_lock(&c->lock);
-		c->stopping = true;
-		pthread_cond_broadcast(&c->cond);
-		pthread_mutex_unlock(&c->lock);
-		pthread_join(c->pub_thread, NULL);
+		tree_set_watcher(b->root, NULL, NULL);
+		cluster_halt(c, true, false, false);
+		return nerr_set(err, r, "cannot start the cluster thread: %s", strerror(r));
+	}
+	r = pthread_create(&c->status_thread, NULL, status_main, c);
+	if (r) {
+		tree_set_watcher(b->root, NULL, NULL);
+		cluster_halt(c, true, true, false);
 		return nerr_set(err, r, "cannot start the cluster thread: %s", strerror(r));
 	}
 	c->threads = true;
@@ -884,18 +666,11 @@ static void cluster_quiesce(struct backend *b)
 
 	if (!c || !c->threads)
 		return;
-	pthread_mutex_lock(&c->lock);
-	c->stopping = true;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-	pthread_join(c->pub_thread, NULL);
-	pthread_join(c->watch_thread, NULL);
+	tree_set_watcher(b->root, NULL, NULL);
+	cluster_halt(c, true, true, true);
 	c->threads = false;
 	/* commands still waiting for an answer end now */
-	pthread_mutex_lock(&c->lock);
-	while (c->rcmds)
-		rcmd_fail_locked(c, c->rcmds, -ESHUTDOWN, "nodefs is stopping");
-	pthread_mutex_unlock(&c->lock);
+	cluster_remote_stop(c);
 }
 
 static void cluster_stop(struct backend *b)
@@ -908,6 +683,7 @@ static void cluster_stop(struct backend *b)
 	if (!c)
 		return;
 	cluster_quiesce(b);
+	cluster_remote_stop(c);	/* what completed since */
 	for (pos = 0; (p = hmap_next(&c->pubs, &pos));) {
 		free(p->val);
 		free(p);
@@ -920,22 +696,6 @@ static void cluster_stop(struct backend *b)
 		free(ce);
 	}
 	hmap_free(&c->cache);
-	while (c->jobs) {
-		struct cluster_job *n = c->jobs->next;
-		free(c->jobs->val);
-		free(c->jobs);
-		c->jobs = n;
-	}
-	while (c->done) {
-		struct cluster_job *n = c->done->next;
-		sbuf_free(&c->done->rq.reply);
-		free(c->done->val);
-		free(c->done);
-		c->done = n;
-	}
-	for (size_t i = 0; i < c->ndeletes; i++)
-		free(c->deletes[i]);
-	free(c->deletes);
 	pthread_mutex_unlock(&c->lock);
 	free(c->endpoints);
 	free(c->node);
@@ -945,6 +705,8 @@ static void cluster_stop(struct backend *b)
 	free(c->key);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->wake_lock);
+	pthread_cond_destroy(&c->wake_cond);
 	free(c);
 	b->cluster = NULL;
 }
@@ -965,6 +727,9 @@ static int cluster_metrics(struct backend *b, struct sbuf *out)
 		    "# TYPE nodefs_cluster_publish_seconds summary\n"
 		    "nodefs_cluster_publish_seconds_sum %.6f\n"
 		    "nodefs_cluster_publish_seconds_count %" PRIu64 "\n"
+		    "# HELP nodefs_cluster_publish_writes_total etcd transactions the publisher wrote.\n"
+		    "# TYPE nodefs_cluster_publish_writes_total counter\n"
+		    "nodefs_cluster_publish_writes_total %" PRIu64 "\n"
 		    "# HELP nodefs_cluster_watch_lag_revisions Revisions the watch is behind.\n"
 		    "# TYPE nodefs_cluster_watch_lag_revisions gauge\n"
 		    "nodefs_cluster_watch_lag_revisions %" PRId64 "\n"
@@ -973,9 +738,11 @@ static int cluster_metrics(struct backend *b, struct sbuf *out)
 		    "nodefs_cluster_remote_commands_total{side=\"writer\",result=\"ok\"} %" PRIu64 "\n"
 		    "nodefs_cluster_remote_commands_total{side=\"writer\",result=\"error\"} %" PRIu64 "\n"
 		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"run\"} %" PRIu64 "\n"
-		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"refused\"} %" PRIu64 "\n",
-		    c->connected ? 1 : 0, (double)c->publish_us / 1e6, c->publishes, lag,
-		    c->remote_ok, c->remote_err, c->remote_run, c->remote_refused);
+		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"refused\"} %" PRIu64 "\n"
+		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"adopted\"} %" PRIu64 "\n",
+		    c->connected ? 1 : 0, (double)c->publish_us / 1e6, c->publishes, c->publish_writes,
+		    lag, c->remote_ok, c->remote_err, c->remote_run, c->remote_refused,
+		    c->remote_adopted);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -331,7 +331,7 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 			snprintf(intent, sizeof(intent), "runtime=%s name=%s engine_name=%s instance=%s",
 				 c->eng->ops->name, c->name, c->engine_name[0] ? c->engine_name : "-",
 				 c->b->instance);
-		r = op_begin_intent(c->b, types[kind], object, cmdline, rq->by, intent[0] ? intent : NULL,
+		r = op_begin_intent(c->b, types[kind], object, cmdline, rq, intent[0] ? intent : NULL,
 				    &x->a.op, &rq->err);
 		if (r < 0) {
 			cact_free(&x->a);

@@ -149,6 +149,8 @@ static void op_write_locked(struct operation *op, struct jw *w, bool redact)
 		jw_kstr(w, "intent", op->intent);
 	if (op->outcome[0])
 		jw_kstr(w, "outcome", op->outcome);
+	if (op->cluster_cmd[0])
+		jw_kstr(w, "cluster_command", op->cluster_cmd);
 	jw_kint(w, "attempts", (int)op->attempts);
 	jw_kint(w, "created_unix", (long long)op->created);
 	jw_kint(w, "finished_unix", (long long)op->finished);
@@ -291,9 +293,9 @@ static struct operation *op_alloc(struct backend *b, const char *id)
 }
 
 int op_begin(struct backend *b, const char *type, const char *object, const char *command,
-	     const char *by, struct operation **ret, struct nerr *err)
+	     const struct breq *rq, struct operation **ret, struct nerr *err)
 {
-	return op_begin_intent(b, type, object, command, by, NULL, ret, err);
+	return op_begin_intent(b, type, object, command, rq, NULL, ret, err);
 }
 
 void op_note_outcome(struct operation *op, const char *line)
@@ -311,8 +313,10 @@ void op_note_outcome(struct operation *op, const char *line)
 }
 
 int op_begin_intent(struct backend *b, const char *type, const char *object, const char *command,
-		    const char *by, const char *intent, struct operation **ret, struct nerr *err)
+		    const struct breq *rq, const char *intent, struct operation **ret,
+		    struct nerr *err)
 {
+	const char *by = rq ? rq->by : NULL;
 	struct sbuf shown = SBUF_INIT(0);
 	unsigned long long seq = atomic_fetch_add(&b->next_op, 1);
 	char id[32];
@@ -328,6 +332,8 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	snprintf(op->command, sizeof(op->command), "%s", command);
 	snprintf(op->by, sizeof(op->by), "%s", by ? by : "");
 	snprintf(op->intent, sizeof(op->intent), "%s", intent ? intent : "");
+	snprintf(op->cluster_cmd, sizeof(op->cluster_cmd), "%s",
+		 rq && rq->cluster_cmd ? rq->cluster_cmd : "");
 	op->state = OP_PENDING;
 	op->created = time(NULL);
 	r = op_checkpoint(op, err);
@@ -510,6 +516,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	STR(remote, "remote");
 	STR(intent, "intent");
 	STR(outcome, "outcome");
+	STR(cluster_cmd, "cluster_command");
 #undef STR
 	op->state = op_state_from_string(json_string_value(json_object_get(j, "state")));
 	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));
@@ -587,6 +594,22 @@ struct operation *op_find(struct backend *b, const char *id)
 	struct bnode *n = bnode_lookup(b->operations, id);
 
 	return n ? opof(n) : NULL;	/* the caller holds the node's reference */
+}
+
+struct operation *op_find_cluster_cmd(struct backend *b, const char *id)
+{
+	struct bnode **v = NULL;
+	size_t n = 0;
+	struct operation *found = NULL;
+
+	if (!id[0] || bnode_list(b->operations, &v, &n) < 0)
+		return NULL;
+	/* newest first: the one sought is among the last made */
+	for (size_t i = n; i-- > 0 && !found;)
+		if (strcmp(opof(v[i])->cluster_cmd, id) == 0)
+			found = opof(bnode_ref(v[i]));
+	bnode_list_free(v, n);
+	return found;
 }
 
 /* ---- action queues ---- */

@@ -50,17 +50,26 @@ struct operation {
 	 * how an outcome a crash left uncertain was settled; "" when none */
 	char intent[256];
 	char outcome[512];
+	/* the cluster command (breq.cluster_cmd) this operation runs, in its
+	 * first checkpoint: a restart after the target took it answers from
+	 * here instead of running it again; "" for a local write */
+	char cluster_cmd[128];
 };
 
-/* Make a PENDING operation, show it and checkpoint it. The caller holds one
- * reference (op_unref). -errno with err when the checkpoint fails: then
- * nothing was shown and the action must not start. */
+/* Make a PENDING operation, show it and checkpoint it; who wrote it and
+ * the cluster command it came as are rq's (by, cluster_cmd; rq may be NULL).
+ * The caller holds one reference (op_unref). -errno with err when the
+ * checkpoint fails: then nothing was shown and the action must not start. */
 int op_begin(struct backend *b, const char *type, const char *object, const char *command,
-	     const char *by, struct operation **ret, struct nerr *err);
+	     const struct breq *rq, struct operation **ret, struct nerr *err);
 /* The same, recording intent (what the call would make) in the first
  * checkpoint. */
 int op_begin_intent(struct backend *b, const char *type, const char *object, const char *command,
-		    const char *by, const char *intent, struct operation **ret, struct nerr *err);
+		    const struct breq *rq, const char *intent, struct operation **ret,
+		    struct nerr *err);
+/* The operation whose checkpoint carries cluster command id (its node
+ * referenced: op_unref), or NULL. */
+struct operation *op_find_cluster_cmd(struct backend *b, const char *id);
 /* Append a line to the operation's outcome (how an uncertain outcome was
  * settled) and checkpoint it, ended or not, unless trimmed meanwhile. */
 void op_note_outcome(struct operation *op, const char *line);

@@ -22,6 +22,8 @@ struct tree {
 	pthread_mutex_t clock;		/* orders changes: seq and nt.changed */
 	atomic_uint_fast64_t seq;	/* the last change's number */
 	atomic_uint_fast64_t flushed;	/* invalidated through this number */
+	tree_watch_fn watch;		/* under clock (tree_set_watcher) */
+	void *watch_ctx;
 };
 
 static struct tree *tree_ref(struct tree *t)
@@ -401,6 +403,18 @@ void bnode_changed(struct bnode *n)
 		bnode_set_flushed(n, v);
 		atomic_store(&t->flushed, seq);
 	}
+	if (t->watch)
+		t->watch(t->watch_ctx, n);
+	pthread_mutex_unlock(&t->clock);
+}
+
+void tree_set_watcher(struct bnode *root, tree_watch_fn fn, void *ctx)
+{
+	struct tree *t = root->tree;
+
+	pthread_mutex_lock(&t->clock);
+	t->watch = fn;
+	t->watch_ctx = ctx;
 	pthread_mutex_unlock(&t->clock);
 }
 

@@ -52,6 +52,9 @@ struct breq {
 	/* who, as operations and their events record it:
 	 * "uid=0 gid=0 pid=1234 comm=bash" (comm from /proc/PID/comm) */
 	char by[96];
+	/* the cluster command this line came as (cluster.c: the inbox record's
+	 * id), NULL for a local write; its operation's checkpoint carries it */
+	const char *cluster_cmd;
 	struct sbuf reply;	/* what a later read of the same fd returns (op id) */
 	struct nerr err;	/* filled on failure before completion */
 	void (*done)(struct breq *rq, int result);	/* set by fs */
@@ -207,6 +210,12 @@ struct tree_notifier {
 };
 /* The notifier of root's tree (root from bnode_new_root). */
 void tree_set_notifier(struct bnode *root, const struct tree_notifier *nt);
+/* One more listener of every bnode_changed() of root's tree, for the
+ * backend's own use (cluster.c wakes its publisher with it): called under
+ * the tree's change lock, so it may only take a leaf lock and queue. After
+ * tree_set_watcher(root, NULL, NULL) returns no call is in progress. */
+typedef void (*tree_watch_fn)(void *ctx, struct bnode *n);
+void tree_set_watcher(struct bnode *root, tree_watch_fn fn, void *ctx);
 
 /* The show function every directory's "error" file uses. */
 int battr_show_error(struct bnode *n, struct sbuf *out);

@@ -83,7 +83,7 @@ int volume_submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	x->a.done = volume_act_done;
 	x->a.free = volume_act_free;
 	snprintf(object, sizeof(object), "volumes/%s", v->name);
-	r = op_begin(v->b, types[kind], object, cmdline, rq->by, &x->a.op, &rq->err);
+	r = op_begin(v->b, types[kind], object, cmdline, rq, &x->a.op, &rq->err);
 	if (r < 0) {
 		volume_act_free(&x->a);
 		return r;

@@ -184,6 +184,16 @@ const char *etcd_endpoint(const struct etcd *e)
 	return e->urls[e->cur];
 }
 
+size_t etcd_current(const struct etcd *e)
+{
+	return e->cur;
+}
+
+void etcd_rotate(struct etcd *e)
+{
+	e->cur = (e->cur + 1) % e->nurls;
+}
+
 size_t etcd_nendpoints(const struct etcd *e)
 {
 	return e->nurls;
@@ -435,7 +445,7 @@ int etcd_put(struct etcd *e, const char *key, const char *val, size_t vlen, int6
 }
 
 static int txn(struct etcd *e, const char *key, const char *target, const char *field,
-	       int64_t val, json_t *put, struct nerr *err)
+	       int64_t val, json_t *put, int64_t *ret_rev, struct nerr *err)
 {
 	json_t *req = json_object(), *cmp = json_object(), *ans = NULL;
 	int r;
@@ -450,6 +460,8 @@ static int txn(struct etcd *e, const char *key, const char *target, const char *
 	if (r < 0)
 		return r;
 	r = json_is_true(json_object_get(ans, "succeeded")) ? 0 : 1;
+	if (r == 0 && ret_rev)
+		*ret_rev = jint(json_object_get(ans, "header"), "revision");
 	json_decref(ans);
 	return r;
 }
@@ -457,15 +469,15 @@ static int txn(struct etcd *e, const char *key, const char *target, const char *
 int etcd_create(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t lease,
 		struct nerr *err)
 {
-	int r = txn(e, key, "CREATE", "create_revision", 0, put_req(key, val, vlen, lease), err);
+	int r = txn(e, key, "CREATE", "create_revision", 0, put_req(key, val, vlen, lease), NULL, err);
 
 	return r == 1 ? nerr_set(err, EEXIST, "%s exists", key) : r;
 }
 
 int etcd_put_if(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t rev,
-		struct nerr *err)
+		int64_t *ret_rev, struct nerr *err)
 {
-	int r = txn(e, key, "MOD", "mod_revision", rev, put_req(key, val, vlen, 0), err);
+	int r = txn(e, key, "MOD", "mod_revision", rev, put_req(key, val, vlen, 0), ret_rev, err);
 
 	return r == 1 ? nerr_set(err, ESTALE, "%s changed since revision %" PRId64, key, rev) : r;
 }
@@ -479,6 +491,47 @@ int etcd_delete(struct etcd *e, const char *key, struct nerr *err)
 	r = post(e, "/v3/kv/deleterange", req, &ans, err);
 	json_decref(ans);
 	return r;
+}
+
+int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_rev,
+	     struct nerr *err)
+{
+	json_t *req, *succ, *ans = NULL;
+	int r;
+
+	if (n > ETCD_TXN_MAX)
+		return nerr_set(err, E2BIG, "%zu operations in one transaction (at most %d)", n,
+				ETCD_TXN_MAX);
+	req = json_object();
+	succ = json_array();
+	if (!req || !succ) {
+		json_decref(req);
+		json_decref(succ);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *op;
+
+		if (ops[i].del)
+			op = json_pack("{s:{s:o}}", "requestDeleteRange", "key",
+				       jb64(ops[i].key, strlen(ops[i].key)));
+		else
+			op = json_pack("{s:o}", "requestPut",
+				       put_req(ops[i].key, ops[i].val, ops[i].vlen, ops[i].lease));
+		if (!op || json_array_append_new(succ, op) < 0) {
+			json_decref(req);
+			json_decref(succ);
+			return nerr_set(err, ENOMEM, "out of memory");
+		}
+	}
+	json_object_set_new(req, "success", succ);
+	r = post(e, "/v3/kv/txn", req, &ans, err);
+	if (r < 0)
+		return r;
+	if (ret_rev)
+		*ret_rev = jint(json_object_get(ans, "header"), "revision");
+	json_decref(ans);
+	return 0;
 }
 
 /* kv (a JSON object of the gateway) into out; -EPROTO when malformed. */
@@ -713,11 +766,10 @@ int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
 		struct body b = { .wp = &wp, .cb = cb, .werr = err };
 
 		nerr_clear(err);
+		e->cur = i;	/* etcd_current() while it runs */
 		r = post_one(e, i, "/v3/watch", body, &b, 0, err);
-		if (r != -EHOSTUNREACH && r != -EACCES) {
-			e->cur = i;
+		if (r != -EHOSTUNREACH && r != -EACCES)
 			break;
-		}
 	}
 	if (r == -ERANGE && ret_compact)
 		*ret_compact = wp.compact;

@@ -48,6 +48,11 @@ void etcd_free(struct etcd *e);
 /* The endpoint the last call used (borrowed). */
 const char *etcd_endpoint(const struct etcd *e);
 size_t etcd_nendpoints(const struct etcd *e);
+/* The index of the endpoint in use (a watch's, while it runs), and a move
+ * to the next one (a member that stopped answering without closing its
+ * connections). The client's own thread only. */
+size_t etcd_current(const struct etcd *e);
+void etcd_rotate(struct etcd *e);
 const char *etcd_endpoint_at(const struct etcd *e, size_t i);
 
 /* Put key=val (lease 0: none). ret_rev (may be NULL): the revision. */
@@ -56,10 +61,24 @@ int etcd_put(struct etcd *e, const char *key, const char *val, size_t vlen, int6
 /* Put only when key does not exist: -EEXIST when it does. */
 int etcd_create(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t lease,
 		struct nerr *err);
-/* Put only when key's mod revision is still rev: -ESTALE otherwise. */
+/* Put only when key's mod revision is still rev: -ESTALE otherwise.
+ * ret_rev (may be NULL): the revision of the put. */
 int etcd_put_if(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t rev,
-		struct nerr *err);
+		int64_t *ret_rev, struct nerr *err);
 int etcd_delete(struct etcd *e, const char *key, struct nerr *err);
+/* Several puts and deletes in one transaction (one raft commit): all or
+ * none. n at most ETCD_TXN_MAX (etcd's --max-txn-ops default); ret_rev
+ * (may be NULL): the revision. */
+#define ETCD_TXN_MAX 128
+struct etcd_op {
+	bool del;
+	const char *key;
+	const char *val;	/* puts */
+	size_t vlen;
+	int64_t lease;
+};
+int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_rev,
+	     struct nerr *err);
 /* Every key under prefix, with the store's revision. */
 int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *ret_n,
 	      int64_t *ret_rev, struct nerr *err);

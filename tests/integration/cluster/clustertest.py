@@ -23,7 +23,8 @@ def requires():
         nt.skip(why)
 
 
-def config(etcd, node, tmp, accept_remote=False, ttl="3s", prefix="/nodefs", extra=""):
+def config(etcd, node, tmp, accept_remote=False, ttl="3s", prefix="/nodefs", extra="",
+           extra_conf=""):
     return """[nodefs]
 allowed_targets = {tmp}/pub
 csi_timeout = 5s
@@ -34,6 +35,7 @@ endpoint = unix://{tmp}/csi.sock
 command = /usr/bin/python3 {py} --base {tmp}/base
 default = yes
 
+{extra_conf}
 [cluster]
 etcd = {ep}
 node = {node}
@@ -42,15 +44,17 @@ lease_ttl = {ttl}
 accept_remote = {acc}
 {extra}
 """.format(tmp=tmp, py=PLUGIN_PY, ep=etcd.endpoints, node=node, prefix=prefix, ttl=ttl,
-           acc="yes" if accept_remote else "no", extra=extra)
+           acc="yes" if accept_remote else "no", extra=extra,
+           extra_conf=extra_conf)
 
 
 class Node(nt.Nodefs):
-    def __init__(self, etcd, node, accept_remote=False, ttl="3s", extra=""):
+    def __init__(self, etcd, node, accept_remote=False, ttl="3s", extra="", extra_conf=""):
         self.ptmp = tempfile.mkdtemp(prefix="nodefs-cl-%s-" % node)
         os.makedirs(os.path.join(self.ptmp, "pub"))
         self.node = node
-        super().__init__(config(etcd, node, self.ptmp, accept_remote, ttl, extra=extra))
+        super().__init__(config(etcd, node, self.ptmp, accept_remote, ttl, extra=extra,
+                                extra_conf=extra_conf))
 
     def __exit__(self, *exc):
         try:

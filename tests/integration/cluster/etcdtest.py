@@ -4,6 +4,7 @@
     with etcdtest.Etcd() as e:          # started, healthy, in a temp dir
         e.endpoints                     # "http://127.0.0.1:P1 http://..."
         e.kill(0); e.kill(1)            # SIGKILL members (quorum lost)
+        e.kill(0, signal.SIGSTOP)        # or stop one (e.cont(0) resumes)
         e.start(0); e.start(1)          # back, same data dirs
         e.ctl("put", "/k", "v")         # etcdctl against the live members
 
@@ -44,10 +45,10 @@ def _free_ports(n):
 
 
 class Etcd:
-    def __init__(self, members=3, tls=None):
+    def __init__(self, members=3, tls=None, base=None):
         self.n = members
         self.tls = tls  # dict(ca=, cert=, key=) for the client port, or None
-        self.tmp = tempfile.mkdtemp(prefix="nodefs-etcd-")
+        self.tmp = tempfile.mkdtemp(prefix="nodefs-etcd-", dir=base)
         ports = _free_ports(2 * members)
         self.client_ports = ports[:members]
         self.peer_ports = ports[members:]
@@ -85,7 +86,13 @@ class Etcd:
         p = self.procs[i]
         if p and p.poll() is None:
             p.send_signal(sig)
-            p.wait()
+            if sig == signal.SIGKILL:
+                p.wait()
+
+    def cont(self, i):
+        p = self.procs[i]
+        if p and p.poll() is None:
+            p.send_signal(signal.SIGCONT)
 
     def ctl(self, *args, check=True, timeout=10):
         env = dict(os.environ, ETCDCTL_API="3")

@@ -10,8 +10,11 @@ working locally when etcd loses quorum.
 import errno
 import json
 import os
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -19,126 +22,256 @@ import nodefs_test as nt
 import etcdtest
 import clustertest as ct
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "containers"))
+import ctest as ctr  # noqa: E402  (the run's dockerd, its image, the docker CLI)
+
 
 def dirs(fs, rel):
     """The subdirectories of rel (the objects), sorted."""
     return sorted(n for n in fs.listdir(rel) if os.path.isdir(fs.path(rel, n)))
 
 
+def ops_for(fs, obj, typ):
+    """The operations (info.json dicts) of type typ on obj (volumes/NAME)."""
+    out = []
+    for o in fs.listdir("operations"):
+        try:
+            j = json.loads(fs.read("operations", o, "info.json"))
+        except (OSError, ValueError):
+            continue
+        if j.get("object") == obj and j.get("type") == typ:
+            out.append(j)
+    return out
+
+
+def in_thread(fn, *args):
+    """Run fn(*args) in a thread; the returned function joins it and gives
+    fn's result."""
+    box = {}
+    th = threading.Thread(target=lambda: box.setdefault("r", fn(*args)), daemon=True)
+    th.start()
+
+    def result(timeout=30):
+        th.join(nt.scaled(timeout))
+        if th.is_alive():
+            raise AssertionError("%s%r still running" % (fn.__name__, args))
+        return box["r"]
+    return result
+
+
 class Cluster(unittest.TestCase):
     def setUp(self):
         ct.requires()
 
-    def test_view_and_remote(self):
-        with etcdtest.Etcd() as e, ct.Node(e, "a") as a, ct.Node(e, "b", accept_remote=True) as b:
-            # no [cluster] key needed by fs: cluster/ is there, connected
-            a.wait_read("cluster/status", lambda s: "state: connected" in s)
-            ok, err = b.write_ctl("volumes/ctl", "create v1 size=1M")
-            self.assertTrue(ok, b.error("volumes"))
-            self.assertEqual(dirs(a, "cluster/nodes"), ["a", "b"])
-            # the view follows b's own state to where it settles
-            nt.wait_until(lambda: b.read("volumes/v1/state") != "CREATING\n", nt.scaled(10))
-            a.wait_read("cluster/nodes/b/volumes/v1/state",
-                        lambda s: s == b.read("volumes/v1/state"))
-            a.wait_read("cluster/nodes/b/volumes/v1/info.json",
-                        lambda s: json.loads(s) == json.loads(b.read("volumes/v1/info.json")))
-            self.assertTrue(a.read("cluster/nodes/b/status").startswith("UP\n"))
-            self.assertTrue(b.read("cluster/nodes/a/status").startswith("UP\n"))
-            # a remote create on b, from a: b's own volumes/ gets it
-            ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create v2 size=1M")
-            self.assertTrue(ok, a.error("cluster/nodes/b/volumes"))
-            self.assertIn("v2", b.listdir("volumes"))
-            a.wait_read("cluster/nodes/b/volumes/v2/state", lambda s: s.strip() != "")
-            # its error comes back with b's errno and message
-            ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create v2 size=1M")
-            self.assertEqual((ok, nt.errname(err)), (False, nt.errname(errno.EEXIST)))
-            self.assertIn("node b", a.error("cluster/nodes/b/volumes"))
-            # a refuses: accept_remote = no
-            ok, err = b.write_ctl("volumes/ctl", "create v3 size=1M")
-            ok, err = a.write_ctl("volumes/ctl", "create va size=1M")
-            self.assertTrue(ok)
-            b.wait_read("cluster/nodes/a/volumes/va/state", lambda s: s.strip() != "")
-            ok, err = b.write_ctl("cluster/nodes/a/volumes/ctl", "create vx size=1M")
-            self.assertEqual((ok, nt.errname(err)), (False, "EPERM"))
-            self.assertIn("accept_remote = no", b.error("cluster/nodes/a/volumes"))
-            self.assertNotIn("vx", a.listdir("volumes"))
-            # an object's own ctl: destroy v2 on b from a
-            ok, err = a.write_ctl("cluster/nodes/b/volumes/v2/ctl", "destroy")
-            self.assertTrue(ok, (nt.errname(err), b.log()[-3000:]))
-            self.assertTrue(nt.wait_until(
-                lambda: "v2" not in dirs(a, "cluster/nodes/b/volumes"), nt.scaled(5)))
-            # O_NONBLOCK: the command's id at once; the target runs it
-            fd = os.open(a.path("cluster/nodes/b/volumes/ctl"), os.O_WRONLY | os.O_NONBLOCK)
+    def test_a_three_nodes(self):
+        """a (refuses remote commands), b (accepts, with the run's dockerd)
+        and c (accepts): the view, remote volume and container commands,
+        O_NONBLOCK, an etcd member stopped, quorum lost and back, c killed
+        (DOWN within its lease) and restarted."""
+        nt.requires("docker")
+        dock = "[runtime docker]\nendpoint = %s\nstop_timeout = 2s\n" % ctr.HOST
+        with etcdtest.Etcd() as e, ct.Node(e, "a") as a, \
+                ct.Node(e, "b", accept_remote=True, extra_conf=dock) as b, \
+                ct.Node(e, "c", accept_remote=True, ttl="2s") as c:
+            prefix = b.status().get("name_prefix", "")
             try:
-                os.write(fd, b"create v4 size=1M\n")
+                self.view_and_volumes(a, b, c)
+                self.containers(a, b, prefix)
+                self.member_stopped(e, a, b)
+                self.down_and_back(a, c)
+                self.quorum(e, a, b)
             finally:
-                os.close(fd)
-            self.assertTrue(nt.wait_until(lambda: "v4" in b.listdir("volumes"), nt.scaled(5)))
-            # no mkdir under cluster/
-            with self.assertRaises(OSError):
-                os.mkdir(a.path("cluster/nodes/b/volumes/new"))
-            prom = a.read("metrics/nodefs.prom")
-            self.assertIn("nodefs_cluster_connected 1", prom)
+                if prefix:
+                    for n in ctr.docker_names(prefix):
+                        ctr.docker("rm", "-f", "-v", n)
 
-    def test_kill9_down_and_back(self):
-        with etcdtest.Etcd() as e, ct.Node(e, "a", ttl="2s") as a, ct.Node(e, "b", ttl="2s") as b:
-            a.write_ctl("volumes/ctl", "create keep size=1M")
-            b.wait_read("cluster/nodes/a/volumes/keep/state", lambda s: s.strip() != "")
-            t0 = time.monotonic()
-            a.kill9()
-            b.wait_read("cluster/nodes/a/status", lambda s: s.startswith("DOWN since"),
-                        timeout=6)
-            self.assertLess(time.monotonic() - t0, nt.scaled(2 + 2))
-            # its objects are still listed as last published
-            self.assertIn("keep", dirs(b, "cluster/nodes/a/volumes"))
-            a.restart()
-            b.wait_read("cluster/nodes/a/status", lambda s: s.startswith("UP"))
-            self.assertEqual(dirs(b, "cluster/nodes/a/volumes"), ["keep"])
+    def view_and_volumes(self, a, b, c):
+        a.wait_read("cluster/status", lambda s: "state: connected" in s)
+        ok, err = b.write_ctl("volumes/ctl", "create v1 size=1M")
+        self.assertTrue(ok, b.error("volumes"))
+        self.assertTrue(nt.wait_until(lambda: dirs(a, "cluster/nodes") == ["a", "b", "c"],
+                                      nt.scaled(10)), dirs(a, "cluster/nodes"))
+        # the view follows b's own state to where it settles
+        nt.wait_until(lambda: b.read("volumes/v1/state") != "CREATING\n", nt.scaled(10))
+        a.wait_read("cluster/nodes/b/volumes/v1/state", lambda s: s == b.read("volumes/v1/state"))
+        a.wait_read("cluster/nodes/b/volumes/v1/info.json",
+                    lambda s: json.loads(s) == json.loads(b.read("volumes/v1/info.json")))
+        c.wait_read("cluster/nodes/b/volumes/v1/state", lambda s: s.strip() != "")
+        for n in ("a", "b", "c"):
+            self.assertTrue(c.read("cluster/nodes/%s/status" % n).startswith("UP\n"))
+        # a remote create on b, from a: b's own volumes/ gets it
+        ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create v2 size=1M")
+        self.assertTrue(ok, a.error("cluster/nodes/b/volumes"))
+        self.assertIn("v2", b.listdir("volumes"))
+        (op,) = ops_for(b, "volumes/v2", "volume.create")
+        self.assertTrue(op["by"].startswith("node=a uid=0"), op)
+        self.assertTrue(op.get("cluster_command", "").startswith("a-"), op)
+        # its error comes back with b's errno and message
+        ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create v2 size=1M")
+        self.assertEqual((ok, nt.errname(err)), (False, nt.errname(errno.EEXIST)))
+        self.assertIn("node b", a.error("cluster/nodes/b/volumes"))
+        # a refuses: accept_remote = no
+        ok, err = a.write_ctl("volumes/ctl", "create va size=1M")
+        self.assertTrue(ok)
+        c.wait_read("cluster/nodes/a/volumes/va/state", lambda s: s.strip() != "")
+        ok, err = c.write_ctl("cluster/nodes/a/volumes/ctl", "create vx size=1M")
+        self.assertEqual((ok, nt.errname(err)), (False, "EPERM"))
+        self.assertIn("accept_remote = no", c.error("cluster/nodes/a/volumes"))
+        self.assertNotIn("vx", a.listdir("volumes"))
+        # an object's own ctl: destroy v2 on b from c
+        ok, err = c.write_ctl("cluster/nodes/b/volumes/v2/ctl", "destroy")
+        self.assertTrue(ok, (nt.errname(err), b.log()[-3000:]))
+        self.assertTrue(nt.wait_until(
+            lambda: "v2" not in dirs(a, "cluster/nodes/b/volumes"), nt.scaled(5)))
+        # O_NONBLOCK: the write returns with b's operation id once b has
+        # checkpointed it; b runs it to its end
+        fd = os.open(a.path("cluster/nodes/b/volumes/ctl"), os.O_RDWR | os.O_NONBLOCK)
+        try:
+            os.write(fd, b"create v4 size=1M\n")
+            oid = os.pread(fd, 100, 0).decode().strip()
+        finally:
+            os.close(fd)
+        self.assertEqual(b.read("operations", oid, "command"), "create v4 size=1M\n")
+        self.assertTrue(nt.wait_until(
+            lambda: b.read("operations", oid, "state") == "FINISHED\n", nt.scaled(10)))
+        # no mkdir under cluster/
+        with self.assertRaises(OSError):
+            os.mkdir(a.path("cluster/nodes/b/volumes/new"))
+        self.assertIn("nodefs_cluster_connected 1", a.read("metrics/nodefs.prom"))
 
-    def test_quorum(self):
-        with etcdtest.Etcd() as e, ct.Node(e, "a") as a, ct.Node(e, "b", accept_remote=True) as b:
-            a.wait_read("cluster/status", lambda s: "state: connected" in s)
-            b.write_ctl("volumes/ctl", "create q1 size=1M")
-            a.wait_read("cluster/nodes/b/volumes/q1/state", lambda s: s.strip() != "")
-            # one member gone: nothing is interrupted
-            e.kill(2)
-            ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create q2 size=1M")
-            self.assertTrue(ok, a.error("cluster/nodes/b/volumes"))
-            self.assertIn("connected", a.read("cluster/status"))
-            # two gone: unavailable, remote writes fail at once, local works
-            e.kill(1)
-            a.wait_read("cluster/status", lambda s: "state: unavailable since" in s, timeout=8)
-            t0 = time.monotonic()
-            ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create q3 size=1M")
-            self.assertEqual(ok, False)
-            self.assertIn(nt.errname(err), ("EHOSTUNREACH", "ETIMEDOUT"))
-            self.assertLess(time.monotonic() - t0, nt.scaled(1))
-            ok, err = a.write_ctl("volumes/ctl", "create local size=1M")
-            self.assertTrue(ok, a.error("volumes"))
-            self.assertIn("q1", dirs(a, "cluster/nodes/b/volumes"))  # the cache serves
-            # all back: the view catches up without a restart
-            e.start(1)
-            e.start(2)
-            b.wait_read("cluster/nodes/a/volumes/local/state", lambda s: s.strip() != "",
-                        timeout=15)
-            a.wait_read("cluster/status", lambda s: "state: connected" in s)
+    def containers(self, a, b, prefix):
+        """Container commands on b from a, on the real dockerd."""
+        line = "run web runtime=docker image=%s cmd='sleep 600'" % ctr.IMAGE
+        ok, err = a.write_ctl("cluster/nodes/b/containers/ctl", line)
+        self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/containers")))
+        self.assertEqual(b.read("containers/web/state"), "RUNNING\n")
+        self.assertEqual(ctr.docker_names(prefix), [prefix + "web"])
+        a.wait_read("cluster/nodes/b/containers/web/state", lambda s: s == "RUNNING\n")
+        info = json.loads(a.read("cluster/nodes/b/containers/web/info.json"))
+        self.assertEqual(info.get("runtime"), "docker", info)
+        # the container's own ctl
+        ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "stop 1")
+        self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/containers/web")))
+        self.assertEqual(b.read("containers/web/state"), "EXITED\n")
+        a.wait_read("cluster/nodes/b/containers/web/state", lambda s: s == "EXITED\n")
+        # a bad line: b's check, b's errno, and nothing changed there
+        ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "kill NOSUCHSIG")
+        self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
+        self.assertIn("node b", a.error("cluster/nodes/b/containers/web"))
+        ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "destroy")
+        self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/containers/web")))
+        self.assertNotIn("web", b.listdir("containers"))
+        self.assertEqual(ctr.docker_names(prefix), [])
+        self.assertTrue(nt.wait_until(
+            lambda: "web" not in dirs(a, "cluster/nodes/b/containers"), nt.scaled(5)))
 
-    def test_invalid_records(self):
-        with etcdtest.Etcd() as e, ct.Node(e, "a") as a:
-            a.wait_read("cluster/status", lambda s: "state: connected" in s)
-            e.ctl("put", "/nodefs/nodes/x/volumes/bad", "{truncated")
-            e.ctl("put", "/nodefs/nodes/x/volumes/typ", '{"state": 3, "info": []}')
-            e.ctl("put", "/nodefs/nodes/x/volumes/..", "{}")
-            e.ctl("put", "/nodefs/nodes/x/info", "[1]")
-            e.ctl("put", "/nodefs/nodes/y", "nothing")
-            st = a.wait_read("cluster/nodes/x/volumes/bad/state", lambda s: s == "INVALID\n")
-            self.assertIn("not JSON", a.read("cluster/nodes/x/volumes/bad/error"))
-            a.wait_read("cluster/nodes/x/volumes/typ/state", lambda s: s == "INVALID\n")
-            self.assertIn("invalid record", a.read("cluster/nodes/x/volumes/typ/error"))
-            self.assertIn("error", json.loads(a.read("cluster/nodes/x/volumes/typ/info.json")))
-            self.assertTrue(a.read("cluster/nodes/x/status").startswith("DOWN"))
-            self.assertEqual(sorted(dirs(a, "cluster/nodes/x/volumes")), ["bad", "typ"])
-            self.assertEqual(a.status()["state"], "READY")
+    def member_stopped(self, e, a, b):
+        """Member 0 (every client's first endpoint) stops answering without
+        closing its connections: the view and remote commands go on through
+        the others."""
+        e.kill(0, signal.SIGSTOP)
+        try:
+            a.wait_read("cluster/status", lambda s: "unhealthy" in s, timeout=5)
+            ok, err = b.write_ctl("volumes/ctl", "create s1 size=1M")
+            self.assertTrue(ok, b.error("volumes"))
+            a.wait_read("cluster/nodes/b/volumes/s1/state", lambda s: s.strip() != "",
+                        timeout=10)
+            ok, err = a.write_ctl("cluster/nodes/b/volumes/s1/ctl", "destroy")
+            self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/volumes/s1")))
+            self.assertIn("state: connected", a.read("cluster/status"))
+        finally:
+            e.cont(0)
+
+    def down_and_back(self, a, c):
+        c.write_ctl("volumes/ctl", "create keep size=1M")
+        a.wait_read("cluster/nodes/c/volumes/keep/state", lambda s: s.strip() != "")
+        t0 = time.monotonic()
+        c.kill9()
+        a.wait_read("cluster/nodes/c/status", lambda s: s.startswith("DOWN since"), timeout=6)
+        self.assertLess(time.monotonic() - t0, nt.scaled(2 + 2))
+        # its objects are still listed as last published
+        self.assertIn("keep", dirs(a, "cluster/nodes/c/volumes"))
+        c.start()
+        a.wait_read("cluster/nodes/c/status", lambda s: s.startswith("UP"))
+        self.assertEqual(dirs(a, "cluster/nodes/c/volumes"), ["keep"])
+
+    def quorum(self, e, a, b):
+        # one member gone: nothing is interrupted
+        e.kill(2)
+        ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create q2 size=1M")
+        self.assertTrue(ok, a.error("cluster/nodes/b/volumes"))
+        self.assertIn("connected", a.read("cluster/status"))
+        # two gone: unavailable, remote writes fail at once, local works
+        e.kill(1)
+        a.wait_read("cluster/status", lambda s: "state: unavailable since" in s, timeout=8)
+        t0 = time.monotonic()
+        ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create q3 size=1M")
+        self.assertEqual(ok, False)
+        self.assertIn(nt.errname(err), ("EHOSTUNREACH", "ETIMEDOUT"))
+        self.assertLess(time.monotonic() - t0, nt.scaled(1))
+        ok, err = a.write_ctl("volumes/ctl", "create local size=1M")
+        self.assertTrue(ok, a.error("volumes"))
+        self.assertIn("q2", dirs(a, "cluster/nodes/b/volumes"))  # the cache serves
+        # all back: the view catches up without a restart
+        e.start(1)
+        e.start(2)
+        b.wait_read("cluster/nodes/a/volumes/local/state", lambda s: s.strip() != "",
+                    timeout=15)
+        a.wait_read("cluster/status", lambda s: "state: connected" in s)
+
+    def test_b_at_most_once(self):
+        """b crashes after taking a remote command (before running it), then
+        after the command's operation FINISHED (before answering): restarted,
+        it runs the first once and answers the second from its operation;
+        the writer's write(2) gets success both times, and nothing runs
+        twice. Then records that are not nodefs' are shown as errors."""
+        nt.requires("hooks")
+        with etcdtest.Etcd() as e, ct.Node(e, "a", ttl="4s") as a, \
+                ct.Node(e, "b", accept_remote=True, ttl="4s") as b:
+            made = []
+            for point, name in (("cluster:taken", "m1"), ("operations:FINISHED", "m2")):
+                b.env = {"NODEFS_CRASH_AT": point}
+                b.restart()
+                a.wait_read("cluster/nodes/b/status", lambda s: s.startswith("UP"))
+                b.wait_read("cluster/status", lambda s: "state: connected" in s)
+                done = in_thread(a.write_ctl, "cluster/nodes/b/volumes/ctl",
+                                 "create %s size=1M" % name)
+                died = nt.wait_until(lambda: b.proc.poll() is not None, nt.scaled(15))
+                self.assertTrue(died, "b did not crash at %s:\n%s" % (point, b.log()))
+                b.kill9()
+                b.env = None
+                b.start()
+                ok, err = done()
+                self.assertTrue(ok, (point, nt.errname(err), a.error("cluster/nodes/b/volumes"),
+                                     b.log()[-3000:]))
+                ops = ops_for(b, "volumes/" + name, "volume.create")
+                self.assertEqual([o["state"] for o in ops], ["FINISHED"], (point, ops))
+                made.append(name)
+                self.assertEqual(sorted(v for v in b.listdir("volumes") if v.startswith("m")),
+                                 made)
+            prom = b.read("metrics/nodefs.prom")
+            self.assertIn('nodefs_cluster_remote_commands_total{side="target",result="adopted"} 1',
+                          prom)
+            self.invalid_records(e, a)
+
+    def invalid_records(self, e, a):
+        e.ctl("put", "/nodefs/nodes/x/volumes/bad", "{truncated")
+        e.ctl("put", "/nodefs/nodes/x/volumes/typ", '{"state": 3, "info": []}')
+        e.ctl("put", "/nodefs/nodes/x/volumes/..", "{}")
+        e.ctl("put", "/nodefs/nodes/x/info", "[1]")
+        e.ctl("put", "/nodefs/nodes/y", "nothing")
+        e.ctl("put", "/nodefs/nodes/a/inbox/junk", "[not a command")
+        a.wait_read("cluster/nodes/x/volumes/bad/state", lambda s: s == "INVALID\n")
+        self.assertIn("not JSON", a.read("cluster/nodes/x/volumes/bad/error"))
+        a.wait_read("cluster/nodes/x/volumes/typ/state", lambda s: s == "INVALID\n")
+        self.assertIn("invalid record", a.read("cluster/nodes/x/volumes/typ/error"))
+        self.assertIn("error", json.loads(a.read("cluster/nodes/x/volumes/typ/info.json")))
+        self.assertTrue(a.read("cluster/nodes/x/status").startswith("DOWN"))
+        self.assertEqual(sorted(dirs(a, "cluster/nodes/x/volumes")), ["bad", "typ"])
+        self.assertEqual(a.status()["state"], "READY")
+        # the junk command is answered, not run
+        self.assertTrue(nt.wait_until(
+            lambda: '"errno":' in e.ctl("get", "/nodefs/nodes/a/inbox/junk"), nt.scaled(5)))
 
 
 def make_certs(d):
@@ -161,7 +294,8 @@ def make_certs(d):
                 client_cert=p("client.pem"), client_key=p("client.key"), other=p("other.pem"))
 
 
-class Tls(unittest.TestCase):
+class ClusterTls(unittest.TestCase):
+    """(Sorts after Cluster: the shards take one long case each.)"""
     def setUp(self):
         ct.requires()
         nt.requires("prog:openssl")
@@ -174,7 +308,7 @@ class Tls(unittest.TestCase):
                                                         c["client_key"])
                 with ct.Node(e, "a", extra=good) as a:
                     a.wait_read("cluster/status", lambda s: "state: connected" in s)
-                    self.assertIn("https://127.0.0.1", a.read("cluster/status"))
+                    a.wait_read("cluster/status", lambda s: "https://127.0.0.1" in s)
                 wrong_ca = "ca = %s\ncert = %s\nkey = %s\n" % (c["other"], c["client_cert"],
                                                             c["client_key"])
                 with ct.Node(e, "b", extra=wrong_ca) as b:
