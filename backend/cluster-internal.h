@@ -51,6 +51,14 @@ struct cluster_job {
 	struct cluster *c;
 };
 
+/* A thread's wake-up: a leaf lock (the tree's watcher takes the
+ * publisher's under the tree's change lock), never held while calling out. */
+struct cwake {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* CLOCK_MONOTONIC */
+	bool set;
+};
+
 struct cluster {
 	struct backend *b;
 	char *endpoints, *node, *prefix, *ca, *cert, *key;
@@ -61,11 +69,7 @@ struct cluster {
 	time_t started;
 	struct bnode *dir, *nodes;
 
-	/* the publisher's wake-up: a leaf lock (the tree's watcher takes it
-	 * under the tree's change lock), never held while calling out */
-	pthread_mutex_t wake_lock;
-	pthread_cond_t wake_cond;	/* CLOCK_MONOTONIC */
-	bool wake;
+	struct cwake pub_wake, remote_wake;	/* the publisher's, the inbox thread's */
 
 	pthread_mutex_t lock;	/* guards everything below */
 	pthread_cond_t cond;	/* the watch and status threads' sleeps (CLOCK_MONOTONIC) */
@@ -93,7 +97,7 @@ struct cluster {
 	/* metrics */
 	uint64_t publishes, publish_us, publish_writes;
 	uint64_t remote_ok, remote_err, remote_refused, remote_run, remote_adopted;
-	pthread_t pub_thread, watch_thread, status_thread;
+	pthread_t pub_thread, watch_thread, status_thread, remote_thread;
 	bool threads;
 	struct hmap pubs;		/* "volumes/NAME" -> struct pubrec (publisher only) */
 };
@@ -122,17 +126,24 @@ void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *v
  * with the target's answer; -EHOSTUNREACH at once while etcd is away. */
 int cluster_remote_write(struct cluster *c, const char *node, const char *path, const char *line,
 			 size_t len, struct breq *rq);
-/* The publisher's turn at the inbox: take and run this node's commands,
- * write answers (up: connected), send this node's, time them out, delete
- * the answered. Returns true while something waits on a timer (a command
- * waiting for its answer, an adopted operation, recovery). */
-bool cluster_remote_step(struct cluster *c, struct etcd *e, bool up);
+/* The inbox thread (its own etcd client, so an answer never waits behind
+ * a publish): take and run this node's commands, write their answers,
+ * send this node's, time them out, delete the answered. */
+void *cluster_remote_main(void *arg);
 /* End every command still waiting (-ESHUTDOWN) and free the queues. */
 void cluster_remote_stop(struct cluster *c);
 
 /* cluster.c */
-/* Wake the publisher (any thread, any locks but wake_lock). */
+void cwake_init(struct cwake *w);
+void cwake_destroy(struct cwake *w);
+void cwake_set(struct cwake *w);
+void cwake_clear(struct cwake *w);
+/* Sleep until set or ms pass (0: not at all). */
+void cwake_wait(struct cwake *w, uint64_t ms);
+/* Wake the publisher, the inbox thread (any thread, any locks but theirs). */
 void cluster_wake(struct cluster *c);
+void cluster_wake_remote(struct cluster *c);
+bool cluster_stopping(struct cluster *c);
 void cluster_fmt_time(time_t t, char *buf, size_t len);
 
 #endif

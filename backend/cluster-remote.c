@@ -16,8 +16,8 @@
  * recovery has driven it to its end), and run now when none does: nothing
  * of it had been acted on, since the checkpoint comes before any action.
  *
- * Runs on the publisher thread (cluster.c) and the watch thread (records
- * seen, under c->lock). Knows the tree's ctl entry points and the etcd
+ * Runs on its own thread (cluster_remote_main, with its own etcd client)
+ * and the watch thread (records seen, under c->lock). Knows the tree's ctl entry points and the etcd
  * client; never FUSE.
  */
 #include "backend-internal.h"
@@ -97,7 +97,7 @@ int cluster_remote_write(struct cluster *c, const char *node, const char *path, 
 	rc->next = c->rcmds;
 	c->rcmds = rc;
 	pthread_mutex_unlock(&c->lock);
-	cluster_wake(c);
+	cluster_wake_remote(c);
 	return -EINPROGRESS;
 }
 
@@ -161,7 +161,7 @@ static void rcmd_answered_locked(struct cluster *c, const char *key, const char 
 		json_decref(j);
 		/* completing may run the writer's next line: not under our lock */
 		pthread_mutex_unlock(&c->lock);
-		cluster_wake(c);
+		cluster_wake_remote(c);
 		breq_complete(rq, e > 0 ? -e : 0);
 		pthread_mutex_lock(&c->lock);
 		return;
@@ -249,7 +249,7 @@ void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *v
 				jb->c = c;
 				*c->jobs_tail = jb;
 				c->jobs_tail = &jb->next;
-				cluster_wake(c);
+				cluster_wake_remote(c);
 			} else
 				free(jb);
 		}
@@ -278,7 +278,7 @@ static void job_done(struct breq *rq, int result)
 	*c->done_tail = jb;
 	c->done_tail = &jb->next;
 	pthread_mutex_unlock(&c->lock);
-	cluster_wake(c);
+	cluster_wake_remote(c);
 }
 
 /* Run a taken command as a local write of its line to its ctl. */
@@ -470,7 +470,7 @@ out:
 	return kept;
 }
 
-bool cluster_remote_step(struct cluster *c, struct etcd *e, bool up)
+static bool remote_step(struct cluster *c, struct etcd *e, bool up)
 {
 	struct cluster_job *jb, *done, **pp;
 	bool waiting;
@@ -497,8 +497,10 @@ bool cluster_remote_step(struct cluster *c, struct etcd *e, bool up)
 			struct cluster_job *next = done->next;
 			answer(c, e, done, done->result, done->msg);
 			pthread_mutex_lock(&c->lock);
-			c->jobs_running--;
+			bool last = --c->jobs_running == 0;
 			pthread_mutex_unlock(&c->lock);
+			if (last)
+				cluster_wake(c);	/* deletions it held back */
 			job_free(done);
 			done = next;
 		}
@@ -525,6 +527,30 @@ bool cluster_remote_step(struct cluster *c, struct etcd *e, bool up)
 	waiting = c->rcmds || c->adopted || c->jobs;
 	pthread_mutex_unlock(&c->lock);
 	return waiting;
+}
+
+void *cluster_remote_main(void *arg)
+{
+	struct cluster *c = arg;
+	struct etcd_tls tls = { c->ca, c->cert, c->key };
+	struct etcd *e = NULL;
+	struct nerr err = { 0 };
+
+	pthread_setname_np(pthread_self(), "nodefs-cinbox");
+	if (etcd_new(c->endpoints, &tls, 1000, &e, &err) < 0)
+		return NULL;
+	while (!cluster_stopping(c)) {
+		cwake_clear(&c->remote_wake);
+		pthread_mutex_lock(&c->lock);
+		bool up = c->connected;
+		pthread_mutex_unlock(&c->lock);
+		/* waiting: deadlines of commands sent, adopted operations,
+		 * commands held until recovery has ended */
+		bool waiting = remote_step(c, e, up);
+		cwake_wait(&c->remote_wake, waiting ? 50 : 1000);
+	}
+	etcd_free(e);
+	return NULL;
 }
 
 void cluster_remote_stop(struct cluster *c)

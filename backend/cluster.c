@@ -148,9 +148,9 @@ static int cluster_init(struct backend *b, struct nerr *err)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &ca);
-	pthread_mutex_init(&c->wake_lock, NULL);
-	pthread_cond_init(&c->wake_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	cwake_init(&c->pub_wake);
+	cwake_init(&c->remote_wake);
 	hmap_init(&c->cache);
 	hmap_init(&c->pubs);
 	c->jobs_tail = &c->jobs;
@@ -472,12 +472,58 @@ static int connect_pass(struct cluster *c, struct etcd *e, struct nerr *err)
 
 /* ---- the threads ---- */
 
+void cwake_init(struct cwake *w)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	w->set = false;
+}
+
+void cwake_destroy(struct cwake *w)
+{
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+}
+
+void cwake_set(struct cwake *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->set = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void cwake_clear(struct cwake *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->set = false;
+	pthread_mutex_unlock(&w->lock);
+}
+
+void cwake_wait(struct cwake *w, uint64_t ms)
+{
+	struct timespec t = ts_after_ms(CLOCK_MONOTONIC, ms);
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->set && ms)
+		if (pthread_cond_timedwait(&w->cond, &w->lock, &t) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&w->lock);
+}
+
 void cluster_wake(struct cluster *c)
 {
-	pthread_mutex_lock(&c->wake_lock);
-	c->wake = true;
-	pthread_cond_signal(&c->wake_cond);
-	pthread_mutex_unlock(&c->wake_lock);
+	cwake_set(&c->pub_wake);
+}
+
+void cluster_wake_remote(struct cluster *c)
+{
+	cwake_set(&c->remote_wake);
 }
 
 /* The tree's watcher: a change of a volume or container, or of the set of
@@ -492,7 +538,7 @@ static void on_tree_change(void *ctx, struct bnode *n)
 		cluster_wake(ctx);
 }
 
-static bool stopping(struct cluster *c)
+bool cluster_stopping(struct cluster *c)
 {
 	pthread_mutex_lock(&c->lock);
 	bool s = c->stopping;
@@ -513,7 +559,7 @@ static void *status_main(void *arg)
 	pthread_setname_np(pthread_self(), "nodefs-cstatus");
 	if (etcd_new(c->endpoints, &tls, 300, &e, &err) < 0)
 		return NULL;
-	while (!stopping(c)) {
+	while (!cluster_stopping(c)) {
 		struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
 		size_t n = etcd_nendpoints(e);
 
@@ -538,9 +584,8 @@ static void *status_main(void *arg)
 	return NULL;
 }
 
-/* The publisher: the lease and its keep-alive, the objects' records, the
- * inbox. It sleeps until woken (a change of an object, an inbox record, a
- * command to send, an answer to write) or until the next keep-alive. */
+/* The publisher: the lease and its keep-alive, the objects' records. It
+ * sleeps until woken (a change of an object) or until the next keep-alive. */
 static void *pub_main(void *arg)
 {
 	struct cluster *c = arg;
@@ -555,14 +600,11 @@ static void *pub_main(void *arg)
 		set_state(c, false, err.msg);
 		return NULL;
 	}
-	while (!stopping(c)) {
+	while (!cluster_stopping(c)) {
 		uint64_t now = loop_now_ms(), wait_ms;
-		bool waiting;
 		int r = 0;
 
-		pthread_mutex_lock(&c->wake_lock);
-		c->wake = false;
-		pthread_mutex_unlock(&c->wake_lock);
+		cwake_clear(&c->pub_wake);
 		nerr_clear(&err);
 		if (!up && atomic_load(&c->b->state) == BACKEND_RECOVERING) {
 			/* publishing before every record is read would delete
@@ -589,7 +631,6 @@ static void *pub_main(void *arg)
 				pthread_mutex_unlock(&c->lock);
 			}
 		}
-		waiting = cluster_remote_step(c, e, up && r == 0);
 		if (up && r == 0)
 			r = publish_pass(c, e, false, &err);
 		if (up && r < 0) {
@@ -602,33 +643,24 @@ static void *pub_main(void *arg)
 			wait_ms = last_ka + ka_every > now ? last_ka + ka_every - now : 0;
 		else
 			wait_ms = backoff > now ? backoff - now : 0;
-		if (waiting && wait_ms > 50)
-			wait_ms = 50;	/* answers' deadlines, adopted operations */
-		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, wait_ms);
-		pthread_mutex_lock(&c->wake_lock);
-		while (!c->wake && wait_ms) {
-			if (pthread_cond_timedwait(&c->wake_cond, &c->wake_lock, &t) == ETIMEDOUT)
-				break;
-		}
-		pthread_mutex_unlock(&c->wake_lock);
+		cwake_wait(&c->pub_wake, wait_ms);
 	}
 	etcd_free(e);
 	return NULL;
 }
 
-static void cluster_halt(struct cluster *c, bool pub, bool watch, bool status)
+static void cluster_halt(struct cluster *c, int nthreads)
 {
+	pthread_t *th[] = { &c->pub_thread, &c->remote_thread, &c->watch_thread, &c->status_thread };
+
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	cluster_wake(c);
-	if (pub)
-		pthread_join(c->pub_thread, NULL);
-	if (watch)
-		pthread_join(c->watch_thread, NULL);
-	if (status)
-		pthread_join(c->status_thread, NULL);
+	cluster_wake_remote(c);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(*th[i], NULL);
 }
 
 static int cluster_start(struct backend *b, struct nerr *err)
@@ -638,23 +670,17 @@ static int cluster_start(struct backend *b, struct nerr *err)
 
 	if (!c)
 		return 0;
+	void *(*mains[])(void *) = { pub_main, cluster_remote_main, cluster_watch_main, status_main };
+	pthread_t *th[] = { &c->pub_thread, &c->remote_thread, &c->watch_thread, &c->status_thread };
+
 	tree_set_watcher(b->root, on_tree_change, c);
-	r = pthread_create(&c->pub_thread, NULL, pub_main, c);
-	if (r) {
-		tree_set_watcher(b->root, NULL, NULL);
-		return nerr_set(err, r, "cannot start the cluster thread: %s", strerror(r));
-	}
-	r = pthread_create(&c->watch_thread, NULL, cluster_watch_main, c);
-	if (r) {
-		tree_set_watcher(b->root, NULL, NULL);
-		cluster_halt(c, true, false, false);
-		return nerr_set(err, r, "cannot start the cluster thread: %s", strerror(r));
-	}
-	r = pthread_create(&c->status_thread, NULL, status_main, c);
-	if (r) {
-		tree_set_watcher(b->root, NULL, NULL);
-		cluster_halt(c, true, true, false);
-		return nerr_set(err, r, "cannot start the cluster thread: %s", strerror(r));
+	for (int i = 0; i < (int)ARRAY_SIZE(mains); i++) {
+		r = pthread_create(th[i], NULL, mains[i], c);
+		if (r) {
+			tree_set_watcher(b->root, NULL, NULL);
+			cluster_halt(c, i);
+			return nerr_set(err, r, "cannot start the cluster threads: %s", strerror(r));
+		}
 	}
 	c->threads = true;
 	return 0;
@@ -667,7 +693,7 @@ static void cluster_quiesce(struct backend *b)
 	if (!c || !c->threads)
 		return;
 	tree_set_watcher(b->root, NULL, NULL);
-	cluster_halt(c, true, true, true);
+	cluster_halt(c, 4);
 	c->threads = false;
 	/* commands still waiting for an answer end now */
 	cluster_remote_stop(c);
@@ -705,8 +731,8 @@ static void cluster_stop(struct backend *b)
 	free(c->key);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
-	pthread_mutex_destroy(&c->wake_lock);
-	pthread_cond_destroy(&c->wake_cond);
+	cwake_destroy(&c->pub_wake);
+	cwake_destroy(&c->remote_wake);
 	free(c);
 	b->cluster = NULL;
 }

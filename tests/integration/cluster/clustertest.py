@@ -53,8 +53,12 @@ class Node(nt.Nodefs):
         self.ptmp = tempfile.mkdtemp(prefix="nodefs-cl-%s-" % node)
         os.makedirs(os.path.join(self.ptmp, "pub"))
         self.node = node
-        super().__init__(config(etcd, node, self.ptmp, accept_remote, ttl, extra=extra,
-                                extra_conf=extra_conf))
+        self.conf = dict(accept_remote=accept_remote, ttl=ttl, extra=extra, extra_conf=extra_conf)
+        super().__init__(config(etcd, node, self.ptmp, **self.conf) if etcd else "")
+
+    def etcd(self, etcd):
+        """The etcd cluster of a Node made with None, before it starts."""
+        self.config = config(etcd, self.node, self.ptmp, **self.conf)
 
     def __exit__(self, *exc):
         try:
