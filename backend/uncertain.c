@@ -9,6 +9,13 @@
  * keeps looking for it: at once, then after 1 s, 2 s, 4 s ... up to
  * reconcile_interval (60 s when that is off), for uncertain_timeout.
  *
+ * The other kind is a call whose answer never came (a CSI CreateVolume or
+ * DeleteVolume that timed out, or that a crash cut): its owner hands a
+ * function here (uncertain_watch_call) that this thread runs once after a
+ * delay; the owner repeats the call on the object's own queue (the calls
+ * are idempotent by name) and hands it back while the answer stays
+ * unknown, each time with a longer delay, until its deadline.
+ *
  * A look lists the engine, which reports only what carries this
  * instance's id (rt_config.instance), and removes an entry with the
  * create's name that nodefs does not know by id and is not making now:
@@ -35,7 +42,10 @@
 
 struct unc_entry {
 	struct unc_entry *next;
-	struct engine *e;
+	struct engine *e;		/* a container create; NULL for a call */
+	void (*fn)(struct backend *, void *);	/* a call: run once, takes ctx */
+	void (*drop)(void *);
+	void *ctx;
 	char name[65];
 	char engine_name[112];
 	struct operation *op;		/* referenced; NULL when none */
@@ -68,7 +78,8 @@ static struct uncertain *get(struct backend *b, bool make)
 
 	pthread_mutex_lock(&init_lock);
 	u = b->uncertain;
-	if (!u && make && (u = calloc(1, sizeof(*u)))) {
+	/* a stop has freed it, or is about to: nothing new is watched */
+	if (!u && make && atomic_load(&b->state) != BACKEND_STOPPING && (u = calloc(1, sizeof(*u)))) {
 		pthread_condattr_t ca;
 
 		pthread_mutex_init(&u->lock, NULL);
@@ -84,24 +95,33 @@ static struct uncertain *get(struct backend *b, bool make)
 
 static void entry_free(struct unc_entry *x)
 {
+	if (x->ctx && x->drop)
+		x->drop(x->ctx);
 	if (x->op)
 		op_unref(x->op);
 	free(x);
 }
 
-static void settle(struct backend *b, struct unc_entry *x, const char *result, const char *line)
+void uncertain_settled(struct backend *b, const char *kind, const char *name,
+		       struct operation *op, const char *result, const char *line)
 {
 	char series[160];
 
-	snprintf(series, sizeof(series),
-		 "nodefs_uncertain_outcomes_total{kind=\"%s.create\",result=\"%s\"}",
-		 x->e->ops->name, result);
+	snprintf(series, sizeof(series), "nodefs_uncertain_outcomes_total{kind=\"%s\",result=\"%s\"}",
+		 kind, result);
 	events_tally(b->events, series, 1);
-	events_emit(b->events, "uncertain", x->name, "UNCERTAIN", result, x->opid[0] ? x->opid : NULL,
-		    line);
-	if (x->op)
-		op_note_outcome(x->op, line);
-	log_info("container %s: %s", x->name, line);
+	events_emit(b->events, "uncertain", name, "UNCERTAIN", result, op ? op->id : NULL, line);
+	if (op)
+		op_note_outcome(op, line);
+	log_info("%s %s: %s", strncmp(kind, "csi.", 4) == 0 ? "volume" : "container", name, line);
+}
+
+static void settle(struct backend *b, struct unc_entry *x, const char *result, const char *line)
+{
+	char kind[64];
+
+	snprintf(kind, sizeof(kind), "%s.create", x->e->ops->name);
+	uncertain_settled(b, kind, x->name, x->op, result, line);
 }
 
 /* One look for x: 1 settled (removed), 0 not there (yet), <0 cannot tell. */
@@ -166,7 +186,13 @@ static void *unc_main(void *arg)
 			}
 			/* look unlocked: uncertain_claims and new watches go on */
 			pthread_mutex_unlock(&u->lock);
-			r = look(b, x);
+			if (x->fn) {
+				/* a call: its owner repeats it and hands it back */
+				x->fn(b, x->ctx);
+				x->ctx = NULL;
+				r = 1;
+			} else
+				r = look(b, x);
 			if (r == 0 && now_ms() >= x->deadline_ms) {
 				char line[300];
 
@@ -205,26 +231,10 @@ static void *unc_main(void *arg)
 	return NULL;
 }
 
-int uncertain_watch_container(struct backend *b, struct engine *e, const char *name,
-			      const char *engine_name, struct operation *op)
+static int watch(struct backend *b, struct uncertain *u, struct unc_entry *x)
 {
-	struct uncertain *u = get(b, true);
-	struct unc_entry *x;
 	int r = 0;
 
-	if (!u || !(x = calloc(1, sizeof(*x))))
-		return -ENOMEM;
-	x->e = e;
-	snprintf(x->name, sizeof(x->name), "%s", name);
-	snprintf(x->engine_name, sizeof(x->engine_name), "%s", engine_name ? engine_name : "");
-	if (op) {
-		bnode_ref(op->node);
-		x->op = op;
-		snprintf(x->opid, sizeof(x->opid), "%s", op->id);
-	}
-	x->next_ms = now_ms();
-	x->deadline_ms = x->next_ms + (int64_t)b->cfg->uncertain_timeout_ms;
-	x->delay_ms = 1000;
 	pthread_mutex_lock(&u->lock);
 	if (u->stopping) {
 		pthread_mutex_unlock(&u->lock);
@@ -250,6 +260,54 @@ int uncertain_watch_container(struct backend *b, struct engine *e, const char *n
 	return r;
 }
 
+int uncertain_watch_container(struct backend *b, struct engine *e, const char *name,
+			      const char *engine_name, struct operation *op)
+{
+	struct uncertain *u = get(b, true);
+	struct unc_entry *x;
+
+	if (!u)
+		return atomic_load(&b->state) == BACKEND_STOPPING ? 0 : -ENOMEM;
+	if (!(x = calloc(1, sizeof(*x))))
+		return -ENOMEM;
+	x->e = e;
+	snprintf(x->name, sizeof(x->name), "%s", name);
+	snprintf(x->engine_name, sizeof(x->engine_name), "%s", engine_name ? engine_name : "");
+	if (op) {
+		bnode_ref(op->node);
+		x->op = op;
+		snprintf(x->opid, sizeof(x->opid), "%s", op->id);
+	}
+	x->next_ms = now_ms();
+	x->deadline_ms = x->next_ms + (int64_t)b->cfg->uncertain_timeout_ms;
+	x->delay_ms = 1000;
+	return watch(b, u, x);
+}
+
+int uncertain_watch_call(struct backend *b, const char *name, uint64_t delay_ms,
+			 void (*fn)(struct backend *, void *), void (*drop)(void *), void *ctx)
+{
+	struct uncertain *u = get(b, true);
+	struct unc_entry *x;
+
+	if (!u) {
+		if (atomic_load(&b->state) != BACKEND_STOPPING)
+			return -ENOMEM;
+		drop(ctx);	/* stopping: left to the next start */
+		return 0;
+	}
+	if (!(x = calloc(1, sizeof(*x))))
+		return -ENOMEM;
+	snprintf(x->name, sizeof(x->name), "%s", name);
+	x->fn = fn;
+	x->drop = drop;
+	x->ctx = ctx;
+	x->next_ms = now_ms() + (int64_t)delay_ms;
+	x->deadline_ms = x->next_ms;
+	x->delay_ms = (int64_t)delay_ms;
+	return watch(b, u, x);
+}
+
 bool uncertain_claims(struct backend *b, struct engine *e, const char *name)
 {
 	struct uncertain *u = get(b, false);
@@ -259,7 +317,7 @@ bool uncertain_claims(struct backend *b, struct engine *e, const char *name)
 		return false;
 	pthread_mutex_lock(&u->lock);
 	for (struct unc_entry *x = u->head; x && !yes; x = x->next)
-		yes = x->e == e && strcmp(x->name, name) == 0;
+		yes = x->e && x->e == e && strcmp(x->name, name) == 0;
 	pthread_mutex_unlock(&u->lock);
 	return yes;
 }
@@ -292,10 +350,10 @@ void uncertain_stop(struct backend *b)
 
 int uncertain_render_metrics(struct backend *b, struct sbuf *out)
 {
-	int r = sbuf_printf(out, "# HELP nodefs_uncertain_outcomes_total Creates whose answer a "
-			    "crash lost, settled after a restart, by kind and result (removed: what "
-			    "they made turned up and was removed; never_seen: closed after "
-			    "uncertain_timeout).\n# TYPE nodefs_uncertain_outcomes_total counter\n");
+	int r = sbuf_printf(out, "# HELP nodefs_uncertain_outcomes_total Calls whose answer was "
+			    "lost (a crash, a deadline), settled later, by kind and result (containers: "
+			    "removed, never_seen; CSI: resumed, made, undone, not_made, deleted, "
+			    "not_deleted, redriven, never_answered).\n# TYPE nodefs_uncertain_outcomes_total counter\n");
 
 	return r < 0 ? r : events_render_tallies(b->events, "nodefs_uncertain_outcomes_total", out);
 }

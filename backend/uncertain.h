@@ -14,6 +14,7 @@
 #define NODEFS_UNCERTAIN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct backend;
@@ -28,6 +29,21 @@ struct sbuf;
  * until found or uncertain_timeout. Any thread. -ENOMEM. */
 int uncertain_watch_container(struct backend *b, struct engine *e, const char *name,
 			      const char *engine_name, struct operation *op);
+/* A call whose answer never came (a CSI call that timed out or that a
+ * crash cut) is repeated by its owner: fn(b, ctx) runs once on the
+ * watcher thread after delay_ms and takes ctx (it repeats the call, and
+ * hands ctx back here while the answer stays unknown); drop(ctx) frees ctx
+ * when the watcher stops first. name names the object for the messages.
+ * During a stop ctx is dropped at once (the next start resumes). Any
+ * thread. -ENOMEM (ctx not taken). */
+int uncertain_watch_call(struct backend *b, const char *name, uint64_t delay_ms,
+			 void (*fn)(struct backend *, void *), void (*drop)(void *), void *ctx);
+/* An uncertain outcome settled (result: a word), by its owner or here: a
+ * count in nodefs_uncertain_outcomes_total{kind,result}, an "uncertain"
+ * event, line in op's outcome (op may be NULL) and a log line. kind is
+ * "docker.create", "csi.CreateVolume"... Any thread. */
+void uncertain_settled(struct backend *b, const char *kind, const char *name,
+		       struct operation *op, const char *result, const char *line);
 /* Whether a listing's container of e named name is one being watched (so
  * reconciliation does not also report it as an orphan). */
 bool uncertain_claims(struct backend *b, struct engine *e, const char *name);

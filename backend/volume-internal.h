@@ -60,6 +60,13 @@ struct volume {
 	bool ro;
 	char staging[PATH_MAX];
 	bool last_uncertain;		/* the last call's outcome is unknown */
+	/* A CreateVolume or DeleteVolume whose answer never came is being
+	 * settled in the background (volume_watch_uncertain): one watch at a
+	 * time, for the last command that left it so (unc_op, referenced, may
+	 * be NULL; unc_undo: that command wanted the volume gone). */
+	atomic_bool watched;
+	struct operation *unc_op;
+	bool unc_undo;
 };
 
 static inline struct volume *vof(struct bnode *n)
@@ -69,7 +76,7 @@ static inline struct volume *vof(struct bnode *n)
 
 /* An action on a volume: one command, run on the volume's queue. */
 enum { VA_CREATE, VA_IMPORT, VA_PUBLISH, VA_STAGE, VA_UNPUBLISH, VA_UNSTAGE, VA_EXPAND,
-       VA_DESTROY };
+       VA_DESTROY, VA_SETTLE };
 
 struct vact {
 	struct action a;
@@ -79,6 +86,9 @@ struct vact {
 	char *target;
 	bool ro;
 	uint64_t size;
+	/* VA_SETTLE: the watch's deadline and next delay */
+	int64_t deadline_ms;
+	uint64_t delay_ms;
 };
 
 /* ---- volume.c: the object, its record, its state ---- */
@@ -115,6 +125,16 @@ void volume_unmake(struct volume *v);
 
 /* The action's run hook: one command walked to its end. */
 int volume_run_action(struct action *a, struct nerr *err);
+
+/* v is left CREATING or DELETING by a call whose answer never came: repeat
+ * it in the background on v's queue (after 1 s, 2 s, 4 s ... up to
+ * reconcile_interval, for uncertain_timeout) until it is answered, then go
+ * on (CREATED; gone) or undo (a create for a destroy: DeleteVolume) as the
+ * command that left it (op, may be NULL) wanted. Counted, an event and a
+ * line in op's outcome (uncertain.h). One watch per volume: a second call
+ * only names the command it settles for. undo: op wants the volume gone
+ * (op may be NULL). */
+void volume_watch_uncertain(struct volume *v, struct operation *op, bool undo);
 
 /* ---- volume-ctl.c: commands ---- */
 

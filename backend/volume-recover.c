@@ -95,6 +95,11 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	}
 	if (bnode_add(b->volumes, v->node) < 0)
 		log_err("volume %s: read from its checkpoint, but cannot be added", name);
+	else if (v->state == V_CREATING || v->state == V_DELETING)
+		/* a CreateVolume or DeleteVolume whose answer no one has: settled
+		 * in the background unless a resumed command does it first (it
+		 * then names itself: volume_resume) */
+		volume_watch_uncertain(v, NULL, false);
 	bnode_unref(v->node);
 }
 
@@ -178,6 +183,7 @@ int volume_resume(struct backend *b, struct operation *op)
 		static const char *const calls[] = {
 			[V_CREATING] = "CreateVolume", [V_CONTROLLER_PUBLISH] = "ControllerPublishVolume",
 			[V_NODE_STAGE] = "NodeStageVolume", [V_NODE_PUBLISH] = "NodePublishVolume",
+			[V_DELETING] = "DeleteVolume",
 		};
 		char line[300];
 		enum vstate st;
@@ -189,8 +195,16 @@ int volume_resume(struct backend *b, struct operation *op)
 			 (size_t)st < sizeof(calls) / sizeof(calls[0]) && calls[st] ? calls[st] : "",
 			 v->name, v->csi_name ? v->csi_name : "-");
 		pthread_mutex_unlock(&v->lock);
-		if ((size_t)st < sizeof(calls) / sizeof(calls[0]) && calls[st])
+		if ((size_t)st < sizeof(calls) / sizeof(calls[0]) && calls[st]) {
+			char series[128];
+
 			op_note_outcome(op, line);
+			snprintf(series, sizeof(series), "nodefs_uncertain_outcomes_total{kind=\"csi.%s\","
+				 "result=\"resumed\"}", calls[st]);
+			events_tally(b->events, series, 1);
+		}
+		if (st == V_CREATING || st == V_DELETING)
+			volume_watch_uncertain(v, op, kind == VA_DESTROY);
 	}
 	x->v = v;
 	x->node = n;	/* the lookup's reference */

@@ -27,10 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "macro.h"
 #include "operation.h"
+#include "uncertain.h"
 
 /* ---- the steps: one storage call each ---- */
 
@@ -579,6 +582,200 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 	return volume_checkpoint(v, err);
 }
 
+
+/* ---- calls whose answer never came ---- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What the watcher holds between two looks. */
+struct vwatch {
+	struct bnode *node;		/* the volume's */
+	int64_t deadline_ms;
+	uint64_t delay_ms;
+};
+
+/* The watch ends (settled, closed, or the watcher stopped). */
+static void watch_end(struct volume *v)
+{
+	struct operation *op;
+
+	pthread_mutex_lock(&v->lock);
+	op = TAKE_PTR(v->unc_op);
+	v->unc_undo = false;
+	atomic_store(&v->watched, false);
+	pthread_mutex_unlock(&v->lock);
+	op_unref(op);
+}
+
+static void vwatch_drop(void *ctx)
+{
+	struct vwatch *w = ctx;
+
+	watch_end(vof(w->node));
+	bnode_unref(w->node);
+	free(w);
+}
+
+/* On the watcher thread: the next look is an action on the volume's queue,
+ * so it runs in order with the commands. */
+static void vwatch_fire(struct backend *b, void *ctx)
+{
+	struct vwatch *w = ctx;
+	struct volume *v = vof(w->node);
+	struct vact *x = calloc(1, sizeof(*x));
+
+	if (!x) {
+		vwatch_drop(w);
+		return;
+	}
+	x->v = v;
+	x->node = TAKE_PTR(w->node);
+	x->kind = VA_SETTLE;
+	x->deadline_ms = w->deadline_ms;
+	x->delay_ms = w->delay_ms;
+	free(w);
+	x->a.b = b;
+	x->a.run = volume_run_action;
+	x->a.free = volume_act_free;
+	actq_submit(&v->q, &x->a);
+}
+
+static void watch_arm(struct volume *v, int64_t deadline_ms, uint64_t delay_ms)
+{
+	struct vwatch *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		watch_end(v);
+		log_err("volume %s: out of memory: the answer of its last call is left to the "
+			"next command", v->name);
+		return;
+	}
+	w->node = bnode_ref(v->node);
+	w->deadline_ms = deadline_ms;
+	w->delay_ms = delay_ms;
+	if (uncertain_watch_call(v->b, v->name, delay_ms, vwatch_fire, vwatch_drop, w) < 0)
+		vwatch_drop(w);
+}
+
+void volume_watch_uncertain(struct volume *v, struct operation *op, bool undo)
+{
+	struct operation *old;
+
+	pthread_mutex_lock(&v->lock);
+	old = v->unc_op;
+	v->unc_op = op ? (bnode_ref(op->node), op) : NULL;
+	v->unc_undo = undo;
+	pthread_mutex_unlock(&v->lock);
+	op_unref(old);
+	if (!atomic_exchange(&v->watched, true))
+		watch_arm(v, mono_ms() + (int64_t)v->b->cfg->uncertain_timeout_ms, 1000);
+}
+
+/*
+ * One look, on the volume's queue: the call is repeated (idempotent: the
+ * CreateVolume name, the volume id). Answered, the volume goes where the
+ * command that left it wanted: a create goes on (CREATED), a destroy undoes
+ * what a late create made (DeleteVolume) or ends (gone). A command run
+ * meanwhile that moved the volume settled it itself. Still unknown: looked
+ * at again later, up to the deadline, then closed with the reason and left
+ * in its transient state for the next command.
+ */
+static int settle_look(struct vctx *x, struct vact *act, struct operation *uop, bool undo,
+		       struct nerr *err);
+
+static int settle_run(struct vctx *x, struct vact *act, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct operation *uop;
+	bool undo;
+	int r;
+
+	pthread_mutex_lock(&v->lock);
+	uop = v->unc_op ? (bnode_ref(v->unc_op->node), v->unc_op) : NULL;
+	undo = v->unc_undo;
+	pthread_mutex_unlock(&v->lock);
+	r = settle_look(x, act, uop, undo, err);
+	op_unref(uop);
+	return r;
+}
+
+static int settle_look(struct vctx *x, struct vact *act, struct operation *uop, bool undo,
+		       struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct backend *b = v->b;
+	uint64_t cap = b->cfg->reconcile_interval_ms ? b->cfg->reconcile_interval_ms : 60000;
+	enum vstate s = volume_state(v);
+	const char *call = s == V_CREATING ? "CreateVolume" : "DeleteVolume";
+	const char *result = NULL;
+	char kind[48], line[512];
+	int r;
+
+	snprintf(kind, sizeof(kind), "csi.%s", call);
+	if (s != V_CREATING && s != V_DELETING) {
+		/* a command run meanwhile repeated the call and said so */
+		events_tally(b->events, "nodefs_uncertain_outcomes_total{kind=\"csi.volume\","
+			     "result=\"redriven\"}", 1);
+		watch_end(v);
+		return 0;
+	}
+	if (s == V_CREATING) {
+		r = step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
+		if (r >= 0 && undo) {
+			r = walk_down(x, DOWN_DELETED, err);
+			if (r > 0) {
+				result = "undone";
+				snprintf(line, sizeof(line), "CreateVolume of volume %s (CSI name %s) made "
+					 "it after all, for a destroy: DeleteVolume removed it",
+					 v->name, v->csi_name ? v->csi_name : "-");
+				volume_forget(v, NULL);
+			}
+		} else if (r >= 0) {
+			result = "made";
+			snprintf(line, sizeof(line), "CreateVolume of volume %s (CSI name %s) answered "
+				 "after all: id %s, CREATED", v->name, v->csi_name ? v->csi_name : "-",
+				 v->id ? v->id : "-");
+		} else if (!v->last_uncertain) {
+			result = "not_made";
+			snprintf(line, sizeof(line), "CreateVolume of volume %s answered that it made "
+				 "nothing (%s): the volume is forgotten", v->name, err->msg);
+			volume_forget(v, NULL);
+		}
+	} else {
+		r = step(x, V_DELETING, do_delete, V_DELETING, V_CREATED, err);
+		if (r >= 0) {
+			result = "deleted";
+			snprintf(line, sizeof(line), "DeleteVolume of volume %s (id %s) answered after "
+				 "all: the volume is gone", v->name, v->id ? v->id : "-");
+			volume_forget(v, NULL);
+		} else if (!v->last_uncertain) {
+			result = "not_deleted";
+			snprintf(line, sizeof(line), "DeleteVolume of volume %s answered that it did "
+				 "not delete it (%s): back to CREATED", v->name, err->msg);
+		}
+	}
+	if (!result && mono_ms() >= act->deadline_ms) {
+		result = "never_answered";
+		snprintf(line, sizeof(line), "%s of volume %s had no answer within uncertain_timeout "
+			 "(%llu s; last: %s): closed, the volume stays %s for the next command", call,
+			 v->name, (unsigned long long)(b->cfg->uncertain_timeout_ms / 1000), err->msg,
+			 vstate_to_string(volume_state(v)));
+	}
+	if (result) {
+		uncertain_settled(b, kind, v->name, uop, result, line);
+		watch_end(v);
+		return 0;
+	}
+	watch_arm(v, act->deadline_ms, act->delay_ms * 2 > cap ? cap : act->delay_ms * 2);
+	return 0;
+}
+
 int volume_run_action(struct action *a, struct nerr *err)
 {
 	struct vact *act = (struct vact *)a;
@@ -588,14 +785,24 @@ int volume_run_action(struct action *a, struct nerr *err)
 
 	/* queued behind the destroy that forgot it: no call, no checkpoint
 	 * (a step would write the record of a volume that is gone) */
-	if (atomic_load(&v->node->dead))
+	if (atomic_load(&v->node->dead)) {
+		if (act->kind == VA_SETTLE)
+			watch_end(v);
 		return nerr_set(err, ENOENT, "volume %s was destroyed", v->name);
+	}
 	x.p = plugin_get(v->b, v->plugin, &x.pnode);
+	if (!x.p && act->kind == VA_SETTLE)
+		watch_end(v);
 	if (!x.p)
 		return nerr_set(err, ENOENT, "plugin %s of volume %s is gone", v->plugin, v->name);
 	x.ops = plugin_ops(x.p);
 	x.h = plugin_handle(x.p);
 	r = plugin_caps(x.p, &x.caps, err);
+	if (r < 0 && act->kind == VA_SETTLE) {
+		/* the plugin is away: look again later */
+		watch_arm(v, act->deadline_ms, act->delay_ms);
+		goto out;
+	}
 	if (r < 0) {
 		nerr_prefix(err, "plugin %s", v->plugin);
 		if (act->kind == VA_CREATE || act->kind == VA_IMPORT)
@@ -671,7 +878,15 @@ int volume_run_action(struct action *a, struct nerr *err)
 			r = 0;
 		}
 		break;
+	case VA_SETTLE:
+		r = settle_run(&x, act, err);
+		break;
 	}
+	/* a create or a delete whose answer never came: settled in the
+	 * background, not only by the next command */
+	if (r < 0 && act->kind != VA_SETTLE && v->last_uncertain && !atomic_load(&v->node->dead) &&
+	    (volume_state(v) == V_CREATING || volume_state(v) == V_DELETING))
+		volume_watch_uncertain(v, a->op, act->kind == VA_DESTROY);
 	/* the stable state the walk ended in, before the command is answered */
 	if (!atomic_load(&v->node->dead)) {
 		struct nerr ferr = { 0 };
@@ -681,7 +896,8 @@ int volume_run_action(struct action *a, struct nerr *err)
 			r = fr;
 	}
 out:
-	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY)
+	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY ||
+	    act->kind == VA_SETTLE)
 		plugin_lists_stale(v->b, v->plugin);
 	bnode_unref(x.pnode);
 	return r < 0 ? r : 0;

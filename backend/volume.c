@@ -92,6 +92,7 @@ void volume_free(struct volume *v)
 	storage_strv_free(v->vctx);
 	storage_strv_free(v->pctx);
 	free(v->target);
+	op_unref(v->unc_op);
 	pthread_mutex_destroy(&v->lock);
 	free(v);
 }
