@@ -27,6 +27,7 @@
 #include "log.h"
 #include "macro.h"
 #include "nerr.h"
+#include "secrets.h"
 #include "units.h"
 #include "valid.h"
 
@@ -275,6 +276,27 @@ static int apply_nodefs(struct config_parser *p, const struct config_section *se
 	return 0;
 }
 
+/* secrets = FILE: checked now (root's, no one else's; secrets.h), read at
+ * each call that takes secrets. */
+static int value_secrets(struct config_parser *p, const struct config_kv *kv, char **dst)
+{
+	struct nerr e = { 0 };
+	char *s = NULL;
+	int r = value_one(p, kv, &s);
+
+	if (r < 0)
+		return r;
+	if (secrets_read(s, NULL, &e) < 0) {
+		free(s);
+		if (e.code == ENOMEM)
+			return config_oom(p);
+		return config_perr(p, kv->line, EINVAL, "%s", e.msg);
+	}
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
 static int apply_plugin(struct config_parser *p, const struct config_section *sec,
 			const struct config_kv **ret_default_kv)
 {
@@ -333,6 +355,10 @@ static int apply_plugin(struct config_parser *p, const struct config_section *se
 				r = config_perr_from(p, kv->line, k, &e);
 				goto fail;
 			}
+		} else if (strcmp(k, "secrets") == 0) {
+			r = value_secrets(p, kv, &pl.secrets);
+			if (r < 0)
+				goto fail;
 		} else {
 			r = config_perr(p, kv->line, EINVAL, "unknown key '%s' in [plugin %s]", k, sec->name);
 			goto fail;
@@ -364,6 +390,7 @@ fail:
 	free(pl.name);
 	free(pl.endpoint);
 	config_strv_free(pl.command);
+	free(pl.secrets);
 	return r;
 }
 
@@ -410,6 +437,10 @@ static int apply_profile(struct config_parser *p, const struct config_section *s
 					 valid_escape(s, strlen(s), 20, esc, sizeof(esc)));
 				goto fail;
 			}
+		} else if (strcmp(k, "secrets") == 0) {
+			r = value_secrets(p, kv, &pr.secrets);
+			if (r < 0)
+				goto fail;
 		} else if (strcmp(k, "fs_type") == 0) {
 			r = value_one(p, kv, &s);
 			if (r < 0)

@@ -110,6 +110,7 @@ void config_profile_free(struct config_profile *pr)
 	free(pr->fs_type);
 	config_strv_free(pr->mount_flags);
 	config_strv_free(pr->params);
+	free(pr->secrets);
 }
 
 void config_free(struct config *c)
@@ -128,6 +129,7 @@ void config_free(struct config *c)
 		free(c->plugins[i].name);
 		free(c->plugins[i].endpoint);
 		config_strv_free(c->plugins[i].command);
+		free(c->plugins[i].secrets);
 	}
 	free(c->plugins);
 	for (size_t i = 0; i < c->nprofiles; i++)

@@ -7,9 +7,10 @@
  *                           reconcile_interval, log_level, name_prefix,
  *                           uncertain_timeout
  *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
- *                           command = PROGRAM ARGS..., keep_running = yes|no
+ *                           command = PROGRAM ARGS..., keep_running = yes|no,
+ *                           secrets = FILE
  *     [profile NAME]        plugin, access_mode, fs_type, mount_flags,
- *                           parameters, size
+ *                           parameters, size, secrets
  *     [runtime docker]      keys kept as written; the driver checks them
  *     [runtime lxc]         same
  *
@@ -58,6 +59,7 @@ struct config_plugin {
 	bool is_default;
 	char **command;		/* PROGRAM ARGS..., NULL-terminated; NULL: an external plugin */
 	bool keep_running;	/* a started plugin outlives the daemon's stop */
+	char *secrets;		/* NULL, or the secrets file of its volumes without a profile's */
 };
 
 struct config_profile {
@@ -68,6 +70,7 @@ struct config_profile {
 	char **mount_flags;	/* NULL-terminated, never NULL */
 	char **params;		/* "k=v" strings, NULL-terminated, never NULL */
 	uint64_t size;		/* key size: default capacity in bytes, 0 = unset */
+	char *secrets;		/* NULL, or the file of key=value CSI secrets (secrets.h) */
 };
 
 struct config {

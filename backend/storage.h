@@ -80,6 +80,11 @@ struct storage_req {
 	const char *path;		/* node expand, stats: where the volume is on this node */
 	bool readonly;			/* controller publish, publish */
 	int64_t bytes;			/* create (0: no range), expands: required bytes */
+	/* "k=v", may be NULL: sent in the secrets field of every call the CSI
+	 * spec gives one (create, delete, validate, controller publish and
+	 * unpublish, controller expand, stage, publish, node expand); never
+	 * logged, never put in a message */
+	char *const *secrets;
 };
 
 /* How a call ended (filled on success and on failure). */

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "macro.h"
 #include "operation.h"
+#include "secrets.h"
 #include "uncertain.h"
 
 /* ---- the steps: one storage call each ---- */
@@ -47,6 +48,7 @@ struct vctx {
 	struct operation *op;
 	unsigned attempts;
 	bool dirty;			/* state changed since the last checkpoint */
+	char **secrets;			/* the profile's or plugin's, read for this action */
 	char node_id[256];
 };
 
@@ -94,9 +96,12 @@ static void retry_note(void *ctx, const struct storage_result *so_far)
 /* The request naming v: id, capability, parameters and contexts. The
  * strings are v's; the volume's lock is not needed, as only the action
  * running on the volume's queue changes them. */
-static struct storage_req req_of(struct volume *v)
+static struct storage_req req_of(struct vctx *x)
 {
+	struct volume *v = x->v;
+
 	return (struct storage_req){
+		.secrets = x->secrets,
 		.name = v->csi_name,
 		.id = v->id,
 		.cap = storage_cap_of(v->access_mode, v->fs_type, v->mount_flags),
@@ -112,7 +117,7 @@ static struct storage_req req_of(struct volume *v)
 static int do_create_volume(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	struct storage_req rq = req_of(v);
+	struct storage_req rq = req_of(x);
 	struct storage_result res = { 0 };
 	struct storage_volume sv = { 0 };
 	int r;
@@ -135,7 +140,7 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 
 static int do_validate(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x->v);
+	struct storage_req rq = req_of(x);
 	struct storage_result res = { 0 };
 	int r = x->ops->validate(x->h, &rq, retry_note, x, &res, err);
 
@@ -189,7 +194,7 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
 	if (r < 0)
 		return r;
-	rq = req_of(v);
+	rq = req_of(x);
 	rq.node_id = x->node_id;
 	r = x->ops->controller_publish(x->h, &rq, &pctx, retry_note, x, &res, err);
 	note_result(x, &res);
@@ -212,7 +217,7 @@ static int do_controller_unpublish(struct vctx *x, struct nerr *err)
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
 	if (r < 0)
 		return r;
-	rq = req_of(x->v);
+	rq = req_of(x);
 	rq.node_id = x->node_id;
 	r = x->ops->controller_unpublish(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
@@ -262,7 +267,7 @@ static int do_stage(struct vctx *x, struct nerr *err)
 	r = mkdir_p(v->staging, 0750);
 	if (r < 0)
 		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
-	rq = req_of(v);
+	rq = req_of(x);
 	rq.staging = v->staging;
 	r = x->ops->stage(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
@@ -276,7 +281,7 @@ static int do_stage(struct vctx *x, struct nerr *err)
 
 static int do_unstage(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x->v);
+	struct storage_req rq = req_of(x);
 	struct storage_result res = { 0 };
 	int r;
 
@@ -309,7 +314,7 @@ static int do_publish(struct vctx *x, struct nerr *err)
 		if (r < 0)
 			return nerr_set(err, -r, "cannot make %s: %s", parent, strerror(-r));
 	}
-	rq = req_of(v);
+	rq = req_of(x);
 	r = x->ops->publish(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	return r;
@@ -317,7 +322,7 @@ static int do_publish(struct vctx *x, struct nerr *err)
 
 static int do_unpublish(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x->v);
+	struct storage_req rq = req_of(x);
 	struct storage_result res = { 0 };
 	int r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, err);
 
@@ -327,7 +332,7 @@ static int do_unpublish(struct vctx *x, struct nerr *err)
 
 static int do_delete(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x->v);
+	struct storage_req rq = req_of(x);
 	struct storage_result res = { 0 };
 	int r = x->ops->delete(x->h, &rq, retry_note, x, &res, err);
 
@@ -531,7 +536,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 		return nerr_set(err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
 				v->plugin);
 	if (ctl && !finish_node) {
-		struct storage_req rq = req_of(v);
+		struct storage_req rq = req_of(x);
 		struct storage_result res = { 0 };
 		int64_t newcap = 0;
 		bool needed = false;
@@ -552,7 +557,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 			return r;
 	}
 	if (node_needed && on_node) {
-		struct storage_req rq = req_of(v);
+		struct storage_req rq = req_of(x);
 		struct storage_result res = { 0 };
 		int64_t newcap = 0;
 
@@ -582,6 +587,20 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 	return volume_checkpoint(v, err);
 }
 
+
+/* The secrets of v's calls: its profile's file, else its plugin's (the
+ * current config's), read now; none when neither names one. */
+static int load_secrets(struct vctx *x, struct nerr *err)
+{
+	const struct config *c = backend_profiles(x->v->b);
+	const struct config_profile *pr = x->v->profile ? config_profile_find(c, x->v->profile) : NULL;
+	const struct config_plugin *cp = config_plugin_find(c, x->v->plugin);
+	const char *path = pr && pr->secrets ? pr->secrets : cp ? cp->secrets : NULL;
+
+	if (!path)
+		return 0;
+	return secrets_read(path, &x->secrets, err);
+}
 
 /* ---- calls whose answer never came ---- */
 
@@ -798,13 +817,16 @@ int volume_run_action(struct action *a, struct nerr *err)
 	x.ops = plugin_ops(x.p);
 	x.h = plugin_handle(x.p);
 	r = plugin_caps(x.p, &x.caps, err);
+	if (r < 0)
+		nerr_prefix(err, "plugin %s", v->plugin);
+	else
+		r = load_secrets(&x, err);
 	if (r < 0 && act->kind == VA_SETTLE) {
-		/* the plugin is away: look again later */
+		/* the plugin is away, or its secrets unreadable: look again later */
 		watch_arm(v, act->deadline_ms, act->delay_ms);
 		goto out;
 	}
 	if (r < 0) {
-		nerr_prefix(err, "plugin %s", v->plugin);
 		if (act->kind == VA_CREATE || act->kind == VA_IMPORT)
 			volume_forget(v, a->op ? a->op->id : NULL);
 		goto out;
@@ -899,6 +921,7 @@ out:
 	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY ||
 	    act->kind == VA_SETTLE)
 		plugin_lists_stale(v->b, v->plugin);
+	secrets_free(x.secrets);
 	bnode_unref(x.pnode);
 	return r < 0 ? r : 0;
 }

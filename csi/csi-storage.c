@@ -204,6 +204,25 @@ static void kv_array_freep(struct kv_array *a)
 }
 #define _cleanup_kv_ _cleanup_(kv_array_freep)
 
+/* Secrets: their bytes are wiped before they are freed. */
+static void kv_array_wipep(struct kv_array *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->v[i]->value)
+			explicit_bzero(a->v[i]->value, strlen(a->v[i]->value));
+	kv_array_free(a);
+}
+#define _cleanup_secrets_ _cleanup_(kv_array_wipep)
+
+/* req's secrets field from rq->secrets (every request type that has one). */
+#define SET_SECRETS(req, sec, rq, T) \
+	do { \
+		if (kv_array_from_strv(&(sec), (rq)->secrets) < 0) \
+			return NOMEM(err); \
+		(req).n_secrets = (sec).n; \
+		(req).secrets = (T **)(sec).v; \
+	} while (0)
+
 #define NOMEM(err) nerr_set(err, ENOMEM, "out of memory")
 
 /* ---- the handle ---- */
@@ -295,6 +314,7 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 		    storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
 		    struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
 	_cleanup_resp_ Csi__V1__CreateVolumeResponse *resp = NULL;
@@ -316,6 +336,7 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 		return NOMEM(err);
 	req.n_parameters = params.n;
 	req.parameters = params.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__CreateVolumeRequest__SecretsEntry);
 	r = rpc(h, CSI_RPC_CREATE_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
 		on_retry_ctx, res, err);
 	if (r < 0)
@@ -336,9 +357,11 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 static int s_delete(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
 		    void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__DeleteVolumeRequest req = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
 
 	req.volume_id = (char *)rq->id;
+	SET_SECRETS(req, sec, rq, Csi__V1__DeleteVolumeRequest__SecretsEntry);
 	return rpc(h, CSI_RPC_DELETE_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx, res,
 		   err);
 }
@@ -346,6 +369,7 @@ static int s_delete(void *h, const struct storage_req *rq, storage_retry_fn on_r
 static int s_validate(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
 		      void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__ValidateVolumeCapabilitiesRequest req = CSI__V1__VALIDATE_VOLUME_CAPABILITIES_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__ValidateVolumeCapabilitiesResponse *resp = NULL;
 	_cleanup_kv_ struct kv_array params = { 0 };
@@ -361,6 +385,7 @@ static int s_validate(void *h, const struct storage_req *rq, storage_retry_fn on
 		return NOMEM(err);
 	req.n_parameters = params.n;
 	req.parameters = (Csi__V1__ValidateVolumeCapabilitiesRequest__ParametersEntry **)params.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__ValidateVolumeCapabilitiesRequest__SecretsEntry);
 	r = rpc(h, CSI_RPC_VALIDATE_VOLUME_CAPABILITIES, &req.base, 0, 0,
 		(ProtobufCMessage **)&resp, on_retry, on_retry_ctx, res, err);
 	if (r < 0)
@@ -376,6 +401,7 @@ static int s_controller_publish(void *h, const struct storage_req *rq, char ***r
 				storage_retry_fn on_retry, void *on_retry_ctx,
 				struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__ControllerPublishVolumeRequest req = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__ControllerPublishVolumeResponse *resp = NULL;
 	_cleanup_kv_ struct kv_array vctx = { 0 };
@@ -390,6 +416,7 @@ static int s_controller_publish(void *h, const struct storage_req *rq, char ***r
 		return NOMEM(err);
 	req.n_volume_context = vctx.n;
 	req.volume_context = (Csi__V1__ControllerPublishVolumeRequest__VolumeContextEntry **)vctx.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__ControllerPublishVolumeRequest__SecretsEntry);
 	r = rpc(h, CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp,
 		on_retry, on_retry_ctx, res, err);
 	if (r < 0)
@@ -402,10 +429,12 @@ static int s_controller_publish(void *h, const struct storage_req *rq, char ***r
 static int s_controller_unpublish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
 				  void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__ControllerUnpublishVolumeRequest req = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
 
 	req.volume_id = (char *)rq->id;
 	req.node_id = (char *)(rq->node_id ? rq->node_id : "");
+	SET_SECRETS(req, sec, rq, Csi__V1__ControllerUnpublishVolumeRequest__SecretsEntry);
 	return rpc(h, CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &req.base, 0, 0, NULL, on_retry,
 		   on_retry_ctx, res, err);
 }
@@ -478,6 +507,7 @@ static int s_controller_expand(void *h, const struct storage_req *rq, int64_t *r
 			       bool *ret_node_needed, storage_retry_fn on_retry, void *on_retry_ctx,
 			       struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__ControllerExpandVolumeRequest req = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
 	_cleanup_resp_ Csi__V1__ControllerExpandVolumeResponse *resp = NULL;
@@ -488,6 +518,7 @@ static int s_controller_expand(void *h, const struct storage_req *rq, int64_t *r
 	req.volume_id = (char *)rq->id;
 	req.capacity_range = &range;
 	req.volume_capability = vcap_build(&vc, &rq->cap);
+	SET_SECRETS(req, sec, rq, Csi__V1__ControllerExpandVolumeRequest__SecretsEntry);
 	r = rpc(h, CSI_RPC_CONTROLLER_EXPAND_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp,
 		on_retry, on_retry_ctx, res, err);
 	if (r < 0)
@@ -502,6 +533,7 @@ static int s_controller_expand(void *h, const struct storage_req *rq, int64_t *r
 static int s_stage(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
 		   void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__NodeStageVolumeRequest req = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
 	_cleanup_kv_ struct kv_array pctx = { 0 }, vctx = { 0 };
 	struct vcap vc;
@@ -515,6 +547,7 @@ static int s_stage(void *h, const struct storage_req *rq, storage_retry_fn on_re
 	req.publish_context = (Csi__V1__NodeStageVolumeRequest__PublishContextEntry **)pctx.v;
 	req.n_volume_context = vctx.n;
 	req.volume_context = (Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **)vctx.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__NodeStageVolumeRequest__SecretsEntry);
 	return rpc(h, CSI_RPC_NODE_STAGE_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx, res,
 		   err);
 }
@@ -533,6 +566,7 @@ static int s_unstage(void *h, const struct storage_req *rq, storage_retry_fn on_
 static int s_publish(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
 		     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__NodePublishVolumeRequest req = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
 	_cleanup_kv_ struct kv_array pctx = { 0 }, vctx = { 0 };
 	struct vcap vc;
@@ -548,6 +582,7 @@ static int s_publish(void *h, const struct storage_req *rq, storage_retry_fn on_
 	req.publish_context = (Csi__V1__NodePublishVolumeRequest__PublishContextEntry **)pctx.v;
 	req.n_volume_context = vctx.n;
 	req.volume_context = (Csi__V1__NodePublishVolumeRequest__VolumeContextEntry **)vctx.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__NodePublishVolumeRequest__SecretsEntry);
 	return rpc(h, CSI_RPC_NODE_PUBLISH_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx,
 		   res, err);
 }
@@ -567,6 +602,7 @@ static int s_node_expand(void *h, const struct storage_req *rq, int64_t *ret_cap
 			 storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
 			 struct nerr *err)
 {
+	_cleanup_secrets_ struct kv_array sec = { 0 };
 	Csi__V1__NodeExpandVolumeRequest req = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
 	_cleanup_resp_ Csi__V1__NodeExpandVolumeResponse *resp = NULL;
@@ -579,6 +615,7 @@ static int s_node_expand(void *h, const struct storage_req *rq, int64_t *ret_cap
 	req.staging_target_path = (char *)(rq->staging ? rq->staging : "");
 	req.capacity_range = &range;
 	req.volume_capability = vcap_build(&vc, &rq->cap);
+	SET_SECRETS(req, sec, rq, Csi__V1__NodeExpandVolumeRequest__SecretsEntry);
 	r = rpc(h, CSI_RPC_NODE_EXPAND_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp,
 		on_retry, on_retry_ctx, res, err);
 	if (r < 0)

@@ -773,6 +773,7 @@ wait:
 	}
 	res->elapsed_us = loop_now_us() - t0;
 	atomic_fetch_sub(&p->callers, 1);
+	explicit_bzero(buf, len);	/* it may carry the request's secrets */
 
 	pthread_mutex_lock(&p->lock);
 	if (--p->users == 0 && p->closing)

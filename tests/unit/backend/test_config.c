@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,4 +601,37 @@ Test(config, name_prefix_and_uncertain_timeout)
 		  "letter or digit");
 	parse_err("[nodefs]\nuncertain_timeout = 0\n",
 		  FILE_NAME ":2: uncertain_timeout: must be more than 0");
+}
+
+/* secrets = FILE: checked at parse (root's, no one else's), kept as a path. */
+Test(config_load, secrets, .init = mk_tmp, .fini = rm_tmp)
+{
+	char sec[128], text[512], msg[400];
+	struct config *c = NULL;
+	struct nerr e = { 0 };
+
+	snprintf(sec, sizeof(sec), "%s/s", tmpdir);
+	write_file(sec, "# x\nuser=a\npassword=p=q\n", 24);
+	chmod(sec, 0600);
+	snprintf(text, sizeof(text), "[plugin p]\nendpoint = unix:///p.sock\nsecrets = %s\n"
+		 "[profile x]\nplugin = p\nsecrets = %s\n", sec, sec);
+	if (geteuid() == 0) {
+		c = parse_ok(text);
+		cr_assert_str_eq(c->plugins[0].secrets, sec);
+		cr_assert_str_eq(c->profiles[0].secrets, sec);
+		config_free(c);
+		c = NULL;
+	}
+	chmod(sec, 0644);
+	cr_assert_eq(config_parse(text, strlen(text), FILE_NAME, &c, &e), -EINVAL);
+	snprintf(msg, sizeof(msg), "%s:3: secrets file %s must be owned by root and neither "
+		 "readable nor writable by others (it is uid %u, mode 0644)", FILE_NAME, sec,
+		 (unsigned)geteuid());
+	cr_assert_str_eq(e.msg, msg);
+	cr_assert_null(strstr(e.msg, "password"));
+	unlink(sec);
+	cr_assert_eq(config_parse(text, strlen(text), FILE_NAME, &c, &e), -EINVAL);
+	cr_assert_not_null(strstr(e.msg, "No such file"), "%s", e.msg);
+	parse_err("[profile x]\nsecrets = rel/path\n",
+		  FILE_NAME ":2: secrets file 'rel/path' must be an absolute path");
 }
