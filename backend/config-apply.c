@@ -301,7 +301,7 @@ static int apply_plugin(struct config_parser *p, const struct config_section *se
 			const struct config_kv **ret_default_kv)
 {
 	struct config *c = p->c;
-	struct config_plugin *np, pl = { 0 };
+	struct config_plugin *np, pl = { .node = true };
 	struct nerr e = { 0 };
 	int r;
 
@@ -359,6 +359,45 @@ static int apply_plugin(struct config_parser *p, const struct config_section *se
 			r = value_secrets(p, kv, &pl.secrets);
 			if (r < 0)
 				goto fail;
+		} else if (strcmp(k, "node") == 0 || strcmp(k, "privileged") == 0) {
+			_cleanup_free_ char *s = NULL;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				goto fail;
+			if (parse_bool(s, k[0] == 'n' ? &pl.node : &pl.privileged, &e) < 0) {
+				r = config_perr_from(p, kv->line, k, &e);
+				goto fail;
+			}
+		} else if (strcmp(k, "runtime") == 0 || strcmp(k, "image") == 0) {
+			char *s = NULL, **dst = k[0] == 'r' ? &pl.runtime : &pl.image;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				goto fail;
+			if (dst == &pl.runtime && strcmp(s, "docker") != 0) {
+				r = config_perr(p, kv->line, EINVAL, "runtime '%s': plugins run as "
+						"containers of docker only", strcmp(s, "lxc") == 0 ? "lxc" : "?");
+				free(s);
+				goto fail;
+			}
+			free(*dst);
+			*dst = s;
+		} else if (strcmp(k, "mounts") == 0) {
+			char **v = NULL;
+			int n = value_words(p, kv, false, &v);
+
+			if (n < 0) {
+				r = n;
+				goto fail;
+			}
+			for (int j = 0; j < n; j++)
+				if ((r = value_path(p, kv, v[j])) < 0) {
+					config_strv_free(v);
+					goto fail;
+				}
+			config_strv_free(pl.mounts);
+			pl.mounts = v;
 		} else {
 			r = config_perr(p, kv->line, EINVAL, "unknown key '%s' in [plugin %s]", k, sec->name);
 			goto fail;
@@ -368,9 +407,19 @@ static int apply_plugin(struct config_parser *p, const struct config_section *se
 		r = config_perr(p, sec->line, EINVAL, "[plugin %s] has no endpoint", sec->name);
 		goto fail;
 	}
-	if (pl.keep_running && !pl.command) {
+	if (pl.keep_running && !pl.command && !pl.runtime) {
 		r = config_perr(p, sec->line, EINVAL, "[plugin %s] has keep_running but no command",
 			 sec->name);
+		goto fail;
+	}
+	if (!pl.runtime != !pl.image || ((pl.mounts || pl.privileged) && !pl.runtime)) {
+		r = config_perr(p, sec->line, EINVAL, "[plugin %s]: %s", sec->name, pl.runtime ?
+				"runtime needs image" : pl.image ? "image needs runtime" :
+				"mounts and privileged need runtime");
+		goto fail;
+	}
+	if (!pl.mounts && !(pl.mounts = calloc(1, sizeof(char *)))) {
+		r = config_oom(p);
 		goto fail;
 	}
 	pl.name = config_strdup(sec->name);
@@ -391,6 +440,9 @@ fail:
 	free(pl.endpoint);
 	config_strv_free(pl.command);
 	free(pl.secrets);
+	free(pl.runtime);
+	free(pl.image);
+	config_strv_free(pl.mounts);
 	return r;
 }
 

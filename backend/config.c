@@ -130,6 +130,9 @@ void config_free(struct config *c)
 		free(c->plugins[i].endpoint);
 		config_strv_free(c->plugins[i].command);
 		free(c->plugins[i].secrets);
+		free(c->plugins[i].runtime);
+		free(c->plugins[i].image);
+		config_strv_free(c->plugins[i].mounts);
 	}
 	free(c->plugins);
 	for (size_t i = 0; i < c->nprofiles; i++)

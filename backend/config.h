@@ -8,7 +8,9 @@
  *                           uncertain_timeout
  *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
  *                           command = PROGRAM ARGS..., keep_running = yes|no,
- *                           secrets = FILE
+ *                           secrets = FILE,
+ *                           runtime = docker, image = IMAGE, mounts = PATH...,
+ *                           node = yes|no, privileged = yes|no
  *     [profile NAME]        plugin, access_mode, fs_type, mount_flags,
  *                           parameters, size, secrets
  *     [runtime docker]      keys kept as written; the driver checks them
@@ -60,6 +62,12 @@ struct config_plugin {
 	char **command;		/* PROGRAM ARGS..., NULL-terminated; NULL: an external plugin */
 	bool keep_running;	/* a started plugin outlives the daemon's stop */
 	char *secrets;		/* NULL, or the secrets file of its volumes without a profile's */
+	/* run as a container of this runtime ("docker"; NULL: a process),
+	 * from image; command is then the argv inside it (NULL: the image's) */
+	char *runtime, *image;
+	char **mounts;		/* host paths bind-mounted at the same place; never NULL */
+	bool node;		/* a node plugin: may mount, target roots rshared (default yes) */
+	bool privileged;	/* every capability and device (default no) */
 };
 
 struct config_profile {

@@ -251,6 +251,8 @@ int pproc_show_log(struct pproc *pp, struct sbuf *out)
 {
 	int r = 0;
 
+	if (pp->runtime)
+		return pc_show_log(pp, out);
 	pthread_mutex_lock(&pp->lock);
 	if (pp->ring_full)
 		r = sbuf_add(out, pp->ring + pp->ring_head, LOG_RING - pp->ring_head);

@@ -5,7 +5,9 @@
  * restart, remove, stop) on the supervisor thread; plugin-launch.c holds
  * the process plumbing it drives (the log FIFO and its ring, the spawn
  * with CSI_ENDPOINT set, the pidfd, the socket's directory and whether a
- * stranger serves the socket). Private to those two files.
+ * stranger serves the socket), and plugin-container.c what a plugin run as
+ * a container needs instead (create, start, signal, reap through the
+ * runtime seam). Private to those three files.
  */
 #ifndef NODEFS_PLUGIN_PROC_INTERNAL_H
 #define NODEFS_PLUGIN_PROC_INTERNAL_H
@@ -35,7 +37,10 @@ struct sbuf;
 #define REMOVE_GRACE_MS 5000		/* SIGTERM to SIGKILL at remove */
 #define LOG_EVERY_S 10			/* one log line per plugin per this, at most */
 
-enum pp_state { PP_IDLE, PP_BACKOFF, PP_STARTING, PP_UP, PP_KILLING, PP_GONE };
+/* PP_SPAWNING: a container is being made on the worker pool */
+enum pp_state { PP_IDLE, PP_BACKOFF, PP_SPAWNING, PP_STARTING, PP_UP, PP_KILLING, PP_GONE };
+
+#define PC_ID_MAX 80			/* a container id, NUL included */
 
 struct plugin_sup {
 	struct backend *b;
@@ -54,8 +59,13 @@ struct pproc {
 	struct plugin_sup *sup;		/* set by pproc_start */
 	struct pproc *next;		/* sup->list */
 	char *name, *endpoint, *sock, *fifo;
-	char **argv;
+	char **argv;			/* never NULL; empty: a container's image default */
 	bool keep_running, from_config;
+	/* a container (plugin-container.c); runtime NULL: a process */
+	char *runtime, *image, *engine_name;
+	char **mounts;			/* never NULL */
+	bool node_plugin;		/* may mount, target roots rshared */
+	bool privileged;
 
 	pthread_mutex_t lock;		/* the fields below, as the files show them */
 	struct bnode *node;		/* borrowed; NULL once removed */
@@ -66,6 +76,7 @@ struct pproc {
 	unsigned long long terminations;
 	bool adopted, running;
 	char last_exit[128];
+	char cid[PC_ID_MAX];		/* the container now; "" none */
 	char why[NERR_MSG_MAX];		/* no process to talk to: why */
 	char *ring;			/* LOG_RING bytes */
 	size_t ring_head;
@@ -88,6 +99,7 @@ struct pproc {
 	unsigned long long rec_start;
 	unsigned rec_restarts;
 	char rec_boot[64];
+	char rec_cid[PC_ID_MAX];
 };
 
 /* plugin-launch.c; all on the supervisor thread. -errno with err. */
@@ -103,5 +115,23 @@ int pp_make_sock_dir(struct pproc *pp, struct nerr *err);
  * the server's pid (0: unknown) in *ret_pid. */
 int pp_sock_free(struct pproc *pp, pid_t *ret_pid);
 void pp_describe_exit(const siginfo_t *si, char *buf, size_t len);
+
+/* plugin-container.c. The container is made on the worker pool (a create
+ * may pull an image): pc_spawn_submit moves pp to PP_SPAWNING and
+ * pp_spawned (plugin-proc.c) gets the outcome on the supervisor thread:
+ * r, the container's init pid (on the host) and, in pp->cid, its id. */
+void pc_spawn_submit(struct pproc *pp);
+void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *err);
+/* Signal the container (the runtime's kill; the host pid of its init when
+ * the runtime does not answer). Supervisor thread. */
+void pc_signal(struct pproc *pp, int sig);
+/* Its init exited: its exit status from the runtime into what, then the
+ * container is removed (pp->cid cleared). Supervisor thread. */
+void pc_reap(struct pproc *pp, char *what, size_t len);
+/* The container of the record (rec_cid) still runs with the recorded init:
+ * true and the id copied to pp->cid. Supervisor thread. */
+bool pc_adoptable(struct pproc *pp);
+/* plugins/NAME/log of a container: the runtime's log of it. Any thread. */
+int pc_show_log(struct pproc *pp, struct sbuf *out);
 
 #endif

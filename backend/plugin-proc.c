@@ -9,7 +9,9 @@
  * on the worker pool (a call blocks) and post their answer back. This file
  * is the state machine (start, adopt, probe, backoff, restart, remove,
  * stop) and the files but the log; the process plumbing it drives (FIFO,
- * spawn, pidfd, socket) is plugin-launch.c. It knows nothing of fs, and of
+ * spawn, pidfd, socket) is plugin-launch.c, and what a plugin run as a
+ * container needs instead (made on the worker pool, signalled, reaped and
+ * removed through the runtime seam) is plugin-container.c. It knows nothing of fs, and of
  * CSI only the one Probe it has made.
  */
 #include "plugin-proc.h"
@@ -113,7 +115,10 @@ static void tally(struct pproc *pp, const char *family, int64_t delta)
 
 int pproc_checkpoint(struct pproc *pp, struct nerr *err)
 {
-	struct plugin_def def = { .name = pp->name, .endpoint = pp->endpoint, .command = pp->argv,
+	struct plugin_def def = { .name = pp->name, .endpoint = pp->endpoint,
+				  .command = pp->argv[0] ? pp->argv : NULL, .runtime = pp->runtime,
+				  .image = pp->image, .mounts = pp->mounts, .node = pp->node_plugin,
+				  .privileged = pp->privileged,
 				  .keep_running = pp->keep_running, .from_config = pp->from_config };
 	json_t *o = plugin_record_json(&def);
 	char boot[64];
@@ -128,6 +133,8 @@ int pproc_checkpoint(struct pproc *pp, struct nerr *err)
 	json_object_set_new(o, "starttime", json_integer((json_int_t)pp->starttime));
 	json_object_set_new(o, "boot_id", json_string(boot));
 	json_object_set_new(o, "restarts", json_integer(pp->restarts));
+	if (pp->cid[0])
+		json_object_set_new(o, "container", json_string(pp->cid));
 	pthread_mutex_unlock(&pp->lock);
 	r = store_put(pp->b->cfg->state_dir, "plugins", pp->name, o, err);
 	json_decref(o);
@@ -143,6 +150,10 @@ static void pproc_free(struct pproc *pp)
 	free(pp->sock);
 	free(pp->fifo);
 	ctl_strv_free(pp->argv);
+	free(pp->runtime);
+	free(pp->image);
+	free(pp->engine_name);
+	ctl_strv_free(pp->mounts);
 	free(pp->ring);
 	pthread_mutex_destroy(&pp->lock);
 	free(pp);
@@ -180,11 +191,18 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 	while (sock[0] == '/' && sock[1] == '/')
 		sock++;
 	pp->sock = strdup(sock);
-	pp->argv = plugin_strv_dup(def->command);
+	pp->argv = plugin_strv_dup(def->command ? def->command : (char *const[]){ NULL });
+	pp->mounts = plugin_strv_dup(def->mounts ? def->mounts : (char *const[]){ NULL });
+	pp->node_plugin = def->node;
+	pp->privileged = def->privileged;
 	pp->ring = malloc(LOG_RING);
 	if (asprintf(&pp->fifo, "%s/plugins/%s.log", b->cfg->state_dir, def->name) < 0)
 		pp->fifo = NULL;
-	if (!pp->name || !pp->endpoint || !pp->sock || !pp->argv || !pp->ring || !pp->fifo) {
+	if (def->runtime && (!(pp->runtime = strdup(def->runtime)) || !(pp->image = strdup(def->image)) ||
+			     asprintf(&pp->engine_name, "%s.plugin-%s", b->name_prefix, def->name) < 0))
+		pp->engine_name = NULL;
+	if (!pp->name || !pp->endpoint || !pp->sock || !pp->argv || !pp->mounts || !pp->ring ||
+	    !pp->fifo || (def->runtime && !pp->engine_name)) {
 		pproc_free(pp);
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
@@ -192,7 +210,7 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 	snprintf(pp->why, sizeof(pp->why), "not started yet");
 	pp->down_since = time(NULL);
 	plugin_record_read(b, def->name, &pp->rec_pid, &pp->rec_pgid, &pp->rec_start, pp->rec_boot,
-		 sizeof(pp->rec_boot), &pp->rec_restarts);
+		 sizeof(pp->rec_boot), &pp->rec_restarts, pp->rec_cid, sizeof(pp->rec_cid));
 	*ret = pp;
 	return 0;
 }
@@ -297,18 +315,27 @@ static uint64_t next_delay(struct pproc *pp)
 static void gone(struct pproc *pp);
 
 
+/* Signal what runs: the process group, or the container. */
+static void signal_it(struct pproc *pp, int sig)
+{
+	if (pp->runtime)
+		pc_signal(pp, sig);
+	else if (pp->pgid > 0)
+		kill(-pp->pgid, sig);
+}
+
 static void try_spawn(struct pproc *pp)
 {
 	struct nerr err = { 0 };
-	unsigned long long start = 0;
 	pid_t pid = 0;
-	int r;
+	int r = 0;
 
 	if (pp->stopping) {
 		gone(pp);
 		return;
 	}
-	r = pp_open_fifo(pp, &err);
+	if (!pp->runtime)	/* a container's log is the engine's */
+		r = pp_open_fifo(pp, &err);
 	if (r >= 0)
 		r = pp_make_sock_dir(pp, &err);
 	if (r >= 0 && pp_sock_free(pp, &pid) < 0) {
@@ -320,12 +347,36 @@ static void try_spawn(struct pproc *pp)
 				     "start: not starting a second copy", pp->sock);
 		pid = 0;
 	}
+	if (r >= 0 && pp->runtime) {
+		pc_spawn_submit(pp);	/* pp_spawned follows */
+		return;
+	}
 	if (r >= 0)
 		r = pp_spawn(pp, &pid, &err);
+	pp_spawned(pp, r, pid, &err);
+}
+
+/* The outcome of a start: r < 0 a failure (err), else pid runs. */
+void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
+{
+	struct nerr err = *errp;
+	unsigned long long start = 0;
+	char what[128];
+
+	if (pp->stopping) {	/* a container made while it was removed */
+		if (r >= 0)
+			pc_reap(pp, what, sizeof(what));
+		gone(pp);
+		return;
+	}
 	if (r >= 0 && (r = pp_watch_pid(pp, pid, &err)) < 0) {
-		kill(-pid, SIGKILL);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		if (pp->runtime) {
+			pc_reap(pp, what, sizeof(what));
+		} else {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
 	}
 	if (r < 0) {
 		uint64_t ms = next_delay(pp);
@@ -333,21 +384,23 @@ static void try_spawn(struct pproc *pp)
 		set_why(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
 		log_event(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
 		events_emit(pp->b->events, "plugin", pp->name, NULL, "failed", NULL, err.msg);
-		if (pp->spawned_once) {
+		/* a runtime that does not answer (yet: engines are probed after
+		 * the plugins start) started nothing: no restart to count */
+		if (pp->spawned_once && r != -EHOSTDOWN) {
 			pthread_mutex_lock(&pp->lock);
 			pp->restarts++;
 			pthread_mutex_unlock(&pp->lock);
 			tally(pp, "nodefs_csi_plugin_restarts_total", 1);
 		}
-		pp->spawned_once = true;
+		pp->spawned_once |= r != -EHOSTDOWN;
 		pp->st = PP_BACKOFF;
 		arm(pp, ms, on_backoff_done);
 		changed(pp);
 		return;
 	}
-	pid_t pgid = pid;
+	pid_t pgid = pp->runtime ? 0 : pid;
 	plugin_proc_stat(pid, &start, NULL);
-	pp->child = true;
+	pp->child = !pp->runtime;
 	pp->gen++;
 	pthread_mutex_lock(&pp->lock);
 	pp->pid = pid;
@@ -358,8 +411,8 @@ static void try_spawn(struct pproc *pp)
 	pp->running = true;
 	if (pp->spawned_once)
 		pp->restarts++;
-	snprintf(pp->why, sizeof(pp->why), "started (pid %d): waiting for its socket and Probe",
-		 (int)pid);
+	snprintf(pp->why, sizeof(pp->why), "started (%s%.12s pid %d): waiting for its socket and Probe",
+		 pp->runtime ? "container " : "", pp->cid, (int)pid);
 	pthread_mutex_unlock(&pp->lock);
 	if (pp->spawned_once) {
 		tally(pp, "nodefs_csi_plugin_restarts_total", 1);
@@ -386,8 +439,7 @@ static void on_kill_grace(struct loop *l, struct loop_timer *t, void *ud)
 	struct pproc *pp = ud;
 
 	pp->timer = NULL;
-	if (pp->pgid > 0)
-		kill(-pp->pgid, SIGKILL);
+	signal_it(pp, SIGKILL);
 }
 
 static void end_process(struct pproc *pp, int sig, unsigned grace_ms)
@@ -397,7 +449,7 @@ static void end_process(struct pproc *pp, int sig, unsigned grace_ms)
 		return;
 	}
 	pp->st = PP_KILLING;
-	kill(-pp->pgid, sig);
+	signal_it(pp, sig);
 	if (sig != SIGKILL)
 		arm(pp, grace_ms, on_kill_grace);
 	else
@@ -454,6 +506,8 @@ void pp_on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
 			pp_describe_exit(&si, what, sizeof(what));
 		else
 			snprintf(what, sizeof(what), "exited (status unknown)");
+	} else if (pp->runtime) {
+		pc_reap(pp, what, sizeof(what));
 	} else {
 		if (pp->pgid > 0)
 			kill(-pp->pgid, SIGKILL);
@@ -653,19 +707,19 @@ static void do_start(struct loop *l, void *ud)
 		return;
 	}
 	if (plugin_record_alive(pp->rec_pid, pp->rec_start, pp->rec_boot) &&
-	    pp_watch_pid(pp, pp->rec_pid, &err) >= 0) {
+	    (!pp->runtime || pc_adoptable(pp)) && pp_watch_pid(pp, pp->rec_pid, &err) >= 0) {
 		/* ours from an earlier run: adopted once it answers Probe, or
 		 * ended (then started anew) if it does not */
 		unsigned long long start = pp->rec_start;
 
-		if (pp_open_fifo(pp, &err) < 0)
+		if (!pp->runtime && pp_open_fifo(pp, &err) < 0)
 			log_warn("plugin %s: %s", pp->name, err.msg);
 		pp->child = false;
 		pp->spawned_once = true;
 		pp->gen++;
 		pthread_mutex_lock(&pp->lock);
 		pp->pid = pp->rec_pid;
-		pp->pgid = pp->rec_pgid > 0 ? pp->rec_pgid : pp->rec_pid;
+		pp->pgid = pp->runtime ? 0 : pp->rec_pgid > 0 ? pp->rec_pgid : pp->rec_pid;
 		pp->starttime = start;
 		pp->started = plugin_start_time(start);
 		pp->restarts = pp->rec_restarts;
@@ -712,8 +766,8 @@ static void do_remove(struct loop *l, void *ud)
 	pp->stopping = true;
 	if (pp->st == PP_GONE)
 		return;
-	if (pp->st == PP_KILLING)
-		return;		/* its exit ends it */
+	if (pp->st == PP_KILLING || pp->st == PP_SPAWNING)
+		return;		/* its exit, or the end of its start, ends it */
 	if (pp->pidfd >= 0) {
 		end_process(pp, SIGTERM, REMOVE_GRACE_MS);
 		return;
@@ -783,7 +837,7 @@ static void do_stop_all(struct loop *l, void *ud)
 				close(pp->pidfd);
 				pp->pidfd = -1;
 				gone(pp);
-			} else if (pp->st != PP_KILLING) {
+			} else if (pp->st != PP_KILLING && pp->st != PP_SPAWNING) {
 				end_process(pp, SIGTERM, s->grace_ms);
 			}
 		}
@@ -835,16 +889,28 @@ void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 
 /* ---- files ---- */
 
-bool pproc_same(struct pproc *pp, char *const *argv, bool keep_running)
+static bool strv_same(char *const *a, char *const *b)
 {
 	size_t i;
 
-	if (pp->keep_running != keep_running)
-		return false;
-	for (i = 0; pp->argv[i] && argv[i]; i++)
-		if (strcmp(pp->argv[i], argv[i]) != 0)
+	for (i = 0; a[i] && b[i]; i++)
+		if (strcmp(a[i], b[i]) != 0)
 			return false;
-	return !pp->argv[i] && !argv[i];
+	return !a[i] && !b[i];
+}
+
+bool pproc_same(struct pproc *pp, const struct plugin_def *def)
+{
+	char *const none[] = { NULL };
+
+	if (pp->keep_running != def->keep_running || !pp->runtime != !def->runtime)
+		return false;
+	if (pp->runtime && (strcmp(pp->runtime, def->runtime) != 0 ||
+			    strcmp(pp->image, def->image) != 0 || pp->node_plugin != def->node ||
+			    pp->privileged != def->privileged ||
+			    !strv_same(pp->mounts, def->mounts ? def->mounts : none)))
+		return false;
+	return strv_same(pp->argv, def->command ? def->command : none);
 }
 
 bool pproc_health(struct pproc *pp, struct storage_health_info *h)
@@ -873,6 +939,9 @@ int pproc_show_process(struct pproc *pp, struct sbuf *out)
 		r = sbuf_printf(out, "pid: %d\n", (int)pp->pid);
 	else
 		r = sbuf_printf(out, "pid: none\n");
+	if (r >= 0 && pp->runtime)
+		r = sbuf_printf(out, "runtime: %s\nimage: %s\ncontainer: %s\n", pp->runtime, pp->image,
+				pp->cid[0] ? pp->cid : "none");
 	if (r >= 0)
 		r = sbuf_printf(out, "started: %s\nrestarts: %u\nterminations: %llu\nlast_exit: %s\n"
 				"adopted: %s\nkeep_running: %s\n",

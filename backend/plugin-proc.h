@@ -42,13 +42,26 @@ struct sbuf;
 struct plugin_def {
 	const char *name;
 	const char *endpoint;
-	char *const *command;		/* NULL: an external plugin */
+	char *const *command;		/* NULL: an external plugin (unless runtime) */
+	/* a container of this runtime ("docker") from image, command its argv
+	 * inside (NULL: the image's); mounts: host paths bind-mounted at the
+	 * same place; node: may mount, target roots rshared; privileged: every
+	 * capability and device (plugin-container.c) */
+	const char *runtime, *image;
+	char *const *mounts;		/* NULL: none */
+	bool node, privileged;
 	bool keep_running;
 	bool from_config;		/* the record only carries its process */
 	bool from_record;		/* brought back from its record: not rewritten */
 };
 
-/* A supervised plugin for def (def->command set). Nothing runs until
+/* Whether def is a plugin nodefs starts (a command, or a container). */
+static inline bool plugin_def_started(const struct plugin_def *def)
+{
+	return def->command || def->runtime;
+}
+
+/* A supervised plugin for def (plugin_def_started). Nothing runs until
  * pproc_start. The process of a previous run, if any, is taken from the
  * record (adopted or ended at pproc_start). node: the plugin's node,
  * borrowed until pproc_detach. Returns 0, -ENOMEM. Any thread. */
@@ -81,8 +94,9 @@ bool pproc_stopping(struct backend *b, const char *name);
  * true and *h filled (DOWN, since, why). Any thread. */
 bool pproc_health(struct pproc *pp, struct storage_health_info *h);
 
-/* Whether pp runs argv with keep_running as given (a reload's check). */
-bool pproc_same(struct pproc *pp, char *const *argv, bool keep_running);
+/* Whether pp runs what def says (command, container, keep_running: a
+ * reload's check). */
+bool pproc_same(struct pproc *pp, const struct plugin_def *def);
 
 /* plugins/NAME/process and plugins/NAME/log. Any thread. */
 int pproc_show_process(struct pproc *pp, struct sbuf *out);

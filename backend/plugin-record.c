@@ -106,6 +106,17 @@ json_t *plugin_record_json(const struct plugin_def *def)
 	}
 	json_object_set_new(o, "keep_running", json_boolean(keep_running));
 	json_object_set_new(o, "from_config", json_boolean(from_config));
+	if (def->runtime) {
+		json_t *m = json_array();
+
+		json_object_set_new(o, "runtime", json_string(def->runtime));
+		json_object_set_new(o, "image", json_string(def->image));
+		json_object_set_new(o, "node", json_boolean(def->node));
+		json_object_set_new(o, "privileged", json_boolean(def->privileged));
+		for (size_t i = 0; m && def->mounts && def->mounts[i]; i++)
+			json_array_append_new(m, json_string(def->mounts[i]));
+		json_object_set_new(o, "mounts", m);
+	}
 	return o;
 }
 
@@ -156,21 +167,29 @@ static void load_one(void *ctx, const char *name, json_t *o)
 {
 	struct load_ctx *lc = ctx;
 	const char *ep = json_string_value(json_object_get(o, "endpoint"));
-	json_t *cmd = json_object_get(o, "command");
+	json_t *cmd = json_object_get(o, "command"), *mnt = json_object_get(o, "mounts");
 	char **argv = cmd ? strv_from_json(cmd) : NULL;
+	char **mounts = json_array_size(mnt) ? strv_from_json(mnt) : NULL;
 	struct plugin_def def = {
 		.name = name,
 		.endpoint = ep,
 		.command = argv,
+		.runtime = json_string_value(json_object_get(o, "runtime")),
+		.image = json_string_value(json_object_get(o, "image")),
+		.mounts = mounts,
+		.node = json_is_true(json_object_get(o, "node")),
+		.privileged = json_is_true(json_object_get(o, "privileged")),
 		.keep_running = json_is_true(json_object_get(o, "keep_running")),
 		.from_config = json_is_true(json_object_get(o, "from_config")),
 	};
 
-	if (!ep || (cmd && !argv))
-		log_warn("plugin record %s: no endpoint or a bad command: ignored", name);
+	if (!ep || (cmd && !argv) || (json_array_size(mnt) && !mounts) || !def.runtime != !def.image)
+		log_warn("plugin record %s: no endpoint, a bad command or a bad container: ignored",
+			 name);
 	else
 		lc->fn(lc->ctx, &def);
 	ctl_strv_free(argv);
+	ctl_strv_free(mounts);
 }
 
 static void load_bad(void *ctx, const char *name, const char *reason)
@@ -200,7 +219,8 @@ bool plugin_record_alive(pid_t pid, unsigned long long start, const char *boot)
 }
 
 void plugin_record_read(struct backend *b, const char *name, pid_t *pid, pid_t *pgid,
-		     unsigned long long *start, char *boot, size_t blen, unsigned *restarts)
+		     unsigned long long *start, char *boot, size_t blen, unsigned *restarts,
+		     char *cid, size_t clen)
 {
 	char path[4400];
 	json_t *o;
@@ -210,6 +230,8 @@ void plugin_record_read(struct backend *b, const char *name, pid_t *pid, pid_t *
 	*pid = *pgid = 0;
 	*start = 0;
 	boot[0] = '\0';
+	if (cid && clen)
+		cid[0] = '\0';
 	if (!o)
 		return;
 	*pid = (pid_t)json_integer_value(json_object_get(o, "pid"));
@@ -218,6 +240,8 @@ void plugin_record_read(struct backend *b, const char *name, pid_t *pid, pid_t *
 	snprintf(boot, blen, "%s", json_string_value(json_object_get(o, "boot_id")) ?: "");
 	if (restarts)
 		*restarts = (unsigned)json_integer_value(json_object_get(o, "restarts"));
+	if (cid && clen)
+		snprintf(cid, clen, "%s", json_string_value(json_object_get(o, "container")) ?: "");
 	json_decref(o);
 }
 
@@ -228,11 +252,17 @@ void plugin_record_retire(struct backend *b, const char *name)
 	char boot[64];
 	struct nerr err = { 0 };
 
-	plugin_record_read(b, name, &pid, &pgid, &start, boot, sizeof(boot), NULL);
+	char cid[80];
+
+	plugin_record_read(b, name, &pid, &pgid, &start, boot, sizeof(boot), NULL, cid, sizeof(cid));
 	if (plugin_record_alive(pid, start, boot)) {
-		log_warn("plugin %s: ending process %d, started by an earlier run for a plugin "
-			 "this configuration no longer starts", name, (int)pid);
-		kill(pgid > 0 ? -pgid : pid, SIGKILL);
+		log_warn("plugin %s: ending %s %d, started by an earlier run for a plugin "
+			 "this configuration no longer starts", name,
+			 cid[0] ? "the container whose init is pid" : "process", (int)pid);
+		/* a container's init is killed from the host (the engine may not
+		 * be open yet); its engine keeps it, exited, until a plugin of
+		 * that name starts again (which removes it first) */
+		kill(pgid > 0 && !cid[0] ? -pgid : pid, SIGKILL);
 	}
 	if (plugin_record_del(b, name, &err) < 0)
 		log_warn("plugin %s: %s", name, err.msg);

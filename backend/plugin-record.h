@@ -30,9 +30,11 @@ int plugin_proc_stat(pid_t pid, unsigned long long *ret_start, pid_t *ret_pgid);
 time_t plugin_start_time(unsigned long long ticks);
 /* A record's definition part (NULL on OOM). */
 json_t *plugin_record_json(const struct plugin_def *def);
-/* The process part of NAME's record (zeros when none). */
+/* The process part of NAME's record (zeros when none): for a container,
+ * its id in cid (may be NULL) and its init's pid. */
 void plugin_record_read(struct backend *b, const char *name, pid_t *pid, pid_t *pgid,
-			unsigned long long *start, char *boot, size_t blen, unsigned *restarts);
+			unsigned long long *start, char *boot, size_t blen, unsigned *restarts,
+			char *cid, size_t clen);
 /* True when the process a record names still runs (same boot, same pid,
  * same start time). */
 bool plugin_record_alive(pid_t pid, unsigned long long start, const char *boot);

@@ -646,7 +646,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	p->node = n;
-	if (def->command && (r = pproc_new(b, def, n, &p->proc, err)) < 0) {
+	if (plugin_def_started(def) && (r = pproc_new(b, def, n, &p->proc, err)) < 0) {
 		bnode_unref(n);
 		return r;
 	}
@@ -659,7 +659,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 	}
 	/* added at run time: back after a restart, with its volumes */
 	if (!from_config && !def->from_record &&
-	    (r = def->command ? pproc_checkpoint(p->proc, err) : plugin_record_put(b, def, err)) < 0) {
+	    (r = p->proc ? pproc_checkpoint(p->proc, err) : plugin_record_put(b, def, err)) < 0) {
 		bnode_remove(n);
 		bnode_unref(n);
 		return r;
@@ -691,36 +691,69 @@ struct plugin *plugin_get(struct backend *b, const char *name, struct bnode **re
 	return pof(n);
 }
 
+/* A quoted word list option of add (command=, mounts=): *ret NULL when
+ * absent. */
+static int add_words(const struct ctl_cmd *c, const char *key, char ***ret, struct nerr *err)
+{
+	const char *v = ctl_opt_get(c, key);
+	int r;
+
+	*ret = NULL;
+	if (!v)
+		return 0;
+	r = ctl_split_words(v, ret, err);
+	if (r == 0) {
+		ctl_strv_free(*ret);
+		*ret = NULL;
+		return nerr_set(err, EINVAL, "%s= is empty", key);
+	}
+	return r;
+}
+
 static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 {
 	struct backend *b = node_backend(n);
-	const char *cmd = ctl_opt_get(c, "command"), *keep = ctl_opt_get(c, "keep_running");
-	struct plugin_def def = { .name = c->argv[1], .endpoint = c->argv[2] };
-	char **argv = NULL;
+	const char *keep = ctl_opt_get(c, "keep_running"), *node = ctl_opt_get(c, "node");
+	const char *priv = ctl_opt_get(c, "privileged");
+	struct plugin_def def = { .name = c->argv[1], .endpoint = c->argv[2], .node = true,
+				  .runtime = ctl_opt_get(c, "runtime"), .image = ctl_opt_get(c, "image") };
+	char **argv = NULL, **mounts = NULL;
 	int r;
 
 	if (keep && parse_bool(keep, &def.keep_running, &rq->err) < 0)
 		return -rq->err.code;
-	if (keep && !cmd)
-		return nerr_set(&rq->err, EINVAL, "keep_running needs command=");
-	if (cmd) {
-		r = ctl_split_words(cmd, &argv, &rq->err);
-		if (r < 0)
-			return r;
-		if (r == 0) {
-			ctl_strv_free(argv);
-			return nerr_set(&rq->err, EINVAL, "command= is empty");
-		}
-		def.command = argv;
-	}
-	if ((r = plugin_def_check(&def, &rq->err)) < 0 || rq->dry_run)
+	if ((node && parse_bool(node, &def.node, &rq->err) < 0) ||
+	    (priv && parse_bool(priv, &def.privileged, &rq->err) < 0))
+		return -rq->err.code;
+	if ((r = add_words(c, "command", &argv, &rq->err)) < 0)
+		return r;
+	def.command = argv;
+	if ((r = add_words(c, "mounts", &mounts, &rq->err)) < 0)
+		goto out;
+	def.mounts = mounts;
+	if (keep && !plugin_def_started(&def))
+		r = nerr_set(&rq->err, EINVAL, "keep_running needs command= or runtime=");
+	else if (def.runtime && strcmp(def.runtime, "docker") != 0)
+		r = nerr_set(&rq->err, EINVAL, "runtime=%s: plugins run as containers of docker only",
+			     strcmp(def.runtime, "lxc") == 0 ? "lxc" : "?");
+	else if (!def.runtime != !def.image || ((mounts || node || priv) && !def.runtime))
+		r = nerr_set(&rq->err, EINVAL, "%s", def.runtime ? "runtime= needs image=" :
+			     def.image ? "image= needs runtime=" :
+			     "mounts=, node= and privileged= need runtime=");
+	else
+		r = 0;
+	for (size_t i = 0; r >= 0 && mounts && mounts[i]; i++)
+		r = valid_path(mounts[i], NULL, 0, &rq->err);
+	if (r < 0 || (r = plugin_def_check(&def, &rq->err)) < 0 || rq->dry_run)
 		;	/* a dry run ends here: the rest looks at the plugins */
 	else if (pproc_stopping(b, def.name))
 		r = nerr_set(&rq->err, EBUSY, "plugin '%s' was removed and its process is still "
 			     "stopping: try again", def.name);
 	else
 		r = plugin_add(b, &def, &rq->err);
+out:
 	ctl_strv_free(argv);
+	ctl_strv_free(mounts);
 	return r;
 }
 
@@ -776,21 +809,31 @@ static int cmd_remove(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 	return plugin_remove(node_backend(n), c->argv[1], &rq->err);
 }
 
+/* What a [plugin] section defines. */
+static struct plugin_def config_def(const struct config_plugin *cp)
+{
+	return (struct plugin_def){
+		.name = cp->name, .endpoint = cp->endpoint, .command = cp->command,
+		.runtime = cp->runtime, .image = cp->image, .mounts = cp->mounts, .node = cp->node,
+		.privileged = cp->privileged,
+		.keep_running = cp->keep_running, .from_config = true,
+	};
+}
+
 bool plugin_matches(struct plugin *p, const struct config_plugin *cp, bool *ret_from_config)
 {
 	*ret_from_config = p->from_config;
-	if (strcmp(p->endpoint, cp->endpoint) != 0 || !p->proc != !cp->command)
+	struct plugin_def def = config_def(cp);
+
+	if (strcmp(p->endpoint, cp->endpoint) != 0 || !p->proc != !plugin_def_started(&def))
 		return false;
-	return !p->proc || pproc_same(p->proc, cp->command, cp->keep_running);
+	return !p->proc || pproc_same(p->proc, &def);
 }
 
 int plugin_from_config(struct backend *b, const struct config_plugin *cp, bool replace,
 		       struct nerr *err)
 {
-	struct plugin_def def = {
-		.name = cp->name, .endpoint = cp->endpoint, .command = cp->command,
-		.keep_running = cp->keep_running, .from_config = true,
-	};
+	struct plugin_def def = config_def(cp);
 	struct bnode *k;
 	int r;
 
@@ -811,10 +854,13 @@ int plugin_from_config(struct backend *b, const struct config_plugin *cp, bool r
 	return plugin_add(b, &def, err);
 }
 
-static const char *const add_opts[] = { "command", "keep_running", NULL };
+static const char *const add_opts[] = { "command", "keep_running", "runtime", "image", "mounts",
+					"node", "privileged", NULL };
 static const struct ctl_spec plugins_specs[] = {
 	{ .name = "add", .min_args = 2, .max_args = 2, .opts = add_opts,
-	  .usage = "add NAME ENDPOINT [command='PROGRAM ARGS...'] [keep_running=yes|no]" },
+	  .usage = "add NAME ENDPOINT [command='PROGRAM ARGS...'] [keep_running=yes|no] "
+		   "[runtime=docker image=IMAGE [mounts='PATH...'] [node=yes|no] "
+		   "[privileged=yes|no]]" },
 	{ .name = "remove", .min_args = 1, .max_args = 1, .usage = "remove NAME" },
 };
 static const bctl_fn plugins_fns[] = { cmd_add, cmd_remove };
@@ -842,7 +888,7 @@ static void plugin_from_record(void *ctx, const struct plugin_def *def)
 	struct nerr err = { 0 };
 
 	if (def->from_config) {
-		if (!cp || !cp->command)
+		if (!cp || (!cp->command && !cp->runtime))
 			plugin_record_retire(b, def->name);
 		return;
 	}
@@ -861,10 +907,7 @@ int plugins_init(struct backend *b, struct nerr *err)
 {
 	for (size_t i = 0; i < b->cfg->nplugins; i++) {
 		struct config_plugin *cp = &b->cfg->plugins[i];
-		struct plugin_def def = {
-			.name = cp->name, .endpoint = cp->endpoint, .command = cp->command,
-			.keep_running = cp->keep_running, .from_config = true,
-		};
+		struct plugin_def def = config_def(cp);
 		int r = plugin_add(b, &def, err);
 
 		if (r < 0)

@@ -39,6 +39,10 @@ struct sbuf;
  * own. */
 #define RT_INSTANCE_LABEL "io.nodefs.instance"
 #define RT_INSTANCE_MAX 32	/* hex digits of an instance id */
+/* What a container is for, when it is not a user's container (rt_spec.role;
+ * "plugin": a CSI plugin nodefs runs). list() never reports a container
+ * carrying it, so containers/, recovery and reconciliation never see it. */
+#define RT_ROLE_LABEL "io.nodefs.role"
 
 enum rt_state {
 	RT_STATE_UNKNOWN = 0,
@@ -58,6 +62,9 @@ struct rt_mount {
 	char *source;		/* absolute host path, already validated */
 	char *target;		/* absolute path inside the container */
 	bool ro;
+	/* mounts made under it on either side appear on the other (docker:
+	 * rshared; the host side must be a shared mount) */
+	bool rshared;
 };
 
 /* What a user asked for at create. Strings are owned by the caller. */
@@ -70,6 +77,12 @@ struct rt_spec {
 	/* This instance's id (rt_config.instance), put on what is made;
 	 * NULL: none (what an older nodefs made). */
 	const char *instance;
+	/* NULL: a user's container; else RT_ROLE_LABEL's value (docker only) */
+	const char *role;
+	/* may mount (CAP_SYS_ADMIN, no seccomp or AppArmor confinement), as
+	 * a CSI node plugin must; privileged: every capability and device
+	 * (loop devices, block volumes). docker only. */
+	bool may_mount, privileged;
 	const char *image;	/* docker: required; lxc: ignored */
 	char **argv;		/* NULL-terminated, may be NULL (image default) */
 	struct rt_kv *env;
@@ -210,7 +223,8 @@ struct runtime_ops {
 	int (*logs)(void *h, const char *id, size_t max, struct sbuf *out, struct nerr *err);
 	/* Remove the container (killing it if needed). ENOENT-safe: 0 if gone. */
 	int (*destroy)(void *h, const char *id, struct nerr *err);
-	/* Containers carrying our owner mark and this instance's id, and
+	/* Containers carrying our owner mark and this instance's id and no
+	 * RT_ROLE_LABEL, and
 	 * half-made ones of this instance (half_made set). *ret is malloc'd; free with rt_listing_free(). May block on
 	 * the engine; called from the worker pool, recovery and the monitor
 	 * thread (reconciliation), concurrently with other calls. */

@@ -301,7 +301,17 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (set_new(labels, RT_OWNER_LABEL, json_string("1")) < 0 ||
 	    set_new(labels, RT_NAME_LABEL, json_string(spec->name)) < 0 ||
-	    (spec->instance && set_new(labels, RT_INSTANCE_LABEL, json_string(spec->instance)) < 0))
+	    (spec->instance && set_new(labels, RT_INSTANCE_LABEL, json_string(spec->instance)) < 0) ||
+	    (spec->role && set_new(labels, RT_ROLE_LABEL, json_string(spec->role)) < 0))
+		return nerr_set(err, ENOMEM, "out of memory");
+	if (spec->privileged && set_new(hc, "Privileged", json_true()) < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
+	if (spec->may_mount &&
+	    (set_new(hc, "CapAdd", a = json_array()) < 0 ||
+	     json_array_append_new(a, json_string("SYS_ADMIN")) < 0 ||
+	     set_new(hc, "SecurityOpt", a = json_array()) < 0 ||
+	     json_array_append_new(a, json_string("seccomp=unconfined")) < 0 ||
+	     json_array_append_new(a, json_string("apparmor=unconfined")) < 0))
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (spec->argv && spec->argv[0]) {
 		if (set_new(o, "Cmd", a = json_array()) < 0)
@@ -361,7 +371,8 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 						m->source ? m->source : "", m->target ? m->target : "");
 			if (!utf8_ok(m->source) || !utf8_ok(m->target))
 				return nerr_set(err, EINVAL, "bind is not valid UTF-8");
-			b = concat(m->source, ":", m->target, m->ro ? ":ro" : NULL);
+			b = concat(m->source, ":", m->target,
+				   m->rshared ? (m->ro ? ":ro,rshared" : ":rw,rshared") : m->ro ? ":ro" : NULL);
 			if (!b || json_array_append_new(a, json_string(b)) < 0)
 				return nerr_set(err, ENOMEM, "out of memory");
 		}
@@ -689,8 +700,10 @@ int docker_json_parse_list_of(const char *body, size_t len, const char *instance
 		const char *name = json_string_value(json_object_get(labels, RT_NAME_LABEL));
 		const char *inst = json_string_value(json_object_get(labels, RT_INSTANCE_LABEL));
 
-		/* the filter asked the engine for ours; check again anyway */
+		/* the filter asked the engine for ours; check again anyway (and
+		 * leave out what nodefs runs for itself: plugins) */
 		if (!id || !owner || strcmp(owner, "1") != 0 || !name ||
+		    json_object_get(labels, RT_ROLE_LABEL) ||
 		    (instance && (!inst || strcmp(inst, instance) != 0)))
 			continue;
 		l[n].id = dup_str(id);

@@ -581,6 +581,41 @@ Test(config, plugin_command_errors)
 		  FILE_NAME ":1: [plugin a] has keep_running but no command");
 }
 
+Test(config, plugin_container)
+{
+	struct config *c = parse_ok("[plugin a]\nendpoint = unix:///run/csi/a.sock\n"
+				    "runtime = docker\nimage = nodefs/csi-local:1\n"
+				    "command = /nodefs-csi-local --base-dir /var/lib/a\n"
+				    "mounts = /var/lib/a /dev\nkeep_running = yes\n"
+				    "[plugin b]\nendpoint = unix:///b.sock\nruntime = docker\nimage = i\n"
+				    "node = no\nprivileged = yes\n"
+				    "[plugin c]\nendpoint = unix:///c.sock\n");
+
+	cr_assert_str_eq(c->plugins[0].runtime, "docker");
+	cr_assert_str_eq(c->plugins[0].image, "nodefs/csi-local:1");
+	cr_assert_str_eq(c->plugins[0].mounts[1], "/dev");
+	cr_assert_null(c->plugins[0].mounts[2]);
+	cr_assert(c->plugins[0].node, "a node plugin by default");
+	cr_assert_not(c->plugins[0].privileged);
+	cr_assert(c->plugins[0].keep_running);
+	cr_assert_null(c->plugins[1].command, "the image's own command");
+	cr_assert_not(c->plugins[1].node);
+	cr_assert(c->plugins[1].privileged);
+	cr_assert_null(c->plugins[2].runtime);
+	cr_assert_null(c->plugins[2].mounts[0]);
+	config_free(c);
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nruntime = lxc\nimage = i\n",
+		  FILE_NAME ":3: runtime 'lxc': plugins run as containers of docker only");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nruntime = docker\n",
+		  FILE_NAME ":1: [plugin a]: runtime needs image");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nimage = i\n",
+		  FILE_NAME ":1: [plugin a]: image needs runtime");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nmounts = /x\n",
+		  FILE_NAME ":1: [plugin a]: mounts and privileged need runtime");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nruntime = docker\nimage = i\nmounts = x\n",
+		  FILE_NAME ":5: mounts: path 'x' is not absolute");
+}
+
 Test(config, name_prefix_and_uncertain_timeout)
 {
 	struct config *c = parse_ok("[nodefs]\nname_prefix = box-1.\nuncertain_timeout = 30s\n");

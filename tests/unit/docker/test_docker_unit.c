@@ -182,6 +182,39 @@ Test(json, create_body)
 	free(body);
 }
 
+/* A plugin nodefs runs: its role label, the right to mount, rshared binds. */
+Test(json, create_body_plugin)
+{
+	struct rt_mount mounts[] = { { "/run/csi", "/run/csi", false, false },
+				     { "/srv", "/srv", false, true }, { "/ro", "/ro", true, true } };
+	struct rt_spec spec = { .name = "loc", .image = "img", .role = "plugin", .instance = "ab12",
+				.may_mount = true, .mounts = mounts, .nmounts = 3 };
+	struct nerr err = { 0 };
+	char *body = NULL;
+	json_error_t je;
+
+	cr_assert_eq(docker_json_create_body(&spec, &body, &err), 0, "%s", err.msg);
+	json_t *o = json_loads(body, 0, &je), *hc = json_object_get(o, "HostConfig");
+	json_t *labels = json_object_get(o, "Labels"), *binds = json_object_get(hc, "Binds");
+	cr_assert_str_eq(json_string_value(json_object_get(labels, RT_ROLE_LABEL)), "plugin");
+	cr_assert_str_eq(json_string_value(json_object_get(labels, RT_INSTANCE_LABEL)), "ab12");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "CapAdd"), 0)),
+			 "SYS_ADMIN");
+	cr_assert_eq(json_array_size(json_object_get(hc, "SecurityOpt")), 2);
+	cr_assert_null(json_object_get(hc, "Privileged"), "only when asked");
+	cr_assert_str_eq(json_string_value(json_array_get(binds, 0)), "/run/csi:/run/csi");
+	cr_assert_str_eq(json_string_value(json_array_get(binds, 1)), "/srv:/srv:rw,rshared");
+	cr_assert_str_eq(json_string_value(json_array_get(binds, 2)), "/ro:/ro:ro,rshared");
+	json_decref(o);
+	free(body);
+	spec.privileged = true;
+	cr_assert_eq(docker_json_create_body(&spec, &body, &err), 0, "%s", err.msg);
+	o = json_loads(body, 0, &je);
+	cr_assert(json_is_true(json_object_get(json_object_get(o, "HostConfig"), "Privileged")));
+	json_decref(o);
+	free(body);
+}
+
 Test(json, create_body_rejects)
 {
 	struct rt_kv badenv[] = { { "A=B", "x" } };
@@ -324,7 +357,10 @@ Test(json, list)
 		"{\"Id\":\"bbb\",\"State\":\"exited\",\"Status\":\"Exited (137) 5 seconds ago\","
 		"\"Labels\":{\"io.nodefs.managed\":\"1\",\"io.nodefs.name\":\"db\"}},"
 		"{\"Id\":\"ccc\",\"State\":\"running\",\"Labels\":{\"other\":\"1\"}},"
-		"{\"Id\":\"ddd\",\"State\":\"running\",\"Labels\":{\"io.nodefs.managed\":\"0\",\"io.nodefs.name\":\"x\"}}]";
+		"{\"Id\":\"ddd\",\"State\":\"running\",\"Labels\":{\"io.nodefs.managed\":\"0\",\"io.nodefs.name\":\"x\"}},"
+		/* nodefs's own (a plugin it runs): never a user's container */
+		"{\"Id\":\"eee\",\"State\":\"running\",\"Labels\":{\"io.nodefs.managed\":\"1\",\"io.nodefs.name\":\"p\","
+		"\"io.nodefs.role\":\"plugin\"}}]";
 	struct rt_listing *l = NULL;
 	struct nerr err = { 0 };
 	size_t n = 0;
