@@ -106,13 +106,15 @@ def code_keys():
     def strcmp_keys(text):
         return re.findall(r'strcmp\(k, "([a-z_]+)"\) == 0', text)
 
-    with open(os.path.join(SRC, "backend", "config.c")) as f:
-        cfg = f.read()
+    cfg = ""
+    for name in ("config.c", "config-apply.c"):  # the parser's two passes
+        with open(os.path.join(SRC, "backend", name)) as f:
+            cfg += f.read()
     out = {}
     for sec in ("nodefs", "plugin", "profile"):
         m = re.search(r"\nstatic int apply_%s\(.*?\n}\n" % sec, cfg, re.S)
         if not m:
-            raise AssertionError("backend/config.c: no apply_%s()" % sec)
+            raise AssertionError("backend/config*.c: no apply_%s()" % sec)
         out[sec] = strcmp_keys(m.group(0))
     with open(os.path.join(SRC, "backend", "cluster.c")) as f:
         m = re.search(r"cluster_keys\[\] = \{(.*?)\};", f.read(), re.S)
