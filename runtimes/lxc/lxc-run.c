@@ -252,6 +252,20 @@ int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err)
 	return 0;
 }
 
+/* A handle on one of our containers that runs: ENOENT, or EBUSY when it
+ * does not run. *ret is set (the caller's to put) once it is open. */
+static int open_running(struct rt_lxc *h, const char *id, struct lxc_container **ret,
+			struct nerr *err)
+{
+	int r = rt_lxc_open_ours(h, id, ret, NULL, err);
+
+	if (r < 0)
+		return r;
+	if (!(*ret)->is_running(*ret))
+		return rt_lxc_fail(h, *ret, id, LF_NOT_RUNNING, err);
+	return 0;
+}
+
 int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
@@ -261,11 +275,9 @@ int rt_lxc_kill(void *hv, const char *id, int sig, struct nerr *err)
 
 	if (sig <= 0 || sig > SIGRTMAX)
 		return nerr_set(err, EINVAL, "lxc: bad signal %d", sig);
-	r = rt_lxc_open_ours(h, id, &c, NULL, err);
+	r = open_running(h, id, &c, err);
 	if (r < 0)
 		return r;
-	if (!c->is_running(c))
-		return rt_lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	/* Through a pidfd: a pid can be reused, a pidfd cannot. */
 	pidfd = rt_lxc_init_pidfd(c, NULL);
 	if (pidfd < 0)
@@ -286,12 +298,10 @@ int rt_lxc_pause(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
 	_cleanup_lxc_ struct lxc_container *c = NULL;
-	int r = rt_lxc_open_ours(h, id, &c, NULL, err);
+	int r = open_running(h, id, &c, err);
 
 	if (r < 0)
 		return r;
-	if (!c->is_running(c))
-		return rt_lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	if (rt_lxc_state_of(c, NULL) == RT_STATE_PAUSED)
 		return 0;
 	r = v1_freezer(h, c, true, 10000);
@@ -308,12 +318,10 @@ int rt_lxc_resume(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
 	_cleanup_lxc_ struct lxc_container *c = NULL;
-	int r = rt_lxc_open_ours(h, id, &c, NULL, err);
+	int r = open_running(h, id, &c, err);
 
 	if (r < 0)
 		return r;
-	if (!c->is_running(c))
-		return rt_lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	if (rt_lxc_state_of(c, NULL) != RT_STATE_PAUSED)
 		return 0;
 	/*
@@ -388,11 +396,9 @@ int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf *out,
 
 	if (!argv || !argv[0] || !argv[0][0])
 		return nerr_set(err, EINVAL, "lxc: exec needs a command");
-	r = rt_lxc_open_ours(h, id, &c, NULL, err);
+	r = open_running(h, id, &c, err);
 	if (r < 0)
 		return r;
-	if (!c->is_running(c))
-		return rt_lxc_fail(h, c, id, LF_NOT_RUNNING, err);
 	if (rt_lxc_state_of(c, NULL) == RT_STATE_PAUSED)
 		return rt_lxc_fail(h, c, id, LF_PAUSED, err);
 	/* CLOEXEC: attach dup2()s them onto 0-2 in its child, and no other
