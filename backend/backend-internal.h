@@ -23,13 +23,25 @@
 
 enum backend_state { BACKEND_RECOVERING, BACKEND_READY, BACKEND_STOPPING };
 
+/* A driver handle, shared by the calls made on it: a reload of the
+ * runtime's section puts a new one in place, and the old one is closed
+ * once the last call on it has finished (engine_put). */
+struct engine_ref {
+	atomic_uint refs;
+	const struct runtime_ops *ops;
+	void *h;
+};
+
 /* A container engine as the tree shows it (runtimes/NAME/). */
 struct engine {
 	struct backend *b;
 	const struct runtime_ops *ops;
-	void *h;		/* driver handle; NULL when open failed */
 	struct bnode *node;
 	pthread_mutex_t lock;	/* guards the fields below */
+	struct engine_ref *cur;	/* the handle calls take; NULL when open failed */
+	const struct config *cfg;	/* whose [runtime] section cur was opened with */
+	rt_event_fn watch_fn;	/* who is told of the engine's events (engine_watch) */
+	void *watch_ctx;
 	bool healthy;
 	char reason[256];	/* why unhealthy */
 	char version[128];
@@ -141,6 +153,31 @@ int volumes_render_metrics(struct backend *b, struct sbuf *out);
 struct engine *engine_find(struct backend *b, const char *name);
 /* 0 when e is healthy and open; -EHOSTDOWN with the reason otherwise. */
 int engine_ready(struct engine *e, struct nerr *err);
+/* The handle to make a call on, held until engine_put: NULL when the
+ * driver failed to open. Any thread; never blocks but on e->lock. */
+struct engine_ref *engine_hold(struct engine *e);
+/* Whether e's driver opened (it has a handle), healthy or not. */
+bool engine_opened(struct engine *e);
+/* engine_ready, then the handle held into *ret (the caller puts it). */
+int engine_take(struct engine *e, struct engine_ref **ret, struct nerr *err);
+/* NULL-safe; the last put of a handle a reload replaced closes it. */
+void engine_put(struct engine_ref *r);
+static inline void engine_putp(struct engine_ref **r)
+{
+	engine_put(*r);
+}
+#define _cleanup_engine_ __attribute__((cleanup(engine_putp)))
+/* Deliver e's events to fn from now on, and from every handle a reload
+ * puts in place; -errno from the driver's watch. */
+int engine_watch(struct engine *e, rt_event_fn fn, void *ctx, struct nerr *err);
+/* A reload: e's [runtime] section as nc has it, applied (1), unchanged
+ * (0), or refused with the reason in err, the old handle kept (-errno: a
+ * bad value, a driver that does not open, or a key that says where the
+ * containers live changed while e has some: in_use). Calls in flight
+ * finish on the old handle. */
+int engine_reload(struct engine *e, const struct config *nc, bool in_use, struct nerr *err);
+/* Whether any container of b's runs on e (container-sync.c). */
+bool containers_on(struct backend *b, struct engine *e);
 
 /* The collections' types and their set-up, one module each. */
 extern const struct btype plugins_type;		/* plugin.c */

@@ -174,8 +174,12 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 	if (running)
 		strcpy(id, c->id);
 	pthread_mutex_unlock(&c->lock);
-	if (running && c->eng->h)
-		c->eng->ops->stats(c->eng->h, id, &st, &err);
+	if (running) {
+		_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
+
+		if (h)
+			c->eng->ops->stats(h->h, id, &st, &err);
+	}
 	p = stats_line(p, "cpu_user_seconds", stats_micros(st.cpu_user_seconds), true);
 	p = stats_line(p, "cpu_system_seconds", stats_micros(st.cpu_system_seconds), true);
 	p = stats_line(p, "memory_bytes", st.memory_bytes, false);
@@ -187,13 +191,14 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 static int show_logs(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
+	_cleanup_engine_ struct engine_ref *h = NULL;
 	struct nerr err = { 0 };
 	char id[256];
 	int r;
 
-	if (!container_current_id(c, id, sizeof(id)) || !c->eng->h)
+	if (!container_current_id(c, id, sizeof(id)) || !(h = engine_hold(c->eng)))
 		return 0;
-	r = c->eng->ops->logs(c->eng->h, id, LOGS_MAX, out, &err);
+	r = c->eng->ops->logs(h->h, id, LOGS_MAX, out, &err);
 	if (r < 0)
 		bnode_set_error(n, err.msg);
 	return r < 0 && r != -ENOENT ? r : 0;
@@ -373,8 +378,11 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		running = c->state == C_RUNNING || c->state == C_PAUSED;
 		memcpy(m[i].exits, c->exits, sizeof(m[i].exits));
 		pthread_mutex_unlock(&c->lock);
-		m[i].has_stats = running && container_current_id(c, id, sizeof(id)) && c->eng->h &&
-				 c->eng->ops->stats(c->eng->h, id, &m[i].st, &err) >= 0;
+		if (running && container_current_id(c, id, sizeof(id))) {
+			_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
+
+			m[i].has_stats = h && c->eng->ops->stats(h->h, id, &m[i].st, &err) >= 0;
+		}
 	}
 	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
 			   "# TYPE nodefs_containers gauge\n");

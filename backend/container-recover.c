@@ -145,12 +145,13 @@ static int take_back_half_made(struct engine *e, const char *name)
 /* The same, counting in *ret_removed (when set) every container removed. */
 static int take_back_half_made_n(struct engine *e, const char *name, int *ret_removed)
 {
+	_cleanup_engine_ struct engine_ref *h = engine_hold(e);
 	struct rt_listing *l = NULL;
 	struct nerr err = { 0 };
 	size_t n = 0;
 	int half = 0;
 
-	if (engine_ready(e, &err) < 0 || e->ops->list(e->h, &l, &n, &err) < 0) {
+	if (engine_ready(e, &err) < 0 || !h || e->ops->list(h->h, &l, &n, &err) < 0) {
 		if (name)
 			log_warn("container %s: a create was cut short; cannot check %s for what it made: %s",
 				 name, e->ops->name, err.msg);
@@ -161,7 +162,7 @@ static int take_back_half_made_n(struct engine *e, const char *name, int *ret_re
 			continue;
 		if (!name && container_creating_now(e->b, e, l[i].name))
 			continue;	/* a create written since the mount came up */
-		if (e->ops->destroy(e->h, l[i].id, &err) < 0) {
+		if (e->ops->destroy(h->h, l[i].id, &err) < 0) {
 			log_warn("container %s: cannot remove the half-made %s container %s: %s",
 				 l[i].name, e->ops->name, l[i].id, err.msg);
 			continue;
@@ -240,7 +241,7 @@ static void take_back_cut_creates(struct backend *b)
 			struct engine *eng = &b->engines[e];
 			int removed = 0;
 
-			if (!eng->h || (rt[0] && strcmp(rt, eng->ops->name) != 0))
+			if (!engine_opened(eng) || (rt[0] && strcmp(rt, eng->ops->name) != 0))
 				continue;
 			half += take_back_half_made_n(eng, name, &removed);
 			if (removed) {
@@ -276,7 +277,7 @@ static void take_back_cut_creates(struct backend *b)
 	bnode_list_free(v, n);
 	/* half-made containers whose operation is not there to say so */
 	for (size_t e = 0; e < b->nengines; e++)
-		if (b->engines[e].h)
+		if (engine_opened(&b->engines[e]))
 			take_back_half_made(&b->engines[e], NULL);
 }
 

@@ -45,14 +45,15 @@ static int do_create(struct cact *x, struct nerr *err)
 		.template_args = c->template_args, .flush_cache = c->flush_cache,
 		.force_cache = c->force_cache, .disable_gpg = c->disable_gpg,
 	};
+	_cleanup_engine_ struct engine_ref *h = NULL;
 	char *id = NULL;
 	enum cstate was;
 	int r;
 
-	r = engine_ready(c->eng, err);
+	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		goto fail;
-	r = c->eng->ops->create(c->eng->h, &spec, &c->prog, &id, err);
+	r = c->eng->ops->create(h->h, &spec, &c->prog, &id, err);
 	if (r < 0)
 		goto fail;
 	pthread_mutex_lock(&c->lock);
@@ -65,7 +66,7 @@ static int do_create(struct cact *x, struct nerr *err)
 	if (r < 0) {
 		/* unacknowledged: take back what the engine made */
 		struct nerr e2 = { 0 };
-		c->eng->ops->destroy(c->eng->h, id, &e2);
+		c->eng->ops->destroy(h->h, id, &e2);
 		goto fail;
 	}
 	bnode_changed(c->node);	/* before the event: its reader sees the new files */
@@ -84,13 +85,14 @@ fail:
 static int do_start(struct cact *x, struct nerr *err)
 {
 	struct container *c = x->c;
+	_cleanup_engine_ struct engine_ref *h = NULL;
 	enum cstate old;
 	char id[256];
 	int r;
 
 	if (!container_current_id(c, id, sizeof(id)))
 		return nerr_set(err, ENOENT, "container %s has no engine container", c->name);
-	r = engine_ready(c->eng, err);
+	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->lock);
@@ -105,7 +107,7 @@ static int do_start(struct cact *x, struct nerr *err)
 	c->oom_killed = false;
 	c->finished_at = 0;
 	pthread_mutex_unlock(&c->lock);
-	r = c->eng->ops->start(c->eng->h, id, err);
+	r = c->eng->ops->start(h->h, id, err);
 	if (r < 0) {
 		container_set_state(c, old, opid(x), err->msg);
 		return r;
@@ -177,6 +179,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 {
 	struct cact *x = (struct cact *)a;
 	struct container *c = x->c;
+	_cleanup_engine_ struct engine_ref *h = NULL;
 	char id[256];
 	int r = 0;
 
@@ -198,9 +201,9 @@ static int run_action_masked(struct action *a, struct nerr *err)
 			return 0;	/* a create that failed took it away first */
 		container_set_state(c, C_DESTROYING, opid(x), NULL);
 		if (container_current_id(c, id, sizeof(id))) {
-			r = engine_ready(c->eng, err);
+			r = engine_take(c->eng, &h, err);
 			if (r >= 0)
-				r = c->eng->ops->destroy(c->eng->h, id, err);
+				r = c->eng->ops->destroy(h->h, id, err);
 			if (r < 0) {
 				container_refresh(c, true, opid(x), &(struct nerr){ 0 });
 				return r;
@@ -211,7 +214,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	}
 	if (!container_current_id(c, id, sizeof(id)))
 		return nerr_set(err, ENOENT, "container %s has no engine container", c->name);
-	r = engine_ready(c->eng, err);
+	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		return r;
 	switch (x->kind) {
@@ -224,20 +227,20 @@ static int run_action_masked(struct action *a, struct nerr *err)
 			return nerr_set(err, EINVAL, "container %s is not running (%s)", c->name,
 					cstate_to_string(old));
 		container_set_state(c, C_STOPPING, opid(x), NULL);
-		r = c->eng->ops->stop(c->eng->h, id, x->timeout_s, err);
+		r = c->eng->ops->stop(h->h, id, x->timeout_s, err);
 		break;
 	}
 	case CA_KILL:
-		r = c->eng->ops->kill(c->eng->h, id, x->sig, err);
+		r = c->eng->ops->kill(h->h, id, x->sig, err);
 		break;
 	case CA_PAUSE:
-		r = c->eng->ops->pause(c->eng->h, id, err);
+		r = c->eng->ops->pause(h->h, id, err);
 		break;
 	case CA_RESUME:
-		r = c->eng->ops->resume(c->eng->h, id, err);
+		r = c->eng->ops->resume(h->h, id, err);
 		break;
 	case CA_UPDATE:
-		r = c->eng->ops->update(c->eng->h, id, &x->lim, err);
+		r = c->eng->ops->update(h->h, id, &x->lim, err);
 		if (r >= 0) {
 			pthread_mutex_lock(&c->lock);
 			if (x->lim.set & RT_LIMIT_CPUS)
@@ -252,7 +255,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	case CA_EXEC: {
 		struct sbuf out = SBUF_INIT(EXEC_OUT_CAP);
 		int code = -1;
-		r = c->eng->ops->exec(c->eng->h, id, x->argv, &out, &code, err);
+		r = c->eng->ops->exec(h->h, id, x->argv, &out, &code, err);
 		if (r >= 0) {
 			pthread_mutex_lock(&c->lock);
 			sbuf_free(&c->exec_out);

@@ -111,13 +111,27 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 	bnode_unref(node);
 }
 
+bool containers_on(struct backend *b, struct engine *e)
+{
+	struct bnode **v;
+	bool any = false;
+	size_t n;
+
+	if (bnode_list(b->containers, &v, &n) < 0)
+		return true;	/* cannot tell: as if it had */
+	for (size_t i = 0; i < n && !any; i++)
+		any = cof(v[i])->eng == e;
+	bnode_list_free(v, n);
+	return any;
+}
+
 int containers_watch(struct backend *b)
 {
 	for (size_t i = 0; i < b->nengines; i++) {
 		struct engine *e = &b->engines[i];
 		struct nerr err = { 0 };
 
-		if (e->h && e->ops->watch && e->ops->watch(e->h, on_engine_event, e, &err) < 0)
+		if (engine_watch(e, on_engine_event, e, &err) < 0)
 			log_warn("runtime %s: no event stream: %s", e->ops->name, err.msg);
 	}
 	return 0;
@@ -233,13 +247,14 @@ static int reconcile_one(struct backend *b, struct engine *e, struct container *
 			break;
 	if (i < n)
 		seen[i] = true;
-	if (!settled(c) || !c->eng->h)
+	if (!settled(c))
 		return 0;
 	if (i == n || run_class(s) != rt_run_class(l[i].status.state)) {
 		/* the listing is a moment old: look again at this one */
 		struct rt_status st = { 0 };
 		struct nerr err = { 0 };
-		int r = e->ops->inspect(e->h, id, &st, &err);
+		_cleanup_engine_ struct engine_ref *h = engine_hold(e);
+		int r = h ? e->ops->inspect(h->h, id, &st, &err) : -EHOSTDOWN;
 
 		if (r < 0 && r != -ENOENT)
 			return 0;	/* cannot tell now; the next pass will */
@@ -281,6 +296,7 @@ static int reconcile_one(struct backend *b, struct engine *e, struct container *
 int containers_reconcile(struct backend *b, struct engine *e, struct drift_report *ret,
 			 struct nerr *err)
 {
+	_cleanup_engine_ struct engine_ref *h = engine_hold(e);
 	struct drift_report rep = { 0 };
 	struct rt_listing *l = NULL;
 	struct bnode **v = NULL;
@@ -288,9 +304,9 @@ int containers_reconcile(struct backend *b, struct engine *e, struct drift_repor
 	size_t n = 0, nv = 0, cap = 0;
 	int r;
 
-	if (!e->h || !e->ops->list)
+	if (!h || !e->ops->list)
 		return nerr_set(err, EHOSTDOWN, "runtime %s has no driver handle", e->ops->name);
-	r = e->ops->list(e->h, &l, &n, err);
+	r = e->ops->list(h->h, &l, &n, err);
 	if (r < 0)
 		return r;
 	seen = calloc(n ? n : 1, sizeof(*seen));
@@ -324,7 +340,7 @@ int containers_reconcile(struct backend *b, struct engine *e, struct drift_repor
 			note = "half-made: a create cut short by a crash; not removed (a restart "
 			       "of nodefs removes it, or lxc-destroy)";
 		} else {
-			if (e->ops->inspect(e->h, l[i].id, &st, &e2) == -ENOENT)
+			if (e->ops->inspect(h->h, l[i].id, &st, &e2) == -ENOENT)
 				continue;
 			note = "carries nodefs's marks but nodefs does not know it; not removed";
 		}

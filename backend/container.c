@@ -384,10 +384,13 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
  * EXITED rather than STOPPING. */
 int container_refresh(struct container *c, bool defer, const char *op_id, struct nerr *err)
 {
+	_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
 	struct rt_status st = { 0 };
 	int r;
 
-	r = c->eng->ops->inspect(c->eng->h, c->id, &st, err);
+	if (!h)
+		return engine_ready(c->eng, err);
+	r = c->eng->ops->inspect(h->h, c->id, &st, err);
 	if (r < 0)
 		return r;
 	if (apply_status(c, &st, defer, op_id) == 0)
@@ -402,7 +405,7 @@ int container_refresh(struct container *c, bool defer, const char *op_id, struct
 			break;
 		usleep(1000);
 	}
-	r = c->eng->ops->inspect(c->eng->h, c->id, &st, err);
+	r = c->eng->ops->inspect(h->h, c->id, &st, err);
 	if (r < 0)
 		return r;
 	apply_status(c, &st, false, op_id);

@@ -151,15 +151,17 @@ static void engine_probe(struct engine *e)
 {
 	struct sbuf ver = SBUF_INIT(256);
 	struct nerr err = { 0 };
+	struct engine_ref *h = engine_hold(e);
 	bool was, changed;
 	int r;
 
-	if (!e->h || !e->ops->health) {
+	if (!h || !e->ops->health) {
 		r = -ENOTSUP;
-		nerr_set(&err, ENOTSUP, "%s", e->h ? "driver has no health probe" : "driver failed to open");
+		nerr_set(&err, ENOTSUP, "%s", h ? "driver has no health probe" : "driver failed to open");
 	} else {
-		r = e->ops->health(e->h, &ver, &err);
+		r = e->ops->health(h->h, &ver, &err);
 	}
+	engine_put(h);
 	pthread_mutex_lock(&e->lock);
 	was = e->healthy;
 	e->healthy = r >= 0;
@@ -220,7 +222,7 @@ static void engine_reconcile(struct engine *e)
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	healthy = e->healthy && e->h;
+	healthy = e->healthy && e->cur;
 	snprintf(why, sizeof(why), "%s", e->reason);
 	pthread_mutex_unlock(&e->lock);
 	if (!healthy) {
@@ -352,18 +354,68 @@ static int engines_render_metrics(struct backend *b, struct sbuf *out)
 	return r;
 }
 
-/* Open e's driver with its [runtime NAME] section. -EINVAL (a config
- * error, with FILE:LINE) is the only failure that stops the daemon; any
- * other leaves the runtime present and unhealthy with the reason. */
-static int engine_open(struct engine *e, struct nerr *err)
+static struct engine_ref *ref_new(const struct runtime_ops *ops, void *h)
 {
-	struct backend *b = e->b;
-	const struct config_section *s = config_section_find(b->cfg, "runtime", e->ops->name);
-	struct rt_config rc = { .instance = b->instance };
+	struct engine_ref *r = calloc(1, sizeof(*r));
+
+	if (!r) {
+		ops->close(h);
+		return NULL;
+	}
+	atomic_init(&r->refs, 1);
+	r->ops = ops;
+	r->h = h;
+	return r;
+}
+
+struct engine_ref *engine_hold(struct engine *e)
+{
+	struct engine_ref *r;
+
+	pthread_mutex_lock(&e->lock);
+	r = e->cur;
+	if (r)
+		atomic_fetch_add(&r->refs, 1);
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+void engine_put(struct engine_ref *r)
+{
+	if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+		if (r->ops->close)
+			r->ops->close(r->h);
+		free(r);
+	}
+}
+
+/* Put r in place of e's handle; the old one goes with its last call. */
+static void engine_swap(struct engine *e, struct engine_ref *r)
+{
+	struct engine_ref *old;
+
+	pthread_mutex_lock(&e->lock);
+	old = e->cur;
+	e->cur = r;
+	pthread_mutex_unlock(&e->lock);
+	engine_put(old);
+}
+
+/* Open e's driver with its [runtime NAME] section of cfg into *ret.
+ * -EINVAL is a config error (with FILE:LINE); any other -errno says why the
+ * driver could not open (at start that leaves the runtime present and
+ * unhealthy). */
+static int engine_open_with(struct engine *e, const struct config *cfg,
+			    struct engine_ref **ret, struct nerr *err)
+{
+	const struct config_section *s = config_section_find(cfg, "runtime", e->ops->name);
+	struct rt_config rc = { .instance = e->b->instance };
 	struct nerr oerr = { 0 };
 	struct rt_kv *kv = NULL;
+	void *h = NULL;
 	int r;
 
+	*ret = NULL;
 	if (s && s->nkv) {
 		kv = calloc(s->nkv, sizeof(*kv));
 		if (!kv)
@@ -375,19 +427,126 @@ static int engine_open(struct engine *e, struct nerr *err)
 		rc.kv = kv;
 		rc.nkv = s->nkv;
 	}
-	r = e->ops->open ? e->ops->open(&rc, &e->h, &oerr) : -ENOTSUP;
+	r = e->ops->open ? e->ops->open(&rc, &h, &oerr) : -ENOTSUP;
 	free(kv);
 	if (r == -EINVAL)
 		return nerr_set(err, EINVAL, "%s:%d: [runtime %s]: %s",
-				b->cfg->path ? b->cfg->path : "config", s ? s->line : 0,
+				cfg->path ? cfg->path : "config", s ? s->line : 0,
 				e->ops->name, oerr.msg);
-	if (r < 0) {
-		e->h = NULL;
-		pthread_mutex_lock(&e->lock);
-		snprintf(e->reason, sizeof(e->reason), "%s", oerr.msg[0] ? oerr.msg : strerror(-r));
-		pthread_mutex_unlock(&e->lock);
-	}
+	if (r < 0)
+		return nerr_set(err, -r, "%s", oerr.msg[0] ? oerr.msg : strerror(-r));
+	*ret = ref_new(e->ops, h);
+	if (!*ret)
+		return nerr_set(err, ENOMEM, "out of memory");
 	return 0;
+}
+
+static int engine_open(struct engine *e, struct nerr *err)
+{
+	struct engine_ref *r;
+	int rc = engine_open_with(e, e->b->cfg, &r, err);
+
+	if (rc == -EINVAL || rc == -ENOMEM)
+		return rc;
+	if (rc < 0) {
+		pthread_mutex_lock(&e->lock);
+		snprintf(e->reason, sizeof(e->reason), "%s", err->msg);
+		pthread_mutex_unlock(&e->lock);
+		nerr_clear(err);
+	}
+	engine_swap(e, r);
+	pthread_mutex_lock(&e->lock);
+	e->cfg = e->b->cfg;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+int engine_watch(struct engine *e, rt_event_fn fn, void *ctx, struct nerr *err)
+{
+	_cleanup_engine_ struct engine_ref *r = NULL;
+
+	pthread_mutex_lock(&e->lock);
+	e->watch_fn = fn;
+	e->watch_ctx = ctx;
+	pthread_mutex_unlock(&e->lock);
+	r = engine_hold(e);
+	if (!r || !e->ops->watch)
+		return 0;
+	return e->ops->watch(r->h, fn, ctx, err);
+}
+
+/* Whether e's section differs between the configs, and whether one of
+ * the keys that say where the containers live (runtime_ops.home_keys) does. */
+static bool section_changed(const struct engine *e, const struct config *a,
+			    const struct config *b, bool *ret_home)
+{
+	const struct config_section *x = config_section_find(a, "runtime", e->ops->name);
+	const struct config_section *y = config_section_find(b, "runtime", e->ops->name);
+	bool changed = false;
+
+	*ret_home = false;
+	for (int pass = 0; pass < 2; pass++) {
+		const struct config_section *s = pass ? y : x, *o = pass ? x : y;
+
+		for (size_t k = 0; s && k < s->nkv; k++) {
+			const char *v = o ? config_section_get(o, s->kv[k].key) : NULL;
+
+			if (v && s->kv[k].val && strcmp(v, s->kv[k].val) == 0)
+				continue;
+			changed = true;
+			for (const char *const *h = e->ops->home_keys; h && *h; h++)
+				if (strcmp(*h, s->kv[k].key) == 0)
+					*ret_home = true;
+		}
+	}
+	return changed;
+}
+
+int engine_reload(struct engine *e, const struct config *nc, bool in_use, struct nerr *err)
+{
+	struct engine_ref *r;
+	const struct config *oc;
+	rt_event_fn fn;
+	void *ctx;
+	bool home;
+	int rc;
+
+	pthread_mutex_lock(&e->lock);
+	oc = e->cfg ? e->cfg : e->b->cfg;
+	pthread_mutex_unlock(&e->lock);
+	if (!section_changed(e, oc, nc, &home))
+		return 0;
+	if (home && in_use)
+		return nerr_set(err, EBUSY, "[runtime %s]: where its containers live changed while "
+				"it has some: needs a restart (not applied)", e->ops->name);
+	rc = engine_open_with(e, nc, &r, err);
+	if (rc < 0 && rc != -EINVAL) {
+		char why[NERR_MSG_MAX];
+
+		snprintf(why, sizeof(why), "%s", err->msg);
+		return nerr_set(err, -rc, "[runtime %s]: the driver did not open with the new "
+				"section: %.200s", e->ops->name, why);
+	}
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&e->lock);
+	fn = e->watch_fn;
+	ctx = e->watch_ctx;
+	pthread_mutex_unlock(&e->lock);
+	/* the new handle watches before it takes calls: no event falls
+	 * between the two (the old one watches until its last call ends) */
+	if (fn && e->ops->watch) {
+		struct nerr werr = { 0 };
+
+		if (e->ops->watch(r->h, fn, ctx, &werr) < 0)
+			log_warn("runtime %s: no event stream: %s", e->ops->name, werr.msg);
+	}
+	engine_swap(e, r);
+	pthread_mutex_lock(&e->lock);
+	e->cfg = nc;	/* alive until backend_free, as every config a reload read */
+	pthread_mutex_unlock(&e->lock);
+	engine_probe(e);
+	return 1;
 }
 
 static int engines_init(struct backend *b, struct nerr *err)
@@ -412,9 +571,7 @@ static int engines_init(struct backend *b, struct nerr *err)
 		r = engine_open(e, err);
 		if (r < 0)
 			return r;
-		if (e->h)
-			e->ops->close(e->h);
-		e->h = NULL;
+		engine_swap(e, NULL);
 		{
 			struct engine_view *w = calloc(1, sizeof(*w));
 
@@ -471,9 +628,7 @@ static void engines_stop(struct backend *b)
 	for (size_t i = 0; i < b->nengines; i++) {
 		struct engine *e = &b->engines[i];
 
-		if (e->h && e->ops->close)
-			e->ops->close(e->h);
-		e->h = NULL;
+		engine_swap(e, NULL);
 		bnode_unref(e->node);
 		e->node = NULL;
 		pthread_mutex_destroy(&e->lock);
@@ -490,12 +645,34 @@ int engine_ready(struct engine *e, struct nerr *err)
 	char why[256];
 
 	pthread_mutex_lock(&e->lock);
-	ok = e->healthy && e->h;
+	ok = e->healthy && e->cur;
 	snprintf(why, sizeof(why), "%s", e->reason);
 	pthread_mutex_unlock(&e->lock);
 	if (!ok)
 		return nerr_set(err, EHOSTDOWN, "runtime %s is unhealthy: %s", e->ops->name,
 				why[0] ? why : "not probed yet");
+	return 0;
+}
+
+bool engine_opened(struct engine *e)
+{
+	bool ok;
+
+	pthread_mutex_lock(&e->lock);
+	ok = e->cur != NULL;
+	pthread_mutex_unlock(&e->lock);
+	return ok;
+}
+
+int engine_take(struct engine *e, struct engine_ref **ret, struct nerr *err)
+{
+	int r = engine_ready(e, err);
+
+	if (r < 0)
+		return r;
+	*ret = engine_hold(e);
+	if (!*ret)
+		return nerr_set(err, EHOSTDOWN, "runtime %s: its driver did not open", e->ops->name);
 	return 0;
 }
 

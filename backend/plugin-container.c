@@ -39,16 +39,18 @@
 #define PC_MOUNTS_MAX 64		/* binds of one plugin container */
 #define REAP_TRIES 20			/* the engine's word on an exit: 20 x 50 ms */
 
-/* The engine of pp's runtime when it answers, else NULL with err set. */
-static struct engine *ready_engine(struct pproc *pp, struct nerr *err)
+/* The driver handle of pp's runtime when it answers, held (the caller
+ * puts it), else NULL with err set. */
+static struct engine_ref *ready_engine(struct pproc *pp, struct nerr *err)
 {
 	struct engine *e = engine_find(pp->b, pp->runtime);
+	struct engine_ref *r = NULL;
 
 	if (!e) {
 		nerr_set(err, ENOTSUP, "this nodefs has no runtime %s", pp->runtime);
 		return NULL;
 	}
-	return engine_ready(e, err) < 0 ? NULL : e;
+	return engine_take(e, &r, err) < 0 ? NULL : r;
 }
 
 static void add_mount(struct rt_mount *m, size_t *n, const char *path, bool rshared)
@@ -72,7 +74,7 @@ static int spawn(struct pproc *pp, pid_t *ret_pid, char *ret_cid, struct nerr *e
 	struct rt_kv env[2] = { { "CSI_ENDPOINT", ep }, { "NODEFS_PLUGIN", pp->name } };
 	struct rt_status st = { 0 };
 	struct nerr e2 = { 0 };
-	struct engine *e;
+	_cleanup_engine_ struct engine_ref *e = NULL;
 	char *id = NULL;
 	size_t n = 0;
 	int r;
@@ -188,7 +190,7 @@ void pc_spawn_submit(struct pproc *pp)
 void pc_signal(struct pproc *pp, int sig)
 {
 	struct nerr err = { 0 };
-	struct engine *e = ready_engine(pp, &err);
+	_cleanup_engine_ struct engine_ref *e = ready_engine(pp, &err);
 
 	if (e && pp->cid[0] && e->ops->kill(e->h, pp->cid, sig, &err) >= 0)
 		return;
@@ -200,7 +202,7 @@ void pc_signal(struct pproc *pp, int sig)
 void pc_reap(struct pproc *pp, char *what, size_t len)
 {
 	struct nerr err = { 0 };
-	struct engine *e = ready_engine(pp, &err);
+	_cleanup_engine_ struct engine_ref *e = ready_engine(pp, &err);
 	struct rt_status st = { 0 };
 	int r = -ENOENT;
 
@@ -229,7 +231,7 @@ void pc_reap(struct pproc *pp, char *what, size_t len)
 bool pc_adoptable(struct pproc *pp)
 {
 	struct nerr err = { 0 };
-	struct engine *e;
+	_cleanup_engine_ struct engine_ref *e = NULL;
 	struct rt_status st = { 0 };
 
 	if (!pp->rec_cid[0])
@@ -249,7 +251,7 @@ bool pc_adoptable(struct pproc *pp)
 int pc_show_log(struct pproc *pp, struct sbuf *out)
 {
 	struct nerr err = { 0 };
-	struct engine *e = ready_engine(pp, &err);
+	_cleanup_engine_ struct engine_ref *e = ready_engine(pp, &err);
 	char cid[PC_ID_MAX];
 
 	pthread_mutex_lock(&pp->lock);

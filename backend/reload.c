@@ -5,8 +5,11 @@
  * Applies what can change under a running mount: the [plugin] sections
  * (plugins/NAME/ added, replaced when their endpoint, command or
  * keep_running changed, removed unless a profile or a volume still uses
- * them: that part is refused with a log line and the rest goes on) and the
- * [profile] sections (profiles/NAME/ nodes added, removed, replaced). It
+ * them: that part is refused with a log line and the rest goes on), the
+ * [profile] sections (profiles/NAME/ nodes added, removed, replaced) and
+ * the [runtime] sections (a changed one gets a new driver handle, calls in
+ * flight finishing on the old one: engine_reload; one that moves where the
+ * containers live is refused while the runtime has any). It
  * reports every other difference as needing a restart, changing nothing
  * of it. A plugin added through plugins/ctl is left as it is. The configs a
  * reload replaced stay alive until backend_free: a profile node or a
@@ -49,29 +52,6 @@ static bool profile_eq(const struct config_profile *a, const struct config_profi
 	return str_eq(a->plugin, b->plugin) && str_eq(a->access_mode, b->access_mode) &&
 	       str_eq(a->fs_type, b->fs_type) && strv_eq(a->mount_flags, b->mount_flags) &&
 	       strv_eq(a->params, b->params) && a->size == b->size;
-}
-
-/* Whether the sections of type differ (keys and values as written). */
-static bool sections_differ(const struct config *a, const struct config *b, const char *type)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		const struct config *x = pass ? b : a, *y = pass ? a : b;
-
-		for (size_t i = 0; i < x->nsections; i++) {
-			const struct config_section *s = &x->sections[i];
-			const struct config_section *t;
-
-			if (strcmp(s->type, type) != 0)
-				continue;
-			t = config_section_find(y, type, s->name);
-			if (!t || s->nkv != t->nkv)
-				return true;
-			for (size_t k = 0; k < s->nkv; k++)
-				if (!str_eq(config_section_get(t, s->kv[k].key), s->kv[k].val))
-					return true;
-		}
-	}
-	return false;
 }
 
 static void restart_needed(const char *what)
@@ -198,10 +178,33 @@ static unsigned plugins_drop(struct backend *b, const struct config *nc, unsigne
 	return k;
 }
 
+/* The [runtime] sections: each changed one gets a new driver handle; calls
+ * in flight finish on the old one, closed with the last of them. */
+static unsigned runtimes_apply(struct backend *b, const struct config *nc, unsigned *refused)
+{
+	unsigned k = 0;
+
+	for (size_t i = 0; i < b->nengines; i++) {
+		struct engine *e = &b->engines[i];
+		struct nerr e2 = { 0 };
+		int r = engine_reload(e, nc, containers_on(b, e), &e2);
+
+		if (r < 0) {
+			log_err("reload: runtime %s: %s", e->ops->name, e2.msg);
+			(*refused)++;
+		} else if (r > 0) {
+			log_info("reload: runtime %s: changed (calls under way finish with the old "
+				 "settings)", e->ops->name);
+			k++;
+		}
+	}
+	return k;
+}
+
 int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
 {
 	const struct config *oc = backend_profiles(b);
-	unsigned restart = 0, applied = 0, pl_applied = 0, refused = 0;
+	unsigned restart = 0, applied = 0, pl_applied = 0, rt_applied = 0, refused = 0;
 	struct config **keep;
 	int r;
 
@@ -213,8 +216,6 @@ int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
 		if (!str_eq(od ? od->name : NULL, nd ? nd->name : NULL))
 			restart_needed("the default plugin"), restart++;
 	}
-	if (sections_differ(b->cfg, nc, "runtime"))
-		restart_needed("a [runtime] section"), restart++;
 
 	pl_applied = plugins_apply(b, nc, &refused);
 
@@ -276,10 +277,18 @@ int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
 	pl_applied += plugins_drop(b, nc, &refused);
 	if (pl_applied)
 		bnode_changed(b->plugins);
-	log_info("reload: %u plugin change%s and %u profile change%s applied, %u refused, %u "
-		 "change%s need%s a restart", pl_applied, pl_applied == 1 ? "" : "s", applied,
-		 applied == 1 ? "" : "s", refused, restart, restart == 1 ? "" : "s",
-		 restart == 1 ? "s" : "");
+	rt_applied = runtimes_apply(b, nc, &refused);
+	{
+		char rt[48] = "";
+
+		if (rt_applied)
+			snprintf(rt, sizeof(rt), "%u runtime change%s, ", rt_applied,
+				 rt_applied == 1 ? "" : "s");
+		log_info("reload: %s%u plugin change%s and %u profile change%s applied, %u "
+			 "refused, %u change%s need%s a restart", rt, pl_applied,
+			 pl_applied == 1 ? "" : "s", applied, applied == 1 ? "" : "s", refused,
+			 restart, restart == 1 ? "" : "s", restart == 1 ? "s" : "");
+	}
 	return 0;
 refuse:
 	config_free(nc);

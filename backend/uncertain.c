@@ -132,7 +132,9 @@ static int look(struct backend *b, struct unc_entry *x)
 	size_t n = 0;
 	int found = 0;
 
-	if (engine_ready(x->e, &err) < 0 || x->e->ops->list(x->e->h, &l, &n, &err) < 0)
+	_cleanup_engine_ struct engine_ref *h = engine_hold(x->e);
+
+	if (engine_ready(x->e, &err) < 0 || !h || x->e->ops->list(h->h, &l, &n, &err) < 0)
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
 		struct bnode *node = NULL;
@@ -148,7 +150,7 @@ static int look(struct backend *b, struct unc_entry *x)
 			bnode_unref(node);
 			continue;
 		}
-		if (x->e->ops->destroy(x->e->h, l[i].id, &err) < 0) {
+		if (x->e->ops->destroy(h->h, l[i].id, &err) < 0) {
 			log_warn("container %s: cannot remove the %s container %.12s an uncertain "
 				 "create made: %s", x->name, x->e->ops->name, l[i].id, err.msg);
 			continue;

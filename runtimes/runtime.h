@@ -190,6 +190,10 @@ struct runtime_ops {
 	 * answer a crash lost is watched for; false: what a create cut short
 	 * made is found at once (lxc: list() reports it half_made) */
 	bool late_creates;
+	/* the config keys that say where the engine keeps the containers
+	 * (docker endpoint, lxc lxcpath), NULL-terminated: a reload of the
+	 * section that changes one is refused while the runtime has any */
+	const char *const *home_keys;
 
 	/* Make a handle. Never fails because the engine is absent: that is
 	 * reported by health(). -EINVAL for a bad config key/value. */

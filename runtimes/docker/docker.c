@@ -634,7 +634,10 @@ static int dk_logs(void *h, const char *id, size_t max, struct sbuf *out, struct
 	return r;
 }
 
+static const char *const home_keys[] = { "endpoint", NULL };
+
 const struct runtime_ops rt_docker_ops = {
+	.home_keys = home_keys,
 	.name = "docker",
 	.engine_names = true,
 	.late_creates = true,

@@ -727,7 +727,10 @@ static int rt_lxc_watch(void *hv, rt_event_fn fn, void *ctx, struct nerr *err)
 	return 0;
 }
 
+static const char *const home_keys[] = { "lxcpath", NULL };
+
 const struct runtime_ops rt_lxc_ops = {
+	.home_keys = home_keys,
 	.name = "lxc",
 	.engine_names = true,
 	.open = rt_lxc_open,

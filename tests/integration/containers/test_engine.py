@@ -16,6 +16,7 @@ The private dockerd and its dir are removed on every exit path.
 import os
 import signal
 import subprocess
+import threading
 import time
 import unittest
 
@@ -119,6 +120,65 @@ class Engine(unittest.TestCase):
         finally:
             subprocess.run([DOCKERD_FIXTURE, "stop", d], capture_output=True, timeout=180)
             self.assertFalse(os.path.exists(d))
+
+    def test_reload_changes_a_runtime_setting(self):
+        """SIGHUP with a new [runtime docker] stop_timeout: a stop under way
+        when the reload comes finishes on the old driver handle, with its
+        setting; a stop after it uses the new one. A reload that moves the
+        runtime's endpoint while it has containers is refused, and the
+        runtime goes on as it was."""
+        nt.requires("docker")
+        with ctest.Env(stop_timeout="6s") as env:
+            a, b = env.name("slow"), env.name("fast")
+            for n in (a, b):
+                env.run(n, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
+            for n in (a, b):
+                env.wait_state(n, "RUNNING", 30)
+            res = {}
+
+            def stop_a():
+                t0 = time.monotonic()
+                res["r"] = env.ctl("containers/%s/ctl" % a, "stop")
+                res["t"] = time.monotonic() - t0
+            th = threading.Thread(target=stop_a)
+            th.start()
+            try:
+                # sleep as PID 1 ignores SIGTERM: the stop waits out its timeout
+                self.assertTrue(nt.wait_until(lambda: env.state(a) == "STOPPING", 10))
+                with open(env.fs.config_path, "w") as f:
+                    f.write(env.config().replace("stop_timeout = 6s", "stop_timeout = 1s", 1))
+                env.fs.proc.send_signal(signal.SIGHUP)
+                self.assertTrue(nt.wait_until(
+                    lambda: "reload: runtime docker: changed" in env.fs.log(), 10),
+                    env.fs.log())
+            finally:
+                th.join(nt.scaled(60))
+            self.assertEqual(res.get("r"), (True, "OK"), env.cread(a, "error"))
+            self.assertEqual(env.state(a), "EXITED")
+            self.assertIn("1 runtime change, 0 plugin changes", env.fs.log())
+            t0 = time.monotonic()
+            env.cctl(b, "stop")
+            tb = time.monotonic() - t0
+            self.assertEqual(env.state(b), "EXITED")
+            # the old handle kept its 6 s; the new one kills after 1 s
+            self.assertGreater(res["t"], 5.5, "the stop under way lost its setting")
+            self.assertLess(tb, res["t"] / 2, "the stop after the reload waited %.1f s" % tb)
+            self.assertTrue(env.read("runtimes", "docker", "status").startswith("healthy"))
+            # moving the endpoint under containers is refused
+            with open(env.fs.config_path, "w") as f:
+                f.write(env.config().replace("stop_timeout = 6s", "stop_timeout = 1s", 1)
+                        .replace("endpoint = %s" % env.docker_host,
+                                 "endpoint = unix:///nonexistent/docker.sock", 1))
+            env.fs.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(nt.wait_until(
+                lambda: "where its containers live changed" in env.fs.log(), 10),
+                env.fs.log())
+            self.assertTrue(env.read("runtimes", "docker", "status").startswith("healthy"))
+            env.cctl(a, "start")
+            env.wait_state(a, "RUNNING", 30)
+            for n in (a, b):
+                env.cctl(n, "destroy")
+                env.wait_gone(n)
 
     def test_lxc_unusable_is_unhealthy_not_fatal(self):
         # an lxcpath that is a file: liblxc cannot work there
