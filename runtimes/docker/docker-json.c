@@ -281,6 +281,24 @@ static int set_new(json_t *o, const char *k, json_t *v)
 	return 0;
 }
 
+/* o[k] = an array of the strings v (NULL-terminated), each valid UTF-8
+ * (else -EINVAL, "WHAT is not valid UTF-8"). */
+static int set_strv(json_t *o, const char *k, char *const *v, const char *what,
+		    struct nerr *err)
+{
+	json_t *a = json_array();
+
+	if (set_new(o, k, a) < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
+	for (; *v; v++) {
+		if (!utf8_ok(*v))
+			return nerr_set(err, EINVAL, "%s is not valid UTF-8", what);
+		if (json_array_append_new(a, json_string(*v)) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
 {
 	json_auto_t *o = json_object();
@@ -314,14 +332,10 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 	     json_array_append_new(a, json_string("apparmor=unconfined")) < 0))
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (spec->argv && spec->argv[0]) {
-		if (set_new(o, "Cmd", a = json_array()) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-		for (char **v = spec->argv; *v; v++) {
-			if (!utf8_ok(*v))
-				return nerr_set(err, EINVAL, "cmd is not valid UTF-8");
-			if (json_array_append_new(a, json_string(*v)) < 0)
-				return nerr_set(err, ENOMEM, "out of memory");
-		}
+		int r = set_strv(o, "Cmd", spec->argv, "cmd", err);
+
+		if (r < 0)
+			return r;
 	}
 	if (spec->nenv) {
 		if (set_new(o, "Env", a = json_array()) < 0)
@@ -425,23 +439,16 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
 {
 	json_auto_t *o = json_object();
-	json_t *a = json_array();
 	char *s;
+	int r;
 
-	if (!o || !a) {
-		json_decref(a);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	if (set_new(o, "Cmd", a) < 0)
+	if (!o)
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (!argv || !argv[0] || !argv[0][0])
 		return nerr_set(err, EINVAL, "exec: empty command");
-	for (size_t i = 0; argv[i]; i++) {
-		if (!utf8_ok(argv[i]))
-			return nerr_set(err, EINVAL, "exec: argument is not valid UTF-8");
-		if (json_array_append_new(a, json_string(argv[i])) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-	}
+	r = set_strv(o, "Cmd", argv, "exec: argument", err);
+	if (r < 0)
+		return r;
 	if (set_new(o, "AttachStdout", json_true()) < 0 ||
 	    set_new(o, "AttachStderr", json_true()) < 0 ||
 	    set_new(o, "AttachStdin", json_false()) < 0 ||

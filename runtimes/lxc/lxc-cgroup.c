@@ -315,16 +315,23 @@ int rt_lxc_cg_freeze(const struct rt_lxc_cgpaths *p, bool freeze, int timeout_ms
 	return -ETIMEDOUT;
 }
 
-/* Read dir/file as one unsigned number; "max" reads as 0 (unlimited). */
-static int read_u64(const char *dir, const char *file, uint64_t *ret)
+/* Read dir/file into buf (NUL-terminated); -ENOENT for no dir. */
+static int read_at(const char *dir, const char *file, char *buf, size_t size)
 {
-	char path[PATH_MAX + 64], buf[64];
-	int r;
+	char path[PATH_MAX + 64];
 
 	if (!dir[0])
 		return -ENOENT;
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	r = rt_lxc_read_file(path, buf, sizeof(buf));
+	return rt_lxc_read_file(path, buf, size);
+}
+
+/* Read dir/file as one unsigned number; "max" reads as 0 (unlimited). */
+static int read_u64(const char *dir, const char *file, uint64_t *ret)
+{
+	char buf[64];
+	int r = read_at(dir, file, buf, sizeof(buf));
+
 	if (r < 0)
 		return r;
 	if (strncmp(buf, "max", 3) == 0) {
@@ -339,14 +346,10 @@ static int read_u64(const char *dir, const char *file, uint64_t *ret)
 /* Find "key N" in a flat-keyed cgroup file. */
 static int read_keyed(const char *dir, const char *file, const char *key, uint64_t *ret)
 {
-	char path[PATH_MAX + 64], buf[4096];
+	char buf[4096];
 	size_t kl = strlen(key);
-	int r;
+	int r = read_at(dir, file, buf, sizeof(buf));
 
-	if (!dir[0])
-		return -ENOENT;
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	r = rt_lxc_read_file(path, buf, sizeof(buf));
 	if (r < 0)
 		return r;
 	for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {

@@ -654,6 +654,23 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+/* Tell the proc connector to start (PROC_CN_MCAST_LISTEN) or stop
+ * (PROC_CN_MCAST_IGNORE) sending events: 0, or -1. */
+static int proc_tell(int fd, uint32_t op)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct cn_msg cn;
+		uint32_t op;
+	} __attribute__((packed)) req = {
+		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = NLMSG_DONE },
+		.cn = { .id = { .idx = CN_IDX_PROC, .val = CN_VAL_PROC }, .len = sizeof(uint32_t) },
+		.op = op,
+	};
+
+	return send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req) ? 0 : -1;
+}
+
 /* Subscribe to the kernel's process events, the exits of thread-group
  * leaders only (a socket filter drops the rest in the kernel: forks, execs
  * and thread exits of the whole host). -1 when refused (not root, no
@@ -678,15 +695,6 @@ static int proc_open(void)
 	};
 	struct sock_fprog prog = { .len = ARRAY_SIZE(code), .filter = code };
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC };
-	struct {
-		struct nlmsghdr nh;
-		struct cn_msg cn;
-		uint32_t op;
-	} __attribute__((packed)) req = {
-		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = NLMSG_DONE },
-		.cn = { .id = { .idx = CN_IDX_PROC, .val = CN_VAL_PROC }, .len = sizeof(uint32_t) },
-		.op = PROC_CN_MCAST_LISTEN,
-	};
 	int fd, rcvbuf = 1 << 20;
 
 	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_CONNECTOR);
@@ -695,7 +703,7 @@ static int proc_open(void)
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ||
 	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req)) {
+	    proc_tell(fd, PROC_CN_MCAST_LISTEN) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -704,19 +712,9 @@ static int proc_open(void)
 
 static void proc_close(int fd)
 {
-	struct {
-		struct nlmsghdr nh;
-		struct cn_msg cn;
-		uint32_t op;
-	} __attribute__((packed)) req = {
-		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = NLMSG_DONE },
-		.cn = { .id = { .idx = CN_IDX_PROC, .val = CN_VAL_PROC }, .len = sizeof(uint32_t) },
-		.op = PROC_CN_MCAST_IGNORE,
-	};
-
 	if (fd < 0)
 		return;
-	(void)!send(fd, &req, sizeof(req), 0);
+	(void)proc_tell(fd, PROC_CN_MCAST_IGNORE);
 	close(fd);
 }
 
