@@ -52,6 +52,7 @@ struct kind_ops;
 
 struct backend {
 	struct config *cfg;
+	struct store *store;	/* store.h: the state dir's records and journal */
 	/* instance.h: this instance's id (STATE_DIR/instance-id) and the
 	 * prefix of the engine-side names it makes (name_prefix) */
 	char instance[33];
@@ -80,6 +81,7 @@ struct backend {
 	atomic_int state;
 	atomic_ullong next_op;		/* the next operation id */
 	atomic_uint bad_records;	/* checkpoints that could not be read */
+	atomic_ullong freed;		/* objects removed: the monitor trims the heap */
 	/* Ended operations, oldest end first, each holding a node reference:
 	 * ops_trim drops from the front, so keeping operations_keep of them
 	 * costs the same at 10 or 100,000 operations. */

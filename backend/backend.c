@@ -240,7 +240,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 			: nerr_set(err, errno, "cannot lock %s: %s", lock, strerror(errno));
 		goto fail;
 	}
-	r = store_init(cfg->state_dir, err);
+	r = store_open(cfg->state_dir, &b->store, err);
 	if (r < 0)
 		goto fail;
 	r = instance_load(cfg->state_dir, b->instance, err);
@@ -440,8 +440,8 @@ int backend_start(struct backend *b, struct nerr *err)
 	if (b->rebooted)
 		log_warn("the node rebooted since the last run: staged and published volumes go back to NODE_READY");
 	/* recovery's progress (backend_progress): what there is to read */
-	atomic_store(&b->records_base, store_loaded(b->cfg->state_dir));
-	atomic_store(&b->records, store_count(b->cfg->state_dir));
+	atomic_store(&b->records_base, store_loaded(b->store));
+	atomic_store(&b->records, store_count(b->store));
 	if (pthread_create(&b->recovery, NULL, recovery_main, b) != 0)
 		return nerr_set(err, EAGAIN, "cannot start the recovery thread");
 	b->recovery_running = true;
@@ -524,6 +524,7 @@ void backend_free(struct backend *b)
 	bnode_unref(b->root);
 	events_free(b->events);
 	backend_reload_free(b);
+	store_close(b->store);
 	config_free(b->cfg);
 	pthread_mutex_destroy(&b->mlock);
 	pthread_mutex_destroy(&b->ended_lock);
@@ -544,7 +545,7 @@ void backend_progress(struct backend *b, struct backend_progress *ret)
 {
 	int st = atomic_load(&b->state);
 	unsigned long long total = atomic_load(&b->records);
-	unsigned long long read = store_loaded(b->cfg->state_dir) - atomic_load(&b->records_base);
+	unsigned long long read = store_loaded(b->store) - atomic_load(&b->records_base);
 
 	*ret = (struct backend_progress){
 		.recovering = st == BACKEND_RECOVERING, .stopping = st == BACKEND_STOPPING,

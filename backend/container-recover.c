@@ -319,7 +319,7 @@ int containers_recover(struct backend *b, struct nerr *err)
 	size_t n;
 	int r;
 
-	r = store_load(b->cfg->state_dir, "containers", recover_one, recover_bad, b);
+	r = store_load(b->store, "containers", recover_one, recover_bad, b);
 	if (r < 0)
 		return nerr_set(err, -r, "cannot read the container checkpoints: %s", strerror(-r));
 	/* the engines' first probe has run (engines_start): check each */

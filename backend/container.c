@@ -172,7 +172,7 @@ void container_unmake(struct container *c)
 	pthread_mutex_lock(&c->lock);
 	c->removed = true;
 	pthread_mutex_unlock(&c->lock);
-	store_del(c->b->cfg->state_dir, "containers", c->name, NULL);
+	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
 	bnode_remove(n);
 	bnode_unref(n);
 }
@@ -186,7 +186,7 @@ void container_forget(struct container *c, const char *op_id)
 	c->removed = true;
 	last = c->state;
 	pthread_mutex_unlock(&c->lock);
-	store_del(c->b->cfg->state_dir, "containers", c->name, NULL);
+	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
 	bnode_remove(n);
 	/* the stream's last word on it: containers/NAME is gone */
 	events_emit(c->b->events, "container", c->name, cstate_to_string(last), "DESTROYED",
@@ -277,7 +277,7 @@ int container_checkpoint(struct container *c, struct nerr *err)
 	pthread_mutex_lock(&c->lock);
 	container_write_locked(c, &w, false);
 	pthread_mutex_unlock(&c->lock);
-	r = store_put_record(c->b->cfg->state_dir, "containers", c->name, &w, err);
+	r = store_put_record(c->b->store, "containers", c->name, &w, STORE_DURABLE, err);
 	sbuf_free(&sb);
 	return r;
 }

@@ -18,6 +18,7 @@
 #include "backend-internal.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,8 +286,22 @@ void engines_poke_plugins(struct backend *b)
 	pthread_mutex_unlock(&b->mlock);
 }
 
+/* Memory back to the kernel after objects went (a mass destroy, trimmed
+ * operations): once per probe period in which some were freed, malloc_trim
+ * returns the heap's free pages. */
+static void trim_memory(struct backend *b, unsigned long long *seen)
+{
+	unsigned long long f = atomic_load(&b->freed);
+
+	if (f == *seen)
+		return;
+	*seen = f;
+	malloc_trim(0);
+}
+
 static void *monitor_main(void *arg)
 {
+	unsigned long long trimmed = 0;
 	struct backend *b = arg;
 	uint64_t every = b->cfg->reconcile_interval_ms;
 	uint64_t next_probe = 0, next_rec = mono_ms() + every;
@@ -304,6 +319,7 @@ static void *monitor_main(void *arg)
 			for (size_t i = 0; i < b->nengines; i++)
 				engine_probe(&b->engines[i]);
 			tick_kinds(b);
+			trim_memory(b, &trimmed);
 			next_probe = now + ENGINE_PROBE_SECONDS * 1000;
 		} else if (poked)
 			tick_kinds(b);	/* a plugin's health changed */

@@ -241,7 +241,7 @@ static const struct btype op_type = {
 	.free = op_node_free,
 };
 
-static int op_checkpoint(struct operation *op, struct nerr *err)
+static int op_checkpoint(struct operation *op, unsigned flags, struct nerr *err)
 {
 	struct sbuf sb = SBUF_INIT(0);
 	struct jw w;
@@ -251,7 +251,7 @@ static int op_checkpoint(struct operation *op, struct nerr *err)
 	pthread_mutex_lock(&op->lock);
 	op_write_locked(op, &w, false);
 	pthread_mutex_unlock(&op->lock);
-	r = store_put_record(op->b->cfg->state_dir, "operations", op->id, &w, err);
+	r = store_put_record(op->b->store, "operations", op->id, &w, flags, err);
 	sbuf_free(&sb);
 	return r;
 }
@@ -308,7 +308,7 @@ void op_note_outcome(struct operation *op, const char *line)
 	snprintf(op->outcome + n, sizeof(op->outcome) - n, "%s%s", n ? "; " : "", line);
 	pthread_mutex_unlock(&op->lock);
 	if (!atomic_load(&op->node->dead))
-		op_checkpoint(op, &err);
+		op_checkpoint(op, STORE_DURABLE, &err);
 	bnode_changed(op->node);
 }
 
@@ -336,7 +336,9 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 		 rq && rq->cluster_cmd ? rq->cluster_cmd : "");
 	op->state = OP_PENDING;
 	op->created = time(NULL);
-	r = op_checkpoint(op, err);
+	/* durable with the command's first flush: before its first outside
+	 * call (actq_run, or the action's own first checkpoint) */
+	r = op_checkpoint(op, STORE_LAZY, err);
 	if (r < 0) {
 		nerr_prefix(err, "cannot checkpoint the operation");
 		bnode_unref(op->node);
@@ -344,7 +346,7 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	}
 	r = bnode_add(b->operations, op->node);
 	if (r < 0) {
-		store_del(b->cfg->state_dir, "operations", id, NULL);
+		store_del(b->store, "operations", id, STORE_LAZY, NULL);
 		bnode_unref(op->node);
 		return nerr_set(err, -r, "operation %s: %s", id, strerror(-r));
 	}
@@ -430,8 +432,9 @@ static void ops_trim(struct backend *b)
 	struct bnode *n;
 
 	while ((n = ended_pop_over(b, b->cfg->operations_keep))) {
-		store_drop(b->cfg->state_dir, "operations", opof(n)->id, NULL);
+		store_drop(b->store, "operations", opof(n)->id, NULL);
 		bnode_remove(n);
+		atomic_fetch_add(&b->freed, 1);
 		bnode_unref(n);
 	}
 }
@@ -461,7 +464,7 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	op->finished = time(NULL);
 	snprintf(op->error, sizeof(op->error), "%s", msg ? msg : "");
 	pthread_mutex_unlock(&op->lock);
-	if (op_checkpoint(op, &cerr) < 0)
+	if (op_checkpoint(op, STORE_LAZY, &cerr) < 0)	/* flushed before the writer hears */
 		log_op(LOG_LVL_ERR, op, "not checkpointed", cerr.msg);
 	if (st == OP_FAILED)
 		log_op(LOG_LVL_WARN, op, "failed", msg);
@@ -543,7 +546,7 @@ static void recover_bad(void *ctx, const char *name, const char *why)
 
 int ops_recover(struct backend *b, struct nerr *err)
 {
-	int r = store_load(b->cfg->state_dir, "operations", recover_one, recover_bad, b);
+	int r = store_load(b->store, "operations", recover_one, recover_bad, b);
 
 	if (r < 0)
 		return nerr_set(err, -r, "cannot read the operation checkpoints: %s", strerror(-r));
@@ -587,6 +590,8 @@ void ops_drop_orphans(struct backend *b)
 				"the object was reconciled with what its plugin or engine reports");
 	}
 	bnode_list_free(v, n);
+	if (store_sync(b->store, &(struct nerr){ 0 }) < 0)
+		log_err("operations dropped at recovery: not checkpointed");
 }
 
 struct operation *op_find(struct backend *b, const char *id)
@@ -635,8 +640,16 @@ static void actq_run(void *arg);
 
 static void action_finish(struct action *a, int r)
 {
+	struct nerr serr = { 0 };
+
 	if (a->op)
 		op_end(a->op, r, &a->err);
+	/* one flush for what the command left queued (its stable state, its
+	 * operation's end): the writer is answered only once it is durable */
+	if (store_sync(a->b->store, &serr) < 0 && r >= 0) {
+		r = -serr.code;
+		a->err = serr;
+	}
 	if (a->done)
 		a->done(a, r);
 	if (a->rq) {
@@ -712,7 +725,10 @@ static void actq_run(void *arg)
 #if NODEFS_TEST_HOOKS
 			slow_action_hook();
 #endif
-			r = a->run(a, &a->err);
+			if (!a->self_sync)
+				r = store_sync(a->b->store, &a->err);
+			if (r >= 0)
+				r = a->run(a, &a->err);
 			if (r < 0 && !a->err.msg[0])
 				nerr_set(&a->err, -r, "%s", strerror(-r));
 		}
@@ -759,10 +775,12 @@ int actq_submit(struct actq *q, struct action *a)
 	if (a->rq && a->rq->nonblock) {
 		/* checkpointed already (op_begin): answer with the id now */
 		struct breq *rq = a->rq;
+		int sr = store_sync(a->b->store, &rq->err);
+
 		a->rq = NULL;
-		if (a->op)
+		if (a->op && sr >= 0)
 			sbuf_printf(&rq->reply, "%s\n", a->op->id);
-		breq_complete(rq, 0);
+		breq_complete(rq, sr < 0 ? sr : 0);
 	}
 	if (start && work_submit(a->b->work, actq_run, q) < 0)
 		actq_run(q);	/* no worker could start: run here rather than lose it */

@@ -104,6 +104,9 @@ struct action {
 	action_fn run;			/* on a worker: may block */
 	void (*done)(struct action *a, int result);	/* after run, optional */
 	void (*free)(struct action *a);	/* free the enclosing struct */
+	/* run flushes the records (its operation's PENDING) itself before
+	 * its first outside call; otherwise actq_run flushes first */
+	bool self_sync;
 	struct nerr err;
 };
 

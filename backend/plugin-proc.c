@@ -136,7 +136,7 @@ int pproc_checkpoint(struct pproc *pp, struct nerr *err)
 	if (pp->cid[0])
 		json_object_set_new(o, "container", json_string(pp->cid));
 	pthread_mutex_unlock(&pp->lock);
-	r = store_put(pp->b->cfg->state_dir, "plugins", pp->name, o, err);
+	r = store_put(pp->b->store, "plugins", pp->name, o, STORE_DURABLE, err);
 	json_decref(o);
 	return r;
 }

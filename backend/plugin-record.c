@@ -127,14 +127,14 @@ int plugin_record_put(struct backend *b, const struct plugin_def *def, struct ne
 
 	if (!o)
 		return nerr_set(err, ENOMEM, "out of memory");
-	r = store_put(b->cfg->state_dir, "plugins", def->name, o, err);
+	r = store_put(b->store, "plugins", def->name, o, STORE_DURABLE, err);
 	json_decref(o);
 	return r;
 }
 
 int plugin_record_del(struct backend *b, const char *name, struct nerr *err)
 {
-	return store_del(b->cfg->state_dir, "plugins", name, err);
+	return store_del(b->store, "plugins", name, STORE_DURABLE, err);
 }
 
 static char **strv_from_json(json_t *a)
@@ -201,7 +201,7 @@ int plugin_records_load(struct backend *b, plugin_record_fn fn, void *ctx)
 {
 	struct load_ctx lc = { fn, ctx };
 
-	return store_load(b->cfg->state_dir, "plugins", load_one, load_bad, &lc);
+	return store_load(b->store, "plugins", load_one, load_bad, &lc);
 }
 
 /* The process a record names, when that very process still runs. */

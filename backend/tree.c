@@ -133,6 +133,7 @@ void bnode_unref(struct bnode *n)
 	if (n->type->free)
 		n->type->free(n);
 	free(n->kids);
+	free(n->error);
 	hmap_free(&n->byname);
 	pthread_mutex_destroy(&n->lock);
 	tree_unref(n->tree);
@@ -364,7 +365,10 @@ void bnode_set_error(struct bnode *n, const char *msg)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	pthread_mutex_lock(&n->lock);
-	snprintf(n->error, sizeof(n->error), "%s %s", when, msg);
+	if (!n->error)
+		n->error = malloc(BNODE_ERROR_MAX);
+	if (n->error)
+		snprintf(n->error, BNODE_ERROR_MAX, "%s %s", when, msg);
 	pthread_mutex_unlock(&n->lock);
 	bnode_changed(n);
 }
@@ -372,7 +376,7 @@ void bnode_set_error(struct bnode *n, const char *msg)
 void bnode_get_error(struct bnode *n, char *buf, size_t len)
 {
 	pthread_mutex_lock(&n->lock);
-	snprintf(buf, len, "%s", n->error);
+	snprintf(buf, len, "%s", n->error ? n->error : "");
 	pthread_mutex_unlock(&n->lock);
 }
 

@@ -143,7 +143,8 @@ struct bnode {
 	struct hmap byname;
 
 	pthread_mutex_t lock;	/* guards error */
-	char error[BNODE_ERROR_MAX];
+	char *error;		/* the last error line; NULL until one is set
+				 * (most nodes never have one) */
 };
 
 /* Make a detached node with one reference. NULL on OOM. Its serial is

@@ -82,6 +82,7 @@ int volume_submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	x->a.run = volume_run_action;
 	x->a.done = volume_act_done;
 	x->a.free = volume_act_free;
+	x->a.self_sync = true;	/* each step's first checkpoint is durable */
 	snprintf(object, sizeof(object), "volumes/%s", v->name);
 	r = op_begin(v->b, types[kind], object, cmdline, rq, &x->a.op, &rq->err);
 	if (r < 0) {

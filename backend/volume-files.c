@@ -73,10 +73,10 @@ static int volume_stats(struct volume *v, long long used[3], long long ino[3], b
 	if (v->target && v->state == V_PUBLISHED)
 		snprintf(path, sizeof(path), "%s", v->target);
 	else if (v->staged && v->state == V_VOL_READY)
-		snprintf(path, sizeof(path), "%s", v->staging);
+		snprintf(path, sizeof(path), "%s", VSTAGING(v));
 	if (v->id)
 		snprintf(id, sizeof(id), "%s", v->id);
-	snprintf(staging, sizeof(staging), "%s", v->staged ? v->staging : "");
+	snprintf(staging, sizeof(staging), "%s", v->staged ? VSTAGING(v) : "");
 	if (!path[0])
 		v->have_stats = false;
 	pthread_mutex_unlock(&v->lock);

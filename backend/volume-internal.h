@@ -58,7 +58,7 @@ struct volume {
 	long long stats_used, stats_available;
 	char *target;
 	bool ro;
-	char staging[PATH_MAX];
+	char *staging;			/* NULL until it has an id; VSTAGING */
 	bool last_uncertain;		/* the last call's outcome is unknown */
 	/* A CreateVolume or DeleteVolume whose answer never came is being
 	 * settled in the background (volume_watch_uncertain): one watch at a
@@ -68,6 +68,9 @@ struct volume {
 	struct operation *unc_op;
 	bool unc_undo;
 };
+
+/* The staging path, "" when none. */
+#define VSTAGING(v) ((v)->staging ? (v)->staging : "")
 
 static inline struct volume *vof(struct bnode *n)
 {
@@ -110,7 +113,7 @@ void volume_write_locked(struct volume *v, struct jw *w, bool redact);
  * yet shared. */
 void volume_staging_locked(struct volume *v);
 /* Write the volume's record (store.c). -errno with err. */
-int volume_checkpoint(struct volume *v, struct nerr *err);
+int volume_checkpoint(struct volume *v, unsigned flags, struct nerr *err);
 enum vstate volume_state(struct volume *v);
 /* Set the state; a change wakes pollers and emits an event carrying op_id,
  * the operation whose command moved it (NULL: none did). */

@@ -64,7 +64,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	S(target, "target");
 #undef S
 	if ((s = json_string_value(json_object_get(j, "staging_path"))))
-		snprintf(v->staging, sizeof(v->staging), "%s", s);
+		v->staging = strdup(s);
 	volume_staging_locked(v);
 	v->mount_flags = json_strv(json_object_get(j, "mount_flags"));
 	v->params = json_strv(json_object_get(j, "parameters"));
@@ -113,7 +113,7 @@ static void recover_bad(void *ctx, const char *name, const char *why)
 
 int volumes_recover(struct backend *b, struct nerr *err)
 {
-	int r = store_load(b->cfg->state_dir, "volumes", recover_one, recover_bad, b);
+	int r = store_load(b->store, "volumes", recover_one, recover_bad, b);
 
 	if (r < 0)
 		return nerr_set(err, -r, "cannot read the volume checkpoints: %s", strerror(-r));

@@ -35,6 +35,7 @@
 #include "operation.h"
 #include "secrets.h"
 #include "uncertain.h"
+#include "store.h"
 
 /* ---- the steps: one storage call each ---- */
 
@@ -108,7 +109,7 @@ static struct storage_req req_of(struct vctx *x)
 		.params = v->params,
 		.vctx = v->vctx,
 		.pctx = v->pctx,
-		.staging = v->staged ? v->staging : "",
+		.staging = v->staged ? VSTAGING(v) : "",
 		.target = v->target,
 		.readonly = v->ro,
 	};
@@ -262,13 +263,13 @@ static int do_stage(struct vctx *x, struct nerr *err)
 	struct storage_result res = { 0 };
 	int r;
 
-	if (!v->staging[0])
+	if (!VSTAGING(v)[0])
 		return nerr_set(err, EINVAL, "volume %s has no id to stage", v->name);
-	r = mkdir_p(v->staging, 0750);
+	r = mkdir_p(VSTAGING(v), 0750);
 	if (r < 0)
-		return nerr_set(err, -r, "cannot make the staging path %s: %s", v->staging, strerror(-r));
+		return nerr_set(err, -r, "cannot make the staging path %s: %s", VSTAGING(v), strerror(-r));
 	rq = req_of(x);
-	rq.staging = v->staging;
+	rq.staging = VSTAGING(v);
 	r = x->ops->stage(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r >= 0) {
@@ -285,14 +286,14 @@ static int do_unstage(struct vctx *x, struct nerr *err)
 	struct storage_result res = { 0 };
 	int r;
 
-	rq.staging = x->v->staging;
+	rq.staging = VSTAGING(x->v);
 	r = x->ops->unstage(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
 		x->v->staged = false;
 		pthread_mutex_unlock(&x->v->lock);
-		rmdir(x->v->staging);
+		rmdir(VSTAGING(x->v));
 	}
 	return r;
 }
@@ -360,7 +361,9 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 	int r;
 
 	volume_set_state(v, transient, xop(x));
-	r = volume_checkpoint(v, err);
+	/* the one flush of the step: this record, the stable state of the
+	 * step before and whatever the command queued (its operation) */
+	r = volume_checkpoint(v, STORE_DURABLE, err);
 	if (r < 0) {
 		volume_set_state(v, back, xop(x));
 		return r;
@@ -371,7 +374,7 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 	if (r < 0) {
 		if (!v->last_uncertain) {
 			volume_set_state(v, back, xop(x));
-			volume_checkpoint(v, &cerr);
+			volume_checkpoint(v, STORE_LAZY, &cerr);
 		} else {
 			nerr_prefix(err, "left in %s, the next command retries", vstate_to_string(transient));
 		}
@@ -388,7 +391,7 @@ static int flush(struct vctx *x, struct nerr *err)
 	if (!x->dirty)
 		return 0;
 	x->dirty = false;
-	return volume_checkpoint(x->v, err);
+	return volume_checkpoint(x->v, STORE_LAZY, err);
 }
 
 /* The state an up-walk resumes from: a transient state of either
@@ -552,7 +555,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 		v->node_expand_to = node_needed && on_node ? (int64_t)size : 0;
 		pthread_mutex_unlock(&v->lock);
 		bnode_changed(v->node);
-		r = volume_checkpoint(v, err);
+		r = volume_checkpoint(v, STORE_DURABLE, err);	/* before the node call */
 		if (r < 0)
 			return r;
 	}
@@ -562,7 +565,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 		int64_t newcap = 0;
 
 		rq.bytes = (int64_t)size;
-		rq.path = v->target && v->state == V_PUBLISHED ? v->target : v->staging;
+		rq.path = v->target && v->state == V_PUBLISHED ? v->target : VSTAGING(v);
 		r = x->ops->node_expand(x->h, &rq, &newcap, retry_note, x, &res, err);
 		note_result(x, &res);
 		if (r < 0) {
@@ -584,7 +587,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 		pthread_mutex_unlock(&v->lock);
 	}
 	bnode_changed(v->node);
-	return volume_checkpoint(v, err);
+	return volume_checkpoint(v, STORE_LAZY, err);
 }
 
 
@@ -844,10 +847,13 @@ int volume_run_action(struct action *a, struct nerr *err)
 			volume_forget(v, a->op ? a->op->id : NULL);	/* it never existed: nothing changed */
 		break;
 	case VA_IMPORT:
-		r = do_validate(&x, err);
+		/* the operation durable before the call (no step does it) */
+		r = store_sync(v->b->store, err);
+		if (r >= 0)
+			r = do_validate(&x, err);
 		if (r >= 0) {
 			import_listed(&x);
-			r = volume_checkpoint(v, err);
+			r = volume_checkpoint(v, STORE_LAZY, err);
 		}
 		if (r < 0)
 			volume_forget(v, a->op ? a->op->id : NULL);
@@ -891,7 +897,9 @@ int volume_run_action(struct action *a, struct nerr *err)
 		r = walk_down(&x, DOWN_CREATED, err);
 		break;
 	case VA_EXPAND:
-		r = do_expand(&x, act->size, err);
+		r = store_sync(v->b->store, err);	/* the operation, before the call */
+		if (r >= 0)
+			r = do_expand(&x, act->size, err);
 		break;
 	case VA_DESTROY:
 		r = walk_down(&x, DOWN_DELETED, err);

@@ -22,6 +22,7 @@
 #include "volume-internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,7 @@ void volume_free(struct volume *v)
 	storage_strv_free(v->pctx);
 	free(v->target);
 	op_unref(v->unc_op);
+	free(v->staging);
 	pthread_mutex_destroy(&v->lock);
 	free(v);
 }
@@ -169,7 +171,7 @@ void volume_write_locked(struct volume *v, struct jw *w, bool redact)
 	if (v->target)
 		jw_kstr(w, "target", v->target);
 	jw_kbool(w, "readonly", v->ro);
-	if (v->staging[0])
+	if (v->staging)
 		jw_kstr(w, "staging_path", v->staging);
 }
 
@@ -179,26 +181,27 @@ void volume_write_locked(struct volume *v, struct jw *w, bool redact)
 void volume_staging_locked(struct volume *v)
 {
 	static const char hex[] = "0123456789ABCDEF";
+	char buf[PATH_MAX];
 	size_t off;
 
-	if (v->staging[0] || !v->id)
+	if (v->staging || !v->id)
 		return;
-	off = (size_t)snprintf(v->staging, sizeof(v->staging), "%s/staging/",
-			       v->b->cfg->state_dir);
-	for (const unsigned char *c = (const unsigned char *)v->id; *c && off + 4 < sizeof(v->staging); c++) {
+	off = (size_t)snprintf(buf, sizeof(buf), "%s/staging/", v->b->cfg->state_dir);
+	for (const unsigned char *c = (const unsigned char *)v->id; *c && off + 4 < sizeof(buf); c++) {
 		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
 		    *c == '_' || *c == '-' || (*c == '.' && c != (const unsigned char *)v->id)) {
-			v->staging[off++] = (char)*c;
+			buf[off++] = (char)*c;
 		} else {
-			v->staging[off++] = '%';
-			v->staging[off++] = hex[*c >> 4];
-			v->staging[off++] = hex[*c & 15];
+			buf[off++] = '%';
+			buf[off++] = hex[*c >> 4];
+			buf[off++] = hex[*c & 15];
 		}
 	}
-	v->staging[off] = '\0';
+	buf[off] = '\0';
+	v->staging = strdup(buf);	/* NULL on OOM: made again at the next look */
 }
 
-int volume_checkpoint(struct volume *v, struct nerr *err)
+int volume_checkpoint(struct volume *v, unsigned flags, struct nerr *err)
 {
 	struct sbuf sb = SBUF_INIT(0);
 	struct jw w;
@@ -208,7 +211,7 @@ int volume_checkpoint(struct volume *v, struct nerr *err)
 	pthread_mutex_lock(&v->lock);
 	volume_write_locked(v, &w, false);
 	pthread_mutex_unlock(&v->lock);
-	r = store_put_record(v->b->cfg->state_dir, "volumes", v->name, &w, err);
+	r = store_put_record(v->b->store, "volumes", v->name, &w, flags, err);
 	sbuf_free(&sb);
 	return r;
 }
@@ -245,7 +248,7 @@ void volume_unmake(struct volume *v)
 {
 	struct bnode *n = bnode_ref(v->node);
 
-	store_del(v->b->cfg->state_dir, "volumes", v->name, NULL);
+	store_del(v->b->store, "volumes", v->name, STORE_LAZY, NULL);
 	bnode_remove(n);
 	bnode_unref(n);
 }
@@ -254,8 +257,9 @@ void volume_forget(struct volume *v, const char *op_id)
 {
 	struct bnode *n = bnode_ref(v->node);	/* v lives until the event is out */
 
-	store_del(v->b->cfg->state_dir, "volumes", v->name, NULL);
+	store_del(v->b->store, "volumes", v->name, STORE_LAZY, NULL);
 	bnode_remove(n);
+	atomic_fetch_add(&v->b->freed, 1);
 	events_emit(v->b->events, "volume", v->name, vstate_to_string(volume_state(v)), "DELETED",
 		    op_id, NULL);
 	bnode_unref(n);

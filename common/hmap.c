@@ -55,9 +55,11 @@ void *hmap_get(const struct hmap *m, uint64_t hash, const void *key, hmap_eq_fn 
 	}
 }
 
-static int hmap_grow(struct hmap *m)
+/* Rehash into the smallest power of two from 16 that keeps the table at
+ * most half full with one more entry. */
+static int hmap_resize(struct hmap *m)
 {
-	size_t ncap = m->cap ? m->cap : 16;
+	size_t ncap = 16;
 	struct hmap_slot *nt, *old = m->tab;
 	size_t ocap = m->cap;
 
@@ -86,7 +88,7 @@ int hmap_put(struct hmap *m, uint64_t hash, void *val)
 	size_t i;
 
 	if ((m->used + 1) * 4 > m->cap * 3) {
-		int r = hmap_grow(m);
+		int r = hmap_resize(m);
 		if (r < 0)
 			return r;
 	}
@@ -114,6 +116,10 @@ void *hmap_del(struct hmap *m, uint64_t hash, const void *key, hmap_eq_fn eq)
 		if (v != HMAP_TOMB && s->hash == hash && eq(v, key)) {
 			s->val = HMAP_TOMB;
 			m->len--;
+			/* a table emptied by mass removals gives its memory back
+			 * (on failure it stays as it is, still correct) */
+			if (m->cap > 64 && m->len * 8 < m->cap)
+				hmap_resize(m);
 			return v;
 		}
 	}

@@ -30,7 +30,8 @@ void hmap_free(struct hmap *m);
 void *hmap_get(const struct hmap *m, uint64_t hash, const void *key, hmap_eq_fn eq);
 /* Insert val (its key must not be present already). -ENOMEM. */
 int hmap_put(struct hmap *m, uint64_t hash, void *val);
-/* Remove and return the value matching key, or NULL. */
+/* Remove and return the value matching key, or NULL. A table emptied to
+ * an eighth shrinks: an iteration restarts after a removal. */
 void *hmap_del(struct hmap *m, uint64_t hash, const void *key, hmap_eq_fn eq);
 
 /* Iterate: start with *pos = 0; NULL at the end. No changes meanwhile. */

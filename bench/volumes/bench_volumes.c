@@ -302,8 +302,9 @@ static int run_put(const char *state_dir, int count)
 {
 	double *lat = calloc((size_t)count, sizeof(double));
 	struct nerr err = { 0 };
+	struct store *st;
 
-	if (store_init(state_dir, &err) < 0) {
+	if (store_open(state_dir, &st, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
@@ -314,7 +315,7 @@ static int run_put(const char *state_dir, int count)
 
 		store_record_begin(&w, &sb);
 		volume_record(&w, i & 7);
-		if (store_put_record(state_dir, "volumes", "bench", &w, &err) < 0) {
+		if (store_put_record(st, "volumes", "bench", &w, STORE_DURABLE, &err) < 0) {
 			fprintf(stderr, "%s\n", err.msg);
 			return 1;
 		}
@@ -322,6 +323,7 @@ static int run_put(const char *state_dir, int count)
 		if (i >= 0)
 			lat[i] = (double)(loop_now_us() - t0);
 	}
+	store_close(st);
 	report(lat, (size_t)count);
 	free(lat);
 	return 0;

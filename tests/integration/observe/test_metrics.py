@@ -43,6 +43,9 @@ FAMILIES = {
     "nodefs_checkpoint_write_duration_seconds": "histogram",
     "nodefs_checkpoint_write_errors_total": "counter",
     "nodefs_checkpoint_removals_total": "counter",
+    "nodefs_checkpoint_flushes_total": "counter",
+    "nodefs_checkpoint_records_total": "counter",
+    "nodefs_checkpoint_syncfs_total": "counter",
 }
 
 # Families that must have samples in this world (the rest may be empty).
@@ -54,6 +57,7 @@ WITH_SAMPLES = (
     "nodefs_container_exits_total", "nodefs_fuse_requests_total",
     "nodefs_checkpoint_write_duration_seconds",
     "nodefs_checkpoint_write_errors_total",
+    "nodefs_checkpoint_flushes_total", "nodefs_checkpoint_records_total",
 )
 
 
@@ -162,7 +166,9 @@ class MetricsTest(MetricsWorld):
             return {(n, l.get("kind"), l.get("le")): float(v) for n, l, v in
                     fams["nodefs_checkpoint_write_duration_seconds"]["samples"]
                     + fams["nodefs_checkpoint_write_errors_total"]["samples"]
-                    + fams["nodefs_checkpoint_removals_total"]["samples"]}
+                    + fams["nodefs_checkpoint_removals_total"]["samples"]
+                    + fams["nodefs_checkpoint_flushes_total"]["samples"]
+                    + fams["nodefs_checkpoint_records_total"]["samples"]}
         h = "nodefs_checkpoint_write_duration_seconds"
         before = figures()
         self.w.volumes.append("ckm")
@@ -188,6 +194,13 @@ class MetricsTest(MetricsWorld):
                                 None)] - before[(
                                     "nodefs_checkpoint_removals_total",
                                     "volumes", None)], 1)
+        # grouped: one flush per step and one per command, fewer than records
+        flushes = after[("nodefs_checkpoint_flushes_total", None, None)] - \
+            before[("nodefs_checkpoint_flushes_total", None, None)]
+        records = after[("nodefs_checkpoint_records_total", None, None)] - \
+            before[("nodefs_checkpoint_records_total", None, None)]
+        self.assertGreater(flushes, 0)
+        self.assertLess(flushes, records)
         self.check_histogram(ob.parse_prom(self.prom()), h)
 
     def test_one_read_is_one_snapshot(self):

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -121,6 +122,74 @@ class VolumeCrashTest(unittest.TestCase):
                                    ("volumes/cv/ctl", "publish TARGET")]
                               + ([("volumes/cv/ctl", "unpublish")] if line != "unpublish" else []),
                               point, line, want)
+
+
+class GroupCrashTest(unittest.TestCase):
+    """A crash between the grouped records of concurrent commands: the
+    journal's flush that carried several operations' records reached the
+    disk, the first of their files was written and the others were not
+    (NODEFS_CRASH_AT=group:1). Recovery replays the journal: every command
+    whose operation was in the flush is found PENDING and driven to its
+    end, and no record is torn or lost. (Writes to one ctl file are one at
+    a time in the kernel: the commands go to the volumes' own ctl files.)"""
+    WRITERS = 6
+
+    def setUp(self):
+        nt.requires("hooks")
+
+    def test_group(self):
+        with voltest.VolEnv() as env:
+            names = ["g%d" % i for i in range(self.WRITERS)]
+            for n in names:
+                ok, err = env.ctl("volumes/ctl", "create %s size=1M" % n)
+                self.assertTrue(ok, err)
+            # each action waits 300 ms on its worker before it runs, so the
+            # operations the writers begin are queued together before the
+            # first step's flush takes them all
+            env.fs.env = {"NODEFS_CRASH_AT": "group:1", "NODEFS_TEST_SLOW_ACTION": "300"}
+            env.fs.restart()
+            results = {}
+
+            def writer(n):
+                results[n] = env.ctl("volumes/%s/ctl" % n, "publish " + env.target(n))
+            threads = [threading.Thread(target=writer, args=(n,)) for n in names]
+            for t in threads:
+                t.start()
+            died = nt.wait_until(lambda: env.fs.proc.poll() is not None, 30)
+            for t in threads:
+                t.join(30)
+            self.assertTrue(died, "the daemon did not crash at group:1 %s\n%s"
+                            % (results, env.fs.log()))
+            self.assertIn("between the grouped records", env.fs.log())
+            env.fs.kill9()
+            env.fs.env = None
+            env.fs.start()
+            env.wait_plugin_ready()
+            COVERED.append("%d concurrent publishes @ group:1" % self.WRITERS)
+            self.assertIn("records replayed", env.fs.log())
+            self.assertTrue(settle(env), "operations still PENDING after recovery")
+            st = env.fs.status()
+            self.assertEqual(st["checkpoint_errors"], "0", st)
+            pubs = [env.op(o) for o in env.ops()]
+            pubs = [o for o in pubs if o["type"] == "volume.publish"]
+            # the flush carried two operations or more: each came back
+            self.assertGreaterEqual(len(pubs), 2, pubs)
+            for o in pubs:
+                self.assertEqual(o["state"], "FINISHED", o)
+                self.assertEqual(env.state(o["object"].split("/", 1)[1]), "PUBLISHED", o)
+            # an acknowledged command is never lost
+            for n, (ok, _) in results.items():
+                if ok:
+                    self.assertEqual(env.state(n), "PUBLISHED", n)
+            self.assertEqual(sorted(env.volumes()), names)
+            for name in names:
+                if env.state(name) == "PUBLISHED":
+                    ok, err = env.ctl("volumes/%s/ctl" % name, "unpublish")
+                    self.assertTrue(ok, err)
+                ok, err = env.ctl("volumes/%s/ctl" % name, "destroy")
+                self.assertTrue(ok, err)
+            self.assertEqual(env.plugin.state(), {}, "CSI volumes leaked in the plugin")
+            self.assertEqual(voltest.mounts_under(env.tmp), [], "mounts leaked")
 
 
 class ContainerCrashTest(unittest.TestCase):
