@@ -53,17 +53,36 @@ def make_image(tag):
         raise AssertionError("%s: %s" % (IMAGE_SCRIPT, p.stderr))
 
 
+TAG = "nodefs-test/csi-local:%d" % os.getpid()
+_made = []
+
+
+def image():
+    """The image of this test run: made at first use, removed at the end."""
+    if not _made:
+        make_image(TAG)
+        _made.append(TAG)
+    return TAG
+
+
+def tearDownModule():
+    for tag in _made:
+        docker("rmi", "-f", tag)
+
+
 class Env:
     """A temp dir made a shared mount of its own (rshared binds need one),
     the image, and a nodefs whose plugin runs in it. Leaving removes the
-    containers of its instance, the image, the mounts and the dir."""
+    containers of its instance, the mounts and the dir (the image goes at
+    the end of the run, tearDownModule)."""
 
-    def __init__(self, image=None):
+    def __init__(self, image=None, configured=True):
         self.image = image
+        self.configured = configured    # False: [plugin loc] left to plugins/ctl
 
     def __enter__(self):
         self.tmp = tempfile.mkdtemp(prefix="nodefs-pc-")
-        self.tag = "nodefs-test/csi-local:%d" % os.getpid()
+        self.tag = self.image or TAG
         self.fs = None
         self.shared = False
         try:
@@ -74,7 +93,7 @@ class Env:
             for d in ("pub", "base", "sock"):
                 os.mkdir(os.path.join(self.tmp, d))
             if not self.image:
-                make_image(self.tag)
+                image()
             self.state_dir = os.path.join(self.tmp, "state")
             self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir)
             self.fs.__enter__()
@@ -83,7 +102,19 @@ class Env:
             raise
         return self
 
+    def add_line(self, extra=""):
+        """The plugins/ctl line that adds what [plugin loc] says."""
+        return ("add loc unix://{t}/sock/csi.sock runtime=docker image={img} "
+                "command='/nodefs-csi-local --base-dir {t}/base --node-id pc-node' "
+                "mounts={t}/base {x}").format(t=self.tmp, img=self.tag, x=extra)
+
     def config(self):
+        text = self._config()
+        if not self.configured:
+            text = text[:text.index("[plugin loc]")] + text[text.index("[plugin ext]"):]
+        return text
+
+    def _config(self):
         return """[nodefs]
 allowed_targets = {t}/pub
 csi_timeout = 10s
@@ -104,7 +135,7 @@ default = yes
 
 [runtime docker]
 endpoint = {host}
-""".format(t=self.tmp, img=self.image or self.tag, host=HOST)
+""".format(t=self.tmp, img=self.tag, host=HOST)
 
     def instance(self):
         with open(os.path.join(self.state_dir, "instance-id")) as f:
@@ -129,8 +160,6 @@ endpoint = {host}
                     pass
                 self.fs._cleanup()
         finally:
-            if not self.image:
-                docker("rmi", "-f", self.tag)
             vt.unmount_all_under(self.tmp)
             if self.shared:
                 subprocess.run(["umount", "-l", self.tmp], capture_output=True)
@@ -264,6 +293,36 @@ class PluginContainerTest(unittest.TestCase):
             self.assertEqual(env.fs.stop(), [])
             self.assertLess(time.monotonic() - t0, nt.scaled(10))
             self.assertEqual(env.containers(), [])
+
+    def test_added_at_run_time_kept_running(self):
+        # plugins/ctl add runtime=...: checkpointed, and with keep_running
+        # its container outlives a stop and is adopted by the next start;
+        # remove ends it and its container goes
+        with Env(configured=False) as env:
+            self.assertEqual(env.ctl("plugins/ctl", env.add_line("keep_running=yes")),
+                             (True, "OK"), env.fs.error("plugins"))
+            env.wait_ready()
+            cid = env.process()["container"]
+            self.assertEqual(env.process()["keep_running"], "yes")
+            self.assertEqual(env.fs.stop(), [])
+            self.assertEqual(env.containers(all_=False), [cid], "left running")
+            env.fs.start()
+            env.wait_ready()
+            proc = env.process()
+            self.assertEqual((proc["container"], proc["adopted"], proc["image"]),
+                             (cid, "yes", env.tag), proc)
+            self.assertEqual(env.containers(), [cid], "one container, not two")
+            self.assertEqual(env.ctl("plugins/ctl", "remove loc"), (True, "OK"))
+            self.assertTrue(nt.wait_until(lambda: not env.containers(), nt.scaled(20)),
+                            env.containers())
+            # bad lines change nothing
+            for line, want in (("add x unix://%s/x.sock runtime=lxc image=i" % env.tmp, "EINVAL"),
+                               ("add x unix://%s/x.sock runtime=docker" % env.tmp, "EINVAL"),
+                               ("add x unix://%s/x.sock mounts=/a" % env.tmp, "EINVAL"),
+                               ("add x unix://%s/x.sock runtime=docker image=i mounts=a"
+                                % env.tmp, "EINVAL")):
+                self.assertEqual(env.ctl("plugins/ctl", line), (False, want), line)
+            self.assertEqual(sorted(env.fs.listdir("plugins")), ["ctl", "error", "ext"])
 
 
 if __name__ == "__main__":
