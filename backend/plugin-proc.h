@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * plugin-proc: the CSI plugins nodefs starts and supervises itself
- * ([plugin NAME] command = ..., or `add NAME ENDPOINT command=...`), and the
- * checkpoint records of plugins (STATE_DIR/plugins/NAME.json).
+ * ([plugin NAME] command = ..., or `add NAME ENDPOINT command=...`; with
+ * runtime = docker and image = as a container, plugin-container.c), and
+ * the checkpoint records of plugins (STATE_DIR/plugins/NAME.json).
  *
  * A supervised plugin runs in its own process group with CSI_ENDPOINT set
  * to its endpoint; its stdout and stderr go to a FIFO nodefs reads
@@ -18,6 +19,10 @@
  * /proc/PID/stat) and the boot id are checkpointed at every start, so a
  * daemon restarted after a kill -9 adopts the plugin it started if it
  * answers Probe, or ends it before starting another: never two copies.
+ *
+ * A container's init is watched through a pidfd the same way; its exit
+ * status, its signals and its removal go through the runtime seam, and its
+ * record keeps the container id too, so an adoption checks that id.
  *
  * Records also keep the plugins added at run time, so they are back after
  * a restart. This module knows processes, the FIFO and the record; it does
