@@ -70,7 +70,7 @@ static int do_create(struct cact *x, struct nerr *err)
 		goto fail;
 	}
 	bnode_changed(c->node);	/* before the event: its reader sees the new files */
-	events_emit(c->b->events, "container", c->name, cstate_to_string(was), "CREATED", opid(x), NULL);
+	op_events_emit(c->b, "container", c->name, cstate_to_string(was), "CREATED", opid(x), NULL);
 	return 0;
 fail:
 	if (r == -ECANCELED)
@@ -344,7 +344,7 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 	/* a new container's first word, with the operation that makes it, before
 	 * the create can run and move it (a fresh queue never answers EBUSY) */
 	if (kind == CA_CREATE)
-		events_emit(c->b->events, "container", c->name, NULL, cstate_to_string(container_state_of(c)),
+		op_events_emit(c->b, "container", c->name, NULL, cstate_to_string(container_state_of(c)),
 			    opid(x), NULL);
 	r = actq_submit(&c->q, &x->a);
 	if (r == -EBUSY) {

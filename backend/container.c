@@ -189,7 +189,7 @@ void container_forget(struct container *c, const char *op_id)
 	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
 	bnode_remove(n);
 	/* the stream's last word on it: containers/NAME is gone */
-	events_emit(c->b->events, "container", c->name, cstate_to_string(last), "DESTROYED",
+	op_events_emit(c->b, "container", c->name, cstate_to_string(last), "DESTROYED",
 		    op_id, NULL);
 	bnode_unref(n);
 }
@@ -296,7 +296,7 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 	if (old == s)
 		return;
 	bnode_changed(c->node);
-	events_emit(c->b->events, "container", c->name, cstate_to_string(old),
+	op_events_emit(c->b, "container", c->name, cstate_to_string(old),
 		    cstate_to_string(s), op_id, msg);
 }
 

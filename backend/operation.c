@@ -601,6 +601,20 @@ struct operation *op_find(struct backend *b, const char *id)
 	return n ? opof(n) : NULL;	/* the caller holds the node's reference */
 }
 
+void op_events_emit(struct backend *b, const char *kind, const char *name, const char *old_state,
+		    const char *new_state, const char *op_id, const char *msg)
+{
+	struct operation *op = op_id ? op_find(b, op_id) : NULL;
+	char by[sizeof(op->by)] = "";
+
+	if (op) {
+		/* set at op_begin or recovery, before any event names it */
+		snprintf(by, sizeof(by), "%s", op->by);
+		op_unref(op);
+	}
+	events_emit_by(b->events, kind, name, old_state, new_state, op_id, msg, by[0] ? by : NULL);
+}
+
 struct operation *op_find_cluster_cmd(struct backend *b, const char *id)
 {
 	struct bnode **v = NULL;

@@ -89,6 +89,11 @@ int ops_recover(struct backend *b, struct nerr *err);
 void ops_drop_orphans(struct backend *b);
 /* The operation with this id (its node referenced), or NULL. */
 struct operation *op_find(struct backend *b, const char *id);
+/* An object's state change on the event stream with the operation whose
+ * command caused it (op_id, may be NULL) and, from that operation, who
+ * wrote the command (`by`). Any thread. */
+void op_events_emit(struct backend *b, const char *kind, const char *name, const char *old_state,
+		    const char *new_state, const char *op_id, const char *msg);
 
 /* ---- per-object action queues ---- */
 

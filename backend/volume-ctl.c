@@ -108,7 +108,7 @@ int volume_submit(struct volume *v, int kind, const char *cmdline, struct breq *
 	/* a new volume's first word, with the operation that makes it, before
 	 * the create can run and move it (a fresh queue never answers EBUSY) */
 	if (kind == VA_CREATE)
-		events_emit(v->b->events, "volume", v->name, NULL, "CREATING", x->a.op->id, NULL);
+		op_events_emit(v->b, "volume", v->name, NULL, "CREATING", x->a.op->id, NULL);
 	r = actq_submit(&v->q, &x->a);
 	if (r == -EBUSY) {
 		atomic_fetch_sub(&v->inflight, 1);

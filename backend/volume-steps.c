@@ -859,7 +859,7 @@ int volume_run_action(struct action *a, struct nerr *err)
 			volume_forget(v, a->op ? a->op->id : NULL);
 		else {
 			volume_set_state(v, V_CREATED, xop(&x));
-			events_emit(v->b->events, "volume", v->name, NULL, "CREATED", a->op ? a->op->id : NULL,
+			op_events_emit(v->b, "volume", v->name, NULL, "CREATED", a->op ? a->op->id : NULL,
 				    "imported");
 		}
 		break;

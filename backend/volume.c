@@ -237,7 +237,7 @@ void volume_set_state(struct volume *v, enum vstate s, const char *op_id)
 	if (old == s)
 		return;
 	bnode_changed(v->node);
-	events_emit(v->b->events, "volume", v->name, vstate_to_string(old), vstate_to_string(s),
+	op_events_emit(v->b, "volume", v->name, vstate_to_string(old), vstate_to_string(s),
 		    op_id, NULL);
 }
 
@@ -260,7 +260,7 @@ void volume_forget(struct volume *v, const char *op_id)
 	store_del(v->b->store, "volumes", v->name, STORE_LAZY, NULL);
 	bnode_remove(n);
 	atomic_fetch_add(&v->b->freed, 1);
-	events_emit(v->b->events, "volume", v->name, vstate_to_string(volume_state(v)), "DELETED",
+	op_events_emit(v->b, "volume", v->name, vstate_to_string(volume_state(v)), "DELETED",
 		    op_id, NULL);
 	bnode_unref(n);
 }

@@ -145,8 +145,9 @@ class Privacy(unittest.TestCase):
 
 
     def test_audit(self):
-        """operations/ID/by, its checkpoint and its events name who wrote the
-        command: root, and a ctl_group member; a refused write is counted."""
+        """operations/ID/by, its checkpoint, its events and the state changes
+        of the volume or container it caused name who wrote the command:
+        root, and a ctl_group member; a refused write is counted."""
         nt.requires("docker", "csi-plugin")
         extra = "ctl_group = %s\n" % self.group
         with ctest.Env(csi=True, nodefs_extra=extra) as env:
@@ -179,6 +180,12 @@ class Privacy(unittest.TestCase):
                 mine = [x for x in evs if x["kind"] == "operation" and x["name"] == o]
                 self.assertTrue(mine, lines)
                 for x in mine:
+                    self.assertEqual(x.get("by"), want, x)
+                # and so do the state changes the command caused
+                moved = [x for x in evs if x["kind"] in ("volume", "container")
+                         and x.get("operation") == o]
+                self.assertTrue(moved, lines)
+                for x in moved:
                     self.assertEqual(x.get("by"), want, x)
             # a write refused for permission is counted
             def denied():
