@@ -4,13 +4,15 @@
  * caches, and their flush by the notifier thread; see cache.h. A node is
  * queued once however often it changes before a flush (its queued flag);
  * the queue is linked through the nodes themselves, so queueing never
- * allocates and never fails. Knows the inode table and FUSE's notify
- * calls; nothing of the backend beyond tree.h.
+ * allocates and never fails. Also the told texts of cached files, which
+ * READs and attribute replies serve (cache.h). Knows the inode table and
+ * FUSE's notify calls; nothing of the backend beyond tree.h.
  */
 #define FUSE_USE_VERSION 312
 
 #include "cache.h"
 
+#include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "tree.h"
 
 #define TOLD_LOCKS 64
+#define CACHE_TEXT_CAP (16u << 20)	/* as fs.c's snapshots */
 
 struct told {
 	uint64_t version;	/* of the node, loaded before the render */
@@ -29,7 +32,12 @@ struct told {
 };
 
 struct fs_cache {
-	pthread_mutex_t told_lock[TOLD_LOCKS];	/* by inode number */
+	/* by inode number: attr_lock serialises attribute replies with a
+	 * flush's invalidation; text_lock guards told and prev */
+	pthread_mutex_t attr_lock[TOLD_LOCKS];
+	pthread_mutex_t text_lock[TOLD_LOCKS];
+	cache_render_fn render;
+	void *render_ctx;
 	pthread_mutex_t lock;
 	struct bnode *head, **tail;	/* queued nodes, referenced */
 	uint64_t seq;			/* the last change number queued */
@@ -42,8 +50,10 @@ struct fs_cache *cache_new(void)
 	if (!c)
 		return NULL;
 	pthread_mutex_init(&c->lock, NULL);
-	for (int k = 0; k < TOLD_LOCKS; k++)
-		pthread_mutex_init(&c->told_lock[k], NULL);
+	for (int k = 0; k < TOLD_LOCKS; k++) {
+		pthread_mutex_init(&c->attr_lock[k], NULL);
+		pthread_mutex_init(&c->text_lock[k], NULL);
+	}
 	c->tail = &c->head;
 	return c;
 }
@@ -66,8 +76,10 @@ void cache_free(struct fs_cache *c)
 		return;
 	cache_take(c, &b);
 	batch_release(b.head);
-	for (int k = 0; k < TOLD_LOCKS; k++)
-		pthread_mutex_destroy(&c->told_lock[k]);
+	for (int k = 0; k < TOLD_LOCKS; k++) {
+		pthread_mutex_destroy(&c->attr_lock[k]);
+		pthread_mutex_destroy(&c->text_lock[k]);
+	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -112,7 +124,27 @@ void cache_take(struct fs_cache *c, struct cache_batch *b)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void cache_flush(struct cache_batch *b, struct fuse_session *se, struct inode_table *t)
+/* A flushed change of i's node: the kernel drops what it holds of i, and
+ * only then the told text goes (cache.h). The notifier; i pinned. */
+static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_session *se)
+{
+	size_t k = i->ino % TOLD_LOCKS;
+
+	pthread_mutex_lock(&c->attr_lock[k]);
+	if (se)
+		fuse_lowlevel_notify_inval_inode(se, i->ino, 0, 0);
+	pthread_mutex_lock(&c->text_lock[k]);
+	if (i->told) {
+		free(i->prev);
+		i->prev = i->told;
+		i->told = NULL;
+	}
+	pthread_mutex_unlock(&c->text_lock[k]);
+	pthread_mutex_unlock(&c->attr_lock[k]);
+}
+
+void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session *se,
+		 struct inode_table *t)
 {
 	for (struct bnode *n = b->head; n; n = n->bnext) {
 		/* every change of n numbered up to b->seq bumped its version
@@ -120,17 +152,19 @@ void cache_flush(struct cache_batch *b, struct fuse_session *se, struct inode_ta
 		uint64_t v = atomic_load(&n->version);
 		uint64_t ino;
 
-		if (se) {
-			/* the directory: its kept listing (cache_readdir) */
-			ino = inode_of(t, n->serial, -1);
-			if (ino)
-				fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
-			for (size_t k = 0; k < n->type->nattrs; k++) {
-				if (!(n->type->attrs[k].flags & BATTR_CACHE))
-					continue;
-				ino = inode_of(t, n->serial, (int)k);
-				if (ino)
-					fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+		/* the directory: its kept listing (cache_readdir) */
+		ino = se ? inode_of(t, n->serial, -1) : 0;
+		if (ino)
+			fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+		for (size_t k = 0; k < n->type->nattrs; k++) {
+			struct fs_inode *i;
+
+			if (!(n->type->attrs[k].flags & BATTR_CACHE))
+				continue;
+			i = inode_pin(t, n->serial, (int)k);
+			if (i) {
+				drop_told(c, i, se);
+				inode_unpin(t, i);
 			}
 		}
 		bnode_set_flushed(n, v);
@@ -142,39 +176,102 @@ void cache_flush(struct cache_batch *b, struct fuse_session *se, struct inode_ta
 	b->head = NULL;
 }
 
-void cache_told_set(struct fs_cache *c, struct fs_inode *i, uint64_t version, const char *buf,
-		    size_t len)
+void cache_set_render(struct fs_cache *c, cache_render_fn render, void *ctx)
 {
-	pthread_mutex_t *l = &c->told_lock[i->ino % TOLD_LOCKS];
-	struct told *t = malloc(sizeof(*t) + (len ? len : 1));
-	struct told *old;
-
-	if (t) {
-		t->version = version;
-		t->len = len;
-		if (len)	/* an empty render may come with no buffer */
-			memcpy(t->buf, buf, len);
-	}
-	pthread_mutex_lock(l);
-	old = i->told;
-	i->told = t;	/* on OOM none: a READ then serves its fresh render */
-	pthread_mutex_unlock(l);
-	free(old);
+	c->render = render;
+	c->render_ctx = ctx;
 }
 
-void cache_told_fit(struct fs_cache *c, struct fs_inode *i, struct sbuf *snap, uint64_t *version)
+/* A fresh render of i as a told block: 0 with *ret, or -errno. */
+static int render_told(struct fs_cache *c, struct fs_inode *i, struct told **ret)
 {
-	pthread_mutex_t *l = &c->told_lock[i->ino % TOLD_LOCKS];
+	struct sbuf out = SBUF_INIT(CACHE_TEXT_CAP);
+	uint64_t v = atomic_load(&i->node->version);	/* before: never newer than shown */
 	struct told *t;
+	int r;
 
-	pthread_mutex_lock(l);
-	t = i->told;
-	if (t && t->len != snap->len) {
-		sbuf_reset(snap);
-		if (sbuf_add(snap, t->buf, t->len) < 0)
-			sbuf_reset(snap);
-		if (t->version < *version)
-			*version = t->version;
+	r = c->render(c->render_ctx, i->node, &i->node->type->attrs[i->attr], &out);
+	if (r >= 0) {
+		t = malloc(sizeof(*t) + (out.len ? out.len : 1));
+		if (!t) {
+			r = -ENOMEM;
+		} else {
+			t->version = v;
+			t->len = out.len;
+			if (out.len)	/* an empty render may come with no buffer */
+				memcpy(t->buf, out.buf, out.len);
+			*ret = t;
+		}
 	}
-	pthread_mutex_unlock(l);
+	sbuf_free(&out);
+	return r < 0 ? r : 0;
+}
+
+int cache_size(struct fs_cache *c, struct fs_inode *i, size_t *ret_len)
+{
+	size_t k = i->ino % TOLD_LOCKS;
+	struct told *t = NULL;
+	int r = 0;
+
+	pthread_mutex_lock(&c->attr_lock[k]);
+	pthread_mutex_lock(&c->text_lock[k]);
+	if (i->told) {
+		*ret_len = ((struct told *)i->told)->len;
+		pthread_mutex_unlock(&c->text_lock[k]);
+		pthread_mutex_unlock(&c->attr_lock[k]);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->text_lock[k]);
+	/* rendered under the attribute lock only: READs go on meanwhile */
+	r = render_told(c, i, &t);
+	if (r == 0) {
+		pthread_mutex_lock(&c->text_lock[k]);
+		if (i->told) {	/* a READ made one meanwhile: the kernel may read it */
+			free(t);
+		} else {
+			i->told = t;
+		}
+		*ret_len = ((struct told *)i->told)->len;
+		pthread_mutex_unlock(&c->text_lock[k]);
+	}
+	pthread_mutex_unlock(&c->attr_lock[k]);
+	return r;
+}
+
+/* Serve t into snap; text_lock held. */
+static int serve(const struct told *t, struct sbuf *snap, uint64_t *ret_version)
+{
+	sbuf_reset(snap);
+	if (t->len && sbuf_add(snap, t->buf, t->len) < 0)
+		return -ENOMEM;
+	*ret_version = t->version;
+	return 0;
+}
+
+int cache_read(struct fs_cache *c, struct fs_inode *i, struct sbuf *snap, uint64_t *ret_version)
+{
+	size_t k = i->ino % TOLD_LOCKS;
+	struct told *t = NULL;
+	int r;
+
+	pthread_mutex_lock(&c->text_lock[k]);
+	if (i->told || i->prev) {
+		r = serve(i->told ? i->told : i->prev, snap, ret_version);
+		pthread_mutex_unlock(&c->text_lock[k]);
+		return r;
+	}
+	pthread_mutex_unlock(&c->text_lock[k]);
+	/* never told (its size reply failed to render): render now */
+	r = render_told(c, i, &t);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&c->text_lock[k]);
+	if (i->told || i->prev) {
+		free(t);
+	} else {
+		i->told = t;
+	}
+	r = serve(i->told ? i->told : i->prev, snap, ret_version);
+	pthread_mutex_unlock(&c->text_lock[k]);
+	return r;
 }

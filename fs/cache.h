@@ -15,8 +15,9 @@
  * or seen its wake-up reads the new value.
  *
  * Invalidation may block on the kernel's page locks, held while a READ of
- * that file is being answered: it runs on the notifier thread with no lock
- * of ours held, never in a FUSE handler.
+ * that file is being answered: it runs on the notifier thread, never in a
+ * FUSE handler, holding only the file's attribute lock, which no READ
+ * takes.
  *
  * Must not know: CSI, Docker, LXC, the config.
  */
@@ -50,25 +51,56 @@ struct cache_batch {
 };
 void cache_take(struct fs_cache *c, struct cache_batch *b);
 /* Invalidate what the kernel holds of the batch's nodes (inodes it knows
- * of, in t), then mark their changes flushed and release them. The
+ * of, in t) and drop their cached files' told texts, then mark their changes flushed and release them. The
  * notifier thread only, holding no lock. se may be NULL (not mounted). */
-void cache_flush(struct cache_batch *b, struct fuse_session *se, struct inode_table *t);
+void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session *se,
+		 struct inode_table *t);
 
 /*
- * The size the kernel holds of a cached file is that of the text last told
- * with it (lookup, getattr, readdirplus); the kernel cuts a page it reads
- * to that size. cache_told_set() records the text a reply's size was
- * taken from; cache_told_fit() makes a READ's fresh render fit: when its
- * length differs from the told text's, the READ serves the told text (a
- * change since is not yet flushed, and its invalidation drops the page),
- * so a read never shows a new value cut to an old length. Any thread.
+ * The text of a cached file, as the kernel sees it. The kernel takes a
+ * file's size from every reply that carries attributes (lookup, getattr,
+ * readdirplus) and cuts the pages a READ fills to it; so every such reply
+ * and every READ serve one text, the inode's told text, until the
+ * notifier's flush of a change drops it:
+ *
+ *   attribute lock; notify_inval_inode; told -> prev; unlock
+ *
+ * An attribute reply computed before the flush took the lock answers a
+ * request the kernel sent before the invalidation, which makes the kernel
+ * drop it (its attr_version is older); one computed after renders the new
+ * text. A READ never waits for the attribute lock (the invalidation waits
+ * for the page lock a READ in flight holds): between the drop and the next
+ * attribute reply it serves prev, the text of the size the kernel may
+ * still hold (a reader that checked the attributes before the
+ * invalidation); a reader that starts after it asks for the attributes
+ * again (auto_inval_data: the kernel refreshes invalid attributes at every
+ * read) and so gets the new text.
+ *
+ * One case stays open, which is why a file whose length changes (a
+ * state) is not BATTR_CACHE: a GETATTR the kernel sent before the
+ * invalidation but that reaches us after the drop renders the new text and
+ * is dropped by the kernel (its attr_version is older), whose reader then
+ * reads the new text's page cut to the old size. Closing it needs the
+ * boundary between requests sent before and after the invalidation (a
+ * NOTIFY_RETRIEVE's reply, queued behind them, would mark it).
  */
 struct fs_inode;
 struct sbuf;
-void cache_told_set(struct fs_cache *c, struct fs_inode *i, uint64_t version, const char *buf,
-		    size_t len);
-/* *version: the node version the snapshot shows (the told one's when it
- * was swapped in). */
-void cache_told_fit(struct fs_cache *c, struct fs_inode *i, struct sbuf *snap, uint64_t *version);
+struct battr;
+
+/* Render a of n into out (fs.c's render: timed, marks slow files). */
+typedef int (*cache_render_fn)(void *ctx, struct bnode *n, const struct battr *a,
+			       struct sbuf *out);
+void cache_set_render(struct fs_cache *c, cache_render_fn render, void *ctx);
+
+/* The size an attribute reply tells of cached file i: its told text's,
+ * rendered now when it has none. -errno of the render (the reply then
+ * says 0 and tells nothing). A FUSE handler of i. */
+int cache_size(struct fs_cache *c, struct fs_inode *i, size_t *ret_len);
+/* What a READ of cached file i serves, into snap (reset first): the told
+ * text; else prev; else a fresh render, which becomes the told text.
+ * *ret_version: the node version the text shows. -errno. A FUSE handler of
+ * i; never waits on the attribute lock. */
+int cache_read(struct fs_cache *c, struct fs_inode *i, struct sbuf *snap, uint64_t *ret_version);
 
 #endif

@@ -261,6 +261,11 @@ static int render(struct fs *f, const struct battr *a, struct bnode *n, struct s
 	return r;
 }
 
+static int cache_render(void *ctx, struct bnode *n, const struct battr *a, struct sbuf *out)
+{
+	return render(ctx, a, n, out);
+}
+
 static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -295,14 +300,10 @@ static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
 	 */
 	st->st_size = 0;
 	if (a->flags & BATTR_CACHE) {
-		struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
-		uint64_t v = atomic_load(&i->node->version);
+		size_t len;
 
-		if (render(f, a, i->node, &out) >= 0) {
-			st->st_size = (off_t)out.len;
-			cache_told_set(f->cache, i, v, out.buf, out.len);
-		}
-		sbuf_free(&out);
+		if (cache_size(f->cache, i, &len) == 0)
+			st->st_size = (off_t)len;
 	}
 }
 
@@ -1261,24 +1262,27 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, small, n);
 		return;
 	}
-	if (off == 0 || !h->snapped) {
+	if (off == 0 || !h->snapped || (h->attr->flags & BATTR_CACHE)) {
 		if (atomic_load(&h->node->dead)) {
 			pthread_mutex_unlock(&h->lock);
 			fuse_reply_err(req, ENOENT);
 			return;
 		}
-		sbuf_reset(&h->snap);
-		h->snap_version = atomic_load(&h->node->version);
-		r = render(f, h->attr, h->node, &h->snap);
-		h->snapped = r >= 0;
-		if (h->snapped && (h->attr->flags & BATTR_CACHE)) {
-			/* the kernel cuts the page at the size it was told */
-			cache_told_fit(f->cache, h->inode, &h->snap, &h->snap_version);
+		if (h->attr->flags & BATTR_CACHE) {
+			/* the text whose size the kernel holds, at every offset
+			 * (cache.h): never a fresh render cut to an old size */
+			r = cache_read(f->cache, h->inode, &h->snap, &h->snap_version);
+			h->snapped = r >= 0;
 			/* what the kernel's pages now hold */
 			uint64_t cur = atomic_load(&h->inode->filled);
-			while (cur < h->snap_version &&
+			while (h->snapped && cur < h->snap_version &&
 			       !atomic_compare_exchange_weak(&h->inode->filled, &cur, h->snap_version))
 				;
+		} else {
+			sbuf_reset(&h->snap);
+			h->snap_version = atomic_load(&h->node->version);
+			r = render(f, h->attr, h->node, &h->snap);
+			h->snapped = r >= 0;
 		}
 	}
 	if (r < 0) {
@@ -1415,6 +1419,10 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* a read refreshes attributes an invalidation dropped, whatever its
+	 * length: a cached file's reader then gets the new text (cache.h) */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 static const struct fuse_lowlevel_ops fs_ops = {
@@ -1529,7 +1537,7 @@ static void *notifier_main(void *arg)
 			free(rm);
 			rm = next;
 		}
-		cache_flush(&b, f->se, f->inodes);
+		cache_flush(f->cache, &b, f->se, f->inodes);
 		pthread_mutex_lock(&f->wlock);
 		for (struct fs_file *h = f->watchers, *next; h; h = next) {
 			next = h->wnext;
@@ -1659,6 +1667,7 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	f->cache = cache_new();
 	if (!f->pending || !f->cache)
 		goto oom;
+	cache_set_render(f->cache, cache_render, f);
 	/* the generation tells this mount's inodes from an earlier mount's
 	 * (NFS export handles); numbers are unique within one mount */
 	clock_gettime(CLOCK_REALTIME, &now);

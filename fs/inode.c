@@ -90,6 +90,7 @@ void inode_table_free(struct inode_table *t)
 	for (struct fs_inode *i; (i = hmap_next(&t->by_ino, &pos));) {
 		bnode_unref(i->node);
 		free(i->told);
+		free(i->prev);
 		free(i);
 	}
 	hmap_free(&t->by_ino);
@@ -163,9 +164,14 @@ void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n)
 
 		hmap_del(&t->by_ino, hmap_hash_u64(ino), &ino, ino_eq);
 		hmap_del(&t->by_key, key_hash(k.serial, k.attr), &k, key_eq);
-		drop = i->node;
-		free(i->told);
-		free(i);
+		if (i->pins) {
+			i->gone = true;	/* the last inode_unpin frees it */
+		} else {
+			drop = i->node;
+			free(i->told);
+			free(i->prev);
+			free(i);
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* outside the lock: the last reference frees the node, and its
@@ -213,6 +219,34 @@ size_t inode_files_of(struct inode_table *t, uint64_t serial, uint64_t *ret_ino,
 	}
 	pthread_mutex_unlock(&t->lock);
 	return got;
+}
+
+struct fs_inode *inode_pin(struct inode_table *t, uint64_t serial, int attr)
+{
+	struct inode_key k = { serial, attr };
+	struct fs_inode *i;
+
+	pthread_mutex_lock(&t->lock);
+	i = hmap_get(&t->by_key, key_hash(serial, attr), &k, key_eq);
+	if (i)
+		i->pins++;
+	pthread_mutex_unlock(&t->lock);
+	return i;
+}
+
+void inode_unpin(struct inode_table *t, struct fs_inode *i)
+{
+	struct bnode *drop = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	if (--i->pins == 0 && i->gone) {
+		drop = i->node;
+		free(i->told);
+		free(i->prev);
+		free(i);
+	}
+	pthread_mutex_unlock(&t->lock);
+	bnode_unref(drop);
 }
 
 size_t inode_count(struct inode_table *t)

@@ -18,6 +18,7 @@
 #ifndef NODEFS_INODE_H
 #define NODEFS_INODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,13 +33,17 @@ struct fs_inode {
 	struct bnode *node;	/* referenced */
 	int attr;		/* -1: the directory itself */
 	uint64_t nlookup;	/* under the table's lock */
-	/* a cached file: the node version the last READ rendered, which is
+	/* a cached file: the node version the last READ served, which is
 	 * what the kernel's pages hold (fs.c's poll) */
 	_Atomic uint64_t filled;
-	/* a cached file: what the last size told to the kernel was of (a
-	 * malloc'd block of fs/cache.c's, under its lock; freed with the
-	 * entry) */
-	void *told;
+	/* a cached file: the text whose size the kernel was told, and the one
+	 * told before the last invalidation (malloc'd blocks of fs/cache.c's,
+	 * under its locks; freed with the entry) */
+	void *told, *prev;
+	/* under the table's lock: holders outside a request (the notifier);
+	 * a forgotten entry with pins is freed by the last unpin */
+	unsigned pins;
+	bool gone;
 };
 
 /* A table holding root as INODE_ROOT (one lookup that is never forgotten),
@@ -67,6 +72,11 @@ uint64_t inode_of(struct inode_table *t, uint64_t serial, int attr);
  * node type's, static), and how many there are. */
 size_t inode_files_of(struct inode_table *t, uint64_t serial, uint64_t *ret_ino,
 		      const char **ret_name, size_t n);
+/* The entry of (node serial, attr), pinned: it stays valid, though the
+ * kernel may forget it meanwhile, until inode_unpin. NULL if none. For a
+ * thread that is not answering a request of that inode (the notifier). */
+struct fs_inode *inode_pin(struct inode_table *t, uint64_t serial, int attr);
+void inode_unpin(struct inode_table *t, struct fs_inode *i);
 /* How many entries the table holds, the root included. */
 size_t inode_count(struct inode_table *t);
 

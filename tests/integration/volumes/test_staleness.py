@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The kernel caches a volume's and an operation's `state` (page cache,
-real size, keep_cache) and nodefs invalidates it on every change before
-the change's event line or poll wake-up goes out. The promise of nodefs(5):
+"""The kernel may cache a volume's files (page cache, real size,
+keep_cache) and nodefs invalidates them on every change before the
+change's event line or poll wake-up goes out. The promise of nodefs(5):
 once a change's event has been read, or its poll wake-up seen, every read
 shows the new value.
 
@@ -111,7 +111,37 @@ class Poller(threading.Thread):
             os.close(fd)
 
 
+def fuse_reads(env):
+    with open(env.fs.path("metrics", "nodefs.prom")) as f:
+        for line in f:
+            if line.startswith('nodefs_fuse_requests_total{op="read"}'):
+                return int(line.split()[1])
+    raise AssertionError("no read counter in metrics/nodefs.prom")
+
+
 class StalenessTest(unittest.TestCase):
+    def test_cached_file_is_served_from_the_page_cache(self):
+        """A volume's id (cached: it never changes) has its real size, and
+        reads of it are served by the kernel, not by nodefs; a change of
+        the volume leaves it whole."""
+        with vt.VolEnv() as env:
+            self.assertEqual(env.ctl("volumes/ctl", "create c size=1M"), (True, "OK"))
+            path = env.fs.path("volumes", "c", "id")
+            with open(path) as f:
+                vid = f.read()
+            self.assertTrue(vid.endswith("\n") and len(vid) > 1, vid)
+            self.assertEqual(os.stat(path).st_size, len(vid), "its real size")
+            before = fuse_reads(env)
+            for _ in range(50):
+                with open(path) as f:
+                    self.assertEqual(f.read(), vid)
+            # the metrics reads themselves are a few READs
+            self.assertLess(fuse_reads(env) - before, 10, "reads of an unchanged id reach nodefs")
+            self.assertEqual(env.ctl("volumes/c/ctl", "publish " + env.target("c")), (True, "OK"))
+            with open(path) as f:
+                self.assertEqual(f.read(), vid)
+            self.assertEqual(os.stat(path).st_size, len(vid))
+
     def test_no_reader_sees_a_value_older_than_its_last_event(self):
         with vt.VolEnv() as env:
             names = ["s%d" % i for i in range(VOLS)]

@@ -125,6 +125,40 @@ Test(inode, lookups_counted_forget_drops_at_zero)
 	teardown(&fx);
 }
 
+/* The notifier pins an entry while it invalidates it: a FORGET meanwhile
+ * takes it out of the table at once, and the last unpin frees it. */
+Test(inode, pinned_entry_outlives_its_forget)
+{
+	struct fixture fx = setup(GEN);
+	struct bnode *db = add(&fx, "db");
+	struct fs_inode *i, *p;
+	uint64_t ino;
+
+	cr_assert_eq(inode_lookup(fx.t, db, 1, &i), 0);
+	ino = i->ino;
+	cr_assert_null(inode_pin(fx.t, db->serial, 0), "not looked up: nothing to pin");
+	p = inode_pin(fx.t, db->serial, 1);
+	cr_assert_eq(p, i);
+	i->told = malloc(8);	/* freed with the entry */
+	inode_forget(fx.t, ino, 1);
+	cr_assert_null(inode_get(fx.t, ino), "forgotten: out of the table");
+	cr_assert_eq(inode_of(fx.t, db->serial, 1), 0);
+	cr_assert_eq(refs(db), 3, "the entry still holds its node");
+	cr_assert_eq(p->ino, ino);
+	inode_unpin(fx.t, p);
+	cr_assert_eq(refs(db), 2, "the last unpin freed it");
+
+	/* pinned and unpinned while still looked up: nothing goes */
+	cr_assert_eq(inode_lookup(fx.t, db, 1, &i), 0);
+	p = inode_pin(fx.t, db->serial, 1);
+	inode_unpin(fx.t, p);
+	cr_assert_eq(inode_get(fx.t, i->ino), i);
+	inode_forget(fx.t, i->ino, 1);
+	cr_assert_eq(refs(db), 2);
+	bnode_unref(db);
+	teardown(&fx);
+}
+
 Test(inode, files_and_dirs_distinct)
 {
 	struct fixture fx = setup(GEN);
