@@ -76,8 +76,9 @@ class Env:
     containers of its instance, the mounts and the dir (the image goes at
     the end of the run, tearDownModule)."""
 
-    def __init__(self, image=None, configured=True):
+    def __init__(self, image=None, configured=True, reconcile="0"):
         self.image = image
+        self.reconcile = reconcile
         self.configured = configured    # False: [plugin loc] left to plugins/ctl
 
     def __enter__(self):
@@ -120,7 +121,7 @@ allowed_targets = {t}/pub
 csi_timeout = 10s
 retry_backoff = 200ms
 retry_max = 2s
-reconcile_interval = 0
+reconcile_interval = {rec}
 
 [plugin loc]
 endpoint = unix://{t}/sock/csi.sock
@@ -135,7 +136,7 @@ default = yes
 
 [runtime docker]
 endpoint = {host}
-""".format(t=self.tmp, img=self.tag, host=HOST)
+""".format(t=self.tmp, img=self.tag, host=HOST, rec=self.reconcile)
 
     def instance(self):
         with open(os.path.join(self.state_dir, "instance-id")) as f:
@@ -297,11 +298,17 @@ class PluginContainerTest(unittest.TestCase):
     def test_added_at_run_time_kept_running(self):
         # plugins/ctl add runtime=...: checkpointed, and with keep_running
         # its container outlives a stop and is adopted by the next start;
-        # remove ends it and its container goes
-        with Env(configured=False) as env:
+        # remove ends it and its container goes; reconciliation never lists it
+        with Env(configured=False, reconcile="1s") as env:
             self.assertEqual(env.ctl("plugins/ctl", env.add_line("keep_running=yes")),
                              (True, "OK"), env.fs.error("plugins"))
             env.wait_ready()
+            # reconciliation lists no container of this instance: the
+            # plugin's is not a user's (no orphan, nothing taken in)
+            rec = lambda: nt.parse_kv(env.fs.read("runtimes", "docker", "reconcile"))
+            self.assertTrue(nt.wait_until(lambda: rec().get("last_run") not in ("never", None),
+                                          nt.scaled(10)), rec())
+            self.assertEqual((rec()["listed"], rec()["drift"]), ("0", "0"), rec())
             cid = env.process()["container"]
             self.assertEqual(env.process()["keep_running"], "yes")
             self.assertEqual(env.fs.stop(), [])
