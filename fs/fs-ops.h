@@ -80,7 +80,7 @@ struct fs_pending {
 };
 
 struct fs_removal {
-	uint64_t parent_serial, serial;
+	uint64_t parent_serial;
 	char name[65];
 	struct fs_removal *next;
 };

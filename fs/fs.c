@@ -144,38 +144,12 @@ static void notify_removed(void *ctx, struct bnode *parent, const char *name, ui
 	if (!rm)
 		return;
 	rm->parent_serial = parent->serial;
-	rm->serial = serial;
 	snprintf(rm->name, sizeof(rm->name), "%s", name);
 	pthread_mutex_lock(&f->wlock);
 	rm->next = f->removals;
 	f->removals = rm;
 	pthread_cond_signal(&f->wcond);
 	pthread_mutex_unlock(&f->wlock);
-}
-
-/*
- * A removed directory: delete (not only invalidate) its files' entries
- * and its own, so the kernel drops the inodes (nlink cleared) and FORGETs
- * them at once; an invalidated entry's inode would stay in the kernel's
- * cache, and its table entry keep the removed object in memory, until
- * memory pressure evicted it. A delete the kernel refuses (a file still
- * open) falls back to invalidation.
- */
-static void notify_gone(struct fs *f, fuse_ino_t pino, const struct fs_removal *rm)
-{
-	fuse_ino_t dino = inode_of_dir(f->inodes, rm->serial);
-	uint64_t inos[64];
-	const char *names[64];
-	size_t n;
-
-	if (dino) {
-		n = inode_files_of(f->inodes, rm->serial, inos, names, 64);
-		for (size_t i = 0; i < n; i++)
-			fuse_lowlevel_notify_delete(f->se, dino, inos[i], names[i], strlen(names[i]));
-		if (fuse_lowlevel_notify_delete(f->se, pino, dino, rm->name, strlen(rm->name)) == 0)
-			return;
-	}
-	fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
 }
 
 /*
@@ -210,7 +184,7 @@ static void *notifier_main(void *arg)
 			struct fs_removal *next = rm->next;
 			fuse_ino_t pino = inode_of_dir(f->inodes, rm->parent_serial);
 			if (pino)
-				notify_gone(f, pino, rm);
+				fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
 			free(rm);
 			rm = next;
 		}

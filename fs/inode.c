@@ -198,29 +198,6 @@ uint64_t inode_of(struct inode_table *t, uint64_t serial, int attr)
 	return ino;
 }
 
-size_t inode_files_of(struct inode_table *t, uint64_t serial, uint64_t *ret_ino,
-		      const char **ret_name, size_t n)
-{
-	struct inode_key dk = { serial, -1 };
-	struct fs_inode *d;
-	size_t got = 0;
-
-	pthread_mutex_lock(&t->lock);
-	d = hmap_get(&t->by_key, key_hash(serial, -1), &dk, key_eq);
-	for (size_t a = 0; d && a < d->node->type->nattrs && got < n; a++) {
-		struct inode_key k = { serial, (int)a };
-		struct fs_inode *i = hmap_get(&t->by_key, key_hash(serial, (int)a), &k, key_eq);
-
-		if (!i)
-			continue;
-		ret_ino[got] = i->ino;
-		ret_name[got] = d->node->type->attrs[a].name;
-		got++;
-	}
-	pthread_mutex_unlock(&t->lock);
-	return got;
-}
-
 struct fs_inode *inode_pin(struct inode_table *t, uint64_t serial, int attr)
 {
 	struct inode_key k = { serial, attr };

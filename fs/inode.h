@@ -67,11 +67,6 @@ void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n);
 uint64_t inode_of_dir(struct inode_table *t, uint64_t serial);
 /* The inode of (node serial, attr), attr -1 for the directory; 0 if none. */
 uint64_t inode_of(struct inode_table *t, uint64_t serial, int attr);
-/* The files (attr >= 0) of the directory node with this serial that have
- * an inode: up to n of their inode numbers and names (the names are the
- * node type's, static), and how many there are. */
-size_t inode_files_of(struct inode_table *t, uint64_t serial, uint64_t *ret_ino,
-		      const char **ret_name, size_t n);
 /* The entry of (node serial, attr), pinned: it stays valid, though the
  * kernel may forget it meanwhile, until inode_unpin. NULL if none. For a
  * thread that is not answering a request of that inode (the notifier). */

@@ -30,7 +30,7 @@ measured against baselines in the same run. Root (mounts). Not a test.
 By default everything (plugin base, nodefs state dir, targets) lives on a
 private tmpfs, so the figures are the cost of nodefs's own work rather than
 of the disk; --disk puts it under /var/tmp, where nodefs's checkpoints
-(two fsyncs each; before and after every call, and per operation) weigh.
+(one journal fdatasync before each call and one per command, see bench/store) weigh.
 Prints medians, ratios and whether each meets its goal; exits 0 whatever
 the figures, 1 only when it could not measure, 77 when something it needs is
 missing. Cleans up on every exit path.
