@@ -692,7 +692,10 @@ static int wparse_msg(struct etcd_wparse *p, const char *s, size_t len,
 		ev[n].type = t && strcmp(t, "DELETE") == 0 ? ETCD_EV_DELETE : ETCD_EV_PUT;
 		n++;
 	}
-	cb->events(cb->ctx, ev, n, jint(json_object_get(res, "header"), "revision"));
+	/* the created response's header revision is the store's, and the
+	 * events from the start revision up to it come after: not seen yet */
+	cb->events(cb->ctx, ev, n, json_is_true(json_object_get(res, "created")) ? 0 :
+		   jint(json_object_get(res, "header"), "revision"));
 	for (size_t i = 0; i < n; i++) {
 		free(ev[i].kv.key);
 		free(ev[i].kv.val);

@@ -104,7 +104,9 @@ struct etcd_event {
 };
 struct etcd_watch_cb {
 	/* one response's events (n may be 0: the watch was created or a
-	 * progress note); rev: the response header's revision */
+	 * progress note); rev: the response header's revision, every event
+	 * through which has been delivered (0 for the created response, which
+	 * the events since the start revision follow) */
 	void (*events)(void *ctx, const struct etcd_event *ev, size_t n, int64_t rev);
 	bool (*stop)(void *ctx);	/* polled: true ends the watch */
 	void *ctx;

@@ -44,6 +44,14 @@ def ops_for(fs, obj, typ):
     return out
 
 
+def error_of(fs, rel):
+    """rel's error file, or why it cannot be read (an assertion's message)."""
+    try:
+        return fs.error(rel)
+    except OSError as e:
+        return "(%s: %s)" % (rel, e)
+
+
 def in_thread(fn, *args):
     """Run fn(*args) in a thread; the returned function joins it and gives
     fn's result."""
@@ -101,7 +109,7 @@ class Cluster(unittest.TestCase):
             self.assertTrue(c.read("cluster/nodes/%s/status" % n).startswith("UP\n"))
         # a remote create on b, from a: b's own volumes/ gets it
         ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create v2 size=1M")
-        self.assertTrue(ok, a.error("cluster/nodes/b/volumes"))
+        self.assertTrue(ok, error_of(a, "cluster/nodes/b/volumes"))
         self.assertIn("v2", b.listdir("volumes"))
         (op,) = ops_for(b, "volumes/v2", "volume.create")
         self.assertTrue(op["by"].startswith("node=a uid=0"), op)
@@ -109,14 +117,14 @@ class Cluster(unittest.TestCase):
         # its error comes back with b's errno and message
         ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create v2 size=1M")
         self.assertEqual((ok, nt.errname(err)), (False, nt.errname(errno.EEXIST)))
-        self.assertIn("node b", a.error("cluster/nodes/b/volumes"))
+        self.assertIn("node b", error_of(a, "cluster/nodes/b/volumes"))
         # a refuses: accept_remote = no
         ok, err = a.write_ctl("volumes/ctl", "create va size=1M")
         self.assertTrue(ok)
         c.wait_read("cluster/nodes/a/volumes/va/state", lambda s: s.strip() != "")
         ok, err = c.write_ctl("cluster/nodes/a/volumes/ctl", "create vx size=1M")
         self.assertEqual((ok, nt.errname(err)), (False, "EPERM"))
-        self.assertIn("accept_remote = no", c.error("cluster/nodes/a/volumes"))
+        self.assertIn("accept_remote = no", error_of(c, "cluster/nodes/a/volumes"))
         self.assertNotIn("vx", a.listdir("volumes"))
         # an object's own ctl: destroy v2 on b from c
         ok, err = c.write_ctl("cluster/nodes/b/volumes/v2/ctl", "destroy")
@@ -143,7 +151,7 @@ class Cluster(unittest.TestCase):
         """Container commands on b from a, on the real dockerd."""
         line = "run web runtime=docker image=%s cmd='sleep 600'" % ctr.IMAGE
         ok, err = a.write_ctl("cluster/nodes/b/containers/ctl", line)
-        self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/containers")))
+        self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/containers")))
         self.assertEqual(b.read("containers/web/state"), "RUNNING\n")
         self.assertEqual(ctr.docker_names(prefix), [prefix + "web"])
         a.wait_read("cluster/nodes/b/containers/web/state", lambda s: s == "RUNNING\n")
@@ -151,15 +159,17 @@ class Cluster(unittest.TestCase):
         self.assertEqual(info.get("runtime"), "docker", info)
         # the container's own ctl
         ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "stop 1")
-        self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/containers/web")))
+        self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/containers/web"),
+                             b.listdir("containers"), dirs(a, "cluster/nodes/b/containers"),
+                             b.log()[-2500:], a.log()[-1500:]))
         self.assertEqual(b.read("containers/web/state"), "EXITED\n")
         a.wait_read("cluster/nodes/b/containers/web/state", lambda s: s == "EXITED\n")
         # a bad line: b's check, b's errno, and nothing changed there
         ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "kill NOSUCHSIG")
         self.assertEqual((ok, nt.errname(err)), (False, "EINVAL"))
-        self.assertIn("node b", a.error("cluster/nodes/b/containers/web"))
+        self.assertIn("node b", error_of(a, "cluster/nodes/b/containers/web"))
         ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "destroy")
-        self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/containers/web")))
+        self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/containers/web")))
         self.assertNotIn("web", b.listdir("containers"))
         self.assertEqual(ctr.docker_names(prefix), [])
         self.assertTrue(nt.wait_until(
@@ -177,7 +187,7 @@ class Cluster(unittest.TestCase):
             a.wait_read("cluster/nodes/b/volumes/s1/state", lambda s: s.strip() != "",
                         timeout=10)
             ok, err = a.write_ctl("cluster/nodes/b/volumes/s1/ctl", "destroy")
-            self.assertTrue(ok, (nt.errname(err), a.error("cluster/nodes/b/volumes/s1")))
+            self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/volumes/s1")))
             self.assertIn("state: connected", a.read("cluster/status"))
         finally:
             e.cont(0)
@@ -199,8 +209,9 @@ class Cluster(unittest.TestCase):
         # one member gone: nothing is interrupted
         e.kill(2)
         ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create q2 size=1M")
-        self.assertTrue(ok, a.error("cluster/nodes/b/volumes"))
+        self.assertTrue(ok, error_of(a, "cluster/nodes/b/volumes"))
         self.assertIn("connected", a.read("cluster/status"))
+        a.wait_read("cluster/nodes/b/volumes/q2/state", lambda s: s.strip() != "")
         # two gone: unavailable, remote writes fail at once, local works
         e.kill(1)
         a.wait_read("cluster/status", lambda s: "state: unavailable since" in s, timeout=8)
