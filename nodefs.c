@@ -93,7 +93,7 @@ static void usage(FILE *out)
 		"Config keys (nodefs(5)):\n"
 		"  [nodefs]          state_dir allowed_targets ctl_group read_group redact csi_timeout\n"
 		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
-		"                    name_prefix uncertain_timeout log_level\n"
+		"                    name_prefix uncertain_timeout log_level reader_memory\n"
 		"  [plugin NAME]     endpoint default command keep_running runtime image mounts\n"
 		"                    node privileged secrets\n"
 		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size secrets\n"
@@ -377,6 +377,7 @@ int main(int argc, char **argv)
 	fo.ctl_gid = cfg->ctl_gid;
 	fo.has_read_gid = cfg->has_read_gid;
 	fo.read_gid = cfg->read_gid;
+	fo.reader_memory = cfg->reader_memory;
 	fo.redact = (const char *const *)cfg->redact_keys;
 
 	r = backend_new(cfg, &b, &err);	/* takes cfg */

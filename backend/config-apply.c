@@ -242,6 +242,14 @@ static int apply_nodefs(struct config_parser *p, const struct config_section *se
 			}
 			free(c->name_prefix);
 			c->name_prefix = s;
+		} else if (strcmp(k, "reader_memory") == 0) {
+			_cleanup_free_ char *s = NULL;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			if (parse_size(s, &c->reader_memory, &e) < 0)
+				return config_perr_from(p, kv->line, k, &e);
 		} else if (strcmp(k, "operations_keep") == 0) {
 			_cleanup_free_ char *s = NULL;
 			long long v;

@@ -104,6 +104,7 @@ struct config {
 	int log_level;			/* enum log_level; -1 unset (info, debug with -d) */
 	char *name_prefix;		/* engine-side names: NULL = "nodefs-<8 of id>-" */
 	uint64_t uncertain_timeout_ms;	/* key uncertain_timeout, default 5 min */
+	uint64_t reader_memory;		/* bytes per uid's open files, default 4M, 0 = unbounded */
 	struct config_plugin *plugins;
 	size_t nplugins;
 	struct config_profile *profiles;

@@ -81,6 +81,45 @@ uint64_t fs_file_seen(const struct fs_file *h)
 	return seen;
 }
 
+/*
+ * Charge h's uid for what h holds now, and remember its snapshot's size as
+ * what the next open of the file is charged before it reads. h->lock held.
+ */
+static void file_recharge(struct fs_file *h)
+{
+	size_t now = BUDGET_OPEN_COST + h->snap.alloc + h->reply.alloc + h->pending.alloc;
+
+	if (h->snap.alloc)
+		atomic_store(&h->inode->snap_hint, h->snap.alloc);
+	budget_adjust(&h->fs->budget, h->uid, h->charged, now);
+	h->charged = now;
+}
+
+/*
+ * What an open of attribute a of i is charged before its first read: the
+ * fixed cost, and the buffer its snapshot will take, known from the last
+ * snapshot of it or measured now by a render (once per file). A stream's
+ * bytes are charged as they come.
+ */
+static size_t open_cost(struct fs *f, struct fs_inode *i, const struct battr *a)
+{
+	size_t hint;
+
+	if (a->stream || (a->flags & BATTR_CTL))
+		return BUDGET_OPEN_COST;
+	hint = atomic_load(&i->snap_hint);
+	if (!hint) {
+		struct sbuf tmp = SBUF_INIT(FILE_SNAPSHOT_CAP);
+
+		if (fs_render(f, a, i->node, &tmp) >= 0)
+			hint = tmp.alloc;
+		sbuf_free(&tmp);
+		if (hint)
+			atomic_store(&i->snap_hint, hint);
+	}
+	return BUDGET_OPEN_COST + hint;
+}
+
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	FS_OP(req, FSOP_OPEN);
@@ -113,12 +152,24 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
+	/* root is never bounded (nor charged: no render to measure) */
+	uid_t uid = fuse_req_ctx(req)->uid;
+	size_t cost = uid && f->budget.limit ? open_cost(f, i, a) : BUDGET_OPEN_COST;
+	int br = budget_take(&f->budget, uid, cost);
+
+	if (br < 0) {
+		fuse_reply_err(req, -br);
+		return;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h) {
+		budget_adjust(&f->budget, uid, cost, 0);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	h->fs = f;
+	h->uid = uid;
+	h->charged = cost;
 	h->node = bnode_ref(i->node);
 	h->attr = a;
 	h->inode = i;
@@ -131,6 +182,11 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (a->stream) {
 		int r = a->stream->open(h->node, &h->stream);
 		if (r < 0) {
+			budget_adjust(&f->budget, uid, cost, 0);
+			sbuf_free(&h->snap);
+			sbuf_free(&h->reply);
+			sbuf_free(&h->pending);
+			pthread_mutex_destroy(&h->lock);
 			bnode_unref(h->node);
 			free(h);
 			fuse_reply_err(req, -r);
@@ -179,6 +235,7 @@ void fs_file_free(struct fs *f, struct fs_file *h)
 	sbuf_free(&h->reply);
 	sbuf_free(&h->pending);
 	pthread_mutex_destroy(&h->lock);
+	budget_adjust(&f->budget, h->uid, h->charged, 0);
 	bnode_unref(h->node);
 	free(h);
 }
@@ -262,6 +319,7 @@ int fs_stream_try(struct fs_file *h, fuse_req_t req, size_t size, off_t off)
 		if (n && sbuf_add(&out, h->pending.buf + (o - h->pending_base), n) < 0)
 			r = -ENOMEM;
 	}
+	file_recharge(h);
 	pthread_mutex_unlock(&h->lock);
 	/* h may be released once the reply is out */
 	if (r < 0)
@@ -347,6 +405,7 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			h->snapped = r >= 0;
 		}
 	}
+	file_recharge(h);
 	if (r < 0) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_err(req, r == -E2BIG ? EFBIG : -r);

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "budget.h"
 #include "fs.h"
 #include "hist.h"
 #include "sbuf.h"
@@ -116,6 +117,7 @@ struct fs {
 	pthread_mutex_t flock;	/* files */
 	struct fs_file *files;	/* open files, freed at unmount if still open */
 	struct fs_pending *pending;
+	struct budget budget;	/* memory open files hold, per uid (budget.h) */
 };
 
 struct fs_file {
@@ -137,6 +139,8 @@ struct fs_file {
 	uint64_t told;		/* the flushed version POLLPRI last reported */
 	struct fs_file *next, *prev;	/* fs->files, under fs->flock */
 	void *stream;		/* stream state */
+	uid_t uid;		/* the opener's, charged in fs->budget */
+	size_t charged;		/* what it is charged now */
 
 	/* under fs->wlock */
 	struct fuse_pollhandle *ph;

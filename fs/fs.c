@@ -314,6 +314,7 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	pthread_mutex_init(&f->wlock, NULL);
 	pthread_mutex_init(&f->flock, NULL);
 	pthread_cond_init(&f->wcond, NULL);
+	budget_init(&f->budget, o->reader_memory);
 	f->pending = fs_pending_new();
 	f->cache = cache_new();
 	if (!f->pending || !f->cache)
@@ -428,6 +429,7 @@ void fs_free(struct fs *f)
 	pthread_mutex_destroy(&f->wlock);
 	pthread_mutex_destroy(&f->flock);
 	pthread_cond_destroy(&f->wcond);
+	budget_destroy(&f->budget);
 	redact_names_free(f->redact);
 	free(f);
 }
@@ -461,6 +463,8 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 				"nodefs_read_denied_total %llu\n",
 				(unsigned long long)atomic_load(&f->denied_writes),
 				(unsigned long long)atomic_load(&f->denied_reads));
+	if (r >= 0)
+		r = budget_render(&f->budget, out);
 	return r;
 }
 

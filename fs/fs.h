@@ -10,6 +10,7 @@
 #define NODEFS_FS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct bnode;
@@ -27,6 +28,10 @@ struct fs_opts {
 	const char *const *redact;
 	double entry_timeout;	/* seconds the kernel may cache names */
 	double attr_timeout;	/* seconds the kernel may cache attributes */
+	/* bytes the open files of one uid other than 0 may hold (snapshots,
+	 * stream buffers, a fixed cost per open); past it opens fail with
+	 * EMFILE. 0: unbounded */
+	uint64_t reader_memory;
 };
 
 /* Make the session from args (fuse options; consumed). -errno. */

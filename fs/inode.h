@@ -40,6 +40,9 @@ struct fs_inode {
 	 * told before the last invalidation (malloc'd blocks of fs/cache.c's,
 	 * under its locks; freed with the entry) */
 	void *told, *prev;
+	/* the buffer the last snapshot of this file took, what an open is
+	 * charged for it before its first read (fs/budget.h); 0: unknown */
+	_Atomic size_t snap_hint;
 	/* under the table's lock: holders outside a request (the notifier);
 	 * a forgotten entry with pins is freed by the last unpin */
 	unsigned pins;

@@ -3,11 +3,15 @@
 walk the tree (allow_other) but gets EACCES writing a ctl file; with
 ctl_group set, ctl files are 0220 root:GROUP and a member of that group may
 write them. The group is made with groupadd for the test and removed after,
-whatever happens.
+whatever happens. With reader_memory set, nobody holding many descriptors of
+metrics/nodefs.prom gets EMFILE past the bound (counted by
+nodefs_reader_limit_refused_total), root's opens and ctl writes are served
+meanwhile, and closing them frees the budget.
 """
 
 import grp
 import os
+import re
 import stat
 import subprocess
 import unittest
@@ -109,6 +113,85 @@ class CtlGroupTest(unittest.TestCase):
             with nt.Nodefs(conf, start_timeout=10):
                 pass
         self.assertIn(":2: ", str(cm.exception))
+
+
+# As nobody: open and read metrics/nodefs.prom until EMFILE (at most 2,000),
+# say how many are held, wait for a line on stdin, close them all, open and
+# read one again.
+_HOLD_CHILD = r"""
+import errno, os, sys
+path = sys.argv[1]
+fds, err = [], 0
+while len(fds) < 2000:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        err = e.errno
+        break
+    fds.append(fd)
+    os.read(fd, 1 << 20)
+print("held %d %s" % (len(fds), errno.errorcode.get(err, err)), flush=True)
+sys.stdin.readline()
+for fd in fds:
+    os.close(fd)
+fd = os.open(path, os.O_RDONLY)
+print("again %d" % len(os.read(fd, 1 << 20)), flush=True)
+os.close(fd)
+"""
+
+
+class ReaderBudgetTest(unittest.TestCase):
+    def metric(self, fs, name):
+        m = re.search(r'^%s\{uid="%d"\} (\d+)$' % (name, nt.NOBODY_UID),
+                      fs.read("metrics", "nodefs.prom"), re.M)
+        return int(m.group(1)) if m else 0
+
+    def test_nobody_bounded_root_not(self):
+        conf = nt.offline_config().replace("[nodefs]\n",
+                                           "[nodefs]\nreader_memory = 512K\n", 1)
+        with nt.Nodefs(conf) as fs:
+            prom = fs.path("metrics", "nodefs.prom")
+            child = subprocess.Popen(
+                nt.as_user_argv(["/usr/bin/python3", "-c", _HOLD_CHILD, prom]),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                cwd="/")
+            try:
+                held = child.stdout.readline().split()
+                self.assertEqual(held[0], "held", held)
+                # bounded well before 2,000, by the daemon (not RLIMIT_NOFILE)
+                self.assertEqual(held[2], "EMFILE", held)
+                self.assertGreater(int(held[1]), 0, held)
+                self.assertLess(int(held[1]), 500, held)
+                self.assertGreaterEqual(
+                    self.metric(fs, "nodefs_reader_limit_refused_total"), 1)
+                used = self.metric(fs, "nodefs_reader_memory_bytes")
+                self.assertGreater(used, 0)
+                self.assertLessEqual(used, 512 * 1024)
+                # root is never bounded: many opens, and a ctl write served
+                fds = [os.open(prom, os.O_RDONLY) for _ in range(600)]
+                try:
+                    for fd in fds:
+                        self.assertTrue(os.read(fd, 1 << 20))
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                ok, e = fs.write_ctl("volumes/ctl", "bogus")
+                self.assertFalse(ok)
+                self.assertNotEqual(fs.error("volumes"), "")
+                # closing frees the budget
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                again = child.stdout.readline().split()
+                self.assertEqual(again[0], "again", again)
+                self.assertGreater(int(again[1]), 0, again)
+                self.assertEqual(child.wait(timeout=nt.scaled(30)), 0)
+                self.assertTrue(nt.wait_until(
+                    lambda: self.metric(fs, "nodefs_reader_memory_bytes") == 0,
+                    10))
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
 
 
 if __name__ == "__main__":

@@ -638,6 +638,26 @@ Test(config, name_prefix_and_uncertain_timeout)
 		  FILE_NAME ":2: uncertain_timeout: must be more than 0");
 }
 
+Test(config, reader_memory)
+{
+	const char *bad = "[nodefs]\nreader_memory = lots\n";
+	struct config *c = parse_ok("[nodefs]\nreader_memory = 512K\n");
+	struct nerr e = { 0 };
+
+	cr_assert_eq(c->reader_memory, 512u << 10);
+	config_free(c);
+	c = parse_ok("[nodefs]\nreader_memory = 0\n");
+	cr_assert_eq(c->reader_memory, 0);
+	config_free(c);
+	c = parse_ok("[nodefs]\n");
+	cr_assert_eq(c->reader_memory, 4u << 20);
+	config_free(c);
+	c = NULL;
+	cr_assert_eq(config_parse(bad, strlen(bad), FILE_NAME, &c, &e), -EINVAL);
+	cr_assert_null(c);
+	cr_assert(strstr(e.msg, FILE_NAME ":2: reader_memory: "), "%s", e.msg);
+}
+
 /* secrets = FILE: checked at parse (root's, no one else's), kept as a path. */
 Test(config_load, secrets, .init = mk_tmp, .fini = rm_tmp)
 {
