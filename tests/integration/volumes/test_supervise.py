@@ -389,10 +389,13 @@ command = /nonexistent/nodefs-plugin --flag
                           fs.read("plugins", "hp", "process"))
             self.assertEqual(nt.find_pids_with_arg(other.base), [other.proc.pid])
             other.stop()
-            # once the socket is free (stale), nodefs starts its own
+            # once the socket is free (stale), nodefs starts its own (health
+            # may still say READY from the other one until a probe fails:
+            # wait for a process of nodefs's own that answers)
+            own = lambda: nt.parse_kv(fs.read("plugins", "hp", "process"))["pid"] != "none"
             self.assertTrue(nt.wait_until(
-                lambda: fs.read("plugins", "hp", "health").startswith("READY"), 40),
-                fs.read("plugins", "hp", "health"))
+                lambda: own() and fs.read("plugins", "hp", "health").startswith("READY"), 40),
+                fs.read("plugins", "hp", "process") + fs.read("plugins", "hp", "health"))
             mine = nt.parse_kv(fs.read("plugins", "hp", "process"))["pid"]
             self.assertEqual(nt.find_pids_with_arg(other.base), [int(mine)])
 
