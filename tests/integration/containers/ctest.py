@@ -264,6 +264,21 @@ class Env:
     def state(self, name):
         return self.cread(name, "state").strip()
 
+    def wait_caught(self, name, signo):
+        """Wait until the container's first process catches signo (its
+        SigCgt): a signal sent to a namespace's init before its handler is
+        in place is dropped by the kernel, and the test would wait in vain."""
+        pid = int(self.cread(name, "pid"))
+
+        def caught():
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("SigCgt:"):
+                        return int(line.split()[1], 16) >> (signo - 1) & 1
+            return False
+        if not nt.wait_until(caught, nt.scaled(5), 0.02):
+            raise AssertionError("%s: pid %d never caught signal %d" % (name, pid, signo))
+
     def containers(self):
         return [c for c in self.fs.listdir("containers") if c not in ("ctl", "error")]
 

@@ -9,6 +9,7 @@ removes its engine containers, mount and temp dir on every exit path.
 
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -223,6 +224,7 @@ class Docker(unittest.TestCase):
             ok, err = env.ctl("containers/%s/ctl" % n, "kill NOSUCHSIG")
             self.assertEqual((ok, err), (False, "EINVAL"))
             self.assertEqual(env.state(n), "RUNNING")
+            env.wait_caught(n, signal.SIGHUP)
             env.cctl(n, "kill HUP")
             env.wait_state(n, "EXITED", 5)
             self.assertEqual(env.cread(n, "exit_code").strip(), "42")

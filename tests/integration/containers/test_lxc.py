@@ -12,6 +12,7 @@ import fcntl
 import glob
 import json
 import os
+import signal
 import struct
 import sys
 import threading
@@ -246,6 +247,7 @@ class Lxc(unittest.TestCase):
             n = lrun(env, "hup", ctest.HUP_42)
             ok, err = env.ctl("containers/%s/ctl" % n, "kill NOSUCHSIG")
             self.assertEqual((ok, err), (False, "EINVAL"))
+            env.wait_caught(n, signal.SIGHUP)
             env.cctl(n, "kill HUP")
             env.wait_state(n, "EXITED", 5)
             self.assertEqual(env.cread(n, "exit_code").strip(), "42")
