@@ -119,7 +119,7 @@ class CtlGroupTest(unittest.TestCase):
 # say how many are held, wait for a line on stdin, close them all, open and
 # read one again.
 _HOLD_CHILD = r"""
-import errno, os, sys
+import errno, os, sys, time
 path = sys.argv[1]
 fds, err = [], 0
 while len(fds) < 2000:
@@ -134,7 +134,17 @@ print("held %d %s" % (len(fds), errno.errorcode.get(err, err)), flush=True)
 sys.stdin.readline()
 for fd in fds:
     os.close(fd)
-fd = os.open(path, os.O_RDONLY)
+# the kernel sends each RELEASE after close() has returned: the budget
+# comes back a moment later
+deadline = time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        break
+    except OSError as e:
+        if e.errno != errno.EMFILE or time.monotonic() > deadline:
+            raise
+        time.sleep(0.02)
 print("again %d" % len(os.read(fd, 1 << 20)), flush=True)
 os.close(fd)
 """
@@ -152,7 +162,8 @@ class ReaderBudgetTest(unittest.TestCase):
         with nt.Nodefs(conf) as fs:
             prom = fs.path("metrics", "nodefs.prom")
             child = subprocess.Popen(
-                nt.as_user_argv(["/usr/bin/python3", "-c", _HOLD_CHILD, prom]),
+                nt.as_user_argv(["/usr/bin/python3", "-c", _HOLD_CHILD, prom,
+                                 str(nt.scaled(10))]),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                 cwd="/")
             try:
