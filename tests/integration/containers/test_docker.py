@@ -209,6 +209,7 @@ class Docker(unittest.TestCase):
             self.assertFalse(inspect(env.cread(n, "id").strip())["State"]["Running"])
             # a process that honours TERM stops at once with its own code
             g = drun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
+            env.wait_caught(g, signal.SIGTERM)
             t0 = time.monotonic()
             env.cctl(g, "stop 10")
             self.assertLess(time.monotonic() - t0, nt.scaled(5))

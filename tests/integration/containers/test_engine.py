@@ -73,6 +73,7 @@ class Engine(unittest.TestCase):
                 env.run(kept, "runtime=docker image=%s cmd=%s" % (
                     IMAGE, ctest._shq("sh -c \"trap 'exit 3' TERM; while :; do sleep 0.1; done\"")))
                 self.assertEqual(env.state(kept), "RUNNING")
+                env.wait_caught(kept, signal.SIGTERM)
 
                 pid = dockerd_pid(d)
                 self.assertIsNotNone(pid)

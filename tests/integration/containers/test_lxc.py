@@ -227,6 +227,7 @@ class Lxc(unittest.TestCase):
             self.assertEqual(env.cread(d, "exit_code").strip(), "137")
             # a command that honours TERM stops at once with its own code
             g = lrun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
+            env.wait_caught(g, signal.SIGTERM)
             t0 = time.monotonic()
             env.cctl(g, "stop 10")
             self.assertLess(time.monotonic() - t0, nt.scaled(5))
