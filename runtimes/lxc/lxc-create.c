@@ -360,7 +360,7 @@ static void busybox_no_dhcp(struct lxc_container *c)
 static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *name,
 		      const char *tpath, char **targv, struct nerr *err)
 {
-	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], buf[8192], crash_line[64];
+	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], logp[PATH_MAX], buf[8192], crash_line[64];
 	FILE *f;
 	bool ok;
 	int r = 0;
@@ -396,7 +396,20 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 		unlink(wrap);
 		return r;
 	}
+	/* liblxc's own reasons for a failed create go to a log beside the
+	 * lxcpath (the container's directory is made by create itself); the
+	 * config saved afterwards names the container's lxc.log instead. */
+	rt_lxc_create_log(h, name, logp, sizeof(logp));
+	if (!logp[0] || !set_item(c, "lxc.log.file", logp) ||
+	    !set_item(c, "lxc.log.level", "INFO"))
+		logp[0] = '\0';
 	ok = c->create(c, wrap, NULL, NULL, LXC_CREATE_QUIET, targv);
+	if (ok && logp[0]) {
+		/* Out of the config create saved, or every later load of it
+		 * would make the file again. */
+		c->clear_config_item(c, "lxc.log.file");
+		c->clear_config_item(c, "lxc.log.level");
+	}
 	if (!ok) {
 		char last[240] = "";
 		int n = rt_lxc_read_file(out, buf, sizeof(buf));
@@ -418,6 +431,8 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 	}
 	unlink(wrap);
 	unlink(out);
+	if (logp[0])
+		unlink(logp);
 	return r;
 }
 
@@ -645,7 +660,7 @@ bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_na
 /* The create is over (made whole, or undone): its files go, the mark last. */
 static void creating_clear(struct rt_lxc *h, const char *name)
 {
-	static const char *const exts[] = { "sh", "out", "pgid" };
+	static const char *const exts[] = { "sh", "out", "log", "pgid" };
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(exts); i++)

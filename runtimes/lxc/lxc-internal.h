@@ -36,8 +36,8 @@ struct sbuf;
 /* In LXCPATH, beside the container directories: the in-progress mark of a
  * create, .nodefs-creating-NAME (written before liblxc makes anything,
  * removed once the owner mark is in place). The create's other files there,
- * .nodefs-create-NAME.{sh,out,pgid}, are the template's wrapper, its output
- * and its process group. */
+ * .nodefs-create-NAME.{sh,out,log,pgid}, are the template's wrapper, its
+ * output, liblxc's log of the create and the template's process group. */
 #define RT_LXC_CREATING_PREFIX ".nodefs-creating-"
 #define RT_LXC_CONSOLE_LOG "console.log"
 #define RT_LXC_LXC_LOG "lxc.log"
@@ -254,6 +254,8 @@ int rt_lxc_read_file(const char *path, char *buf, size_t size);
 /* Container directory of name. */
 int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
 	       char *buf, size_t size);
+/* LXCPATH/.nodefs-create-NAME.log, liblxc's log while it creates name. */
+void rt_lxc_create_log(const struct rt_lxc *h, const char *name, char *buf, size_t size);
 /* Read the mark: 0 ours, -ENOENT no such container or not ours, -EIO bad
  * file. ret may be NULL. */
 int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_meta *ret);

@@ -40,6 +40,14 @@ int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
+void rt_lxc_create_log(const struct rt_lxc *h, const char *name, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "%s/.nodefs-create-%s.log", h->lxcpath, name);
+
+	if (n < 0 || (size_t)n >= size)
+		buf[0] = '\0';
+}
+
 static json_t *load(const struct rt_lxc *h, const char *name, const char *file, int *ret_r)
 {
 	char path[PATH_MAX], buf[RT_LXC_META_CAP];

@@ -78,15 +78,20 @@ static const struct {
 	[LF_DESTROY] = { EIO, "destroy failed" },
 };
 
-/* The last line of the container's lxc.log with an ERROR in it. */
-static void last_log_error(struct rt_lxc *h, const char *name, char *buf, size_t size)
+/* The last line with an ERROR in it of the container's lxc.log, or, for a
+ * create, of the log liblxc kept beside the lxcpath while it made the
+ * container (its directory does not exist before). */
+static void last_log_error(struct rt_lxc *h, const char *name, enum rt_lxc_fail f,
+			   char *buf, size_t size)
 {
 	char path[PATH_MAX], data[8192];
 	int fd, n;
 	off_t end;
 
 	buf[0] = '\0';
-	if (rt_lxc_dir(h, name, RT_LXC_LXC_LOG, path, sizeof(path)) < 0)
+	if (f == LF_CREATE)
+		rt_lxc_create_log(h, name, path, sizeof(path));
+	else if (rt_lxc_dir(h, name, RT_LXC_LXC_LOG, path, sizeof(path)) < 0)
 		return;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -134,8 +139,9 @@ int rt_lxc_failf(struct rt_lxc *h, struct lxc_container *c, const char *name,
 	}
 	if (c && c->error_string && c->error_string[0])
 		snprintf(detail, sizeof(detail), "%s", c->error_string);
-	else if (f == LF_START || f == LF_STOP || f == LF_ATTACH || f == LF_CGROUP)
-		last_log_error(h, name, detail, sizeof(detail));
+	else if (f == LF_START || f == LF_STOP || f == LF_ATTACH || f == LF_CGROUP ||
+		 f == LF_CREATE)
+		last_log_error(h, name, f, detail, sizeof(detail));
 	return nerr_set(err, lxc_fail_table[f].err, "lxc %s: %s%s%s%s%s", name,
 			lxc_fail_table[f].what, ours[0] ? ": " : "", ours,
 			detail[0] ? ": " : "", detail);
