@@ -240,7 +240,7 @@ class LifecycleTest(unittest.TestCase):
         with vt.VolEnv(extra=extra) as env:
             self.assertEqual(env.fs.read("profiles", "sized", "size").strip(), str(64 << 20))
             self.assertEqual(env.fs.read("profiles", "fast", "size"), "")
-            for name, line, want in (("p1", "", 64 << 20), ("p2", " size=1M", 1 << 20)):
+            for name, line, want in (("p1", "", 64 << 20), ("p2", " size=16M", 16 << 20)):
                 ok, e = env.ctl("volumes/ctl", "create %s profile=sized%s" % (name, line))
                 self.assertTrue(ok, env.fs.error("volumes"))
                 self.assertEqual(env.vread(name, "capacity"), str(want))

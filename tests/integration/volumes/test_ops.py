@@ -194,7 +194,7 @@ class OpsTest(unittest.TestCase):
             before = env.volume_calls()
             ok, e = env.ctl("volumes/ctl", "import ghost vol-does-not-exist")
             self.assertEqual((ok, e), (False, "ENOENT"))
-            self.assertIn("not found", env.fs.error("volumes"))
+            self.assertIn("NOT_FOUND", env.fs.error("volumes"))
             self.assertNotIn("ghost", env.volumes())
             self.assertEqual(env.volume_calls()["ValidateVolumeCapabilities"],
                              before["ValidateVolumeCapabilities"] + 1)

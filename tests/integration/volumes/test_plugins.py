@@ -39,8 +39,7 @@ class PluginFilesTest(unittest.TestCase):
         with vt.VolEnv() as env:
             fs = env.fs
             info = nt.parse_kv(fs.read("plugins", "hostpath", "info"))
-            self.assertEqual(info, {"name": "hostpath.csi.nodefs.test",
-                                    "vendor_version": "1.0.0"})
+            self.assertEqual(info, env.plugin.info())
             health = fs.read("plugins", "hostpath", "health")
             self.assertRegex(health, r"^READY since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$")
             pid = env.plugin.proc.pid
@@ -66,7 +65,7 @@ class PluginFilesTest(unittest.TestCase):
             self.assertEqual(len(lines(down)), 1, down)
             # What was fetched stays readable while the plugin is away.
             self.assertEqual(nt.parse_kv(fs.read("plugins", "hostpath", "info"))["name"],
-                             "hostpath.csi.nodefs.test")
+                             env.plugin.info()["name"])
             # A volume command fails meanwhile (UNAVAILABLE: EAGAIN, its
             # outcome unknown: the volume waits in CREATING to be re-driven).
             ok, e = env.ctl("volumes/ctl", "create late size=8M")

@@ -104,6 +104,11 @@ class Plugin:
     """The test CSI plugin as a child process (one at a time per env)."""
 
     node_expansion = True   # ControllerExpandVolume asks for NodeExpandVolume
+    checks_exit = False     # grpcio's exit status at SIGTERM says nothing
+
+    def info(self):
+        """What GetPluginInfo answers: plugins/NAME/info's lines."""
+        return {"name": "hostpath.csi.nodefs.test", "vendor_version": "1.0.0"}
 
     def __init__(self, tmp):
         self.sock = os.path.join(tmp, "csi.sock")
@@ -112,6 +117,7 @@ class Plugin:
         self.endpoint = "unix://" + self.sock
         self.proc = None
         self.flags = []
+        self.problems = []
 
     def start(self, flags=(), timeout=30):
         self.flags = list(flags)
@@ -142,16 +148,29 @@ class Plugin:
                 "--base", self.base] + self.flags
 
     def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
+        """Stop the plugin. Returns what went wrong with it so far (a
+        non-zero exit after SIGTERM here or at a restart, a sanitizer
+        finding in its log), as a list."""
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                rc = self.proc.wait(nt.scaled(15))
+                if rc != 0 and self.checks_exit:
+                    self.problems.append("the plugin exited %d at SIGTERM" % rc)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                self.problems.append("the plugin did not stop at SIGTERM")
         self.proc = None
+        try:
+            with open(self.log_path, "rb") as f:
+                log = f.read().decode(errors="replace")
+        except OSError:
+            log = ""
+        if any(m in log for m in nt.SANITIZER_MARKERS) and not any(
+                "sanitizer" in p for p in self.problems):
+            self.problems.append("sanitizer finding in the plugin's log")
+        return self.problems
 
     def restart(self, flags=()):
         self.stop()
@@ -184,8 +203,14 @@ class LocalPlugin(Plugin):
     (with a node step in image backing: the filesystem grows there)."""
 
     node_expansion = BACKING == "image"
+    checks_exit = True      # 0 after SIGTERM; a sanitizer build's leak check fails it
     # flags of plugin.py that describe what it already is
     SAME = {"--no-controller-publish"}
+
+    def info(self):
+        out = subprocess.run([CSI_LOCAL_BIN, "--version"], capture_output=True, text=True,
+                             check=True).stdout.split()
+        return {"name": "local.csi.nodefs.io", "vendor_version": out[-1]}
 
     def argv(self):
         odd = [f for f in self.flags if f not in self.SAME]
@@ -196,7 +221,7 @@ class LocalPlugin(Plugin):
                 "--node-id", "node-1", "--backing", BACKING]
 
     def state(self):
-        """{volume_id: {capacity, params, staged, published, nodes}} from
+        """{volume_id: {name, capacity, params, staged, published, nodes}} from
         its records (BASE/state/vol-*)."""
         from urllib.parse import unquote
         out = {}
@@ -214,6 +239,8 @@ class LocalPlugin(Plugin):
                     k, _, v = line.rstrip("\n").partition(" ")
                     if k == "size":
                         rec["capacity"] = int(v)
+                    elif k == "name":
+                        rec["name"] = unquote(v)
                     elif k == "staged":
                         rec["staged"].append(unquote(v))
                     elif k == "target":
@@ -315,7 +342,7 @@ class VolEnv:
                 self.fs._cleanup()
         finally:
             if self.plugin is not None:
-                self.plugin.stop()
+                problems += self.plugin.stop()
             if self.tmp:
                 unmount_all_under(self.tmp)
                 detach_loops_under(self.tmp)
