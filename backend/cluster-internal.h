@@ -40,8 +40,8 @@ struct cluster_job {
 	char key[512];
 	char id[128];		/* the record's id: its key's last part */
 	char *val;
-	int64_t mod_rev;
-	bool orphan;		/* taken by an earlier run of this node */
+	int64_t mod_rev;	/* as seen: the answer is conditional on it */
+	bool orphan;		/* an earlier run of this node may have seen it */
 	bool nonblock;		/* the writer opened its ctl O_NONBLOCK */
 	struct operation *op;	/* adopted: the earlier run's operation, ending */
 	/* after the run: */
@@ -65,7 +65,7 @@ struct cluster {
 	long ttl_s;
 	bool accept_remote;
 	char boot_id[64];
-	char token[17];		/* this run's: in command ids and as the taker */
+	char token[17];		/* this run's: in command ids */
 	time_t started;
 	struct bnode *dir, *nodes;
 
@@ -81,9 +81,11 @@ struct cluster {
 	long lease_ttl;			/* as last kept alive */
 	struct timespec lease_at;	/* when */
 	int64_t rev_seen, rev_store;	/* the watch's, the store's last known */
+	int64_t boot_rev;		/* the revision of this run's first list */
 	bool watching;
 	struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
 	unsigned ms_bad[CLUSTER_MAX_ENDPOINTS];	/* failed looks in a row */
+	size_t leader_ep;		/* 1 + the leader's endpoint index; 0: unknown */
 	size_t nms;
 	struct hmap cache;		/* key (below the prefix) -> struct centry */
 	struct cluster_rcmd *rcmds;	/* waiting for answers */
@@ -93,6 +95,7 @@ struct cluster {
 	unsigned jobs_running;		/* taken, not answered yet */
 	char **deletes;			/* answered commands' keys to delete */
 	size_t ndeletes;
+	struct timespec deletes_since;	/* the oldest of them (CLOCK_MONOTONIC) */
 	uint64_t seq;			/* command ids */
 	/* metrics */
 	uint64_t publishes, publish_us, publish_writes;
@@ -107,6 +110,7 @@ struct centry {
 	char *val;
 	size_t vlen;
 	int64_t mod_rev;
+	int64_t queued_rev;	/* this node's inbox: the revision queued to run */
 };
 
 /* cluster-view.c */
@@ -119,16 +123,15 @@ void cluster_view_clear_locked(struct cluster *c);
 void *cluster_watch_main(void *arg);
 
 /* cluster-remote.c: remote commands, both sides. */
-/* A PUT of a key under inbox/ (c->lock held). */
-void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
-			       int64_t mod_rev);
+/* A PUT of a key under inbox/, as now cached in ce (c->lock held). */
+void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce);
 /* A remote write from a ctl under cluster/: -EINPROGRESS, rq completed
  * with the target's answer; -EHOSTUNREACH at once while etcd is away. */
 int cluster_remote_write(struct cluster *c, const char *node, const char *path, const char *line,
 			 size_t len, struct breq *rq);
 /* The inbox thread (its own etcd client, so an answer never waits behind
- * a publish): take and run this node's commands, write their answers,
- * send this node's, time them out, delete the answered. */
+ * a publish): run this node's commands, write their answers, send this
+ * node's, time them out, delete the answered. */
 void *cluster_remote_main(void *arg);
 /* End every command still waiting (-ESHUTDOWN) and free the queues. */
 void cluster_remote_stop(struct cluster *c);
@@ -144,6 +147,9 @@ void cwake_wait(struct cwake *w, uint64_t ms);
 void cluster_wake(struct cluster *c);
 void cluster_wake_remote(struct cluster *c);
 bool cluster_stopping(struct cluster *c);
+/* Point e at the leader's endpoint when it is known and answers: a write
+ * there is one hop shorter, and its watchers see it first. */
+void cluster_prefer_leader(struct cluster *c, struct etcd *e);
 void cluster_fmt_time(time_t t, char *buf, size_t len);
 
 #endif

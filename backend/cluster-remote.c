@@ -1,24 +1,28 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * cluster-remote: ctl lines carried to other nodes through etcd, both
- * sides. The writer creates PREFIX/nodes/NODE/inbox/ID in a transaction
- * that fails if it exists and waits for the target's answer in its watch;
- * the target takes the record with a transaction on its mod revision,
- * runs the line through the ctl file's own check and store (so the same
- * operation records, checkpoints and events as a local write) and writes
- * the answer.
+ * sides, in two raft commits (docs/design.md, "A remote command"). The
+ * writer creates PREFIX/nodes/NODE/inbox/ID in a transaction that fails if
+ * it exists (and that carries the deletions of its earlier answered
+ * records) and waits for the answer in the watch it already has; the
+ * target, seeing the record in its watch, runs the line through the ctl
+ * file's own check and store (so the same operation records, checkpoints
+ * and events as a local write) and writes the answer in one transaction
+ * conditional on the record's revision as seen. There is no "taken" write.
  *
  * At most once: the command's id goes into the first checkpoint of the
- * operation it starts (breq.cluster_cmd, operation.cluster_cmd). A record
- * found `taken` by an earlier run of this node (a crash between taking and
- * answering) is, once recovery has read the checkpoints, answered from
- * that operation when one carries its id (ended: at once; PENDING: when
- * recovery has driven it to its end), and run now when none does: nothing
- * of it had been acted on, since the checkpoint comes before any action.
+ * operation it starts (breq.cluster_cmd, operation.cluster_cmd). Within a
+ * run a record is queued once per revision (centry.queued_rev), so a
+ * re-list does not run it again. A record an earlier run of this node may
+ * have seen (listed at or below this run's first list's revision) waits
+ * until recovery has read the checkpoints: an operation carrying its id
+ * answers it (ended: at once; PENDING: when recovery has driven it to its
+ * end), and with none it runs now: nothing of it had been acted on, since
+ * the checkpoint comes before any action.
  *
  * Runs on its own thread (cluster_remote_main, with its own etcd client)
- * and the watch thread (records seen, under c->lock). Knows the tree's ctl entry points and the etcd
- * client; never FUSE.
+ * and the watch thread (records seen, under c->lock). Knows the tree's ctl
+ * entry points and the etcd client; never FUSE.
  */
 #include "backend-internal.h"
 
@@ -38,8 +42,8 @@
 #include "operation.h"
 
 #if NODEFS_TEST_HOOKS
-/* Crash tests: NODEFS_CRASH_AT=cluster:taken kills the daemon right after
- * it has taken a remote command in etcd, before it runs it. */
+/* Crash tests: NODEFS_CRASH_AT=cluster:run kills the daemon right before
+ * it runs a remote command it has decided to run. */
 static void crash_hook(const char *point)
 {
 	const char *spec = getenv("NODEFS_CRASH_AT");
@@ -101,6 +105,21 @@ int cluster_remote_write(struct cluster *c, const char *node, const char *path, 
 	return -EINPROGRESS;
 }
 
+/* An answered or abandoned command's record, to delete with the next
+ * create (or alone once none has come for a while); c->lock held. */
+static void add_delete_locked(struct cluster *c, const char *key)
+{
+	char **nd = realloc(c->deletes, (c->ndeletes + 1) * sizeof(*nd));
+
+	if (!nd)
+		return;
+	c->deletes = nd;
+	if ((c->deletes[c->ndeletes] = strdup(key))) {
+		if (c->ndeletes++ == 0)
+			clock_gettime(CLOCK_MONOTONIC, &c->deletes_since);
+	}
+}
+
 /* Unlink rc (lock held) and complete it with r (lock dropped meanwhile). */
 static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, const char *msg)
 {
@@ -151,11 +170,9 @@ static void rcmd_answered_locked(struct cluster *c, const char *key, const char 
 				sbuf_printf(&rq->reply, "%s", reply);
 			c->remote_ok++;
 		}
-		char **nd = realloc(c->deletes, (c->ndeletes + 1) * sizeof(*nd));
-		if (nd) {
-			c->deletes = nd;
-			c->deletes[c->ndeletes++] = strdup(rc->key);
-		}
+		/* deleted with the next create: not in the way of the
+		 * writer's next command */
+		add_delete_locked(c, rc->key);
 		free(rc->record);
 		free(rc);
 		json_decref(j);
@@ -176,10 +193,49 @@ static bool ts_past(const struct timespec *t)
 	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
 }
 
-/* Create the inbox records of commands not sent yet, time out the
- * unanswered, delete the answered. */
-static void send_rcmds(struct cluster *c, struct etcd *e)
+/* How long answered records wait for a create to carry their deletion. */
+#define DELETE_LINGER_MS 100
+
+/* Up to max pending deletions as transaction ops (c->lock held); the keys
+ * move to the caller (free each ops[i].key). */
+static size_t take_deletes_locked(struct cluster *c, struct etcd_op *ops, size_t max)
 {
+	size_t n = c->ndeletes < max ? c->ndeletes : max;
+
+	for (size_t i = 0; i < n; i++)
+		ops[i] = (struct etcd_op){ .del = true, .key = c->deletes[c->ndeletes - n + i] };
+	c->ndeletes -= n;
+	if (c->ndeletes == 0) {
+		free(c->deletes);
+		c->deletes = NULL;
+	}
+	return n;
+}
+
+/* Deletions that did not get through go back (c->lock held). */
+static void put_back_deletes_locked(struct cluster *c, struct etcd_op *ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		add_delete_locked(c, ops[i].key);
+		free((char *)ops[i].key);
+	}
+}
+
+static void free_ops_keys(struct etcd_op *ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free((char *)ops[i].key);
+}
+
+/* Create the inbox records of commands not sent yet (each in one
+ * transaction with the pending deletions), time out the unanswered, and
+ * delete answered records no create has carried within DELETE_LINGER_MS.
+ * Returns true while deletions are pending. */
+static bool send_rcmds(struct cluster *c, struct etcd *e)
+{
+	struct etcd_op ops[ETCD_TXN_MAX - 1];
+	bool pending;
+
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		struct cluster_rcmd *rc = NULL;
@@ -189,6 +245,9 @@ static void send_rcmds(struct cluster *c, struct etcd *e)
 		if (!rc)
 			break;
 		if (rc->sent) {
+			/* unanswered: gone, so a target that comes back
+			 * later does not run what its writer gave up on */
+			add_delete_locked(c, rc->key);
 			rcmd_fail_locked(c, rc, -ETIMEDOUT, "no answer from the target node in time");
 			continue;
 		}
@@ -199,54 +258,67 @@ static void send_rcmds(struct cluster *c, struct etcd *e)
 		rc->sent = true;
 		char key[512], *rec = rc->record;
 		struct nerr err = { 0 };
+		size_t nd = take_deletes_locked(c, ops, ARRAY_SIZE(ops));
 		snprintf(key, sizeof(key), "%s", rc->key);
 		pthread_mutex_unlock(&c->lock);
 		/* rc stays ours: only this thread unlinks a sent command before
 		 * its answer, and the answer cannot precede the record */
-		int r = etcd_create(e, key, rec, strlen(rec), 0, &err);
+		int r = etcd_create_and(e, key, rec, strlen(rec), ops, nd, &err);
 		pthread_mutex_lock(&c->lock);
+		/* -EEXIST: the transaction's other branch deleted them */
+		if (r == 0 || r == -EEXIST)
+			free_ops_keys(ops, nd);
+		else
+			put_back_deletes_locked(c, ops, nd);
 		if (r < 0)
 			rcmd_fail_locked(c, rc, r == -ETIMEDOUT || r == -EHOSTUNREACH ? r : -EIO, err.msg);
 	}
-	char **del = c->deletes;
-	size_t nd = c->ndeletes;
-	c->deletes = NULL;
-	c->ndeletes = 0;
-	pthread_mutex_unlock(&c->lock);
-	for (size_t i = 0; i < nd; i++) {
+	struct timespec due = c->deletes_since;
+	due.tv_nsec += DELETE_LINGER_MS * 1000000L;
+	due.tv_sec += due.tv_nsec / 1000000000L;
+	due.tv_nsec %= 1000000000L;
+	while (c->ndeletes && c->connected && ts_past(&due)) {
 		struct nerr err = { 0 };
-		if (del[i])
-			etcd_delete(e, del[i], &err);
-		free(del[i]);
+		size_t nd = take_deletes_locked(c, ops, ARRAY_SIZE(ops));
+		pthread_mutex_unlock(&c->lock);
+		int r = etcd_txn(e, ops, nd, NULL, &err);
+		pthread_mutex_lock(&c->lock);
+		if (r < 0) {
+			put_back_deletes_locked(c, ops, nd);
+			break;
+		}
+		free_ops_keys(ops, nd);
 	}
-	free(del);
+	pending = c->ndeletes > 0;
+	pthread_mutex_unlock(&c->lock);
+	return pending;
 }
 
 /* ---- the target ---- */
 
-void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
-			       int64_t mod_rev)
+void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce)
 {
 	char mine[512];
 
 	snprintf(mine, sizeof(mine), "nodes/%s/inbox/", c->node);
-	if (strncmp(key, mine, strlen(mine)) == 0) {
-		json_t *j = json_loadb(val, vlen, 0, NULL);
+	/* queued once per revision: a re-list shows it again */
+	if (strncmp(ce->key, mine, strlen(mine)) == 0 && ce->queued_rev != ce->mod_rev) {
+		json_t *j = json_loadb(ce->val, ce->vlen, 0, NULL);
 		const char *st = json_string_value(json_object_get(j, "state"));
-		const char *taker = json_string_value(json_object_get(j, "taker"));
-		bool fresh = st && strcmp(st, "new") == 0;
-		/* taken, but not by this run: an earlier one crashed on it */
-		bool orphan = st && strcmp(st, "taken") == 0 && (!taker || strcmp(taker, c->token) != 0);
+		/* "taken": written by an earlier version, which took commands
+		 * with a write of their own before running them */
+		bool open = st && (strcmp(st, "new") == 0 || strcmp(st, "taken") == 0);
 
-		if (fresh || orphan || !j) {
+		if (open || !j) {
 			struct cluster_job *jb = calloc(1, sizeof(*jb));
-			if (jb && (jb->val = strndup(val, vlen))) {
-				snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, key);
-				snprintf(jb->id, sizeof(jb->id), "%s", key + strlen(mine));
-				jb->mod_rev = mod_rev;
-				jb->orphan = orphan;
+			if (jb && (jb->val = strndup(ce->val, ce->vlen))) {
+				snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, ce->key);
+				snprintf(jb->id, sizeof(jb->id), "%s", ce->key + strlen(mine));
+				jb->mod_rev = ce->mod_rev;
+				jb->orphan = ce->mod_rev <= c->boot_rev;
 				jb->nonblock = json_is_true(json_object_get(j, "nonblock"));
 				jb->c = c;
+				ce->queued_rev = ce->mod_rev;
 				*c->jobs_tail = jb;
 				c->jobs_tail = &jb->next;
 				cluster_wake_remote(c);
@@ -255,7 +327,7 @@ void cluster_inbox_seen_locked(struct cluster *c, const char *key, const char *v
 		}
 		json_decref(j);
 	}
-	rcmd_answered_locked(c, key, val, vlen);
+	rcmd_answered_locked(c, ce->key, ce->val, ce->vlen);
 }
 
 static void job_free(struct cluster_job *jb)
@@ -266,14 +338,14 @@ static void job_free(struct cluster_job *jb)
 	free(jb);
 }
 
-static void job_done(struct breq *rq, int result)
+/* jb has its answer (result, msg, rq.reply): queue it to be written. */
+static void job_finish(struct cluster_job *jb, int result, const char *msg)
 {
-	struct cluster_job *jb = (struct cluster_job *)((char *)rq - offsetof(struct cluster_job, rq));
 	struct cluster *c = jb->c;
 
 	jb->result = result;
-	if (result < 0)
-		snprintf(jb->msg, sizeof(jb->msg), "%s", rq->err.msg[0] ? rq->err.msg : strerror(-result));
+	snprintf(jb->msg, sizeof(jb->msg), "%s", msg ? msg : "");
+	jb->next = NULL;
 	pthread_mutex_lock(&c->lock);
 	*c->done_tail = jb;
 	c->done_tail = &jb->next;
@@ -281,7 +353,15 @@ static void job_done(struct breq *rq, int result)
 	cluster_wake_remote(c);
 }
 
-/* Run a taken command as a local write of its line to its ctl. */
+static void job_done(struct breq *rq, int result)
+{
+	struct cluster_job *jb = (struct cluster_job *)((char *)rq - offsetof(struct cluster_job, rq));
+
+	job_finish(jb, result, result >= 0 ? NULL : rq->err.msg[0] ? rq->err.msg :
+		   strerror(-result));
+}
+
+/* Run a command as a local write of its line to its ctl. */
 static void job_run(struct cluster *c, struct cluster_job *jb, json_t *rec)
 {
 	const char *path = json_string_value(json_object_get(rec, "path"));
@@ -300,7 +380,6 @@ static void job_run(struct cluster *c, struct cluster_job *jb, json_t *rec)
 	jb->rq.cluster_cmd = jb->id;
 	snprintf(jb->rq.by, sizeof(jb->rq.by), "node=%s%s%s", from ? from : "?", by && *by ? " " : "",
 		 by ? by : "");
-	sbuf_init(&jb->rq.reply, 64);
 	if (!path || !line || sscanf(path, "%64[^/]/%64s", coll, obj) < 1 ||
 	    (strcmp(coll, "volumes") != 0 && strcmp(coll, "containers") != 0)) {
 		nerr_set(&jb->rq.err, EINVAL, "malformed command record");
@@ -335,10 +414,9 @@ out:
 }
 
 /* Write jb's answer, only while the record is still at jb->mod_rev (as
- * seen or as taken): a record seen twice (a re-list) is answered once, and
- * one the writer has deleted is not made again. */
-static void answer(struct cluster *c, struct etcd *e, struct cluster_job *jb, int result,
-		   const char *msg)
+ * seen): a record the writer has deleted (it gave up) is not made again.
+ * 0, -ESTALE (changed: nothing to answer), or etcd's failure. */
+static int answer(struct cluster *c, struct etcd *e, struct cluster_job *jb)
 {
 	struct nerr err = { 0 };
 	json_t *rec = json_loads(jb->val, 0, NULL);
@@ -348,32 +426,34 @@ static void answer(struct cluster *c, struct etcd *e, struct cluster_job *jb, in
 		rec = json_object();
 	}
 	json_object_set_new(rec, "state", json_string("done"));
-	json_object_set_new(rec, "errno", json_integer(result < 0 ? -result : 0));
-	json_object_set_new(rec, "error", json_string(msg ? msg : ""));
+	json_object_del(rec, "taker");
+	json_object_set_new(rec, "errno", json_integer(jb->result < 0 ? -jb->result : 0));
+	json_object_set_new(rec, "error", json_string(jb->result < 0 ? jb->msg : ""));
 	json_object_set_new(rec, "reply", json_stringn(jb->rq.reply.buf ? jb->rq.reply.buf : "",
 						       jb->rq.reply.len));
 	_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT);
 	json_decref(rec);
 	int r = s ? etcd_put_if(e, jb->key, s, strlen(s), jb->mod_rev, NULL, &err) : -ENOMEM;
 	if (r < 0 && r != -ESTALE)
-		log_msg(LOG_LVL_WARN, "cluster: cannot answer %s: %s", jb->key, err.msg);
+		log_msg(LOG_LVL_WARN, "cluster: cannot answer %s (will retry): %s", jb->key, err.msg);
+	return r;
 }
 
-/* The answer an earlier run's operation gives, once it has ended: false
- * while it is PENDING (unless the writer wanted only its id). */
-static bool answer_from_op(struct cluster *c, struct etcd *e, struct cluster_job *jb)
+/* The answer an earlier run's operation gives, queued once it has ended:
+ * false while it is PENDING (unless the writer wanted only its id). */
+static bool answer_from_op(struct cluster *c, struct cluster_job *jb)
 {
 	struct operation *op = jb->op;
-	char msg[NERR_MSG_MAX + 96];
+	char msg[NERR_MSG_MAX];
 	enum op_state st;
 	int result = 0;
 
 	pthread_mutex_lock(&op->lock);
 	st = op->state;
 	if (st == OP_FAILED)
-		snprintf(msg, sizeof(msg), "operation %s FAILED: %s", op->id, op->error);
+		snprintf(msg, sizeof(msg), "operation %s FAILED: %.200s", op->id, op->error);
 	else if (st == OP_DROPPED)
-		snprintf(msg, sizeof(msg), "operation %s DROPPED: %s", op->id, op->error);
+		snprintf(msg, sizeof(msg), "operation %s DROPPED: %.200s", op->id, op->error);
 	else
 		msg[0] = '\0';
 	pthread_mutex_unlock(&op->lock);
@@ -383,38 +463,47 @@ static bool answer_from_op(struct cluster *c, struct etcd *e, struct cluster_job
 		result = -EIO;
 	else if (st == OP_DROPPED)
 		result = -ECANCELED;
+	sbuf_init(&jb->rq.reply, 64);
 	if (jb->nonblock || st == OP_FINISHED)
 		sbuf_printf(&jb->rq.reply, "%s\n", op->id);
-	log_msg(LOG_LVL_INFO, "cluster: remote command %s was taken before a restart: answered "
+	log_msg(LOG_LVL_INFO, "cluster: remote command %s was started before a restart: answered "
 		"from operation %s (%s)", jb->id, op->id, op_state_to_string(st));
-	answer(c, e, jb, result, msg);
 	pthread_mutex_lock(&c->lock);
 	c->remote_adopted++;
+	c->jobs_running++;
 	pthread_mutex_unlock(&c->lock);
+	job_finish(jb, result, msg);
 	return true;
 }
 
+/* An answer that does not come from a run (refusal, malformed record). */
+static void job_refuse(struct cluster *c, struct cluster_job *jb, int result, const char *msg)
+{
+	pthread_mutex_lock(&c->lock);
+	c->jobs_running++;
+	pthread_mutex_unlock(&c->lock);
+	sbuf_init(&jb->rq.reply, 64);
+	job_finish(jb, result, msg);
+}
+
 /* One inbox record: refused, answered from an earlier run's operation,
- * or taken and run. Returns true when jb was kept (running, adopted or
- * put back), false when it can be freed. */
-static bool take_one(struct cluster *c, struct etcd *e, struct cluster_job *jb)
+ * or run; jb goes on to the answers, the adopted, or back to the inbox
+ * (held until recovery has ended). */
+static void take_one(struct cluster *c, struct cluster_job *jb)
 {
 	json_t *rec = json_loads(jb->val, 0, NULL);
-	struct nerr err = { 0 };
-	_cleanup_free_ char *s = NULL;
-	bool kept = false;
 
 	if (!json_is_object(rec)) {
-		answer(c, e, jb, -EINVAL, "malformed command record");
+		job_refuse(c, jb, -EINVAL, "malformed command record");
 		goto out;
 	}
 	if (!c->accept_remote) {
 		char m[160];
 		snprintf(m, sizeof(m), "node %s refuses remote commands (accept_remote = no)", c->node);
-		answer(c, e, jb, -EPERM, m);
 		pthread_mutex_lock(&c->lock);
 		c->remote_refused++;
 		pthread_mutex_unlock(&c->lock);
+		job_refuse(c, jb, -EPERM, m);
 		goto out;
 	}
 	if (jb->orphan) {
@@ -425,49 +514,29 @@ static bool take_one(struct cluster *c, struct etcd *e, struct cluster_job *jb)
 			*c->jobs_tail = jb;
 			c->jobs_tail = &jb->next;
 			pthread_mutex_unlock(&c->lock);
-			kept = true;
 			goto out;
 		}
 		jb->op = op_find_cluster_cmd(c->b, jb->id);
 		if (jb->op) {
-			if (!answer_from_op(c, e, jb)) {
+			if (!answer_from_op(c, jb)) {
 				pthread_mutex_lock(&c->lock);
 				jb->next = c->adopted;
 				c->adopted = jb;
 				pthread_mutex_unlock(&c->lock);
-				kept = true;
 			}
 			goto out;
 		}
-		log_msg(LOG_LVL_INFO, "cluster: remote command %s was taken before a restart and "
-			"never started: running it now", jb->id);
+		jb->orphan = false;
 	}
-	json_object_set_new(rec, "state", json_string("taken"));
-	json_object_set_new(rec, "taker", json_string(c->token));
-	s = json_dumps(rec, JSON_COMPACT);
-	int64_t rev = 0;
-	int r = s ? etcd_put_if(e, jb->key, s, strlen(s), jb->mod_rev, &rev, &err) : -ENOMEM;
-	if (r < 0) {
-		/* -ESTALE: someone else changed it (deleted, another taker);
-		 * else etcd went away: the record is seen again after the
-		 * reconnect's re-list */
-		if (r != -ESTALE)
-			log_msg(LOG_LVL_WARN, "cluster: cannot take %s: %s", jb->key, err.msg);
-		goto out;
-	}
-	crash_hook("taken");
-	jb->mod_rev = rev;
+	crash_hook("run");
 	pthread_mutex_lock(&c->lock);
 	c->remote_run++;
 	c->jobs_running++;
 	pthread_mutex_unlock(&c->lock);
-	free(jb->val);
-	jb->val = TAKE_PTR(s);
-	job_run(c, jb, rec);	/* job_done queues it to c->done */
-	kept = true;
+	sbuf_init(&jb->rq.reply, 64);
+	job_run(c, jb, rec);	/* job_done queues its answer */
 out:
 	json_decref(rec);
-	return kept;
 }
 
 static bool remote_step(struct cluster *c, struct etcd *e, bool up)
@@ -480,29 +549,12 @@ static bool remote_step(struct cluster *c, struct etcd *e, bool up)
 		jb = c->jobs;
 		c->jobs = NULL;
 		c->jobs_tail = &c->jobs;
-		done = c->done;
-		c->done = NULL;
-		c->done_tail = &c->done;
 		pthread_mutex_unlock(&c->lock);
 		while (jb) {
 			struct cluster_job *next = jb->next;
 			jb->next = NULL;
-			if (!take_one(c, e, jb))
-				job_free(jb);
+			take_one(c, jb);
 			jb = next;
-		}
-		/* answers before the next publish: a destroy's answer goes out
-		 * before the deletion of the object it removed */
-		while (done) {
-			struct cluster_job *next = done->next;
-			answer(c, e, done, done->result, done->msg);
-			pthread_mutex_lock(&c->lock);
-			bool last = --c->jobs_running == 0;
-			pthread_mutex_unlock(&c->lock);
-			if (last)
-				cluster_wake(c);	/* deletions it held back */
-			job_free(done);
-			done = next;
 		}
 		/* adopted operations that have ended since */
 		pthread_mutex_lock(&c->lock);
@@ -510,21 +562,45 @@ static bool remote_step(struct cluster *c, struct etcd *e, bool up)
 		c->adopted = NULL;
 		pthread_mutex_unlock(&c->lock);
 		for (pp = &jb; *pp;) {
-			struct cluster_job *x = *pp;
-			if (answer_from_op(c, e, x)) {
-				*pp = x->next;
-				job_free(x);
-			} else
+			struct cluster_job *x = *pp, *next = x->next;
+			if (answer_from_op(c, x))
+				*pp = next;	/* x is on the answers' list now */
+			else
 				pp = &x->next;
 		}
 		pthread_mutex_lock(&c->lock);
 		*pp = c->adopted;
 		c->adopted = jb;
+		/* the answers, those of the runs above among them; before the
+		 * next publish: a destroy's answer goes out before the
+		 * deletion of the object it removed */
+		done = c->done;
+		c->done = NULL;
+		c->done_tail = &c->done;
 		pthread_mutex_unlock(&c->lock);
+		while (done) {
+			struct cluster_job *next = done->next;
+			done->next = NULL;
+			int r = answer(c, e, done);
+			pthread_mutex_lock(&c->lock);
+			if (r < 0 && r != -ESTALE) {
+				/* etcd away: the same answer, later */
+				*c->done_tail = done;
+				c->done_tail = &done->next;
+				done = NULL;
+			}
+			bool last = done && --c->jobs_running == 0;
+			pthread_mutex_unlock(&c->lock);
+			if (last)
+				cluster_wake(c);	/* deletions it held back */
+			if (done)
+				job_free(done);
+			done = next;
+		}
 	}
-	send_rcmds(c, e);
+	waiting = send_rcmds(c, e);
 	pthread_mutex_lock(&c->lock);
-	waiting = c->rcmds || c->adopted || c->jobs;
+	waiting = waiting || c->rcmds || c->adopted || c->jobs || c->done;
 	pthread_mutex_unlock(&c->lock);
 	return waiting;
 }
@@ -541,6 +617,7 @@ void *cluster_remote_main(void *arg)
 		return NULL;
 	while (!cluster_stopping(c)) {
 		cwake_clear(&c->remote_wake);
+		cluster_prefer_leader(c, e);
 		pthread_mutex_lock(&c->lock);
 		bool up = c->connected;
 		pthread_mutex_unlock(&c->lock);

@@ -428,7 +428,7 @@ void cluster_view_set_locked(struct cluster *c, const char *key, const char *val
 	ce->mod_rev = mod_rev;
 	tree_update_locked(c, key, true);
 	if (strstr(key, "/inbox/"))
-		cluster_inbox_seen_locked(c, key, val, vlen, mod_rev);
+		cluster_inbox_seen_locked(c, ce);
 }
 
 /* ---- the watch thread ---- */
@@ -446,6 +446,7 @@ struct wctx {
 	struct cluster *c;
 	struct etcd *e;
 	bool stale;	/* its member stopped answering: watch through another */
+	bool move;	/* the leader is another member: watch there */
 };
 
 static void on_events(void *ctx, const struct etcd_event *ev, size_t n, int64_t rev)
@@ -487,6 +488,10 @@ static bool watch_stop(void *ctx)
 	stop = c->stopping;
 	if (!stop && i < c->nms && c->ms_bad[i] >= 2)
 		stop = w->stale = true;
+	/* the leader's watchers see a write first (a follower applies it a
+	 * hop later): a remote command's answer arrives sooner there */
+	if (!stop && c->leader_ep && c->leader_ep - 1 != i && c->watching)
+		stop = w->move = true;
 	pthread_mutex_unlock(&c->lock);
 	return stop;
 }
@@ -507,6 +512,8 @@ static int relist(struct cluster *c, struct etcd *e, int64_t *ret_rev, struct ne
 		return r;
 	hmap_init(&listed);
 	pthread_mutex_lock(&c->lock);
+	if (!c->boot_rev)
+		c->boot_rev = *ret_rev;	/* what an earlier run may have seen */
 	for (size_t i = 0; i < n; i++) {
 		const char *k = below(c, kvs[i].key);
 		if (!k)
@@ -573,6 +580,13 @@ void *cluster_watch_main(void *arg)
 				"through the next member", etcd_endpoint(e));
 			etcd_rotate(e);
 			w.stale = false;
+			continue;
+		}
+		if (w.move) {
+			w.move = false;
+			cluster_prefer_leader(c, e);
+			log_msg(LOG_LVL_DEBUG, "cluster: watch: resuming on the leader, %s",
+				etcd_endpoint(e));
 			continue;
 		}
 		if (r < 0 && r != -ERANGE)

@@ -14,7 +14,7 @@
  *   nodes/NODE/info             the same and `updated`, no lease
  *   nodes/NODE/volumes/NAME     {"state": TEXT, "info": OBJECT}
  *   nodes/NODE/containers/NAME  same
- *   nodes/NODE/inbox/ID         {"from", "path", "line", "state": new|taken|done,
+ *   nodes/NODE/inbox/ID         {"from", "path", "line", "state": new|done,
  *                                "errno", "error", "reply"}
  * cluster-view.c serves the tree from the Watch's cache. Knows the tree and
  * the etcd client; never FUSE.
@@ -546,6 +546,15 @@ bool cluster_stopping(struct cluster *c)
 	return s;
 }
 
+void cluster_prefer_leader(struct cluster *c, struct etcd *e)
+{
+	pthread_mutex_lock(&c->lock);
+	size_t l = c->leader_ep;
+	pthread_mutex_unlock(&c->lock);
+	if (l)
+		etcd_prefer(e, l - 1);
+}
+
 /* The members' health, leader and revision for cluster/status, once a
  * second on a thread of its own: an unreachable member costs its timeout
  * here, never the publisher's time. */
@@ -575,6 +584,10 @@ static void *status_main(void *arg)
 		for (size_t i = 0; i < n; i++)
 			if (ms[i].ok && ms[i].revision > c->rev_store)
 				c->rev_store = ms[i].revision;
+		c->leader_ep = 0;
+		for (size_t i = 0; i < n; i++)
+			if (ms[i].ok && ms[i].member && ms[i].member == ms[i].leader)
+				c->leader_ep = i + 1;
 		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, 1000);
 		if (!c->stopping)
 			pthread_cond_timedwait(&c->cond, &c->lock, &t);
@@ -606,6 +619,7 @@ static void *pub_main(void *arg)
 
 		cwake_clear(&c->pub_wake);
 		nerr_clear(&err);
+		cluster_prefer_leader(c, e);
 		if (!up && atomic_load(&c->b->state) == BACKEND_RECOVERING) {
 			/* publishing before every record is read would delete
 			 * the keys of objects not loaded yet */

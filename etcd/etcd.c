@@ -189,6 +189,12 @@ size_t etcd_current(const struct etcd *e)
 	return e->cur;
 }
 
+void etcd_prefer(struct etcd *e, size_t i)
+{
+	if (i < e->nurls)
+		e->cur = i;
+}
+
 void etcd_rotate(struct etcd *e)
 {
 	e->cur = (e->cur + 1) % e->nurls;
@@ -493,6 +499,28 @@ int etcd_delete(struct etcd *e, const char *key, struct nerr *err)
 	return r;
 }
 
+/* ops as a transaction branch's JSON array; NULL on OOM. */
+static json_t *ops_json(const struct etcd_op *ops, size_t n)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < n; i++) {
+		json_t *op;
+
+		if (ops[i].del)
+			op = json_pack("{s:{s:o}}", "requestDeleteRange", "key",
+				       jb64(ops[i].key, strlen(ops[i].key)));
+		else
+			op = json_pack("{s:o}", "requestPut",
+				       put_req(ops[i].key, ops[i].val, ops[i].vlen, ops[i].lease));
+		if (!op || json_array_append_new(arr, op) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
 int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_rev,
 	     struct nerr *err)
 {
@@ -503,26 +531,11 @@ int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_r
 		return nerr_set(err, E2BIG, "%zu operations in one transaction (at most %d)", n,
 				ETCD_TXN_MAX);
 	req = json_object();
-	succ = json_array();
+	succ = ops_json(ops, n);
 	if (!req || !succ) {
 		json_decref(req);
 		json_decref(succ);
 		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_t *op;
-
-		if (ops[i].del)
-			op = json_pack("{s:{s:o}}", "requestDeleteRange", "key",
-				       jb64(ops[i].key, strlen(ops[i].key)));
-		else
-			op = json_pack("{s:o}", "requestPut",
-				       put_req(ops[i].key, ops[i].val, ops[i].vlen, ops[i].lease));
-		if (!op || json_array_append_new(succ, op) < 0) {
-			json_decref(req);
-			json_decref(succ);
-			return nerr_set(err, ENOMEM, "out of memory");
-		}
 	}
 	json_object_set_new(req, "success", succ);
 	r = post(e, "/v3/kv/txn", req, &ans, err);
@@ -532,6 +545,59 @@ int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_r
 		*ret_rev = jint(json_object_get(ans, "header"), "revision");
 	json_decref(ans);
 	return 0;
+}
+
+int etcd_create_and(struct etcd *e, const char *key, const char *val, size_t vlen,
+		    const struct etcd_op *also, size_t nalso, struct nerr *err)
+{
+	json_t *req, *cmp, *succ, *fail, *ans = NULL;
+	int r;
+
+	if (nalso + 1 > ETCD_TXN_MAX)
+		return nerr_set(err, E2BIG, "%zu operations in one transaction (at most %d)",
+				nalso + 1, ETCD_TXN_MAX);
+	req = json_object();
+	cmp = json_object();
+	succ = ops_json(also, nalso);
+	fail = ops_json(also, nalso);
+	if (!req || !cmp || !succ || !fail ||
+	    json_array_append_new(succ, json_pack("{s:o}", "requestPut",
+						  put_req(key, val, vlen, 0))) < 0) {
+		json_decref(req);
+		json_decref(cmp);
+		json_decref(succ);
+		json_decref(fail);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	/* the failure branch reads the key back: a create retried on
+	 * another member after a lost answer finds its own record there */
+	json_array_append_new(fail, json_pack("{s:{s:o}}", "requestRange", "key",
+					      jb64(key, strlen(key))));
+	json_object_set_new(cmp, "key", jb64(key, strlen(key)));
+	json_object_set_new(cmp, "target", json_string("CREATE"));
+	json_object_set_new(cmp, "result", json_string("EQUAL"));
+	json_object_set_new(cmp, "create_revision", json_integer(0));
+	json_object_set_new(req, "compare", json_pack("[o]", cmp));
+	json_object_set_new(req, "success", succ);
+	json_object_set_new(req, "failure", fail);
+	r = post(e, "/v3/kv/txn", req, &ans, err);
+	if (r < 0)
+		return r;
+	if (!json_is_true(json_object_get(ans, "succeeded"))) {
+		/* responses[nalso].response_range.kvs[0].value */
+		json_t *rr = json_object_get(json_array_get(json_object_get(ans, "responses"), nalso),
+					     "response_range");
+		const char *v64 = json_string_value(
+			json_object_get(json_array_get(json_object_get(rr, "kvs"), 0), "value"));
+		char *have = NULL;
+		size_t hlen = 0;
+		bool ours = v64 && etcd_b64_decode(v64, strlen(v64), &have, &hlen) >= 0 &&
+			    hlen == vlen && memcmp(have, val, vlen) == 0;
+		free(have);
+		r = ours ? 0 : nerr_set(err, EEXIST, "%s exists", key);
+	}
+	json_decref(ans);
+	return r;
 }
 
 /* kv (a JSON object of the gateway) into out; -EPROTO when malformed. */

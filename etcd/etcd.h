@@ -53,6 +53,8 @@ size_t etcd_nendpoints(const struct etcd *e);
  * connections). The client's own thread only. */
 size_t etcd_current(const struct etcd *e);
 void etcd_rotate(struct etcd *e);
+/* Use endpoint i from the next call on (i out of range: no change). */
+void etcd_prefer(struct etcd *e, size_t i);
 const char *etcd_endpoint_at(const struct etcd *e, size_t i);
 
 /* Put key=val (lease 0: none). ret_rev (may be NULL): the revision. */
@@ -79,6 +81,13 @@ struct etcd_op {
 };
 int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_rev,
 	     struct nerr *err);
+/* Create key=val (no lease) when it does not exist, and in the same
+ * transaction apply also[0..nalso) (puts and deletes of other keys)
+ * whether it existed or not. -EEXIST when it existed with another value
+ * (the same value: a create whose answer was lost and that was retried on
+ * another member; 0). nalso below ETCD_TXN_MAX. */
+int etcd_create_and(struct etcd *e, const char *key, const char *val, size_t vlen,
+		    const struct etcd_op *also, size_t nalso, struct nerr *err);
 /* Every key under prefix, with the store's revision. */
 int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *ret_n,
 	      int64_t *ret_rev, struct nerr *err);

@@ -15,6 +15,10 @@ three-member etcd started here.
 3. Remote overhead: the same command (a create that fails with EEXIST on
    the target, so nothing changes) written locally on b, and remotely from
    a through cluster/nodes/b/volumes/ctl (p50 each, and the difference).
+   With NODEFS_BENCH_CLUSTER_BASE=BINARY (another build of nodefs, e.g.
+   the previous protocol's) a second pair of nodes runs that binary under
+   its own prefix on the same etcd, and its commands alternate with the
+   first pair's: before and after in the same run.
 With NODEFS_BENCH_ETCD_TMPFS=1 the members' data dirs are on /dev/shm:
 the figures without the disk's fsyncs (etcd's own floor).
 Exits 0 whatever the figures; 77 without root, FUSE, etcd or the plugin.
@@ -34,6 +38,15 @@ sys.path.insert(0, os.path.join(os.environ.get("NODEFS_SRC", "."), "tests", "int
 import nodefs_test as nt  # noqa: E402
 import etcdtest  # noqa: E402
 import clustertest as ct  # noqa: E402
+
+
+class nt_null:
+    """A stand-in for an optional Node in a with statement."""
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def pct(v, p):
@@ -163,24 +176,43 @@ def main():
             print("a's publisher: %s passes, %s etcd transactions for %d changes"
                   % (m.get("nodefs_cluster_publish_seconds_count"),
                      m.get("nodefs_cluster_publish_writes_total"), len(vis)))
-            ok, err = b.write_ctl("volumes/ctl", "create dup size=1M")
-            if not ok:
-                print("SKIP: cannot create a volume:", b.error("volumes"))
-                return 77
-            a.wait_read("cluster/nodes/b/volumes/dup/state", lambda s: s.strip() != "")
-            loc, rem = [], []
-            for _ in range(cmds):
-                t0 = time.monotonic()
-                b.write_ctl("volumes/ctl", "create dup size=1M")
-                loc.append((time.monotonic() - t0) * 1e3)
-                t0 = time.monotonic()
-                a.write_ctl("cluster/nodes/b/volumes/ctl", "create dup size=1M")
-                rem.append((time.monotonic() - t0) * 1e3)
-            print("remote command over %d: local p50 %.2f ms, remote p50 %.2f ms p99 %.2f ms, "
-                  "added p50 %.2f ms (goal < 5 ms; the protocol's floor is three etcd "
-                  "writes: create, take, answer = %.2f ms at the put p50 above)"
-                  % (cmds, pct(loc, 50), pct(rem, 50), pct(rem, 99),
-                     pct(rem, 50) - pct(loc, 50), 3 * float(f["put_p50_us"]) / 1000))
+            put = float(f["put_p50_us"]) / 1000
+            pairs = [("this build", a, b)]
+            base = os.environ.get("NODEFS_BENCH_CLUSTER_BASE")
+            with ct.Node(e, "a", prefix="/base", bin=base) if base else nt_null() as a0, \
+                    ct.Node(e, "b", prefix="/base", bin=base, accept_remote=True) \
+                    if base else nt_null() as b0:
+                if base:
+                    pairs.insert(0, ("baseline " + os.path.basename(base), a0, b0))
+                for _, x, y in pairs:
+                    ok, err = y.write_ctl("volumes/ctl", "create dup size=1M")
+                    if not ok:
+                        print("SKIP: cannot create a volume:", y.error("volumes"))
+                        return 77
+                    x.wait_read("cluster/nodes/b/volumes/dup/state", lambda s: s.strip() != "")
+                res = {name: ([], []) for name, _, _ in pairs}
+                for i in range(cmds):
+                    # each pair goes first every other time: the other's
+                    # aftermath (its watch, its deletes) falls on both alike
+                    for name, x, y in (pairs if i % 2 == 0 else pairs[::-1]):
+                        loc, rem = res[name]
+                        t0 = time.monotonic()
+                        y.write_ctl("volumes/ctl", "create dup size=1M")
+                        loc.append((time.monotonic() - t0) * 1e3)
+                        t0 = time.monotonic()
+                        x.write_ctl("cluster/nodes/b/volumes/ctl", "create dup size=1M")
+                        rem.append((time.monotonic() - t0) * 1e3)
+            print("remote command over %d (a create failing with EEXIST on the target), "
+                  "etcd put p50 %.2f ms:" % (cmds, put))
+            print("| | local p50 | remote p50 | remote p99 | added p50 | goal | added / put p50 |")
+            print("|---|---|---|---|---|---|---|")
+            for name, _, _ in pairs:
+                loc, rem = res[name]
+                added = pct(rem, 50) - pct(loc, 50)
+                print("| %s | %.2f ms | %.2f ms | %.2f ms | %.2f ms | < 5 ms | %.1f |"
+                      % (name, pct(loc, 50), pct(rem, 50), pct(rem, 99), added, added / put))
+            print("(this build's protocol: two sequential etcd writes, create and answer, "
+                  "= %.2f ms at the put p50)" % (2 * put))
     return 0
 
 

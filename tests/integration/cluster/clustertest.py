@@ -49,12 +49,20 @@ accept_remote = {acc}
 
 
 class Node(nt.Nodefs):
-    def __init__(self, etcd, node, accept_remote=False, ttl="3s", extra="", extra_conf=""):
+    """bin: another nodefs binary than the build's (a benchmark's baseline)."""
+    def __init__(self, etcd, node, accept_remote=False, ttl="3s", extra="", extra_conf="",
+                 prefix="/nodefs", bin=None):
         self.ptmp = tempfile.mkdtemp(prefix="nodefs-cl-%s-" % node)
         os.makedirs(os.path.join(self.ptmp, "pub"))
         self.node = node
-        self.conf = dict(accept_remote=accept_remote, ttl=ttl, extra=extra, extra_conf=extra_conf)
+        self.bin = bin
+        self.conf = dict(accept_remote=accept_remote, ttl=ttl, extra=extra, extra_conf=extra_conf,
+                         prefix=prefix)
         super().__init__(config(etcd, node, self.ptmp, **self.conf) if etcd else "")
+
+    def argv(self):
+        argv = super().argv()
+        return [self.bin] + argv[1:] if self.bin else argv
 
     def etcd(self, etcd):
         """The etcd cluster of a Node made with None, before it starts."""

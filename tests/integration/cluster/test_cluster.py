@@ -231,8 +231,9 @@ class Cluster(unittest.TestCase):
         a.wait_read("cluster/status", lambda s: "state: connected" in s)
 
     def test_b_at_most_once(self):
-        """b crashes after taking a remote command (before running it), then
-        after the command's operation FINISHED (before answering): restarted,
+        """b crashes once it has decided to run a remote command (before
+        running it), then after the command's operation FINISHED (before
+        answering): restarted,
         it runs the first once and answers the second from its operation;
         the writer's write(2) gets success both times, and nothing runs
         twice. Then records that are not nodefs' are shown as errors."""
@@ -240,7 +241,7 @@ class Cluster(unittest.TestCase):
         b = ct.Node(None, "b", accept_remote=True, ttl="4s")
         # armed from the start, so no restart is spent arming it; the second
         # point counts the first command's FINISHED, run after the restart
-        points = [("cluster:taken", "m1"), ("operations:FINISHED:2", "m2"), (None, None)]
+        points = [("cluster:run", "m1"), ("operations:FINISHED:2", "m2"), (None, None)]
         with etcdtest.Etcd() as e, ct.Node(e, "a", ttl="4s") as a:
             b.etcd(e)
             b.env = {"NODEFS_CRASH_AT": points[0][0]}
