@@ -17,6 +17,7 @@ import time
 import unittest
 
 import nodefs_test as nt
+import contract
 import ctest
 from ctest import IMAGE, docker
 
@@ -79,7 +80,13 @@ class StalledRegistry:
             c.close()
 
 
-class Docker(unittest.TestCase):
+class Docker(contract.Contract, unittest.TestCase):
+    def start(self, env, short, cmd):
+        return drun(env, short, cmd)
+
+    def engine_stopped(self, env, name):
+        self.assertFalse(inspect(env.cread(name, "id").strip())["State"]["Running"])
+
     def test_run_shows_files_and_engine_agrees(self):
         with ctest.Env() as env:
             self.assertTrue(env.read("runtimes", "docker", "status").startswith("healthy"))
@@ -182,104 +189,6 @@ class Docker(unittest.TestCase):
             ok, err = env.ctl("containers/%s/ctl" % web, "resume")
             self.assertFalse(ok)
             self.assertEqual(env.state(web), "RUNNING")
-
-    def test_stop_waits_then_kills(self):
-        with ctest.Env(stop_timeout="1s") as env:
-            n = drun(env, "st", ctest.IGNORE_TERM)
-            w = env.start_wait_reader(n)
-            t0 = time.monotonic()
-            env.cctl(n, "stop 2")
-            took = time.monotonic() - t0
-            self.assertEqual(env.state(n), "EXITED")
-            self.assertGreaterEqual(took, 1.9, "stop did not wait its timeout")
-            self.assertLess(took, nt.scaled(8))
-            self.assertEqual(env.cread(n, "exit_code").strip(), "137")
-            self.assertTrue(env.cread(n, "finished_at").strip())
-            self.assertEqual(env.cread(n, "pid"), "")
-            w.join(5)
-            self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
-            # no TIMEOUT_S: the runtime's stop_timeout (1s here, not 10)
-            d = drun(env, "dflt", ctest.IGNORE_TERM)
-            t0 = time.monotonic()
-            env.cctl(d, "stop")
-            took = time.monotonic() - t0
-            self.assertGreaterEqual(took, 0.9)
-            self.assertLess(took, nt.scaled(6), "stop ignored the runtime's stop_timeout")
-            self.assertEqual(env.cread(d, "exit_code").strip(), "137")
-            self.assertFalse(inspect(env.cread(n, "id").strip())["State"]["Running"])
-            # a process that honours TERM stops at once with its own code
-            g = drun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
-            env.wait_caught(g, signal.SIGTERM)
-            t0 = time.monotonic()
-            env.cctl(g, "stop 10")
-            self.assertLess(time.monotonic() - t0, nt.scaled(5))
-            self.assertEqual(env.cread(g, "exit_code").strip(), "0")
-            ok, err = env.ctl("containers/%s/ctl" % g, "stop")
-            self.assertEqual((ok, err), (False, "EINVAL"))
-            ok, err = env.ctl("containers/%s/ctl" % g, "stop soon")
-            self.assertEqual((ok, err), (False, "EINVAL"))
-
-    def test_kill_signal_and_exit_code(self):
-        with ctest.Env() as env:
-            n = drun(env, "hup", ctest.HUP_42)
-            ok, err = env.ctl("containers/%s/ctl" % n, "kill NOSUCHSIG")
-            self.assertEqual((ok, err), (False, "EINVAL"))
-            self.assertEqual(env.state(n), "RUNNING")
-            env.wait_caught(n, signal.SIGHUP)
-            env.cctl(n, "kill HUP")
-            env.wait_state(n, "EXITED", 5)
-            self.assertEqual(env.cread(n, "exit_code").strip(), "42")
-            k = drun(env, "k9")
-            env.cctl(k, "kill")
-            env.wait_state(k, "EXITED", 5)
-            self.assertEqual(env.cread(k, "exit_code").strip(), "137")
-            self.assertEqual(env.cread(k, "wait"), "exit_code=137 oom_killed=0\n")
-            # restart after exit
-            env.cctl(k, "start")
-            self.assertEqual(env.state(k), "RUNNING")
-            self.assertEqual(env.cread(k, "exit_code"), "")
-            env.cctl(k, "kill SIGKILL")
-            env.wait_state(k, "EXITED", 5)
-
-    def test_wait_blocks_until_exit(self):
-        with ctest.Env() as env:
-            n = drun(env, "wt")
-            readers = [env.start_wait_reader(n) for _ in range(3)]
-            # a negative (nothing returned yet) has no event to wait on: 0.5 s is ample for a wrongful return to show
-            time.sleep(0.5)
-            for r in readers:
-                self.assertTrue(r.is_alive(), "wait returned before the exit: %r" % r.result)
-            env.cctl(n, "kill KILL")
-            for r in readers:
-                r.join(3)
-                self.assertEqual(r.result, "exit_code=137 oom_killed=0\n")
-            # an exited container answers at once
-            t0 = time.monotonic()
-            self.assertEqual(env.cread(n, "wait"), "exit_code=137 oom_killed=0\n")
-            self.assertLess(time.monotonic() - t0, nt.scaled(1))
-            # a container that exits by itself with its own code
-            s = drun(env, "self", "sh -c 'sleep 0.5; exit 5'")
-            self.assertEqual(env.cread(s, "wait"), "exit_code=5 oom_killed=0\n")
-            self.assertEqual(env.state(s), "EXITED")
-
-    def test_logs_stdout_and_stderr(self):
-        with ctest.Env() as env:
-            n = drun(env, "lg", "sh -c 'echo to-out; echo to-err >&2; i=0; "
-                     "while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done'")
-            self.assertEqual(env.cread(n, "wait"), "exit_code=0 oom_killed=0\n")
-            logs = env.cread(n, "logs")
-            self.assertIn("to-out\n", logs)
-            self.assertIn("to-err\n", logs)
-            # stdout keeps its order; the engine copies stderr on its own
-            # pipe, so where to-err lands among the lines is its choice
-            out = [l for l in logs.splitlines() if l.startswith("line")]
-            self.assertEqual(out, ["line%d" % i for i in range(300)])
-            # no multiplexing header bytes leak through
-            self.assertNotIn("\x01\x00\x00\x00", logs)
-            self.assertNotIn("\x02\x00\x00\x00", logs)
-            # the same through cat, as a user reads it
-            p = env.fs.sh("cat containers/%s/logs | grep -c ^line" % n)
-            self.assertEqual(p.stdout.strip(), "300")
 
     def test_destroy_removes_everything(self):
         with ctest.Env() as env:

@@ -20,6 +20,7 @@ import time
 import unittest
 
 import nodefs_test as nt
+import contract
 import ctest
 from ctest import lxc
 
@@ -71,7 +72,31 @@ def cgroup_mounts():
         return [l.split()[1] for l in f if l.split()[2] in ("cgroup", "cgroup2")]
 
 
-class Lxc(unittest.TestCase):
+class Lxc(contract.Contract, unittest.TestCase):
+    def start(self, env, short, cmd):
+        return lrun(env, short, cmd)
+
+    def engine_stopped(self, env, name):
+        self.assertEqual(lxc_state(env, env.engine(name)), "STOPPED")
+
+    def stop_more(self, env):
+        # a system container (busybox init, no command) halts cleanly
+        s = lrun(env, "sys")
+        t0 = time.monotonic()
+        env.cctl(s, "stop 20")
+        self.assertLess(time.monotonic() - t0, nt.scaled(15))
+        self.assertEqual(env.state(s), "EXITED")
+        self.assertEqual(env.cread(s, "exit_code").strip(), "130")
+        self.engine_stopped(env, s)
+        ok, err = env.ctl("containers/%s/ctl" % s, "stop")
+        self.assertEqual((ok, err), (False, "EINVAL"))
+
+    def logs_more(self, env):
+        # a system container's console
+        s = lrun(env, "sys")
+        self.assertTrue(nt.wait_until(lambda: "activate this console" in
+                                      env.cread(s, "logs"), 10), env.cread(s, "logs"))
+
     def test_run_shows_files_and_host_agrees(self):
         with ctest.Env() as env:
             st = env.read("runtimes", "lxc", "status")
@@ -202,97 +227,6 @@ class Lxc(unittest.TestCase):
             self.assertEqual(lxc_state(env, env.engine(n)), "RUNNING")
             _, out, code = env.exec_fd(n, "true")
             self.assertEqual(code, "0")
-
-    def test_stop_waits_then_kills(self):
-        with ctest.Env(stop_timeout="1s") as env:
-            n = lrun(env, "st", ctest.IGNORE_TERM)
-            w = env.start_wait_reader(n)
-            t0 = time.monotonic()
-            env.cctl(n, "stop 2")
-            took = time.monotonic() - t0
-            self.assertEqual(env.state(n), "EXITED")
-            self.assertGreaterEqual(took, 1.9, "stop did not wait its timeout")
-            self.assertLess(took, nt.scaled(8))
-            self.assertEqual(env.cread(n, "exit_code").strip(), "137")
-            self.assertEqual(lxc_state(env, env.engine(n)), "STOPPED")
-            w.join(5)
-            self.assertEqual(w.result, "exit_code=137 oom_killed=0\n")
-            # no TIMEOUT_S: the runtime's stop_timeout (1s here, not 10)
-            d = lrun(env, "dflt", ctest.IGNORE_TERM)
-            t0 = time.monotonic()
-            env.cctl(d, "stop")
-            took = time.monotonic() - t0
-            self.assertGreaterEqual(took, 0.9)
-            self.assertLess(took, nt.scaled(6), "stop ignored the runtime's stop_timeout")
-            self.assertEqual(env.cread(d, "exit_code").strip(), "137")
-            # a command that honours TERM stops at once with its own code
-            g = lrun(env, "gr", "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.1; done\"")
-            env.wait_caught(g, signal.SIGTERM)
-            t0 = time.monotonic()
-            env.cctl(g, "stop 10")
-            self.assertLess(time.monotonic() - t0, nt.scaled(5))
-            self.assertEqual(env.cread(g, "exit_code").strip(), "0")
-            # a system container (busybox init, no command) halts cleanly
-            s = lrun(env, "sys")
-            t0 = time.monotonic()
-            env.cctl(s, "stop 20")
-            self.assertLess(time.monotonic() - t0, nt.scaled(15))
-            self.assertEqual(env.state(s), "EXITED")
-            self.assertEqual(env.cread(s, "exit_code").strip(), "130")
-            self.assertEqual(lxc_state(env, env.engine(s)), "STOPPED")
-            ok, err = env.ctl("containers/%s/ctl" % s, "stop")
-            self.assertEqual((ok, err), (False, "EINVAL"))
-
-    def test_kill_signal_and_exit_code(self):
-        with ctest.Env() as env:
-            n = lrun(env, "hup", ctest.HUP_42)
-            ok, err = env.ctl("containers/%s/ctl" % n, "kill NOSUCHSIG")
-            self.assertEqual((ok, err), (False, "EINVAL"))
-            env.wait_caught(n, signal.SIGHUP)
-            env.cctl(n, "kill HUP")
-            env.wait_state(n, "EXITED", 5)
-            self.assertEqual(env.cread(n, "exit_code").strip(), "42")
-            k = lrun(env, "k9", "sleep 1000")
-            env.cctl(k, "kill")
-            env.wait_state(k, "EXITED", 5)
-            self.assertEqual(env.cread(k, "exit_code").strip(), "137")
-            env.cctl(k, "start")
-            self.assertEqual(env.state(k), "RUNNING")
-            self.assertEqual(env.cread(k, "exit_code"), "")
-            env.cctl(k, "kill 9")
-            env.wait_state(k, "EXITED", 5)
-
-    def test_wait_blocks_until_exit(self):
-        with ctest.Env() as env:
-            n = lrun(env, "wt", "sleep 1000")
-            readers = [env.start_wait_reader(n) for _ in range(3)]
-            # a negative (nothing returned yet) has no event to wait on: 0.5 s is ample for a wrongful return to show
-            time.sleep(0.5)
-            for r in readers:
-                self.assertTrue(r.is_alive(), "wait returned before the exit: %r" % r.result)
-            env.cctl(n, "kill KILL")
-            for r in readers:
-                r.join(3)
-                self.assertEqual(r.result, "exit_code=137 oom_killed=0\n")
-            s = lrun(env, "self", "sh -c 'sleep 0.5; exit 5'")
-            self.assertEqual(env.cread(s, "wait"), "exit_code=5 oom_killed=0\n")
-            q = lrun(env, "quick", "sh -c 'exit 7'")
-            self.assertEqual(env.cread(q, "wait"), "exit_code=7 oom_killed=0\n")
-
-    def test_console_logs(self):
-        with ctest.Env() as env:
-            n = lrun(env, "lg", "sh -c 'echo to-out; echo to-err >&2; i=0; "
-                     "while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done'")
-            self.assertEqual(env.cread(n, "wait"), "exit_code=0 oom_killed=0\n")
-            logs = env.cread(n, "logs")
-            self.assertIn("to-out\n", logs)
-            self.assertIn("to-err\n", logs)
-            out = [l for l in logs.splitlines() if l.startswith("line")]
-            self.assertEqual(out, ["line%d" % i for i in range(300)])
-            # a system container's console
-            s = lrun(env, "sys")
-            self.assertTrue(nt.wait_until(lambda: "activate this console" in
-                                          env.cread(s, "logs"), 10), env.cread(s, "logs"))
 
     def test_reads_never_wait_on_liblxc_locks(self):
         # stats, logs and metrics are served on FUSE threads: with the
