@@ -1,142 +1,567 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * store-journal: the bytes of STATE_DIR/journal's entries, encoded and
- * decoded. Pure functions (no I/O), so the decoder is fuzzed
- * (tests/fuzz/fuzz_journal.c).
+ * store-journal: STATE_DIR/journal and its group commit; see store.h for
+ * the contract.
  *
- * An entry is a 24-byte header and a payload:
- *   0  "NFJ1"
- *   4  payload length, u32 little-endian (at most STORE_JENTRY_MAX)
- *   8  sequence number, u64 little-endian (one more than the entry before)
- *   16 CRC-32C of the payload
- *   20 CRC-32C of bytes 0 to 19
- * payload: 'P' or 'D', the kind's length (a byte) and bytes, the name's
- * length (a byte) and bytes, then for 'P' the record's text.
- * A torn or stale tail fails a check (a CRC, the length, the order of
- * sequence numbers is the reader's) and ends the journal there.
+ * A write is queued (its journal entry encoded by the writer's thread).
+ * Whoever needs durability and finds no flush running becomes the leader:
+ * it takes the whole queue, appends it to the journal in one pwritev, calls
+ * fdatasync once, then replaces the records' files in queue order
+ * (temporary file, rename; the journal covers them until the next syncfs)
+ * and wakes the writers its flush carried. Writers that arrive meanwhile
+ * queue behind it and share the next flush. One leader at a time keeps the
+ * files in journal order. A record's file changes only after its entry is
+ * durable: a crash can leave a file behind its journal entry (replayed at
+ * open), never ahead of it.
  *
- * Must not know: files, records' contents, objects.
+ * Owns: the queue, the flush, the journal file (made, replayed, emptied)
+ * and the crash test hooks, in struct store's journal fields.
+ * Must not know: records' contents (but the crash hook's "state"), the
+ * objects whose records it keeps, how a file is written (store.c) or how an
+ * entry is encoded (store-jentry.c).
  */
 #include "store-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "sbuf.h"
+#include <jansson.h>
 
-static uint32_t crc_table[256];
+#include "log.h"
+#include "nerr.h"
 
-static void crc_init(void)
+/* The journal is emptied (files made durable by one syncfs) once it is
+ * this long; lazy writes flush themselves once this much is queued. */
+#define STORE_JOURNAL_MAX (1u << 20)
+#define STORE_LAZY_MAX (256u << 10)
+
+static uint64_t now_ns(void)
 {
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
+	struct timespec t;
 
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-		crc_table[i] = c;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+#if NODEFS_TEST_HOOKS
+/*
+ * Crash tests (test builds only, -Dtest_hooks=true): NODEFS_CRASH_AT=
+ * "KIND:STATE[:N]" kills the daemon with SIGKILL right after the flush that
+ * made the Nth (default first) record of KIND (volumes, containers,
+ * operations) whose "state" is STATE durable has replaced its files: the
+ * moment a real crash would lose the most. "group:N": in the Nth flush
+ * that carried the records of two or more operations (two commands' records
+ * in one fdatasync), right after the first of its files was replaced and
+ * before the others: a crash between grouped records, which only the
+ * journal's replay can repair.
+ */
+static void crash_setup(struct store *s)
+{
+	const char *spec = getenv("NODEFS_CRASH_AT");
+	char want[128], *c2, *c3;
+
+	if (!spec)
+		return;
+	snprintf(want, sizeof(want), "%s", spec);
+	c2 = strchr(want, ':');
+	if (!c2)
+		return;
+	*c2++ = '\0';
+	if (strcmp(want, "group") == 0) {
+		s->group_nth = atoi(c2) > 0 ? atoi(c2) : 1;
+		return;
 	}
+	c3 = strchr(c2, ':');
+	if (c3)
+		*c3++ = '\0';
+	snprintf(s->crash_kind, sizeof(s->crash_kind), "%.31s", want);
+	snprintf(s->crash_state, sizeof(s->crash_state), "%.63s", c2);
+	s->crash_nth = c3 ? atoi(c3) : 1;
 }
 
-uint32_t store_crc32c(const void *p, size_t n)
+static bool crash_matches(struct store *s, int k, const char *text, size_t len)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	const unsigned char *b = p;
-	uint32_t c = 0xFFFFFFFFu;
+	const char *state;
+	json_t *obj;
+	bool m;
 
-	pthread_once(&once, crc_init);
-	while (n--)
-		c = crc_table[(c ^ *b++) & 0xFF] ^ (c >> 8);
-	return c ^ 0xFFFFFFFFu;
+	if (!s->crash_kind[0] || strcmp(s->crash_kind, store_kinds[k]) != 0)
+		return false;
+	obj = json_loadb(text, len, 0, NULL);
+	state = json_string_value(json_object_get(obj, "state"));
+	m = state && strcmp(state, s->crash_state) == 0;
+	json_decref(obj);
+	return m;
 }
 
-static void put32(unsigned char *p, uint32_t v)
+static void crash_now(const char *what)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+	fprintf(stderr, "nodefs: test hook: crashing %s\n", what);
+	kill(getpid(), SIGKILL);
+	pause();
+}
+#endif
+
+/* Apply every entry of the journal file, in order, to the files. The
+ * count applied, or -errno. The leader's, or store_open's. */
+static long replay(struct store *s, char *msg, size_t msz)
+{
+	int fd = open(s->jpath, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	unsigned char *buf;
+	size_t len = 0, pos = 0;
+	struct store_jentry e;
+	unsigned long long prev = 0;
+	long n = 0;
+	int r = 0;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || st.st_size == 0) {
+		close(fd);
+		return 0;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t k = pread(fd, buf + len, (size_t)st.st_size - len, (off_t)len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+	}
+	close(fd);
+	while (store_jentry_next(buf, len, &pos, &e) == 1) {
+		int k = store_kind_index(e.kind);
+
+		if (n && e.seq != prev + 1)
+			break;	/* bytes of an older, failed append: the end */
+		prev = e.seq;
+		n++;
+		if (k < 0 || !store_name_ok(e.name))
+			continue;
+		r = e.op == 'P' ? store_apply_put(s, k, e.name, e.text, e.len, msg, msz)
+				: store_apply_del(s, k, e.name, msg, msz);
+		if (r < 0)
+			break;
+	}
+	free(buf);
+	return r < 0 ? r : n;
 }
 
-static uint32_t get32(const unsigned char *p)
+/* Make the files durable and empty the journal: the leader's. */
+static int journal_empty(struct store *s, char *msg, size_t msz)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+	if (s->pinned) {
+		long n = replay(s, msg, msz);
 
-static uint64_t get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+		if (n < 0)
+			return (int)n;
+		s->pinned = false;
+	}
+	int fd = -1;
 
-void store_jentry_seal(unsigned char *hdr, unsigned long long seq)
-{
-	put32(hdr + 8, (uint32_t)seq);
-	put32(hdr + 12, (uint32_t)(seq >> 32));
-	put32(hdr + 20, store_crc32c(hdr, 20));
-}
+	if (syncfs(s->dfd) < 0 || (fd = open(s->jpath, O_WRONLY | O_CLOEXEC)) < 0 ||
+	    ftruncate(fd, 0) < 0 || fsync(fd) < 0) {
+		int r = -errno;
 
-int store_jentry_encode(struct sbuf *out, char op, const char *kind, const char *name,
-			const char *text, size_t len, unsigned long long seq)
-{
-	size_t kl = strlen(kind), nl = strlen(name), start = out->len, plen;
-	unsigned char hdr[STORE_JHDR] = { 'N', 'F', 'J', '1' };
-	unsigned char *p;
-	int r;
-
-	if ((op != 'P' && op != 'D') || kl == 0 || kl >= sizeof(((struct store_jentry *)0)->kind) ||
-	    nl == 0 || nl > 255)
-		return -EINVAL;
-	if (op == 'D')
-		len = 0;
-	plen = 3 + kl + nl + len;
-	if (plen > STORE_JENTRY_MAX)
-		return -EINVAL;
-	if ((r = sbuf_reserve(out, STORE_JHDR + plen)) < 0 || (r = sbuf_add(out, hdr, sizeof(hdr))) < 0 ||
-	    (r = sbuf_addc(out, op)) < 0 || (r = sbuf_addc(out, (char)kl)) < 0 ||
-	    (r = sbuf_add(out, kind, kl)) < 0 || (r = sbuf_addc(out, (char)nl)) < 0 ||
-	    (r = sbuf_add(out, name, nl)) < 0 || (len && (r = sbuf_add(out, text, len)) < 0)) {
-		out->len = start;
+		if (fd >= 0)
+			close(fd);
+		snprintf(msg, msz, "checkpoint %.300s: %s", s->jpath, strerror(-r));
 		return r;
 	}
-	p = (unsigned char *)out->buf + start;
-	put32(p + 4, (uint32_t)plen);
-	put32(p + 16, store_crc32c(p + STORE_JHDR, plen));
-	store_jentry_seal(p, seq);
+	close(fd);
+	atomic_fetch_add_explicit(&s->syncfs, 1, memory_order_relaxed);
+	s->jend = 0;
+	s->written = false;
 	return 0;
 }
 
-int store_jentry_next(const unsigned char *buf, size_t len, size_t *pos, struct store_jentry *ret)
-{
-	const unsigned char *h, *p;
-	size_t at = *pos, plen, kl, nl;
+/* ---- the flush ---- */
 
-	if (at > len || len - at < STORE_JHDR)
-		return 0;
-	h = buf + at;
-	if (memcmp(h, "NFJ1", 4) != 0 || get32(h + 20) != store_crc32c(h, 20))
-		return 0;
-	plen = get32(h + 4);
-	if (plen < 5 || plen > STORE_JENTRY_MAX || len - at - STORE_JHDR < plen)
-		return 0;
-	p = h + STORE_JHDR;
-	if (get32(h + 16) != store_crc32c(p, plen))
-		return 0;
-	if (p[0] != 'P' && p[0] != 'D')
-		return 0;
-	kl = p[1];
-	if (kl == 0 || kl >= sizeof(ret->kind) || 2 + kl + 1 > plen)
-		return 0;
-	nl = p[2 + kl];
-	if (nl == 0 || 3 + kl + nl > plen)
-		return 0;
-	if (p[0] == 'D' && 3 + kl + nl != plen)
-		return 0;
-	memset(ret, 0, sizeof(*ret));
-	ret->op = (char)p[0];
-	memcpy(ret->kind, p + 2, kl);
-	memcpy(ret->name, p + 3 + kl, nl);
-	if (memchr(ret->kind, '\0', kl) || memchr(ret->name, '\0', nl))
-		return 0;
-	ret->text = (const char *)p + 3 + kl + nl;
-	ret->len = plen - 3 - kl - nl;
-	ret->seq = get64(h + 8);
-	*pos = at + STORE_JHDR + plen;
-	return 1;
+static void batch_fail(struct store *s, struct qent *batch, int r, const char *msg)
+{
+	for (struct qent *e = batch; e; e = e->next) {
+		if (e->kind < 0)
+			continue;
+		e->result = r;
+		snprintf(e->msg, sizeof(e->msg), "%.250s", msg);
+		atomic_fetch_add_explicit(&s->st[e->kind].errors, 1, memory_order_relaxed);
+	}
+}
+
+/* A later entry of the batch writes the same file: this one's file would
+ * be replaced at once. */
+static bool superseded(const struct qent *e)
+{
+	for (const struct qent *l = e->next; l; l = l->next)
+		if (l->kind == e->kind && strcmp(l->name, e->name) == 0)
+			return true;
+	return false;
+}
+
+#if NODEFS_TEST_HOOKS
+static bool batch_is_group(const struct qent *batch)
+{
+	int ops = store_kind_index("operations");
+	const char *first = NULL;
+
+	for (const struct qent *e = batch; e; e = e->next) {
+		if (e->kind != ops)
+			continue;
+		if (!first)
+			first = e->name;
+		else if (strcmp(first, e->name) != 0)
+			return true;
+	}
+	return false;
+}
+#endif
+
+/* The leader's work, unlocked: journal, fdatasync, files. Each entry's
+ * result is set. */
+static void flush_batch(struct store *s, struct qent *batch)
+{
+	struct iovec iov[64];
+	size_t total = 0, n = 0, records = 0;
+	char msg[512];
+	bool group = false, crash = false;
+
+	for (struct qent *e = batch; e; e = e->next)
+		if (e->kind >= 0) {
+			total += e->bytes.len;
+			records++;
+		}
+	if (!records)
+		return;
+#if NODEFS_TEST_HOOKS
+	group = s->group_nth && batch_is_group(batch) && ++s->group_seen == s->group_nth;
+#endif
+	/* the whole batch at the journal's end, 64 entries a call */
+	off_t at = s->jend;
+	struct qent *e = batch;
+	size_t skip = 0;	/* bytes of e already written */
+	int jfd = open(s->jpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+
+	if (jfd < 0) {
+		int r = -errno;
+
+		snprintf(msg, sizeof(msg), "checkpoint %.300s: %s", s->jpath, strerror(-r));
+		batch_fail(s, batch, r, msg);
+		return;
+	}
+
+	while (e) {
+		ssize_t w;
+
+		n = 0;
+		for (struct qent *x = e; x && n < 64; x = x->next) {
+			if (x->kind < 0)
+				continue;
+			iov[n].iov_base = x->bytes.buf + (n == 0 ? skip : 0);
+			iov[n].iov_len = x->bytes.len - (n == 0 ? skip : 0);
+			n++;
+		}
+		if (!n)
+			break;
+		w = pwritev(jfd, iov, (int)n, at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int r = w < 0 ? -errno : -EIO;
+
+			snprintf(msg, sizeof(msg), "checkpoint %.300s: %s", s->jpath, strerror(-r));
+			if (ftruncate(jfd, s->jend) < 0) {
+				/* what follows jend is stale: its sequence numbers end a replay */
+			}
+			close(jfd);
+			batch_fail(s, batch, r, msg);
+			return;
+		}
+		at += w;
+		/* move e and skip past the bytes written */
+		while (e && w > 0) {
+			if (e->kind < 0) {
+				e = e->next;
+				continue;
+			}
+			size_t left = e->bytes.len - skip;
+
+			if ((size_t)w >= left) {
+				w -= (ssize_t)left;
+				skip = 0;
+				e = e->next;
+			} else {
+				skip += (size_t)w;
+				w = 0;
+			}
+		}
+		while (e && e->kind < 0)
+			e = e->next;
+	}
+	if (fdatasync(jfd) < 0) {
+		int r = -errno;
+
+		snprintf(msg, sizeof(msg), "checkpoint %.300s: fdatasync: %s", s->jpath, strerror(-r));
+		if (ftruncate(jfd, s->jend) < 0) {
+			/* as above */
+		}
+		close(jfd);
+		batch_fail(s, batch, r, msg);
+		return;
+	}
+	close(jfd);
+	s->jend = at;
+	s->written = true;
+	atomic_fetch_add_explicit(&s->flushes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->records, records, memory_order_relaxed);
+	for (e = batch; e; e = e->next) {
+		int r;
+
+		if (e->kind < 0 || superseded(e))
+			continue;
+		r = e->op == 'P' ? store_apply_put(s, e->kind, e->name, e->bytes.buf + e->toff, e->tlen,
+					     e->msg, sizeof(e->msg))
+				 : store_apply_del(s, e->kind, e->name, e->msg, sizeof(e->msg));
+		if (r < 0) {
+			/* durable in the journal, which stays until a replay
+			 * has written it (journal_empty) */
+			e->result = r;
+			s->pinned = true;
+			atomic_fetch_add_explicit(&s->st[e->kind].errors, 1, memory_order_relaxed);
+		}
+#if NODEFS_TEST_HOOKS
+		if (group)
+			crash_now("between the grouped records of two operations");
+		if (e->crash_match && ++s->crash_seen == s->crash_nth)
+			crash = true;
+#endif
+	}
+	(void)group;
+#if NODEFS_TEST_HOOKS
+	if (crash) {
+		char what[160];
+
+		snprintf(what, sizeof(what), "after checkpoint %s state %s", s->crash_kind,
+			 s->crash_state);
+		crash_now(what);
+	}
+#endif
+	(void)crash;
+	if (s->jend >= STORE_JOURNAL_MAX && journal_empty(s, msg, sizeof(msg)) < 0)
+		log_warn("%s (the journal keeps the records)", msg);
+}
+
+static void qent_free(struct qent *e)
+{
+	if (!e)
+		return;
+	sbuf_free(&e->bytes);
+	free(e);
+}
+
+/* Wait until e (queued, waited) is flushed, leading flushes while none
+ * runs. Called and returns with s->lock held. */
+static void wait_flushed(struct store *s, struct qent *e)
+{
+	while (!e->done) {
+		struct qent *batch, *next, *gone = NULL;
+
+		if (s->flushing) {
+			pthread_cond_wait(&s->cond, &s->lock);
+			continue;
+		}
+		s->flushing = true;
+		batch = s->head;
+		s->head = NULL;
+		s->tail = &s->head;
+		s->qbytes = 0;
+		pthread_mutex_unlock(&s->lock);
+		flush_batch(s, batch);
+		for (struct qent *x = batch; x; x = x->next)
+			if (x->kind >= 0 && x->result == 0)
+				hist_observe(&s->st[x->kind].write, store_bucket_le, STORE_BUCKETS,
+					     now_ns() - x->t0);
+		pthread_mutex_lock(&s->lock);
+		for (struct qent *x = batch; x; x = next) {
+			next = x->next;
+			if (x->waited) {
+				x->done = true;	/* its writer frees it */
+			} else {
+				x->next = gone;
+				gone = x;
+			}
+		}
+		s->flushing = false;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		for (struct qent *x = gone; x; x = next) {
+			next = x->next;
+			qent_free(x);
+		}
+		pthread_mutex_lock(&s->lock);
+	}
+}
+
+/* Queue e; wait for its flush unless lazy. Takes e. */
+static int submit(struct store *s, struct qent *e, bool lazy, struct nerr *err)
+{
+	int r;
+
+	if (lazy) {
+		bool full;
+
+		pthread_mutex_lock(&s->lock);
+		store_jentry_seal((unsigned char *)e->bytes.buf, s->next_seq++);
+		*s->tail = e;
+		s->tail = &e->next;
+		s->qbytes += e->bytes.len;
+		full = s->qbytes >= STORE_LAZY_MAX;
+		pthread_mutex_unlock(&s->lock);
+		return full ? store_sync(s, err) : 0;
+	}
+	e->waited = true;
+	pthread_mutex_lock(&s->lock);
+	if (e->kind >= 0)
+		store_jentry_seal((unsigned char *)e->bytes.buf, s->next_seq++);
+	*s->tail = e;
+	s->tail = &e->next;
+	s->qbytes += e->bytes.len;
+	wait_flushed(s, e);
+	pthread_mutex_unlock(&s->lock);
+	r = e->result;
+	if (r < 0)
+		nerr_set(err, -r, "%s", e->msg);
+	qent_free(e);
+	return r;
+}
+
+int store_sync(struct store *s, struct nerr *err)
+{
+	struct qent *e;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->head && !s->flushing) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;	/* nothing queued: everything is durable */
+	}
+	pthread_mutex_unlock(&s->lock);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return nerr_set(err, ENOMEM, "checkpoint: out of memory");
+	e->kind = -1;
+	sbuf_init(&e->bytes, 0);
+	return submit(s, e, false, err);
+}
+
+/* A queued write of KIND/NAME: a put of text, or a removal (text NULL). */
+int store_queue_write(struct store *s, const char *kind, const char *name, const char *text,
+		      size_t len, unsigned flags, struct nerr *err)
+{
+	int k = store_kind_index(kind), r;
+	struct qent *e;
+
+	if (k < 0 || !store_name_ok(name) || strlen(name) >= sizeof(e->name))
+		return nerr_set(err, EINVAL, "checkpoint %s/%s: not a record's name", kind, name);
+	if (text && len > STORE_RECORD_MAX)
+		return nerr_set(err, EFBIG, "checkpoint %s/%s: record larger than %u bytes", kind,
+				name, STORE_RECORD_MAX);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return nerr_set(err, ENOMEM, "checkpoint %s/%s: out of memory", kind, name);
+	e->kind = k;
+	e->op = text ? 'P' : 'D';
+	e->t0 = now_ns();
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	sbuf_init(&e->bytes, STORE_JENTRY_MAX + STORE_JHDR);
+	r = store_jentry_encode(&e->bytes, e->op, kind, name, text, len, 0);
+	if (r < 0) {
+		qent_free(e);
+		atomic_fetch_add_explicit(&s->st[k].errors, 1, memory_order_relaxed);
+		return nerr_set(err, -r, "checkpoint %s/%s: %s", kind, name, strerror(-r));
+	}
+	e->tlen = text ? len : 0;
+	e->toff = e->bytes.len - e->tlen;
+#if NODEFS_TEST_HOOKS
+	e->crash_match = text && crash_matches(s, k, text, len);
+#endif
+	return submit(s, e, flags & STORE_LAZY, err);
+}
+
+/* ---- open and close ---- */
+
+int store_journal_open(struct store *s, struct nerr *err)
+{
+	char msg[512] = "";
+	long n;
+	int r;
+
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->tail = &s->head;
+	snprintf(s->jpath, sizeof(s->jpath), "%s/journal", s->dir);
+	if (access(s->jpath, F_OK) < 0) {
+		/* made once, its name durable before a flush relies on it */
+		int fd = open(s->jpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			close(fd);
+			fsync(s->dfd);
+		} else if (errno != EROFS) {
+			return nerr_set(err, errno, "cannot create %s: %s", s->jpath, strerror(errno));
+		}
+	}
+	/* what a crash left in the journal reaches the files before any read */
+	n = replay(s, msg, sizeof(msg));
+	if (n < 0)
+		return nerr_set(err, (int)-n, "cannot replay %s: %s", s->jpath,
+				msg[0] ? msg : strerror((int)-n));
+	if (n > 0) {
+		atomic_store(&s->replayed, (unsigned long long)n);
+		log_info("checkpoint journal: %ld records replayed into %s", n, s->dir);
+		s->written = true;
+	}
+	{
+		struct stat st;
+
+		if (stat(s->jpath, &st) == 0 && st.st_size > 0)
+			s->written = true;
+	}
+	if (s->written && (r = journal_empty(s, msg, sizeof(msg))) < 0)
+		return nerr_set(err, -r, "%s", msg);
+	/* sequence numbers grow across starts too */
+	{
+		struct timespec t;
+
+		clock_gettime(CLOCK_REALTIME, &t);
+		s->next_seq = (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+	}
+#if NODEFS_TEST_HOOKS
+	crash_setup(s);
+#endif
+	return 0;
+}
+
+void store_journal_close(struct store *s)
+{
+	struct nerr err = { 0 };
+	char msg[512];
+
+	if (store_sync(s, &err) < 0)
+		log_err("%s", err.msg);
+	if (s->written && journal_empty(s, msg, sizeof(msg)) < 0)
+		log_err("%s (replayed at the next start)", msg);
 }

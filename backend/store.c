@@ -1,117 +1,41 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * store: the state dir's records, made durable by a journal with group
- * commit; see store.h for the contract.
+ * store: the state dir's records; see store.h for the contract.
  *
- * A write is queued (its journal entry encoded by the writer's thread).
- * Whoever needs durability and finds no flush running becomes the leader:
- * it takes the whole queue, appends it to the journal in one pwritev, calls
- * fdatasync once, then replaces the records' files in queue order
- * (temporary file, rename; the journal covers them until the next syncfs)
- * and wakes the writers its flush carried. Writers that arrive meanwhile
- * queue behind it and share the next flush. One leader at a time keeps the
- * files in journal order. A record's file changes only after its entry is
- * durable: a crash can leave a file behind its journal entry (replayed at
- * open), never ahead of it.
- *
- * Owns: the queue, the journal, the kinds' directory descriptors and the
- * figures, all in struct store (no file-scope state but the CRC table).
- * Must not know: the objects whose records it keeps.
+ * Owns: struct store's lifecycle, the kinds' directories, the records'
+ * files (written, removed, read back, counted, kept aside when corrupt),
+ * the write calls' rendering of a record's text, and the figures.
+ * Durability is the journal's (store-journal.c): every write goes through
+ * store_queue_write, which calls back store_apply_put/_del once the
+ * record's entry is durable.
+ * Must not know: the objects whose records it keeps (kinds are names).
  */
 #include "store-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "hist.h"
 #include "jw.h"
-#include "log.h"
 #include "nerr.h"
-#include "sbuf.h"
-#include "nodefs-config.h"
 
-static const char *const kinds[] = { "volumes", "containers", "operations", "plugins" };
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
-
-/* The journal is emptied (files made durable by one syncfs) once it is
- * this long; lazy writes flush themselves once this much is queued. */
-#define STORE_JOURNAL_MAX (1u << 20)
-#define STORE_LAZY_MAX (256u << 10)
+const char *const store_kinds[STORE_NKINDS] = { "volumes", "containers", "operations", "plugins" };
 
 const double store_bucket_le[STORE_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 						0.01, 0.05, 0.25, 1 };
 
-struct kind_stats {
-	struct hist write;
-	atomic_ullong errors, removals;
-	atomic_ullong loaded;	/* records store_load has read (recovery's progress) */
-};
-
-/* A queued write, or a barrier (kind -1) a store_sync waits on. */
-struct qent {
-	struct qent *next;
-	int kind;
-	char op;
-	char name[256];
-	struct sbuf bytes;	/* the journal entry; empty for a barrier */
-	size_t toff, tlen;	/* the record's text within bytes */
-	uint64_t t0;
-	bool waited;		/* a writer waits on it and frees it */
-	bool done;
-	bool crash_match;	/* test hooks: matches NODEFS_CRASH_AT's KIND:STATE */
-	int result;
-	char msg[256];
-};
-
-struct store {
-	char *dir;
-	int dfd, kfd[NKINDS];
-	char jpath[4200];	/* STATE_DIR/journal, opened per flush: an fd open for
-				 * writing would keep the state dir from being
-				 * remounted read-only */
-	struct kind_stats st[NKINDS];
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct qent *head, **tail;
-	size_t qbytes;
-	unsigned long long next_seq;
-	bool flushing;
-	/* the leader's alone (flushing set): */
-	off_t jend;
-	bool pinned;		/* a file could not be written: the journal is ahead */
-	bool written;		/* flushed since the journal was last emptied */
-	atomic_ullong flushes, records, syncfs, replayed;
-#if NODEFS_TEST_HOOKS
-	char crash_kind[32], crash_state[64];
-	int crash_nth, crash_seen, group_nth, group_seen;
-#endif
-};
-
-static int kind_index(const char *kind)
+int store_kind_index(const char *kind)
 {
-	for (size_t i = 0; i < NKINDS; i++)
-		if (strcmp(kinds[i], kind) == 0)
+	for (size_t i = 0; i < STORE_NKINDS; i++)
+		if (strcmp(store_kinds[i], kind) == 0)
 			return (int)i;
 	return -1;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 const char *store_dir(const struct store *s)
@@ -119,69 +43,10 @@ const char *store_dir(const struct store *s)
 	return s->dir;
 }
 
-#if NODEFS_TEST_HOOKS
-/*
- * Crash tests (test builds only, -Dtest_hooks=true): NODEFS_CRASH_AT=
- * "KIND:STATE[:N]" kills the daemon with SIGKILL right after the flush that
- * made the Nth (default first) record of KIND (volumes, containers,
- * operations) whose "state" is STATE durable has replaced its files: the
- * moment a real crash would lose the most. "group:N": in the Nth flush
- * that carried the records of two or more operations (two commands' records
- * in one fdatasync), right after the first of its files was replaced and
- * before the others: a crash between grouped records, which only the
- * journal's replay can repair.
- */
-static void crash_setup(struct store *s)
-{
-	const char *spec = getenv("NODEFS_CRASH_AT");
-	char want[128], *c2, *c3;
-
-	if (!spec)
-		return;
-	snprintf(want, sizeof(want), "%s", spec);
-	c2 = strchr(want, ':');
-	if (!c2)
-		return;
-	*c2++ = '\0';
-	if (strcmp(want, "group") == 0) {
-		s->group_nth = atoi(c2) > 0 ? atoi(c2) : 1;
-		return;
-	}
-	c3 = strchr(c2, ':');
-	if (c3)
-		*c3++ = '\0';
-	snprintf(s->crash_kind, sizeof(s->crash_kind), "%.31s", want);
-	snprintf(s->crash_state, sizeof(s->crash_state), "%.63s", c2);
-	s->crash_nth = c3 ? atoi(c3) : 1;
-}
-
-static bool crash_matches(struct store *s, int k, const char *text, size_t len)
-{
-	const char *state;
-	json_t *obj;
-	bool m;
-
-	if (!s->crash_kind[0] || strcmp(s->crash_kind, kinds[k]) != 0)
-		return false;
-	obj = json_loadb(text, len, 0, NULL);
-	state = json_string_value(json_object_get(obj, "state"));
-	m = state && strcmp(state, s->crash_state) == 0;
-	json_decref(obj);
-	return m;
-}
-
-static void crash_now(const char *what)
-{
-	fprintf(stderr, "nodefs: test hook: crashing %s\n", what);
-	kill(getpid(), SIGKILL);
-	pause();
-}
-#endif
-
 /* ---- the files ---- */
 
-static int apply_put(struct store *s, int k, const char *name, const char *text, size_t len,
-		     char *msg, size_t msz)
+int store_apply_put(struct store *s, int k, const char *name, const char *text, size_t len,
+		    char *msg, size_t msz)
 {
 	char tmp[300], dst[300];
 	size_t off = 0;
@@ -213,11 +78,11 @@ static int apply_put(struct store *s, int k, const char *name, const char *text,
 		return 0;
 	unlinkat(s->kfd[k], tmp, 0);
 fail:
-	snprintf(msg, msz, "checkpoint %s/%s/%s: %s", s->dir, kinds[k], dst, strerror(-r));
+	snprintf(msg, msz, "checkpoint %s/%s/%s: %s", s->dir, store_kinds[k], dst, strerror(-r));
 	return r;
 }
 
-static int apply_del(struct store *s, int k, const char *name, char *msg, size_t msz)
+int store_apply_del(struct store *s, int k, const char *name, char *msg, size_t msz)
 {
 	char dst[300];
 
@@ -225,7 +90,7 @@ static int apply_del(struct store *s, int k, const char *name, char *msg, size_t
 	if (unlinkat(s->kfd[k], dst, 0) < 0 && errno != ENOENT) {
 		int r = -errno;
 
-		snprintf(msg, msz, "checkpoint %s/%s/%s: %s", s->dir, kinds[k], dst, strerror(-r));
+		snprintf(msg, msz, "checkpoint %s/%s/%s: %s", s->dir, store_kinds[k], dst, strerror(-r));
 		return r;
 	}
 	atomic_fetch_add_explicit(&s->st[k].removals, 1, memory_order_relaxed);
@@ -233,400 +98,9 @@ static int apply_del(struct store *s, int k, const char *name, char *msg, size_t
 }
 
 /* A journal entry's name: one path component, no leading dot. */
-static bool name_ok(const char *name)
+bool store_name_ok(const char *name)
 {
 	return name[0] && name[0] != '.' && !strchr(name, '/');
-}
-
-/* Apply every entry of the journal file, in order, to the files. The
- * count applied, or -errno. The leader's, or store_open's. */
-static long replay(struct store *s, char *msg, size_t msz)
-{
-	int fd = open(s->jpath, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	unsigned char *buf;
-	size_t len = 0, pos = 0;
-	struct store_jentry e;
-	unsigned long long prev = 0;
-	long n = 0;
-	int r = 0;
-
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (fstat(fd, &st) < 0 || st.st_size == 0) {
-		close(fd);
-		return 0;
-	}
-	buf = malloc((size_t)st.st_size);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (len < (size_t)st.st_size) {
-		ssize_t k = pread(fd, buf + len, (size_t)st.st_size - len, (off_t)len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		len += (size_t)k;
-	}
-	close(fd);
-	while (store_jentry_next(buf, len, &pos, &e) == 1) {
-		int k = kind_index(e.kind);
-
-		if (n && e.seq != prev + 1)
-			break;	/* bytes of an older, failed append: the end */
-		prev = e.seq;
-		n++;
-		if (k < 0 || !name_ok(e.name))
-			continue;
-		r = e.op == 'P' ? apply_put(s, k, e.name, e.text, e.len, msg, msz)
-				: apply_del(s, k, e.name, msg, msz);
-		if (r < 0)
-			break;
-	}
-	free(buf);
-	return r < 0 ? r : n;
-}
-
-/* Make the files durable and empty the journal: the leader's. */
-static int journal_empty(struct store *s, char *msg, size_t msz)
-{
-	if (s->pinned) {
-		long n = replay(s, msg, msz);
-
-		if (n < 0)
-			return (int)n;
-		s->pinned = false;
-	}
-	int fd = -1;
-
-	if (syncfs(s->dfd) < 0 || (fd = open(s->jpath, O_WRONLY | O_CLOEXEC)) < 0 ||
-	    ftruncate(fd, 0) < 0 || fsync(fd) < 0) {
-		int r = -errno;
-
-		if (fd >= 0)
-			close(fd);
-		snprintf(msg, msz, "checkpoint %.300s: %s", s->jpath, strerror(-r));
-		return r;
-	}
-	close(fd);
-	atomic_fetch_add_explicit(&s->syncfs, 1, memory_order_relaxed);
-	s->jend = 0;
-	s->written = false;
-	return 0;
-}
-
-/* ---- the flush ---- */
-
-static void batch_fail(struct store *s, struct qent *batch, int r, const char *msg)
-{
-	for (struct qent *e = batch; e; e = e->next) {
-		if (e->kind < 0)
-			continue;
-		e->result = r;
-		snprintf(e->msg, sizeof(e->msg), "%.250s", msg);
-		atomic_fetch_add_explicit(&s->st[e->kind].errors, 1, memory_order_relaxed);
-	}
-}
-
-/* A later entry of the batch writes the same file: this one's file would
- * be replaced at once. */
-static bool superseded(const struct qent *e)
-{
-	for (const struct qent *l = e->next; l; l = l->next)
-		if (l->kind == e->kind && strcmp(l->name, e->name) == 0)
-			return true;
-	return false;
-}
-
-#if NODEFS_TEST_HOOKS
-static bool batch_is_group(const struct qent *batch)
-{
-	int ops = kind_index("operations");
-	const char *first = NULL;
-
-	for (const struct qent *e = batch; e; e = e->next) {
-		if (e->kind != ops)
-			continue;
-		if (!first)
-			first = e->name;
-		else if (strcmp(first, e->name) != 0)
-			return true;
-	}
-	return false;
-}
-#endif
-
-/* The leader's work, unlocked: journal, fdatasync, files. Each entry's
- * result is set. */
-static void flush_batch(struct store *s, struct qent *batch)
-{
-	struct iovec iov[64];
-	size_t total = 0, n = 0, records = 0;
-	char msg[512];
-	bool group = false, crash = false;
-
-	for (struct qent *e = batch; e; e = e->next)
-		if (e->kind >= 0) {
-			total += e->bytes.len;
-			records++;
-		}
-	if (!records)
-		return;
-#if NODEFS_TEST_HOOKS
-	group = s->group_nth && batch_is_group(batch) && ++s->group_seen == s->group_nth;
-#endif
-	/* the whole batch at the journal's end, 64 entries a call */
-	off_t at = s->jend;
-	struct qent *e = batch;
-	size_t skip = 0;	/* bytes of e already written */
-	int jfd = open(s->jpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-
-	if (jfd < 0) {
-		int r = -errno;
-
-		snprintf(msg, sizeof(msg), "checkpoint %.300s: %s", s->jpath, strerror(-r));
-		batch_fail(s, batch, r, msg);
-		return;
-	}
-
-	while (e) {
-		ssize_t w;
-
-		n = 0;
-		for (struct qent *x = e; x && n < 64; x = x->next) {
-			if (x->kind < 0)
-				continue;
-			iov[n].iov_base = x->bytes.buf + (n == 0 ? skip : 0);
-			iov[n].iov_len = x->bytes.len - (n == 0 ? skip : 0);
-			n++;
-		}
-		if (!n)
-			break;
-		w = pwritev(jfd, iov, (int)n, at);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int r = w < 0 ? -errno : -EIO;
-
-			snprintf(msg, sizeof(msg), "checkpoint %.300s: %s", s->jpath, strerror(-r));
-			if (ftruncate(jfd, s->jend) < 0) {
-				/* what follows jend is stale: its sequence numbers end a replay */
-			}
-			close(jfd);
-			batch_fail(s, batch, r, msg);
-			return;
-		}
-		at += w;
-		/* move e and skip past the bytes written */
-		while (e && w > 0) {
-			if (e->kind < 0) {
-				e = e->next;
-				continue;
-			}
-			size_t left = e->bytes.len - skip;
-
-			if ((size_t)w >= left) {
-				w -= (ssize_t)left;
-				skip = 0;
-				e = e->next;
-			} else {
-				skip += (size_t)w;
-				w = 0;
-			}
-		}
-		while (e && e->kind < 0)
-			e = e->next;
-	}
-	if (fdatasync(jfd) < 0) {
-		int r = -errno;
-
-		snprintf(msg, sizeof(msg), "checkpoint %.300s: fdatasync: %s", s->jpath, strerror(-r));
-		if (ftruncate(jfd, s->jend) < 0) {
-			/* as above */
-		}
-		close(jfd);
-		batch_fail(s, batch, r, msg);
-		return;
-	}
-	close(jfd);
-	s->jend = at;
-	s->written = true;
-	atomic_fetch_add_explicit(&s->flushes, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->records, records, memory_order_relaxed);
-	for (e = batch; e; e = e->next) {
-		int r;
-
-		if (e->kind < 0 || superseded(e))
-			continue;
-		r = e->op == 'P' ? apply_put(s, e->kind, e->name, e->bytes.buf + e->toff, e->tlen,
-					     e->msg, sizeof(e->msg))
-				 : apply_del(s, e->kind, e->name, e->msg, sizeof(e->msg));
-		if (r < 0) {
-			/* durable in the journal, which stays until a replay
-			 * has written it (journal_empty) */
-			e->result = r;
-			s->pinned = true;
-			atomic_fetch_add_explicit(&s->st[e->kind].errors, 1, memory_order_relaxed);
-		}
-#if NODEFS_TEST_HOOKS
-		if (group)
-			crash_now("between the grouped records of two operations");
-		if (e->crash_match && ++s->crash_seen == s->crash_nth)
-			crash = true;
-#endif
-	}
-	(void)group;
-#if NODEFS_TEST_HOOKS
-	if (crash) {
-		char what[160];
-
-		snprintf(what, sizeof(what), "after checkpoint %s state %s", s->crash_kind,
-			 s->crash_state);
-		crash_now(what);
-	}
-#endif
-	(void)crash;
-	if (s->jend >= STORE_JOURNAL_MAX && journal_empty(s, msg, sizeof(msg)) < 0)
-		log_warn("%s (the journal keeps the records)", msg);
-}
-
-static void qent_free(struct qent *e)
-{
-	if (!e)
-		return;
-	sbuf_free(&e->bytes);
-	free(e);
-}
-
-/* Wait until e (queued, waited) is flushed, leading flushes while none
- * runs. Called and returns with s->lock held. */
-static void wait_flushed(struct store *s, struct qent *e)
-{
-	while (!e->done) {
-		struct qent *batch, *next, *gone = NULL;
-
-		if (s->flushing) {
-			pthread_cond_wait(&s->cond, &s->lock);
-			continue;
-		}
-		s->flushing = true;
-		batch = s->head;
-		s->head = NULL;
-		s->tail = &s->head;
-		s->qbytes = 0;
-		pthread_mutex_unlock(&s->lock);
-		flush_batch(s, batch);
-		for (struct qent *x = batch; x; x = x->next)
-			if (x->kind >= 0 && x->result == 0)
-				hist_observe(&s->st[x->kind].write, store_bucket_le, STORE_BUCKETS,
-					     now_ns() - x->t0);
-		pthread_mutex_lock(&s->lock);
-		for (struct qent *x = batch; x; x = next) {
-			next = x->next;
-			if (x->waited) {
-				x->done = true;	/* its writer frees it */
-			} else {
-				x->next = gone;
-				gone = x;
-			}
-		}
-		s->flushing = false;
-		pthread_cond_broadcast(&s->cond);
-		pthread_mutex_unlock(&s->lock);
-		for (struct qent *x = gone; x; x = next) {
-			next = x->next;
-			qent_free(x);
-		}
-		pthread_mutex_lock(&s->lock);
-	}
-}
-
-/* Queue e; wait for its flush unless lazy. Takes e. */
-static int submit(struct store *s, struct qent *e, bool lazy, struct nerr *err)
-{
-	int r;
-
-	if (lazy) {
-		bool full;
-
-		pthread_mutex_lock(&s->lock);
-		store_jentry_seal((unsigned char *)e->bytes.buf, s->next_seq++);
-		*s->tail = e;
-		s->tail = &e->next;
-		s->qbytes += e->bytes.len;
-		full = s->qbytes >= STORE_LAZY_MAX;
-		pthread_mutex_unlock(&s->lock);
-		return full ? store_sync(s, err) : 0;
-	}
-	e->waited = true;
-	pthread_mutex_lock(&s->lock);
-	if (e->kind >= 0)
-		store_jentry_seal((unsigned char *)e->bytes.buf, s->next_seq++);
-	*s->tail = e;
-	s->tail = &e->next;
-	s->qbytes += e->bytes.len;
-	wait_flushed(s, e);
-	pthread_mutex_unlock(&s->lock);
-	r = e->result;
-	if (r < 0)
-		nerr_set(err, -r, "%s", e->msg);
-	qent_free(e);
-	return r;
-}
-
-int store_sync(struct store *s, struct nerr *err)
-{
-	struct qent *e;
-
-	pthread_mutex_lock(&s->lock);
-	if (!s->head && !s->flushing) {
-		pthread_mutex_unlock(&s->lock);
-		return 0;	/* nothing queued: everything is durable */
-	}
-	pthread_mutex_unlock(&s->lock);
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return nerr_set(err, ENOMEM, "checkpoint: out of memory");
-	e->kind = -1;
-	sbuf_init(&e->bytes, 0);
-	return submit(s, e, false, err);
-}
-
-/* A queued write of KIND/NAME: a put of text, or a removal (text NULL). */
-static int queue_write(struct store *s, const char *kind, const char *name, const char *text,
-		       size_t len, unsigned flags, struct nerr *err)
-{
-	int k = kind_index(kind), r;
-	struct qent *e;
-
-	if (k < 0 || !name_ok(name) || strlen(name) >= sizeof(e->name))
-		return nerr_set(err, EINVAL, "checkpoint %s/%s: not a record's name", kind, name);
-	if (text && len > STORE_RECORD_MAX)
-		return nerr_set(err, EFBIG, "checkpoint %s/%s: record larger than %u bytes", kind,
-				name, STORE_RECORD_MAX);
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return nerr_set(err, ENOMEM, "checkpoint %s/%s: out of memory", kind, name);
-	e->kind = k;
-	e->op = text ? 'P' : 'D';
-	e->t0 = now_ns();
-	snprintf(e->name, sizeof(e->name), "%s", name);
-	sbuf_init(&e->bytes, STORE_JENTRY_MAX + STORE_JHDR);
-	r = store_jentry_encode(&e->bytes, e->op, kind, name, text, len, 0);
-	if (r < 0) {
-		qent_free(e);
-		atomic_fetch_add_explicit(&s->st[k].errors, 1, memory_order_relaxed);
-		return nerr_set(err, -r, "checkpoint %s/%s: %s", kind, name, strerror(-r));
-	}
-	e->tlen = text ? len : 0;
-	e->toff = e->bytes.len - e->tlen;
-#if NODEFS_TEST_HOOKS
-	e->crash_match = text && crash_matches(s, k, text, len);
-#endif
-	return submit(s, e, flags & STORE_LAZY, err);
 }
 
 /* ---- writes ---- */
@@ -664,7 +138,7 @@ int store_put(struct store *s, const char *kind, const char *name, json_t *obj, 
 	text = record_text(obj, buf, sizeof(buf), &len);
 	if (!text)
 		return nerr_set(err, ENOMEM, "checkpoint %s/%s: out of memory", kind, name);
-	r = queue_write(s, kind, name, text, len, flags, err);
+	r = store_queue_write(s, kind, name, text, len, flags, err);
 	if (text != buf)
 		free(text);
 	return r;
@@ -689,49 +163,44 @@ int store_put_record(struct store *s, const char *kind, const char *name, struct
 		r = sbuf_addc(w->out, '\n');
 	if (r < 0)
 		return nerr_set(err, -r, "checkpoint %s/%s: %s", kind, name, strerror(-r));
-	return queue_write(s, kind, name, w->out->buf, w->out->len, flags, err);
+	return store_queue_write(s, kind, name, w->out->buf, w->out->len, flags, err);
 }
 
 int store_del(struct store *s, const char *kind, const char *name, unsigned flags,
 	      struct nerr *err)
 {
-	return queue_write(s, kind, name, NULL, 0, flags, err);
+	return store_queue_write(s, kind, name, NULL, 0, flags, err);
 }
 
 int store_drop(struct store *s, const char *kind, const char *name, struct nerr *err)
 {
-	return queue_write(s, kind, name, NULL, 0, STORE_LAZY, err);
+	return store_queue_write(s, kind, name, NULL, 0, STORE_LAZY, err);
 }
-
 /* ---- open and close ---- */
 
 int store_open(const char *state_dir, struct store **ret, struct nerr *err)
 {
 	struct store *s = calloc(1, sizeof(*s));
-	char p[4200], msg[512] = "";
-	long n;
+	char p[4200];
 	int r;
 
 	if (!s)
 		return nerr_set(err, ENOMEM, "out of memory");
 	s->dfd = -1;
-	for (size_t k = 0; k < NKINDS; k++)
+	for (size_t k = 0; k < STORE_NKINDS; k++)
 		s->kfd[k] = -1;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	s->tail = &s->head;
 	s->dir = strdup(state_dir);
 	if (!s->dir) {
-		r = nerr_set(err, ENOMEM, "out of memory");
-		goto fail;
+		free(s);
+		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	s->dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dfd < 0) {
 		r = nerr_set(err, errno, "cannot open %s: %s", state_dir, strerror(errno));
 		goto fail;
 	}
-	for (size_t k = 0; k < NKINDS; k++) {
-		snprintf(p, sizeof(p), "%s/%s", state_dir, kinds[k]);
+	for (size_t k = 0; k < STORE_NKINDS; k++) {
+		snprintf(p, sizeof(p), "%s/%s", state_dir, store_kinds[k]);
 		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
 			r = nerr_set(err, errno, "cannot create %s: %s", p, strerror(errno));
 			goto fail;
@@ -742,76 +211,33 @@ int store_open(const char *state_dir, struct store **ret, struct nerr *err)
 			goto fail;
 		}
 	}
-	snprintf(s->jpath, sizeof(s->jpath), "%s/journal", state_dir);
-	if (access(s->jpath, F_OK) < 0) {
-		/* made once, its name durable before a flush relies on it */
-		int fd = open(s->jpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-
-		if (fd >= 0) {
-			close(fd);
-			fsync(s->dfd);
-		} else if (errno != EROFS) {
-			r = nerr_set(err, errno, "cannot create %s: %s", s->jpath, strerror(errno));
-			goto fail;
-		}
-	}
-	/* what a crash left in the journal reaches the files before any read */
-	n = replay(s, msg, sizeof(msg));
-	if (n < 0) {
-		r = nerr_set(err, (int)-n, "cannot replay %s: %s", s->jpath,
-			     msg[0] ? msg : strerror((int)-n));
-		goto fail;
-	}
-	if (n > 0) {
-		atomic_store(&s->replayed, (unsigned long long)n);
-		log_info("checkpoint journal: %ld records replayed into %s", n, state_dir);
-		s->written = true;
-	}
-	{
-		struct stat st;
-
-		if (stat(s->jpath, &st) == 0 && st.st_size > 0)
-			s->written = true;
-	}
-	if (s->written && (r = journal_empty(s, msg, sizeof(msg))) < 0) {
-		nerr_set(err, -r, "%s", msg);
-		goto fail;
-	}
-	/* sequence numbers grow across starts too */
-	{
-		struct timespec t;
-
-		clock_gettime(CLOCK_REALTIME, &t);
-		s->next_seq = (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
-	}
-#if NODEFS_TEST_HOOKS
-	crash_setup(s);
-#endif
+	r = store_journal_open(s, err);
+	if (r < 0)
+		goto fail_journal;
 	*ret = s;
 	return 0;
+fail_journal:
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
 fail:
-	store_close(s);
+	for (size_t k = 0; k < STORE_NKINDS; k++)
+		if (s->kfd[k] >= 0)
+			close(s->kfd[k]);
+	if (s->dfd >= 0)
+		close(s->dfd);
+	free(s->dir);
+	free(s);
 	return r;
 }
 
 void store_close(struct store *s)
 {
-	struct nerr err = { 0 };
-	char msg[512];
-
 	if (!s)
 		return;
-	if (s->dfd >= 0 && s->kfd[NKINDS - 1] >= 0 && s->jpath[0]) {
-		if (store_sync(s, &err) < 0)
-			log_err("%s", err.msg);
-		if (s->written && journal_empty(s, msg, sizeof(msg)) < 0)
-			log_err("%s (replayed at the next start)", msg);
-	}
-	for (size_t k = 0; k < NKINDS; k++)
-		if (s->kfd[k] >= 0)
-			close(s->kfd[k]);
-	if (s->dfd >= 0)
-		close(s->dfd);
+	store_journal_close(s);
+	for (size_t k = 0; k < STORE_NKINDS; k++)
+		close(s->kfd[k]);
+	close(s->dfd);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s->dir);
@@ -824,8 +250,8 @@ int store_stats(struct store *s, struct store_kind_stats *ret, size_t n)
 {
 	size_t got = 0;
 
-	for (size_t k = 0; k < NKINDS && got < n; k++, got++) {
-		ret[got].kind = kinds[k];
+	for (size_t k = 0; k < STORE_NKINDS && got < n; k++, got++) {
+		ret[got].kind = store_kinds[k];
 		ret[got].write = &s->st[k].write;
 		ret[got].errors = atomic_load(&s->st[k].errors);
 		ret[got].removals = atomic_load(&s->st[k].removals);
@@ -929,7 +355,7 @@ int store_load(struct store *s, const char *kind, store_load_fn fn, store_bad_fn
 	struct entry *v = NULL;
 	size_t n = 0, a = 0;
 	struct dirent *de;
-	int k = kind_index(kind);
+	int k = store_kind_index(kind);
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/%s", s->dir, kind);
@@ -1011,11 +437,11 @@ unsigned long long store_count(struct store *s)
 	unsigned long long n = 0;
 	char dir[4200];
 
-	for (size_t k = 0; k < NKINDS; k++) {
+	for (size_t k = 0; k < STORE_NKINDS; k++) {
 		struct dirent *de;
 		DIR *d;
 
-		snprintf(dir, sizeof(dir), "%s/%s", s->dir, kinds[k]);
+		snprintf(dir, sizeof(dir), "%s/%s", s->dir, store_kinds[k]);
 		d = opendir(dir);
 		if (!d)
 			continue;
@@ -1030,7 +456,7 @@ unsigned long long store_loaded(struct store *s)
 {
 	unsigned long long n = 0;
 
-	for (size_t k = 0; k < NKINDS; k++)
+	for (size_t k = 0; k < STORE_NKINDS; k++)
 		n += atomic_load_explicit(&s->st[k].loaded, memory_order_relaxed);
 	return n;
 }

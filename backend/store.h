@@ -113,7 +113,7 @@ int store_load(struct store *s, const char *kind, store_load_fn fn, store_bad_fn
 unsigned long long store_count(struct store *s);
 unsigned long long store_loaded(struct store *s);
 
-/* The journal's entries (store-journal.c), exported for recovery and the
+/* The journal's entries (store-jentry.c), exported for recovery and the
  * fuzz target: a put carries the record's text, a removal none. */
 struct store_jentry {
 	char op;			/* 'P' put, 'D' removal */
