@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "bctl.h"
 #include "config.h"
+#include "intern.h"
 #include "loop.h"
 #include "events.h"
 #include "runtime.h"
@@ -82,6 +83,9 @@ struct backend {
 	atomic_ullong next_op;		/* the next operation id */
 	atomic_uint bad_records;	/* checkpoints that could not be read */
 	atomic_ullong freed;		/* objects removed: the monitor trims the heap */
+	/* names thousands of objects repeat (operation types, volumes'
+	 * plugins, profiles, access modes, fs types), one copy each */
+	struct intern names;
 	/* Ended operations, oldest end first, each holding a node reference:
 	 * ops_trim drops from the front, so keeping operations_keep of them
 	 * costs the same at 10 or 100,000 operations. */

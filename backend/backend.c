@@ -204,6 +204,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	b->started = time(NULL);
 	pthread_mutex_init(&b->mlock, NULL);
 	pthread_mutex_init(&b->ended_lock, NULL);
+	intern_init(&b->names);
 	pthread_cond_init(&b->mcond, NULL);
 	pthread_mutex_init(&b->dlock, NULL);
 	pthread_condattr_init(&ca);
@@ -533,6 +534,7 @@ void backend_free(struct backend *b)
 	pthread_cond_destroy(&b->dcond);
 	if (b->lock_fd >= 0)
 		close(b->lock_fd);	/* last: nothing of ours writes the dir now */
+	intern_fini(&b->names);	/* after the tree: its objects hold names */
 	free(b);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "intern.h"
 #include "jw.h"
 #include "kind.h"
 #include "log.h"
@@ -45,6 +46,56 @@ static enum op_state op_state_from_string(const char *s)
 static struct operation *opof(struct bnode *n)
 {
 	return n->priv;
+}
+
+/* An operation's strings: "" is this one shared byte, anything else a
+ * copy of its own, cut at cap - 1 bytes as the fixed arrays they replace
+ * were (an operation costs a few hundred bytes, not the 2 KB of its
+ * longest possible strings). */
+static char op_empty[1];
+
+/* Set *dst to a copy of s (NULL: ""), freeing what it held. -ENOMEM
+ * leaves *dst as it was. */
+static int op_str_set(char **dst, const char *s, size_t cap)
+{
+	size_t n = s ? strnlen(s, cap - 1) : 0;
+	char *c = op_empty;
+
+	if (n) {
+		c = malloc(n + 1);
+		if (!c)
+			return -ENOMEM;
+		memcpy(c, s, n);
+		c[n] = '\0';
+	}
+	if (*dst && *dst != op_empty)
+		free(*dst);
+	*dst = c;
+	return 0;
+}
+
+static void op_str_free(char **p)
+{
+	if (*p && *p != op_empty)
+		free(*p);
+	*p = op_empty;
+}
+
+/* The type, interned (types are a handful of names shared by thousands
+ * of operations), cut at 31 bytes. Once, before the operation is shown. */
+static int op_set_type(struct operation *op, const char *type)
+{
+	char t[32];
+	const char *i;
+
+	if (!type || !type[0])
+		return 0;
+	snprintf(t, sizeof(t), "%s", type);
+	i = intern_get(&op->b->names, t);
+	if (!i)
+		return -ENOMEM;
+	op->type = i;
+	return 0;
 }
 
 #define OP_SHOW_STR(field)						\
@@ -202,12 +253,12 @@ BWAIT_STREAM(opwait_stream, op_settled, op_wait_line);
 static int show_outcome(struct bnode *n, struct sbuf *out)
 {
 	struct operation *op = opof(n);
-	char t[sizeof(op->outcome)];
+	int r;
 
 	pthread_mutex_lock(&op->lock);
-	snprintf(t, sizeof(t), "%s", op->outcome);
+	r = op->outcome[0] ? sbuf_printf(out, "%s\n", op->outcome) : 0;
 	pthread_mutex_unlock(&op->lock);
-	return t[0] ? sbuf_printf(out, "%s\n", t) : 0;
+	return r;
 }
 
 static const struct battr op_attrs[] = {
@@ -230,6 +281,16 @@ static void op_node_free(struct bnode *n)
 {
 	struct operation *op = n->priv;
 
+	if (op->type[0])
+		intern_put(&op->b->names, op->type);
+	op_str_free(&op->object);
+	op_str_free(&op->command);
+	op_str_free(&op->by);
+	op_str_free(&op->error);
+	op_str_free(&op->remote);
+	op_str_free(&op->intent);
+	op_str_free(&op->outcome);
+	op_str_free(&op->cluster_cmd);
 	pthread_mutex_destroy(&op->lock);
 	free(op);
 }
@@ -282,6 +343,9 @@ static struct operation *op_alloc(struct backend *b, const char *id)
 		return NULL;
 	op->b = b;
 	snprintf(op->id, sizeof(op->id), "%s", id);
+	op->type = "";	/* interned once set */
+	op->object = op->command = op->by = op_empty;
+	op->error = op->remote = op->intent = op->outcome = op->cluster_cmd = op_empty;
 	pthread_mutex_init(&op->lock, NULL);
 	op->node = bnode_new(&op_type, id, op);
 	if (!op->node) {
@@ -303,9 +367,13 @@ void op_note_outcome(struct operation *op, const char *line)
 	struct nerr err = { 0 };
 	size_t n;
 
+	char t[512];
+
 	pthread_mutex_lock(&op->lock);
 	n = strlen(op->outcome);
-	snprintf(op->outcome + n, sizeof(op->outcome) - n, "%s%s", n ? "; " : "", line);
+	snprintf(t, sizeof(t), "%s%s%s", op->outcome, n ? "; " : "", line);
+	if (op_str_set(&op->outcome, t, sizeof(t)) < 0)
+		log_err("operation %s: outcome not kept: out of memory", op->id);
 	pthread_mutex_unlock(&op->lock);
 	if (!atomic_load(&op->node->dead))
 		op_checkpoint(op, STORE_DURABLE, &err);
@@ -327,13 +395,13 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	op = op_alloc(b, id);
 	if (!op)
 		return nerr_set(err, ENOMEM, "out of memory");
-	snprintf(op->type, sizeof(op->type), "%s", type);
-	snprintf(op->object, sizeof(op->object), "%s", object);
-	snprintf(op->command, sizeof(op->command), "%s", command);
-	snprintf(op->by, sizeof(op->by), "%s", by ? by : "");
-	snprintf(op->intent, sizeof(op->intent), "%s", intent ? intent : "");
-	snprintf(op->cluster_cmd, sizeof(op->cluster_cmd), "%s",
-		 rq && rq->cluster_cmd ? rq->cluster_cmd : "");
+	if (op_set_type(op, type) < 0 || op_str_set(&op->object, object, 80) < 0 ||
+	    op_str_set(&op->command, command, 512) < 0 || op_str_set(&op->by, by, 96) < 0 ||
+	    op_str_set(&op->intent, intent, 256) < 0 ||
+	    op_str_set(&op->cluster_cmd, rq ? rq->cluster_cmd : NULL, 128) < 0) {
+		bnode_unref(op->node);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
 	op->state = OP_PENDING;
 	op->created = time(NULL);
 	/* durable with the command's first flush: before its first outside
@@ -372,7 +440,8 @@ void op_set_attempts(struct operation *op, unsigned attempts)
 void op_set_remote(struct operation *op, const char *remote)
 {
 	pthread_mutex_lock(&op->lock);
-	snprintf(op->remote, sizeof(op->remote), "%s", remote);
+	if (op_str_set(&op->remote, remote, 64) < 0)
+		op_str_free(&op->remote);	/* not an old one's */
 	pthread_mutex_unlock(&op->lock);
 }
 
@@ -462,7 +531,9 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	old = op_state_to_string(op->state);
 	op->state = st;
 	op->finished = time(NULL);
-	snprintf(op->error, sizeof(op->error), "%s", msg ? msg : "");
+	if (op_str_set(&op->error, msg, NERR_MSG_MAX) < 0 &&
+	    op_str_set(&op->error, "out of memory", NERR_MSG_MAX) < 0)
+		op_str_free(&op->error);
 	pthread_mutex_unlock(&op->lock);
 	if (op_checkpoint(op, STORE_LAZY, &cerr) < 0)	/* flushed before the writer hears */
 		log_op(LOG_LVL_ERR, op, "not checkpointed", cerr.msg);
@@ -510,16 +581,16 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		return;
 	if (seq >= atomic_load(&b->next_op))
 		atomic_store(&b->next_op, seq + 1);
-#define STR(f, k) if ((s = json_string_value(json_object_get(j, k)))) snprintf(op->f, sizeof(op->f), "%s", s)
-	STR(type, "type");
-	STR(object, "object");
-	STR(command, "command");
-	STR(by, "by");
-	STR(error, "error");
-	STR(remote, "remote");
-	STR(intent, "intent");
-	STR(outcome, "outcome");
-	STR(cluster_cmd, "cluster_command");
+#define STR(f, k, cap) ((s = json_string_value(json_object_get(j, k))) ? op_str_set(&op->f, s, cap) : 0)
+	if (op_set_type(op, json_string_value(json_object_get(j, "type"))) < 0 ||
+	    STR(object, "object", 80) < 0 || STR(command, "command", 512) < 0 ||
+	    STR(by, "by", 96) < 0 || STR(error, "error", NERR_MSG_MAX) < 0 ||
+	    STR(remote, "remote", 64) < 0 || STR(intent, "intent", 256) < 0 ||
+	    STR(outcome, "outcome", 512) < 0 || STR(cluster_cmd, "cluster_command", 128) < 0) {
+		log_err("operation %s: not recovered: out of memory", name);
+		bnode_unref(op->node);
+		return;
+	}
 #undef STR
 	op->state = op_state_from_string(json_string_value(json_object_get(j, "state")));
 	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));
@@ -605,7 +676,7 @@ void op_events_emit(struct backend *b, const char *kind, const char *name, const
 		    const char *new_state, const char *op_id, const char *msg)
 {
 	struct operation *op = op_id ? op_find(b, op_id) : NULL;
-	char by[sizeof(op->by)] = "";
+	char by[96] = "";
 
 	if (op) {
 		/* set at op_begin or recovery, before any event names it */

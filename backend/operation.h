@@ -33,27 +33,30 @@ const char *op_state_to_string(enum op_state s);
 struct operation {
 	struct backend *b;
 	struct bnode *node;		/* operations/ID, referenced */
-	char id[32];
-	char type[32];			/* "volume.publish", "container.start" */
-	char object[80];		/* "volumes/db" */
-	char command[512];		/* the ctl line, cut at 511 bytes */
-	char by[96];			/* who wrote it (breq.by); "" when unknown */
+	char id[24];
+	/* The strings are never NULL ("" when empty; see op_str_set in
+	 * operation.c): each is allocated to its length, cut at the bytes the
+	 * comment gives. type is interned (b->names). */
+	const char *type;		/* "volume.publish", "container.start"; 31 */
+	char *object;			/* "volumes/db"; 79 */
+	char *command;			/* the ctl line; 511 */
+	char *by;			/* who wrote it (breq.by); 95 */
 	pthread_mutex_t lock;		/* the fields below */
 	enum op_state state;
-	char error[NERR_MSG_MAX];
-	char remote[64];		/* the raw remote status ("grpc 14 UNAVAILABLE") */
 	unsigned attempts;
+	char *error;			/* NERR_MSG_MAX - 1 */
+	char *remote;			/* the raw remote status ("grpc 14 UNAVAILABLE"); 63 */
 	time_t created, finished;
 	bool claimed;			/* recovery: its object re-drives it */
 	/* backend/uncertain.c: what the call would make, recorded before it
 	 * is sent ("runtime=docker name=web engine_name=... instance=ID"), and
-	 * how an outcome a crash left uncertain was settled; "" when none */
-	char intent[256];
-	char outcome[512];
+	 * how an outcome a crash left uncertain was settled; 255 and 511 */
+	char *intent;
+	char *outcome;
 	/* the cluster command (breq.cluster_cmd) this operation runs, in its
 	 * first checkpoint: a restart after the target took it answers from
-	 * here instead of running it again; "" for a local write */
-	char cluster_cmd[128];
+	 * here instead of running it again; 127 */
+	char *cluster_cmd;
 };
 
 /* Make a PENDING operation, show it and checkpoint it; who wrote it and

@@ -429,10 +429,10 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	v = volume_alloc(b, name);
 	if (!v)
 		return nerr_set(err, ENOMEM, "out of memory");
-	v->plugin = strdup(plugin);
-	v->profile = prof ? strdup(prof->name) : NULL;
-	v->access_mode = mode ? strdup(mode) : prof && prof->access_mode ? strdup(prof->access_mode) : NULL;
-	v->fs_type = fs ? strdup(fs) : prof && prof->fs_type ? strdup(prof->fs_type) : NULL;
+	v->plugin = intern_get(&b->names, plugin);
+	v->profile = intern_get(&b->names, prof ? prof->name : NULL);
+	v->access_mode = intern_get(&b->names, mode ? mode : prof ? prof->access_mode : NULL);
+	v->fs_type = intern_get(&b->names, fs ? fs : prof ? prof->fs_type : NULL);
 	v->mount_flags = volume_strv_dup(prof ? prof->mount_flags : NULL);
 	v->params = volume_strv_dup(prof ? prof->params : NULL);
 	/* a size on the line wins; else the profile's (0: the plugin's) */

@@ -35,11 +35,12 @@ struct volume {
 	 * the create, running next on the forgotten volume, make it again. */
 	atomic_bool queued;
 
-	/* what it was made with; immutable after create */
-	char *plugin;
-	char *profile;
-	char *access_mode;
-	char *fs_type;
+	/* what it was made with; immutable after create. The names are
+	 * interned (b->names: 10,000 volumes of one plugin share "local"). */
+	const char *plugin;
+	const char *profile;
+	const char *access_mode;
+	const char *fs_type;
 	char **mount_flags;
 	char **params;			/* "k=v" */
 	uint64_t size_req;

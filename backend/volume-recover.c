@@ -54,11 +54,13 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	v = volume_alloc(b, name);
 	if (!v)
 		return;
+#define SI(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) v->field = intern_get(&b->names, s)
+	SI(plugin, "plugin");
+	SI(profile, "profile");
+	SI(access_mode, "access_mode");
+	SI(fs_type, "fs_type");
+#undef SI
 #define S(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) v->field = strdup(s)
-	S(plugin, "plugin");
-	S(profile, "profile");
-	S(access_mode, "access_mode");
-	S(fs_type, "fs_type");
 	S(csi_name, "csi_name");
 	S(id, "id");
 	S(target, "target");

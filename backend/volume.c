@@ -82,10 +82,10 @@ void volume_free(struct volume *v)
 {
 	if (!v)
 		return;
-	free(v->plugin);
-	free(v->profile);
-	free(v->access_mode);
-	free(v->fs_type);
+	intern_put(&v->b->names, v->plugin);
+	intern_put(&v->b->names, v->profile);
+	intern_put(&v->b->names, v->access_mode);
+	intern_put(&v->b->names, v->fs_type);
 	storage_strv_free(v->mount_flags);
 	storage_strv_free(v->params);
 	free(v->csi_name);

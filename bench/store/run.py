@@ -142,6 +142,8 @@ class Daemon:
                     k = line.split(":")[0]
                     if k in ("Private_Dirty", "Private_Clean"):
                         got["private"] = got.get("private", 0) + int(line.split()[1])
+                    elif k == "Anonymous":
+                        got["anon"] = int(line.split()[1])
         except OSError:
             pass
         return got
