@@ -287,21 +287,28 @@ void engines_poke_plugins(struct backend *b)
 }
 
 /* Memory back to the kernel after objects went (a mass destroy, trimmed
- * operations): once per probe period in which some were freed, malloc_trim
- * returns the heap's free pages. */
-static void trim_memory(struct backend *b, unsigned long long *seen)
+ * operations, or objects the kernel held until it forgot their inodes,
+ * which no removal counts): once per probe period in which some were
+ * removed, or in which the heap's free bytes grew past TRIM_FREE since
+ * the last trim, malloc_trim returns the heap's free pages. */
+#define TRIM_FREE (256u << 10)
+
+static void trim_memory(struct backend *b, unsigned long long *seen, size_t *free_after)
 {
 	unsigned long long f = atomic_load(&b->freed);
+	struct mallinfo2 mi = mallinfo2();
 
-	if (f == *seen)
+	if (f == *seen && mi.fordblks < *free_after + TRIM_FREE)
 		return;
 	*seen = f;
 	malloc_trim(0);
+	*free_after = mallinfo2().fordblks;
 }
 
 static void *monitor_main(void *arg)
 {
 	unsigned long long trimmed = 0;
+	size_t free_after = 0;
 	struct backend *b = arg;
 	uint64_t every = b->cfg->reconcile_interval_ms;
 	uint64_t next_probe = 0, next_rec = mono_ms() + every;
@@ -319,7 +326,7 @@ static void *monitor_main(void *arg)
 			for (size_t i = 0; i < b->nengines; i++)
 				engine_probe(&b->engines[i]);
 			tick_kinds(b);
-			trim_memory(b, &trimmed);
+			trim_memory(b, &trimmed, &free_after);
 			next_probe = now + ENGINE_PROBE_SECONDS * 1000;
 		} else if (poked)
 			tick_kinds(b);	/* a plugin's health changed */
