@@ -94,6 +94,7 @@ static void usage(FILE *out)
 		"  [nodefs]          state_dir allowed_targets ctl_group read_group redact csi_timeout\n"
 		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
 		"                    name_prefix uncertain_timeout log_level reader_memory\n"
+		"                    events_keep\n"
 		"  [plugin NAME]     endpoint default command keep_running runtime image mounts\n"
 		"                    node privileged secrets\n"
 		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size secrets\n"

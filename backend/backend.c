@@ -260,7 +260,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	b->work = work_pool_new(64);
 	if (!b->work)
 		goto oom;
-	b->events = events_new(4096, b->root);
+	b->events = events_new(b->cfg->events_keep, b->root);
 	if (!b->events)
 		goto oom;
 	if ((r = add_dir(b->root, &metrics_type, "metrics", &b->metrics)) < 0)

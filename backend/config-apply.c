@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "config-internal.h"
+#include "events.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -260,6 +261,16 @@ static int apply_nodefs(struct config_parser *p, const struct config_section *se
 			if (parse_int(s, 0, 10000000, &v, &e) < 0)
 				return config_perr_from(p, kv->line, k, &e);
 			c->operations_keep = (unsigned)v;
+		} else if (strcmp(k, "events_keep") == 0) {
+			_cleanup_free_ char *s = NULL;
+			long long v;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			if (parse_int(s, 16, EVENTS_RING_MAX, &v, &e) < 0)
+				return config_perr_from(p, kv->line, k, &e);
+			c->events_keep = (unsigned)v;
 		} else if (strcmp(k, "log_level") == 0) {
 			_cleanup_free_ char *s = NULL;
 

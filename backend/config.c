@@ -186,6 +186,7 @@ int config_defaults(struct config **ret)
 	c->retry_backoff_ms = 1000;
 	c->retry_max_ms = 2 * 60 * 1000;
 	c->operations_keep = 1000;
+	c->events_keep = 4096;
 	c->reader_memory = 4u << 20;
 	c->reconcile_interval_ms = 60 * 1000;
 	c->uncertain_timeout_ms = 5 * 60 * 1000;

@@ -5,7 +5,7 @@
  *     [nodefs]              state_dir, allowed_targets, ctl_group, csi_timeout,
  *                           retry_backoff, retry_max, operations_keep,
  *                           reconcile_interval, log_level, name_prefix,
- *                           uncertain_timeout
+ *                           uncertain_timeout, reader_memory, events_keep
  *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
  *                           command = PROGRAM ARGS..., keep_running = yes|no,
  *                           secrets = FILE,
@@ -100,6 +100,7 @@ struct config {
 	uint64_t retry_backoff_ms;	/* key retry_backoff, default 1 s */
 	uint64_t retry_max_ms;		/* key retry_max, default 2 min */
 	unsigned operations_keep;	/* default 1000 */
+	unsigned events_keep;		/* lines the events ring keeps; default 4096 */
 	uint64_t reconcile_interval_ms;	/* key reconcile_interval, default 60 s, 0 = off */
 	int log_level;			/* enum log_level; -1 unset (info, debug with -d) */
 	char *name_prefix;		/* engine-side names: NULL = "nodefs-<8 of id>-" */

@@ -78,6 +78,8 @@ static unsigned nodefs_diff(const struct config *o, const struct config *n)
 		restart_needed("[nodefs] retry_backoff/retry_max"), k++;
 	if (o->operations_keep != n->operations_keep)
 		restart_needed("[nodefs] operations_keep"), k++;
+	if (o->events_keep != n->events_keep)
+		restart_needed("[nodefs] events_keep"), k++;
 	if (o->reader_memory != n->reader_memory)
 		restart_needed("[nodefs] reader_memory"), k++;
 	if (o->reconcile_interval_ms != n->reconcile_interval_ms)

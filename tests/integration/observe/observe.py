@@ -89,9 +89,10 @@ class Plugin:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def config(plugin_sock, with_docker):
+def config(plugin_sock, with_docker, nodefs_extra=""):
     c = ("[nodefs]\n"
          "allowed_targets = /tmp\n"
+         + nodefs_extra +
          "\n"
          "[plugin hostpath]\n"
          "endpoint = unix://%s\n"
@@ -108,9 +109,11 @@ class World:
     the error file's line on failure; volumes and containers made through
     w.volume()/w.container() are destroyed on exit."""
 
-    def __init__(self, docker=False, plugin_args=()):
+    def __init__(self, docker=False, plugin_args=(), nodefs_extra=""):
+        """nodefs_extra: lines added to the config's [nodefs] section."""
         self.docker = docker
         self.plugin_args = plugin_args
+        self.nodefs_extra = nodefs_extra
         self.tmp = None
         self.plugin = None
         self.fs = None
@@ -122,7 +125,7 @@ class World:
         os.chmod(self.tmp, 0o755)
         try:
             self.plugin = Plugin(self.tmp, self.plugin_args)
-            self.fs = nt.Nodefs(config(self.plugin.sock, self.docker))
+            self.fs = nt.Nodefs(config(self.plugin.sock, self.docker, self.nodefs_extra))
             self.fs.__enter__()
             ok = nt.wait_until(lambda: self.fs.read(
                 "plugins", "hostpath", "health").startswith("READY"), 20)

@@ -11,8 +11,9 @@
 - poll() and select() report readability only when an event is waiting;
 - `head -n 1 events` returns after one event; a shell `while read` loop
   and Python's buffered `for line in f` follow the stream as tail -f would;
-- a reader that does not read gets {"lost":N} once the ring (4096 lines)
-  has passed it, then the following lines; meanwhile the daemon answers
+- a reader that does not read gets {"lost":N} once the ring (events_keep
+  lines: 512 here, so that two floods of twice the ring stay short) has
+  passed it, then the following lines; meanwhile the daemon answers
   other requests at once and its memory stays bounded.
 """
 
@@ -46,10 +47,13 @@ def rss_kib(pid):
     return 0
 
 
+RING = 512
+
+
 class EventsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.w = ob.World(docker=True)
+        cls.w = ob.World(docker=True, nodefs_extra="events_keep = %d\n" % RING)
         cls.w.__enter__()
 
     @classmethod
@@ -374,7 +378,7 @@ class EventsTest(unittest.TestCase):
                                            self.w.fs.error("plugins")))
 
     def flood_phase(self, tag):
-        """One flood of 8192 events (twice the ring) while a fast reader
+        """One flood of 2 * RING events (twice the ring) while a fast reader
         follows the stream to a last marker event and a prober reads
         status every 10 ms. Returns (the fast reader's marker event, its
         lost list, the worst status read in seconds)."""
@@ -400,7 +404,7 @@ class EventsTest(unittest.TestCase):
         t = threading.Thread(target=probe)
         t.start()
         try:
-            self.flood(2 * 4096)
+            self.flood(2 * RING)
             nt.write_line(self.w.fs.path("plugins", "ctl"),
                           "add %s unix:///nonexistent/fl.sock\n"
                           "remove %s\n" % (end, end))
@@ -433,7 +437,7 @@ class EventsTest(unittest.TestCase):
         # nothing queues per reader is below: at most the ring is kept
         if not sanitized(pid):
             self.assertLess(grown, 16 * 1024, "daemon RSS grew by %d KiB "
-                            "across a second 8192 events with a reader "
+                            "across a second flood with a reader "
                             "that does not read" % grown)
         data = b""
         p = select.poll()
@@ -444,7 +448,7 @@ class EventsTest(unittest.TestCase):
         lost = json.loads(lines[0])
         self.assertEqual(list(lost), ["lost"], lines[0])
         # two floods of twice the ring each, of which the ring keeps one
-        self.assertGreater(lost["lost"], 2 * 4096)
+        self.assertGreater(lost["lost"], 2 * RING)
         after = [json.loads(l) for l in lines[1:]]
         self.assertTrue(after, "nothing after the lost marker")
         for e in after:
@@ -453,7 +457,7 @@ class EventsTest(unittest.TestCase):
         self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))))
         self.assertGreaterEqual(seqs[-1], fast_done["ev"]["seq"],
                                 "the slow reader did not catch up")
-        self.assertLessEqual(len(after), 4096, "more than the ring was kept")
+        self.assertLessEqual(len(after), RING, "more than the ring was kept")
         print("flood: status worst %.1f ms, RSS +%d KiB, lost %d"
               % (worst * 1e3, grown, lost["lost"]))
 

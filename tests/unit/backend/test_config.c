@@ -54,6 +54,7 @@ static void check_defaults(const struct config *c)
 	cr_assert_eq(c->retry_backoff_ms, 1000);
 	cr_assert_eq(c->retry_max_ms, 120000);
 	cr_assert_eq(c->operations_keep, 1000);
+	cr_assert_eq(c->events_keep, 4096);
 	cr_assert_eq(c->reconcile_interval_ms, 60000);
 	cr_assert_eq(c->nplugins, 0);
 	cr_assert_eq(c->nprofiles, 0);
@@ -347,6 +348,8 @@ Test(config, errors_nodefs_values)
 		  "number 'many' (expected a decimal integer)");
 	parse_err("[nodefs]\noperations_keep = 10000001\n", FILE_NAME ":2: operations_keep: number "
 		  "'10000001' out of range (0 to 10000000)");
+	parse_err("[nodefs]\nevents_keep = 8\n", FILE_NAME ":2: events_keep: number "
+		  "'8' out of range (16 to 65536)");
 	parse_err("[nodefs]\nstate_dir = var/lib\n",
 		  FILE_NAME ":2: state_dir: path 'var/lib' is not absolute");
 	parse_err("[nodefs]\nstate_dir = /var/../lib\n",
