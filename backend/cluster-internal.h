@@ -120,6 +120,8 @@ int cluster_view_init(struct cluster *c);
 void cluster_view_set_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
 			     int64_t mod_rev);
 void cluster_view_clear_locked(struct cluster *c);
+/* Whether node (len bytes) holds its lease, as last seen; c->lock held. */
+bool cluster_node_up_locked(struct cluster *c, const char *node, size_t len);
 void *cluster_watch_main(void *arg);
 
 /* cluster-remote.c: remote commands, both sides. */

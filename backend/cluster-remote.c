@@ -97,6 +97,7 @@ int cluster_remote_write(struct cluster *c, const char *node, const char *path, 
 		return nerr_set(&rq->err, ENOMEM, "out of memory");
 	}
 	rc->rq = rq;
+	/* looked at again then: extended while the target is UP */
 	rc->deadline = ts_after_ms(CLOCK_MONOTONIC, (uint64_t)c->ttl_s * 3000);
 	rc->next = c->rcmds;
 	c->rcmds = rc;
@@ -245,10 +246,24 @@ static bool send_rcmds(struct cluster *c, struct etcd *e)
 		if (!rc)
 			break;
 		if (rc->sent) {
+			const char *node = rc->key + strlen(c->prefix) + strlen("/nodes/");
+			size_t nl = strcspn(node, "/");
+			char m[NERR_MSG_MAX];
+			/* a command runs as long as it takes there (a stop
+			 * waits for its timeout, a create for its plugin), as
+			 * a local write would: wait while the target is UP;
+			 * three TTLs in all give one that crashed time to
+			 * come back and answer */
+			if (c->connected && cluster_node_up_locked(c, node, nl)) {
+				rc->deadline = ts_after_ms(CLOCK_MONOTONIC, (uint64_t)c->ttl_s * 1000);
+				continue;
+			}
+			snprintf(m, sizeof(m), "no answer from node %.*s: %s", (int)nl, node,
+				 c->connected ? "it is DOWN" : "etcd unavailable");
 			/* unanswered: gone, so a target that comes back
 			 * later does not run what its writer gave up on */
 			add_delete_locked(c, rc->key);
-			rcmd_fail_locked(c, rc, -ETIMEDOUT, "no answer from the target node in time");
+			rcmd_fail_locked(c, rc, -ETIMEDOUT, m);
 			continue;
 		}
 		if (!c->connected) {

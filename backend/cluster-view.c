@@ -96,6 +96,14 @@ static int show_root_status(struct bnode *n, struct sbuf *out)
 	return 0;
 }
 
+bool cluster_node_up_locked(struct cluster *c, const char *node, size_t len)
+{
+	char key[256];
+
+	snprintf(key, sizeof(key), "nodes/%.*s/alive", (int)len, node);
+	return cache_get_locked(c, key) != NULL;
+}
+
 static int show_node_status(struct bnode *n, struct sbuf *out)
 {
 	struct cluster *c = cl_of(n);

@@ -24,15 +24,15 @@ def requires():
 
 
 def config(etcd, node, tmp, accept_remote=False, ttl="3s", prefix="/nodefs", extra="",
-           extra_conf=""):
+           extra_conf="", plugin_args="", csi_timeout="5s"):
     return """[nodefs]
 allowed_targets = {tmp}/pub
-csi_timeout = 5s
+csi_timeout = {csi_timeout}
 reconcile_interval = 0
 
 [plugin hp]
 endpoint = unix://{tmp}/csi.sock
-command = /usr/bin/python3 {py} --base {tmp}/base
+command = /usr/bin/python3 {py} --base {tmp}/base {pargs}
 default = yes
 
 {extra_conf}
@@ -45,19 +45,20 @@ accept_remote = {acc}
 {extra}
 """.format(tmp=tmp, py=PLUGIN_PY, ep=etcd.endpoints, node=node, prefix=prefix, ttl=ttl,
            acc="yes" if accept_remote else "no", extra=extra,
-           extra_conf=extra_conf)
+           extra_conf=extra_conf, pargs=plugin_args, csi_timeout=csi_timeout)
 
 
 class Node(nt.Nodefs):
-    """bin: another nodefs binary than the build's (a benchmark's baseline)."""
+    """bin: another nodefs binary than the build's (a benchmark's baseline);
+    plugin_args: more arguments to the test CSI plugin (--delay RPC=S)."""
     def __init__(self, etcd, node, accept_remote=False, ttl="3s", extra="", extra_conf="",
-                 prefix="/nodefs", bin=None):
+                 prefix="/nodefs", bin=None, plugin_args="", csi_timeout="5s"):
         self.ptmp = tempfile.mkdtemp(prefix="nodefs-cl-%s-" % node)
         os.makedirs(os.path.join(self.ptmp, "pub"))
         self.node = node
         self.bin = bin
         self.conf = dict(accept_remote=accept_remote, ttl=ttl, extra=extra, extra_conf=extra_conf,
-                         prefix=prefix)
+                         prefix=prefix, plugin_args=plugin_args, csi_timeout=csi_timeout)
         super().__init__(config(etcd, node, self.ptmp, **self.conf) if etcd else "")
 
     def argv(self):

@@ -355,5 +355,25 @@ class NoCluster(unittest.TestCase):
             self.assertIn(msg, str(cm.exception))
 
 
+class RemoteWait(unittest.TestCase):
+    """(Sorts after NoCluster: the third shard, not the long first.)"""
+    def setUp(self):
+        ct.requires()
+
+    def test_longer_than_a_ttl(self):
+        """A remote command that runs longer than three of the writer's
+        lease TTLs (a create whose plugin takes 6.5 s, against a 2 s TTL)
+        gets its answer: the writer waits while the target is UP."""
+        with etcdtest.Etcd() as e, ct.Node(e, "a", ttl="2s") as a, \
+                ct.Node(e, "b", accept_remote=True, csi_timeout="20s",
+                        plugin_args="--delay CreateVolume=6.5") as b:
+            a.wait_read("cluster/nodes/b/status", lambda s: s.startswith("UP"))
+            t0 = time.monotonic()
+            ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create slow size=1M")
+            self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/volumes")))
+            self.assertGreaterEqual(time.monotonic() - t0, 6.5)
+            self.assertIn("slow", b.listdir("volumes"))
+
+
 if __name__ == "__main__":
     nt.main("mount")
