@@ -302,7 +302,7 @@ BCTL_FUNCS(container_ctl, container_ctl)
 
 static const struct battr container_attrs[] = {
 	BCTL_ATTR(container_ctl),
-	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
+	{ .name = "state", .flags = BATTR_POLL | BATTR_VERSIONED, .show = show_state },
 	{ .name = "runtime", .flags = BATTR_CACHE, .show = show_runtime },
 	{ .name = "image", .flags = BATTR_CACHE, .show = show_image },
 	{ .name = "id", .flags = BATTR_CACHE, .show = show_id },

@@ -266,7 +266,7 @@ static const struct battr op_attrs[] = {
 	{ .name = "object", .flags = BATTR_CACHE, .show = show_object },
 	{ .name = "command", .flags = BATTR_CACHE, .show = show_command },
 	{ .name = "by", .flags = BATTR_CACHE, .show = show_by },
-	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
+	{ .name = "state", .flags = BATTR_POLL | BATTR_VERSIONED, .show = show_state },
 	{ .name = "error", .show = show_error },
 	{ .name = "remote_status", .show = show_remote },
 	{ .name = "attempts", .show = show_attempts },

@@ -90,6 +90,10 @@ enum {
 	/* what it shows changes only with a bnode_changed() of its node: the
 	 * kernel may keep it in the page cache until fs invalidates it */
 	BATTR_CACHE = 1u << 3,
+	/* what it shows changes only with a bnode_changed() of its node, but
+	 * its length may (a state): fs serves it direct and lets the readers of
+	 * one version share one render */
+	BATTR_VERSIONED = 1u << 4,
 };
 
 struct battr {

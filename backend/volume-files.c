@@ -206,12 +206,12 @@ BCTL_FUNCS(volume_ctl, volume_ctl_table)
 
 static const struct battr volume_attrs[] = {
 	BCTL_ATTR(volume_ctl),
-	{ .name = "state", .flags = BATTR_POLL, .show = show_state },
+	{ .name = "state", .flags = BATTR_POLL | BATTR_VERSIONED, .show = show_state },
 	{ .name = "id", .flags = BATTR_CACHE, .show = show_id },
 	{ .name = "plugin", .flags = BATTR_CACHE, .show = show_plugin },
-	{ .name = "profile", .show = show_profile },
-	{ .name = "capacity", .show = show_capacity },
-	{ .name = "target", .show = show_target },
+	{ .name = "profile", .flags = BATTR_VERSIONED, .show = show_profile },
+	{ .name = "capacity", .flags = BATTR_VERSIONED, .show = show_capacity },
+	{ .name = "target", .flags = BATTR_VERSIONED, .show = show_target },
 	{ .name = "stats", .show = show_stats },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },

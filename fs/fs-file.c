@@ -87,10 +87,13 @@ uint64_t fs_file_seen(const struct fs_file *h)
  */
 static void file_recharge(struct fs_file *h)
 {
-	size_t now = BUDGET_OPEN_COST + h->snap.alloc + h->reply.alloc + h->pending.alloc;
+	size_t held = h->shared ? h->shared->alloc : h->snap.alloc;
+	size_t now = BUDGET_OPEN_COST + held + h->reply.alloc + h->pending.alloc;
 
-	if (h->snap.alloc)
-		atomic_store(&h->inode->snap_hint, h->snap.alloc);
+	/* a shared render is charged whole to each holder: the bound stays
+	 * what it was, though the memory is held once */
+	if (held)
+		atomic_store(&h->inode->snap_hint, held);
 	budget_adjust(&h->fs->budget, h->uid, h->charged, now);
 	h->charged = now;
 }
@@ -118,6 +121,87 @@ static size_t open_cost(struct fs *f, struct fs_inode *i, const struct battr *a)
 			atomic_store(&i->snap_hint, hint);
 	}
 	return BUDGET_OPEN_COST + hint;
+}
+
+/* Let go of h's shared render; the last holder frees it and clears the
+ * inode's pointer (fs-ops.h). */
+static void share_drop(struct fs *f, struct fs_file *h)
+{
+	struct fs_snap *s = h->shared;
+	pthread_mutex_t *l;
+
+	if (!s)
+		return;
+	h->shared = NULL;
+	l = &f->share_lock[h->inode->ino % SHARE_LOCKS];
+	pthread_mutex_lock(l);
+	if (--s->ref == 0) {
+		if (h->inode->shared == s)
+			h->inode->shared = NULL;
+		free(s);
+	}
+	pthread_mutex_unlock(l);
+}
+
+/*
+ * What a READ at offset 0 of a BATTR_VERSIONED file serves: the inode's
+ * shared render if the node has not changed since it was made, else a new
+ * one, which becomes the shared one unless a newer one got there first.
+ * The version is loaded before the render, so a render never says it is
+ * newer than what it shows. h->lock held. -errno of the render.
+ */
+static int share_read(struct fs *f, struct fs_file *h)
+{
+	struct fs_inode *i = h->inode;
+	pthread_mutex_t *l = &f->share_lock[i->ino % SHARE_LOCKS];
+	uint64_t v = atomic_load(&h->node->version);
+	struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
+	struct fs_snap *s;
+	int r;
+
+	pthread_mutex_lock(l);
+	s = i->shared;
+	if (s && s->version == v) {
+		if (s != h->shared) {
+			s->ref++;
+			atomic_fetch_add(&f->shared_reads, 1);
+			pthread_mutex_unlock(l);
+			share_drop(f, h);
+			h->shared = s;
+		} else {
+			pthread_mutex_unlock(l);
+		}
+		h->snap_version = v;
+		return 0;
+	}
+	pthread_mutex_unlock(l);
+	atomic_fetch_add(&f->versioned_renders, 1);
+	r = fs_render(f, h->attr, h->node, &out);
+	if (r < 0) {
+		sbuf_free(&out);
+		return r;
+	}
+	s = malloc(sizeof(*s) + (out.len ? out.len : 1));
+	if (!s) {
+		sbuf_free(&out);
+		return -ENOMEM;
+	}
+	s->ref = 1;
+	s->version = v;
+	s->len = out.len;
+	s->alloc = sizeof(*s) + out.len;
+	if (out.len)	/* an empty render may come with no buffer */
+		memcpy(s->buf, out.buf, out.len);
+	sbuf_free(&out);
+	share_drop(f, h);
+	pthread_mutex_lock(l);
+	struct fs_snap *cur = i->shared;
+	if (!cur || cur->version < v)
+		i->shared = s;
+	pthread_mutex_unlock(l);
+	h->shared = s;
+	h->snap_version = v;
+	return 0;
 }
 
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -231,6 +315,7 @@ void fs_file_free(struct fs *f, struct fs_file *h)
 		fuse_pollhandle_destroy(h->ph);
 	if (h->attr->stream)
 		h->attr->stream->close(h->node, h->stream);
+	share_drop(f, h);
 	sbuf_free(&h->snap);
 	sbuf_free(&h->reply);
 	sbuf_free(&h->pending);
@@ -398,6 +483,9 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			while (h->snapped && cur < h->snap_version &&
 			       !atomic_compare_exchange_weak(&h->inode->filled, &cur, h->snap_version))
 				;
+		} else if (h->attr->flags & BATTR_VERSIONED) {
+			r = share_read(f, h);
+			h->snapped = r >= 0;
 		} else {
 			sbuf_reset(&h->snap);
 			h->snap_version = atomic_load(&h->node->version);
@@ -418,7 +506,9 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* h may be released as soon as the reply is out: copy, unlock, reply
 	 * (from the stack for the usual small file) */
-	size_t n = (size_t)off >= h->snap.len ? 0 : h->snap.len - (size_t)off;
+	const char *src = h->shared ? h->shared->buf : h->snap.buf;
+	size_t len = h->shared ? h->shared->len : h->snap.len;
+	size_t n = (size_t)off >= len ? 0 : len - (size_t)off;
 	char small[4096];
 	char *data = small;
 
@@ -429,7 +519,7 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	if (n)
-		memcpy(data, h->snap.buf + off, n);
+		memcpy(data, src + off, n);
 	pthread_mutex_unlock(&h->lock);
 	fuse_reply_buf(req, data, n);
 	if (data != small)

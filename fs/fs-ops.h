@@ -36,6 +36,24 @@ struct fs_inode;
 #define SLOW_SLOTS 256
 #define SLOW_RENDER_NS 250000		/* a render this long may call out */
 #define SLOW_RENDER_TIMES 32		/* hand over that many renders after it */
+#define SHARE_LOCKS 64			/* stripes of fs->share_lock, by inode */
+
+/*
+ * A render of a BATTR_VERSIONED file (backend/tree.h), shared by the open
+ * files that read that version of it: a READ at offset 0 takes the
+ * inode's shared render while the node's version is the one loaded before
+ * it was made (nothing changed since, so it shows the current value), and
+ * renders anew otherwise. The inode points at it without a reference, only
+ * while some open file holds it: the last holder's release clears the
+ * pointer, so a file nobody has open keeps no text (fs-file.c).
+ */
+struct fs_snap {
+	unsigned ref;		/* holders, under the inode's share lock */
+	uint64_t version;	/* of the node, loaded before the render */
+	size_t len;
+	size_t alloc;		/* what a holder is charged (fs/budget.h) */
+	char buf[];
+};
 
 
 enum fs_op {
@@ -118,6 +136,10 @@ struct fs {
 	struct fs_file *files;	/* open files, freed at unmount if still open */
 	struct fs_pending *pending;
 	struct budget budget;	/* memory open files hold, per uid (budget.h) */
+	/* shared renders (struct fs_snap): holders and fs_inode.shared */
+	pthread_mutex_t share_lock[SHARE_LOCKS];
+	atomic_ullong shared_reads;	/* READs served by a render another made */
+	atomic_ullong versioned_renders;	/* renders of BATTR_VERSIONED files */
 };
 
 struct fs_file {
@@ -128,6 +150,7 @@ struct fs_file {
 
 	pthread_mutex_t lock;	/* snapshot and reply */
 	struct sbuf snap;
+	struct fs_snap *shared;	/* a BATTR_VERSIONED file's render, held */
 	bool snapped;
 	uint64_t snap_version;
 	struct sbuf reply;	/* what a nonblock ctl write answered */

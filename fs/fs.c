@@ -315,6 +315,8 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	pthread_mutex_init(&f->flock, NULL);
 	pthread_cond_init(&f->wcond, NULL);
 	budget_init(&f->budget, o->reader_memory);
+	for (int k = 0; k < SHARE_LOCKS; k++)
+		pthread_mutex_init(&f->share_lock[k], NULL);
 	f->pending = fs_pending_new();
 	f->cache = cache_new();
 	if (!f->pending || !f->cache)
@@ -413,9 +415,9 @@ void fs_free(struct fs *f)
 		fuse_session_destroy(f->se);
 	}
 	cache_free(f->cache);
-	inode_table_free(f->inodes);
 	while (f->files)	/* open when the session ended: no RELEASE will come */
-		fs_file_free(f, f->files);
+		fs_file_free(f, f->files);	/* before the inodes their renders point from */
+	inode_table_free(f->inodes);
 	while (f->removals) {
 		struct fs_removal *n = f->removals->next;
 		free(f->removals);
@@ -430,6 +432,8 @@ void fs_free(struct fs *f)
 	pthread_mutex_destroy(&f->flock);
 	pthread_cond_destroy(&f->wcond);
 	budget_destroy(&f->budget);
+	for (int k = 0; k < SHARE_LOCKS; k++)
+		pthread_mutex_destroy(&f->share_lock[k]);
 	redact_names_free(f->redact);
 	free(f);
 }
@@ -463,6 +467,15 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 				"nodefs_read_denied_total %llu\n",
 				(unsigned long long)atomic_load(&f->denied_writes),
 				(unsigned long long)atomic_load(&f->denied_reads));
+	if (r >= 0)
+		r = sbuf_printf(out, "# HELP nodefs_read_renders_total Renders of files that change only with their object (state), which readers of one version share.\n"
+				"# TYPE nodefs_read_renders_total counter\n"
+				"nodefs_read_renders_total %llu\n"
+				"# HELP nodefs_read_shared_total Reads of such a file served by a render another reader made.\n"
+				"# TYPE nodefs_read_shared_total counter\n"
+				"nodefs_read_shared_total %llu\n",
+				(unsigned long long)atomic_load(&f->versioned_renders),
+				(unsigned long long)atomic_load(&f->shared_reads));
 	if (r >= 0)
 		r = budget_render(&f->budget, out);
 	return r;

@@ -43,6 +43,10 @@ struct fs_inode {
 	/* the buffer the last snapshot of this file took, what an open is
 	 * charged for it before its first read (fs/budget.h); 0: unknown */
 	_Atomic size_t snap_hint;
+	/* a BATTR_VERSIONED file: the render its open files share (struct
+	 * fs_snap of fs-ops.h), NULL when none holds one; under fs's share
+	 * lock of the inode, no reference of its own */
+	void *shared;
 	/* under the table's lock: holders outside a request (the notifier);
 	 * a forgotten entry with pins is freed by the last unpin */
 	unsigned pins;

@@ -111,12 +111,16 @@ class Poller(threading.Thread):
             os.close(fd)
 
 
-def fuse_reads(env):
+def metric(env, prefix):
     with open(env.fs.path("metrics", "nodefs.prom")) as f:
         for line in f:
-            if line.startswith('nodefs_fuse_requests_total{op="read"}'):
-                return int(line.split()[1])
-    raise AssertionError("no read counter in metrics/nodefs.prom")
+            if line.startswith(prefix + " "):
+                return int(line.split()[-1])
+    raise AssertionError("no %s in metrics/nodefs.prom" % prefix)
+
+
+def fuse_reads(env):
+    return metric(env, 'nodefs_fuse_requests_total{op="read"}')
 
 
 class StalenessTest(unittest.TestCase):
@@ -141,6 +145,32 @@ class StalenessTest(unittest.TestCase):
             with open(path) as f:
                 self.assertEqual(f.read(), vid)
             self.assertEqual(os.stat(path).st_size, len(vid))
+
+    def test_readers_of_an_unchanged_state_share_one_render(self):
+        """A volume's state is read from nodefs (its length varies), but
+        the readers of one version share one render: many descriptors read
+        it with one render between them, and after a change each one's
+        read at offset 0 shows the new value."""
+        with vt.VolEnv() as env:
+            self.assertEqual(env.ctl("volumes/ctl", "create sh size=1M"), (True, "OK"))
+            path = env.fs.path("volumes", "sh", "state")
+            env.state("sh")
+            renders = metric(env, "nodefs_read_renders_total")
+            shared = metric(env, "nodefs_read_shared_total")
+            fds = [os.open(path, os.O_RDONLY) for _ in range(20)]
+            try:
+                self.assertEqual({os.pread(fd, 4096, 0) for fd in fds}, {b"CREATED\n"})
+                self.assertLessEqual(metric(env, "nodefs_read_renders_total") - renders, 1)
+                self.assertGreaterEqual(metric(env, "nodefs_read_shared_total") - shared, 19)
+                self.assertEqual(os.stat(path).st_size, 0, "a direct file")
+                self.assertEqual(env.ctl("volumes/sh/ctl", "publish " + env.target("sh")),
+                                 (True, "OK"))
+                self.assertEqual({os.pread(fd, 4096, 0) for fd in fds}, {b"PUBLISHED\n"})
+                # a read past the start continues the descriptor's render
+                self.assertEqual(os.pread(fds[0], 4096, 3), b"LISHED\n")
+            finally:
+                for fd in fds:
+                    os.close(fd)
 
     def test_no_reader_sees_a_value_older_than_its_last_event(self):
         with vt.VolEnv() as env:
