@@ -81,6 +81,32 @@ static void op_str_free(char **p)
 	*p = op_empty;
 }
 
+/* object (79 bytes), command (511) and by (95), set once before the
+ * operation is shown: one block, object first. */
+static int op_set_fixed(struct operation *op, const char *object, const char *command,
+			const char *by)
+{
+	size_t lo = object ? strnlen(object, 79) : 0, lc = command ? strnlen(command, 511) : 0;
+	size_t lb = by ? strnlen(by, 95) : 0;
+	char *p;
+
+	if (!lo && !lc && !lb)
+		return 0;
+	p = malloc(lo + lc + lb + 3);
+	if (!p)
+		return -ENOMEM;
+	op->object = p;
+	memcpy(p, object ? object : "", lo);
+	p[lo] = '\0';
+	op->command = p += lo + 1;
+	memcpy(p, command ? command : "", lc);
+	p[lc] = '\0';
+	op->by = p += lc + 1;
+	memcpy(p, by ? by : "", lb);
+	p[lb] = '\0';
+	return 0;
+}
+
 /* The type, interned (types are a handful of names shared by thousands
  * of operations), cut at 31 bytes. Once, before the operation is shown. */
 static int op_set_type(struct operation *op, const char *type)
@@ -283,16 +309,15 @@ static void op_node_free(struct bnode *n)
 
 	if (op->type[0])
 		intern_put(&op->b->names, op->type);
-	op_str_free(&op->object);
-	op_str_free(&op->command);
-	op_str_free(&op->by);
+	if (op->object != op_empty)
+		free(op->object);	/* command and by share its block */
 	op_str_free(&op->error);
 	op_str_free(&op->remote);
 	op_str_free(&op->intent);
 	op_str_free(&op->outcome);
 	op_str_free(&op->cluster_cmd);
 	pthread_mutex_destroy(&op->lock);
-	free(op);
+	/* op is in its node's block */
 }
 
 static const struct btype op_type = {
@@ -337,22 +362,19 @@ static void op_tally(struct operation *op, int pending_delta, enum op_state outc
 
 static struct operation *op_alloc(struct backend *b, const char *id)
 {
-	struct operation *op = calloc(1, sizeof(*op));
+	struct bnode *n = bnode_new_priv(&op_type, id, sizeof(struct operation));
+	struct operation *op;
 
-	if (!op)
+	if (!n)
 		return NULL;
+	op = n->priv;
 	op->b = b;
+	op->node = n;
 	snprintf(op->id, sizeof(op->id), "%s", id);
 	op->type = "";	/* interned once set */
 	op->object = op->command = op->by = op_empty;
 	op->error = op->remote = op->intent = op->outcome = op->cluster_cmd = op_empty;
 	pthread_mutex_init(&op->lock, NULL);
-	op->node = bnode_new(&op_type, id, op);
-	if (!op->node) {
-		pthread_mutex_destroy(&op->lock);
-		free(op);
-		return NULL;
-	}
 	return op;
 }
 
@@ -395,8 +417,7 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	op = op_alloc(b, id);
 	if (!op)
 		return nerr_set(err, ENOMEM, "out of memory");
-	if (op_set_type(op, type) < 0 || op_str_set(&op->object, object, 80) < 0 ||
-	    op_str_set(&op->command, command, 512) < 0 || op_str_set(&op->by, by, 96) < 0 ||
+	if (op_set_type(op, type) < 0 || op_set_fixed(op, object, command, by) < 0 ||
 	    op_str_set(&op->intent, intent, 256) < 0 ||
 	    op_str_set(&op->cluster_cmd, rq ? rq->cluster_cmd : NULL, 128) < 0) {
 		bnode_unref(op->node);
@@ -583,8 +604,10 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		atomic_store(&b->next_op, seq + 1);
 #define STR(f, k, cap) ((s = json_string_value(json_object_get(j, k))) ? op_str_set(&op->f, s, cap) : 0)
 	if (op_set_type(op, json_string_value(json_object_get(j, "type"))) < 0 ||
-	    STR(object, "object", 80) < 0 || STR(command, "command", 512) < 0 ||
-	    STR(by, "by", 96) < 0 || STR(error, "error", NERR_MSG_MAX) < 0 ||
+	    op_set_fixed(op, json_string_value(json_object_get(j, "object")),
+			 json_string_value(json_object_get(j, "command")),
+			 json_string_value(json_object_get(j, "by"))) < 0 ||
+	    STR(error, "error", NERR_MSG_MAX) < 0 ||
 	    STR(remote, "remote", 64) < 0 || STR(intent, "intent", 256) < 0 ||
 	    STR(outcome, "outcome", 512) < 0 || STR(cluster_cmd, "cluster_command", 128) < 0) {
 		log_err("operation %s: not recovered: out of memory", name);

@@ -9,6 +9,7 @@
 #include "tree.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,24 @@ struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
 	n->type = type;
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->priv = priv;
+	hmap_init(&n->byname);
+	pthread_mutex_init(&n->lock, NULL);
+	return n;
+}
+
+struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size)
+{
+	/* priv after the node, aligned as malloc aligns */
+	size_t at = (sizeof(struct bnode) + _Alignof(max_align_t) - 1) &
+		    ~(_Alignof(max_align_t) - 1);
+	struct bnode *n = calloc(1, at + size);
+
+	if (!n)
+		return NULL;
+	atomic_init(&n->ref, 1);
+	n->type = type;
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	n->priv = (char *)n + at;
 	hmap_init(&n->byname);
 	pthread_mutex_init(&n->lock, NULL);
 	return n;

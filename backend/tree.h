@@ -154,6 +154,11 @@ struct bnode {
 /* Make a detached node with one reference. NULL on OOM. Its serial is
  * given when it is added to a tree. */
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv);
+/* The same, with its priv (size bytes, zeroed) in the node's own block:
+ * one allocation for an object of which thousands live (an operation), so
+ * it does not pin two pages of the heap. The type's free must not free
+ * priv; it goes with the node. NULL on OOM. */
+struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size);
 /* Make the root of a new tree (serial 1): its lock, serials and notifier
  * go with it, and live as long as any node of it. NULL on OOM. */
 struct bnode *bnode_new_root(const struct btype *type, const char *name, void *priv);
