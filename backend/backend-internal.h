@@ -244,6 +244,9 @@ int plugin_node_id(struct plugin *p, char *buf, size_t len, struct nerr *err);
 const struct storage_ops *plugin_ops(struct plugin *p);
 void *plugin_handle(struct plugin *p);
 const char *plugin_name(struct plugin *p);
+/* The secrets file plugin `name` was added with (plugins/ctl add
+ * secrets=), malloc'd, or NULL (none, no such plugin, or OOM). Any thread. */
+char *plugin_secrets_dup(struct backend *b, const char *name);
 /* A volume of plugin `name` was made, adopted or deleted: its lists are
  * refreshed when next read. Any thread. */
 void plugin_lists_stale(struct backend *b, const char *name);

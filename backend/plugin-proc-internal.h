@@ -66,6 +66,7 @@ struct pproc {
 	char **mounts;			/* never NULL */
 	bool node_plugin;		/* may mount, target roots rshared */
 	bool privileged;
+	char *secrets;			/* NULL, or add's secrets= (kept in the record) */
 
 	pthread_mutex_t lock;		/* the fields below, as the files show them */
 	struct bnode *node;		/* borrowed; NULL once removed */

@@ -118,7 +118,7 @@ int pproc_checkpoint(struct pproc *pp, struct nerr *err)
 	struct plugin_def def = { .name = pp->name, .endpoint = pp->endpoint,
 				  .command = pp->argv[0] ? pp->argv : NULL, .runtime = pp->runtime,
 				  .image = pp->image, .mounts = pp->mounts, .node = pp->node_plugin,
-				  .privileged = pp->privileged,
+				  .privileged = pp->privileged, .secrets = pp->secrets,
 				  .keep_running = pp->keep_running, .from_config = pp->from_config };
 	json_t *o = plugin_record_json(&def);
 	char boot[64];
@@ -152,6 +152,7 @@ static void pproc_free(struct pproc *pp)
 	ctl_strv_free(pp->argv);
 	free(pp->runtime);
 	free(pp->image);
+	free(pp->secrets);
 	free(pp->engine_name);
 	ctl_strv_free(pp->mounts);
 	free(pp->ring);
@@ -195,6 +196,7 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 	pp->mounts = plugin_strv_dup(def->mounts ? def->mounts : (char *const[]){ NULL });
 	pp->node_plugin = def->node;
 	pp->privileged = def->privileged;
+	pp->secrets = def->secrets ? strdup(def->secrets) : NULL;
 	pp->ring = malloc(LOG_RING);
 	if (asprintf(&pp->fifo, "%s/plugins/%s.log", b->cfg->state_dir, def->name) < 0)
 		pp->fifo = NULL;
@@ -202,6 +204,7 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 			     asprintf(&pp->engine_name, "%s.plugin-%s", b->name_prefix, def->name) < 0))
 		pp->engine_name = NULL;
 	if (!pp->name || !pp->endpoint || !pp->sock || !pp->argv || !pp->mounts || !pp->ring ||
+	    (def->secrets && !pp->secrets) ||
 	    !pp->fifo || (def->runtime && !pp->engine_name)) {
 		pproc_free(pp);
 		return nerr_set(err, ENOMEM, "out of memory");

@@ -56,6 +56,9 @@ struct plugin_def {
 	char *const *mounts;		/* NULL: none */
 	bool node, privileged;
 	bool keep_running;
+	/* secrets: the file of CSI secrets of its volumes without a profile's
+	 * (plugins/ctl add secrets=; a [plugin]'s own is read from the config) */
+	const char *secrets;
 	bool from_config;		/* the record only carries its process */
 	bool from_record;		/* brought back from its record: not rewritten */
 };

@@ -106,6 +106,8 @@ json_t *plugin_record_json(const struct plugin_def *def)
 	}
 	json_object_set_new(o, "keep_running", json_boolean(keep_running));
 	json_object_set_new(o, "from_config", json_boolean(from_config));
+	if (def->secrets)
+		json_object_set_new(o, "secrets", json_string(def->secrets));
 	if (def->runtime) {
 		json_t *m = json_array();
 
@@ -180,6 +182,7 @@ static void load_one(void *ctx, const char *name, json_t *o)
 		.node = json_is_true(json_object_get(o, "node")),
 		.privileged = json_is_true(json_object_get(o, "privileged")),
 		.keep_running = json_is_true(json_object_get(o, "keep_running")),
+		.secrets = json_string_value(json_object_get(o, "secrets")),
 		.from_config = json_is_true(json_object_get(o, "from_config")),
 	};
 

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "macro.h"
 #include "plugin-proc.h"
+#include "secrets.h"
 #include "units.h"
 #include "valid.h"
 
@@ -33,6 +34,7 @@ struct plugin {
 	struct bnode *node;		/* borrowed */
 	char *name;
 	char *endpoint;
+	char *secrets;			/* add's secrets=, or NULL */
 	bool from_config;
 	const struct storage_ops *ops;
 	void *h;			/* storage handle; NULL until plugins_start */
@@ -62,6 +64,7 @@ static void plugin_free(struct plugin *p)
 	pproc_unref(p->proc);
 	free(p->name);
 	free(p->endpoint);
+	free(p->secrets);
 	sbuf_free(&p->capacity);
 	sbuf_free(&p->volumes);
 	pthread_mutex_destroy(&p->lock);
@@ -183,6 +186,15 @@ void *plugin_handle(struct plugin *p)
 const char *plugin_name(struct plugin *p)
 {
 	return p->name;
+}
+
+char *plugin_secrets_dup(struct backend *b, const char *name)
+{
+	struct bnode *n = bnode_lookup(b->plugins, name);
+	char *s = n && pof(n)->secrets ? strdup(pof(n)->secrets) : NULL;
+
+	bnode_unref(n);
+	return s;
 }
 
 static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
@@ -630,13 +642,14 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 	p->b = b;
 	p->name = strdup(name);
 	p->endpoint = strdup(endpoint);
+	p->secrets = def->secrets ? strdup(def->secrets) : NULL;
 	p->from_config = from_config;
 	p->ops = storage_of(b);
 	p->last_health = STORAGE_HEALTH_DOWN;
 	pthread_mutex_init(&p->lock, NULL);
 	sbuf_init(&p->capacity, 1u << 20);
 	sbuf_init(&p->volumes, 8u << 20);
-	if (!p->name || !p->endpoint) {
+	if (!p->name || !p->endpoint || (def->secrets && !p->secrets)) {
 		plugin_free(p);
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
@@ -716,7 +729,8 @@ static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 	const char *keep = ctl_opt_get(c, "keep_running"), *node = ctl_opt_get(c, "node");
 	const char *priv = ctl_opt_get(c, "privileged");
 	struct plugin_def def = { .name = c->argv[1], .endpoint = c->argv[2], .node = true,
-				  .runtime = ctl_opt_get(c, "runtime"), .image = ctl_opt_get(c, "image") };
+				  .runtime = ctl_opt_get(c, "runtime"), .image = ctl_opt_get(c, "image"),
+				  .secrets = ctl_opt_get(c, "secrets") };
 	char **argv = NULL, **mounts = NULL;
 	int r;
 
@@ -744,6 +758,9 @@ static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 		r = 0;
 	for (size_t i = 0; r >= 0 && mounts && mounts[i]; i++)
 		r = valid_path(mounts[i], NULL, 0, &rq->err);
+	/* checked as the config's are (root's, no one else's), read at each call */
+	if (r >= 0 && def.secrets)
+		r = secrets_read(def.secrets, NULL, &rq->err);
 	if (r < 0 || (r = plugin_def_check(&def, &rq->err)) < 0 || rq->dry_run)
 		;	/* a dry run ends here: the rest looks at the plugins */
 	else if (pproc_stopping(b, def.name))
@@ -855,12 +872,12 @@ int plugin_from_config(struct backend *b, const struct config_plugin *cp, bool r
 }
 
 static const char *const add_opts[] = { "command", "keep_running", "runtime", "image", "mounts",
-					"node", "privileged", NULL };
+					"node", "privileged", "secrets", NULL };
 static const struct ctl_spec plugins_specs[] = {
 	{ .name = "add", .min_args = 2, .max_args = 2, .opts = add_opts,
 	  .usage = "add NAME ENDPOINT [command='PROGRAM ARGS...'] [keep_running=yes|no] "
 		   "[runtime=docker image=IMAGE [mounts='PATH...'] [node=yes|no] "
-		   "[privileged=yes|no]]" },
+		   "[privileged=yes|no]] [secrets=FILE]" },
 	{ .name = "remove", .min_args = 1, .max_args = 1, .usage = "remove NAME" },
 };
 static const bctl_fn plugins_fns[] = { cmd_add, cmd_remove };

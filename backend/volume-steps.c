@@ -592,14 +592,17 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
 
 
 /* The secrets of v's calls: its profile's file, else its plugin's (the
- * current config's), read now; none when neither names one. */
+ * current config's, or add's secrets=), read now; none when none names one. */
 static int load_secrets(struct vctx *x, struct nerr *err)
 {
 	const struct config *c = backend_profiles(x->v->b);
 	const struct config_profile *pr = x->v->profile ? config_profile_find(c, x->v->profile) : NULL;
 	const struct config_plugin *cp = config_plugin_find(c, x->v->plugin);
 	const char *path = pr && pr->secrets ? pr->secrets : cp ? cp->secrets : NULL;
+	_cleanup_free_ char *added = path || cp ? NULL : plugin_secrets_dup(x->v->b, x->v->plugin);
 
+	if (added)
+		path = added;
 	if (!path)
 		return 0;
 	return secrets_read(path, &x->secrets, err);
@@ -875,6 +878,18 @@ int volume_run_action(struct action *a, struct nerr *err)
 		v->ro = act->ro;
 		pthread_mutex_unlock(&v->lock);
 		r = walk_up(&x, true, err);
+		/* refused for good (the walk ended in a stable state below
+		 * PUBLISHED, no call left in doubt): not published anywhere.
+		 * A transient state keeps the target its re-drive needs. */
+		if (r < 0 && (volume_state(v) == V_CREATED || volume_state(v) == V_NODE_READY ||
+			      volume_state(v) == V_VOL_READY)) {
+			pthread_mutex_lock(&v->lock);
+			free(v->target);
+			v->target = NULL;
+			v->ro = false;
+			pthread_mutex_unlock(&v->lock);
+			x.dirty = true;
+		}
 		break;
 	case VA_STAGE:
 		r = walk_up(&x, false, err);

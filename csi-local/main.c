@@ -30,6 +30,7 @@
 #include "nerr.h"
 #include "nodefs-config.h"
 #include "plugin.h"
+#include "secrets.h"
 
 #define WORKERS 4
 
@@ -165,7 +166,9 @@ static int run_rpc(struct plugin *p, const struct rpc *r, const uint8_t *msg, si
 
 	if (!req)
 		return rfail(st, GRPC_INVALID_ARGUMENT, "request does not decode as %s", r->req->name);
-	code = r->fn(p, req, &a, &resp, st);
+	code = auth_check(p, req, st);
+	if (code == GRPC_OK)
+		code = r->fn(p, req, &a, &resp, st);
 	/* The reply may borrow from the request: pack before freeing it. */
 	if (code == GRPC_OK) {
 		size_t n = protobuf_c_message_get_packed_size(resp);
@@ -179,6 +182,7 @@ static int run_rpc(struct plugin *p, const struct rpc *r, const uint8_t *msg, si
 			*ret_len = n;
 		}
 	}
+	auth_wipe(req);
 	protobuf_c_message_free_unpacked(req, NULL);
 	arena_free(&a);
 	return code;
@@ -273,6 +277,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: nodefs-csi-local [--endpoint unix:///PATH] [--base-dir DIR]\n"
 		"                         [--backing dir|image] [--node-id ID] [--max-volumes N]\n"
+		"                         [--secrets FILE]\n"
 		"CSI_ENDPOINT is used when --endpoint is not given.\n");
 }
 
@@ -284,6 +289,7 @@ int main(int argc, char **argv)
 		{ "backing", required_argument, NULL, 'k' },
 		{ "node-id", required_argument, NULL, 'n' },
 		{ "max-volumes", required_argument, NULL, 'm' },
+		{ "secrets", required_argument, NULL, 's' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -291,7 +297,7 @@ int main(int argc, char **argv)
 	static struct server s;
 	const char *endpoint = getenv("CSI_ENDPOINT");
 	const char *base = "/var/lib/nodefs-csi-local";
-	const char *node_id = NULL;
+	const char *node_id = NULL, *secrets = NULL;
 	struct nerr nerr = { 0 };
 	char err[512];
 	int c, r;
@@ -306,6 +312,7 @@ int main(int argc, char **argv)
 		case 'e': endpoint = optarg; break;
 		case 'b': base = optarg; break;
 		case 'n': node_id = optarg; break;
+		case 's': secrets = optarg; break;
 		case 'k':
 			if (strcmp(optarg, "dir") == 0)
 				s.p.backing = BACKING_DIR;
@@ -348,6 +355,10 @@ int main(int argc, char **argv)
 		snprintf(s.p.node_id, sizeof(s.p.node_id), "%s", node_id);
 	else if (gethostname(s.p.node_id, sizeof(s.p.node_id) - 1) < 0 || !s.p.node_id[0])
 		snprintf(s.p.node_id, sizeof(s.p.node_id), "localhost");
+	if (secrets && auth_load(&s.p, secrets, err, sizeof(err)) < 0) {
+		fprintf(stderr, "nodefs-csi-local: %s\n", err);
+		return 2;
+	}
 	pthread_mutex_init(&s.p.mu, NULL);
 	s.p.base = strdup(base);
 	if (asprintf(&s.p.state_dir, "%s/state", base) < 0 || asprintf(&s.p.data_dir, "%s/data", base) < 0)
@@ -388,8 +399,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nodefs-csi-local: cannot start workers\n");
 		return 1;
 	}
-	fprintf(stderr, "nodefs-csi-local %s: serving %s, backing %s under %s, node %s\n",
-		NODEFS_VERSION, endpoint, backing_to_string(s.p.backing), base, s.p.node_id);
+	fprintf(stderr, "nodefs-csi-local %s: serving %s, backing %s under %s, node %s%s\n",
+		NODEFS_VERSION, endpoint, backing_to_string(s.p.backing), base, s.p.node_id,
+		s.p.secrets ? ", secrets required" : "");
 	r = loop_run(s.loop);
 
 	/* Stop: finish the calls that run (their answers are dropped). */
@@ -420,5 +432,6 @@ int main(int argc, char **argv)
 	free(s.p.base);
 	free(s.p.state_dir);
 	free(s.p.data_dir);
+	secrets_free(s.p.secrets);
 	return r < 0 ? 1 : 0;
 }

@@ -3,7 +3,7 @@
  * nodefs-csi-local: what its files share.
  *
  * main.c owns the process (options, loop, gRPC server, the RPC table and
- * the worker pool); store.c the records of volumes and snapshots and their
+ * the worker pool); auth.c the secrets it requires; store.c the records of volumes and snapshots and their
  * files under BASE/state; backing.c what a volume is on disk (a directory
  * or an image file, loop devices, mkfs, mounts); controller.c and node.c
  * the CSI services, identity.c the Identity service and the small answers.
@@ -76,6 +76,7 @@ struct plugin {
 	enum backing backing;
 	char node_id[256];
 	uint64_t max_volumes;
+	char **secrets;		/* --secrets: "k=v" every call must carry; NULL: none */
 	/* Records, sorted by id; under mu. */
 	pthread_mutex_t mu;
 	struct vol **vols;
@@ -141,6 +142,14 @@ int check_path(const char *field, const char *v, struct rstat *st);
  * before it exists). INVALID_ARGUMENT with the reason otherwise. */
 int check_capability(const char *field, const Csi__V1__VolumeCapability *cap, enum backing b,
 		     const char *fs_type, struct rstat *st);
+
+/* auth.c: --secrets FILE read into p->secrets (-errno, err says why). */
+int auth_load(struct plugin *p, const char *path, char *err, size_t errsz);
+/* GRPC_OK, or UNAUTHENTICATED when req has a secrets field that lacks one
+ * of p->secrets or holds another value (st names the key, never a value). */
+int auth_check(const struct plugin *p, const ProtobufCMessage *req, struct rstat *st);
+/* Overwrite the secret values req carries (before it is freed). */
+void auth_wipe(ProtobufCMessage *req);
 
 /* store.c: records. Every function needs p->mu held unless it says so. */
 int store_open(struct plugin *p, char *err, size_t errsz);	/* load + recover; before serving */

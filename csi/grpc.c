@@ -93,6 +93,7 @@ int grpc_code_to_errno(int code)
 	case GRPC_UNAVAILABLE:		return EAGAIN;
 	case GRPC_RESOURCE_EXHAUSTED:	return ENOSPC;
 	case GRPC_PERMISSION_DENIED:	return EACCES;
+	case GRPC_UNAUTHENTICATED:	return EACCES;	/* the secrets sent are not valid */
 	case GRPC_UNIMPLEMENTED:	return EOPNOTSUPP;
 	case GRPC_CANCELLED:		return ECANCELED;
 	default:			return EIO;

@@ -4,7 +4,8 @@
 (unknown methods, malformed bytes, many calls at once), and, per backing,
 every Controller and Node RPC with the error codes the CSI spec lists,
 idempotency, malformed requests that change nothing, and kill -9 restarts
-with volumes staged and published."""
+with volumes staged and published; and (dir) the secrets --secrets FILE
+requires."""
 
 import errno
 import os
@@ -593,6 +594,113 @@ class ImageOnly(unittest.TestCase):
             pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
 
 
+class Secrets(unittest.TestCase):
+    """--secrets FILE: every RPC whose request has a secrets field needs
+    each key of the file with its value, else UNAUTHENTICATED (checked
+    before any other field, nothing changed); the others need none; a bad
+    file stops the plugin from starting; no value reaches its log."""
+
+    SECRET = "pa55-XYZZY-0815"
+
+    def setUp(self):
+        import tempfile
+        self.sdir = tempfile.mkdtemp(prefix="nodefs-csilocal-sec-")
+        self.addCleanup(__import__("shutil").rmtree, self.sdir, True)
+        self.sfile = self.write("# what every call must carry\nuser=bob\n\npassword=%s\n"
+                                % self.SECRET)
+
+    def write(self, text, mode=0o600, name="secrets"):
+        path = os.path.join(self.sdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def test_required_on_every_call_that_carries_them(self):
+        good = {"user": "bob", "password": self.SECRET}
+        wrong = {"user": "bob", "password": "guess"}
+        with cl.Local(args=["--secrets", self.sfile]) as pl:
+            # no secrets field: nothing needed
+            self.assertTrue(pl.ok("Identity", "Probe").ready.value)
+            pl.ok("Node", "NodeGetInfo")
+            pl.ok("Controller", "GetCapacity")
+            pl.ok("Controller", "ListVolumes")
+            # checked first: a request missing its name too is UNAUTHENTICATED
+            code, det = pl.call("Controller", "CreateVolume")
+            self.assertEqual((code, det), ("UNAUTHENTICATED", "secret 'user' is required and missing"))
+            cap = [pl.cap()]
+            for sec, want in (({}, "secret 'user' is required and missing"),
+                              ({"user": "bob"}, "secret 'password' is required and missing"),
+                              (wrong, "secret 'password' does not match"),
+                              ({"user": "bob", "password": self.SECRET + "x"},
+                               "secret 'password' does not match")):
+                code, det = pl.call("Controller", "CreateVolume", name="v", volume_capabilities=cap,
+                                    secrets=sec)
+                self.assertEqual((code, det), ("UNAUTHENTICATED", want))
+            self.assertEqual(os.listdir(os.path.join(pl.base, "state")), [])
+            # extra keys are fine
+            vid = pl.ok("Controller", "CreateVolume", name="v", volume_capabilities=cap,
+                        secrets=dict(good, extra="1")).volume.volume_id
+            stg, tgt = os.path.join(pl.tmp, "stage"), os.path.join(pl.pub, "t")
+            calls = [
+                ("Controller", "ValidateVolumeCapabilities", dict(volume_id=vid, volume_capabilities=cap)),
+                ("Controller", "ControllerExpandVolume",
+                 dict(volume_id=vid, capacity_range=pl.pb.CapacityRange(required_bytes=8 * MiB))),
+                ("Node", "NodeStageVolume", dict(volume_id=vid, staging_target_path=stg,
+                                                 volume_capability=cap[0])),
+                ("Node", "NodePublishVolume", dict(volume_id=vid, staging_target_path=stg,
+                                                   target_path=tgt, volume_capability=cap[0])),
+                ("Node", "NodeExpandVolume", dict(volume_id=vid, volume_path=tgt)),
+                ("Controller", "CreateSnapshot", dict(source_volume_id=vid, name="s")),
+                ("Controller", "ListSnapshots", dict()),
+            ]
+            for svc, rpc, kw in calls:
+                before = pl.state_files()
+                for sec in ({}, wrong):
+                    code, det = pl.call(svc, rpc, secrets=sec, **kw)
+                    self.assertEqual(code, "UNAUTHENTICATED", (rpc, det))
+                    self.assertEqual(pl.state_files(), before, rpc)
+                code, r = pl.call(svc, rpc, secrets=good, **kw)
+                self.assertEqual(code, "OK", (rpc, r))
+            self.assertTrue(nt.is_mounted(tgt))
+            sid = pl.ok("Controller", "ListSnapshots", secrets=good).entries[0].snapshot.snapshot_id
+            # the node calls without a secrets field need none
+            pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=tgt)
+            pl.ok("Node", "NodeUnpublishVolume", volume_id=vid, target_path=tgt)
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+            for rpc, kw in (("DeleteSnapshot", dict(snapshot_id=sid)),
+                            ("DeleteVolume", dict(volume_id=vid))):
+                self.assertEqual(pl.call("Controller", rpc, secrets=wrong, **kw)[0],
+                                 "UNAUTHENTICATED", rpc)
+                pl.ok("Controller", rpc, secrets=good, **kw)
+            self.assertEqual(os.listdir(os.path.join(pl.base, "state")), [])
+            log = pl.log()
+            self.assertIn("secrets required", log)
+            self.assertIn("UNAUTHENTICATED", log)
+            self.assertNotIn(self.SECRET, log)
+            self.assertNotIn("guess", log)
+
+    def test_a_bad_file_stops_the_start(self):
+        import subprocess
+        for text, mode, want in (("password=x\n", 0o644, "owned by root"),
+                                 ("pass word=x\n", 0o600, "a key is"),
+                                 ("just words\n", 0o600, "expected key=value"),
+                                 ("# nothing\n", 0o600, "no key=value")):
+            path = self.write(text, mode, "bad")
+            p = subprocess.run([cl.BIN, "--endpoint", "unix://%s/s.sock" % self.sdir,
+                                "--base-dir", self.sdir + "/base", "--secrets", path],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(path, p.stderr)
+            self.assertIn(want, p.stderr)
+            self.assertNotIn("password=x", p.stderr)
+        p = subprocess.run([cl.BIN, "--endpoint", "unix://%s/s.sock" % self.sdir,
+                            "--base-dir", self.sdir + "/base", "--secrets", self.sdir + "/none"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("No such file", p.stderr)
+
+
 if __name__ == "__main__":
     cl.require()
     if BACKING == "image":
@@ -601,5 +709,5 @@ if __name__ == "__main__":
             nt.skip("image backing: " + why)
         sys.argv[1:] = ["Volumes", "ImageOnly"]
     else:
-        sys.argv[1:] = ["Identity", "Volumes"]
+        sys.argv[1:] = ["Identity", "Volumes", "Secrets"]
     nt.main(requires=None)

@@ -83,6 +83,7 @@ class FaultsTest(unittest.TestCase):
             f(env, "volumes/db/ctl", pub, want_errno, "NodeStageVolume", code, "NODE_READY")
             f(env, "volumes/db/ctl", pub, want_errno, "NodePublishVolume", code, "VOL_READY")
             self.assertFalse(nt.is_mounted(tgt))
+            self.assertEqual(env.vread("db", "target"), "")   # published nowhere
             s(env, "volumes/db/ctl", pub, "PUBLISHED")
             self.assertTrue(nt.is_mounted(tgt))
             f(env, "volumes/db/ctl", "expand 2G", want_errno, "ControllerExpandVolume", code,

@@ -33,7 +33,7 @@ Test(status, errno_table)
 		{ GRPC_INTERNAL, EIO },
 		{ GRPC_UNAVAILABLE, EAGAIN },
 		{ GRPC_DATA_LOSS, EIO },
-		{ GRPC_UNAUTHENTICATED, EIO },
+		{ GRPC_UNAUTHENTICATED, EACCES },
 		{ 17, EIO },
 		{ -1, EIO },
 		{ 999, EIO },
