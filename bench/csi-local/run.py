@@ -13,6 +13,11 @@ baselines, measured in one run from the same clients.
     client, served by nodefs-csi-local (dir backing) against the Python test
     plugin (tests/fixtures/csi/plugin.py), interleaved, base dirs on the
     same filesystem. Median cycle.
+  Cycle through nodefs: `create`, `publish`, `unpublish`, `destroy`
+    written to one nodefs mount's ctl files (each command a CSI call or
+    two: CreateVolume; NodeStage + NodePublish; NodeUnpublish; NodeUnstage
+    + DeleteVolume), for volumes of a [plugin] that is nodefs-csi-local
+    against one that is the Python test plugin, interleaved. Median cycle.
   RSS: the plugin's VmRSS idle, with 1,000 volumes, and after listing
     them all. Goal: < 4 MB with 1,000 volumes.
 
@@ -179,6 +184,55 @@ try:
     print("ratio nodefs-csi-local/plugin.py = %.2f" % (med["nodefs-csi-local"] / med["plugin.py"]))
     for _, _, ch in chans.values():
         ch.close()
+
+    # ---- Cycle through nodefs ----
+    nodefs_bin = os.path.join(BUILD, "nodefs")
+    if os.access(nodefs_bin, os.X_OK):
+        os.environ.setdefault("NODEFS_BIN", nodefs_bin)
+        os.environ.setdefault("NODEFS_BUILD", BUILD)
+        sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+        import nodefs_test as nt
+        pub = os.path.join(tmp, "pub")
+        os.mkdir(pub)
+        conf = ("[nodefs]\nallowed_targets = %s\nreconcile_interval = 0\n\n"
+                "[plugin local]\nendpoint = unix://%s\ndefault = yes\n\n"
+                "[plugin py]\nendpoint = unix://%s\n" % (pub, loc_sock, py_sock))
+        with nt.Nodefs(conf, state_dir=os.path.join(tmp, "nstate")) as fs:
+            for name in ("local", "py"):
+                if not nt.wait_until(lambda: fs.read("plugins", name, "health").startswith("READY"), 20):
+                    raise RuntimeError("plugin %s not READY in nodefs" % name)
+            ntimes = {"local": [], "py": []}
+
+            def ncycle(plugin, i):
+                v = "n%s%s" % (plugin, i)
+                lines = (("volumes/ctl", "create %s size=1M plugin=%s" % (v, plugin)),
+                         ("volumes/%s/ctl" % v, "publish " + os.path.join(pub, v)),
+                         ("volumes/%s/ctl" % v, "unpublish"),
+                         ("volumes/%s/ctl" % v, "destroy"))
+                t0 = time.perf_counter()
+                for rel, line in lines:
+                    ok, err = fs.write_ctl(rel, line)
+                    if not ok:
+                        raise RuntimeError("%s <- %s: %s %s" % (rel, line, err,
+                                           fs.read(*(rel.rsplit("/", 1)[0].split("/") + ["error"]))))
+                return (time.perf_counter() - t0) * 1e6
+            for i in range(3):
+                for k in ntimes:
+                    ncycle(k, "w%d" % i)
+            nrounds = 40
+            for i in range(nrounds):
+                for k in ntimes:
+                    ntimes[k].append(ncycle(k, i))
+        nmed = {k: statistics.median(v) for k, v in ntimes.items()}
+        print()
+        print("create+publish+unpublish+destroy through a nodefs mount's ctl files, %d cycles each"
+              % nrounds)
+        print("%-22s %12s" % ("plugin", "median_us"))
+        print("%-22s %12.0f" % ("nodefs-csi-local", nmed["local"]))
+        print("%-22s %12.0f" % ("plugin.py", nmed["py"]))
+        print("ratio nodefs-csi-local/plugin.py = %.2f" % (nmed["local"] / nmed["py"]))
+    else:
+        print("\n(cycle through nodefs not measured: no %s)" % nodefs_bin)
 
     # ---- RSS with 1,000 volumes ----
     ch = grpc.insecure_channel("unix://" + loc_sock)
