@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * volume-internal: what the volume files share (volume.c, volume-steps.c,
- * volume-ctl.c, volume-files.c, volume-recover.c); never seen outside them.
+ * volume-settle.c, volume-ctl.c, volume-files.c, volume-recover.c); never
+ * seen outside them.
  *
  * A volume's states, the object and its action. The state machine
  * (volume-steps.c) calls plugins only through struct storage_ops; the
@@ -20,6 +21,21 @@ enum vstate {
 	V_CREATING, V_CREATED, V_CONTROLLER_PUBLISH, V_NODE_READY, V_NODE_STAGE, V_VOL_READY,
 	V_NODE_PUBLISH, V_PUBLISHED, V_NODE_UNPUBLISH, V_NODE_UNSTAGE, V_CONTROLLER_UNPUBLISH,
 	V_DELETING,
+};
+
+/* A publish-side call (ControllerPublish, NodeStage, NodePublish and their
+ * undoing calls), with what it acts on: recorded before it is sent, so an
+ * answer that never came can be settled later (volume-settle.c). */
+enum vcall_kind {
+	VC_NONE, VC_CTL_PUBLISH, VC_STAGE, VC_PUBLISH, VC_UNPUBLISH, VC_UNSTAGE, VC_CTL_UNPUBLISH,
+};
+
+struct vcall {
+	int kind;			/* enum vcall_kind */
+	char *path;			/* target or staging path; NULL for controller calls */
+	char *node;			/* node id of a controller call; NULL otherwise */
+	char op_id[32];			/* the operation whose command sent it; "" none */
+	bool told;			/* a late act of it was undone and reported */
 };
 
 struct volume {
@@ -68,6 +84,10 @@ struct volume {
 	atomic_bool watched;
 	struct operation *unc_op;
 	bool unc_undo;
+	/* The publish-side call in flight (record key "call", cleared when it
+	 * ends for certain) and the last one whose answer never came (key
+	 * "uncertain", kept until the watch settles it, across a restart). */
+	struct vcall call, unc;
 };
 
 /* The staging path, "" when none. */
@@ -125,20 +145,76 @@ void volume_forget(struct volume *v, const char *op_id);
  * before it was queued, whose volume was never announced. */
 void volume_unmake(struct volume *v);
 
+/* ---- volume.c: calls ---- */
+
+/* "NodePublishVolume", ...; "" for VC_NONE. */
+const char *vcall_name(int kind);
+/* The kind named so; VC_NONE when none. */
+int vcall_from_name(const char *s);
+/* Set c to kind, path and node (copies; NULL allowed), freeing what it held. */
+void vcall_set(struct vcall *c, int kind, const char *path, const char *node);
+/* Move *from into *to (freeing what *to held); *from is left empty. */
+void vcall_move(struct vcall *to, struct vcall *from);
+static inline void vcall_clear(struct vcall *c)
+{
+	vcall_set(c, VC_NONE, NULL, NULL);
+}
+
 /* ---- volume-steps.c: the state machine ---- */
+
+/* What one action's calls share (volume_run_action makes it). */
+struct vctx {
+	struct volume *v;
+	struct plugin *p;
+	struct bnode *pnode;
+	const struct storage_ops *ops;
+	void *h;
+	struct storage_caps caps;
+	struct operation *op;
+	unsigned attempts;
+	bool dirty;			/* state changed since the last checkpoint */
+	char **secrets;			/* the profile's or plugin's, read for this action */
+	char node_id[256];
+};
 
 /* The action's run hook: one command walked to its end. */
 int volume_run_action(struct action *a, struct nerr *err);
+/* The steps the settling repeats (volume-steps.c), each one call with
+ * its transient state checkpointed before it: CreateVolume (to CREATED),
+ * DeleteVolume (1: gone), a walk down to goal (enum down_goal: 1 when
+ * deleted), and the publish-side call kind from its transient state to
+ * the state it leads to. v->last_uncertain says whether a failure's
+ * outcome is unknown. */
+enum down_goal { DOWN_UNPUBLISHED, DOWN_CREATED, DOWN_DELETED };
+int volume_step_create(struct vctx *x, struct nerr *err);
+int volume_step_delete(struct vctx *x, struct nerr *err);
+int volume_walk_down(struct vctx *x, enum down_goal goal, struct nerr *err);
+int volume_step_call(struct vctx *x, int kind, struct nerr *err);
+/* The publish-side call kind on path (target or staging) or node (the
+ * controller's), with no change of state: what undoes or redoes a late
+ * call. */
+int volume_call_raw(struct vctx *x, int kind, const char *path, const char *node,
+		    struct nerr *err);
 
-/* v is left CREATING or DELETING by a call whose answer never came: repeat
- * it in the background on v's queue (after 1 s, 2 s, 4 s ... up to
- * reconcile_interval, for uncertain_timeout) until it is answered, then go
- * on (CREATED; gone) or undo (a create for a destroy: DeleteVolume) as the
- * command that left it (op, may be NULL) wanted. Counted, an event and a
- * line in op's outcome (uncertain.h). One watch per volume: a second call
- * only names the command it settles for. undo: op wants the volume gone
- * (op may be NULL). */
+/* ---- volume-settle.c: calls whose answer never came ---- */
+
+/* v is left CREATING or DELETING by a call whose answer never came, or
+ * holds a publish-side call so left (v->unc): repeat it in the background
+ * on v's queue (after 1 s, 2 s, 4 s ... up to reconcile_interval, for
+ * uncertain_timeout) until it is answered, then go on (CREATED; gone; the
+ * state the call leads to) or undo (a create for a destroy: DeleteVolume;
+ * a publish-side call that turns up late after a later command took the
+ * volume the other way: its undoing call) as the commands want. Counted,
+ * an event and a line in op's outcome (uncertain.h). One watch per volume:
+ * a second call only names the command it settles for. undo: op wants the
+ * volume gone (op may be NULL). */
 void volume_watch_uncertain(struct volume *v, struct operation *op, bool undo);
+/* The watch ends (settled, closed, or the look cannot run). */
+void volume_watch_end(struct volume *v);
+/* The next look, after delay_ms (the watch ends at deadline_ms). */
+void volume_watch_arm(struct volume *v, int64_t deadline_ms, uint64_t delay_ms);
+/* The settle action's body (VA_SETTLE), on v's queue. */
+int volume_settle_run(struct vctx *x, struct vact *act, struct nerr *err);
 
 /* ---- volume-ctl.c: commands ---- */
 

@@ -36,6 +36,19 @@ static char **json_strv(json_t *a)
 	return v;
 }
 
+/* A publish-side call as the record keeps it (volume.c's write_call). */
+static void read_call(json_t *o, struct vcall *c)
+{
+	int kind = vcall_from_name(json_string_value(json_object_get(o, "rpc")));
+	const char *op = json_string_value(json_object_get(o, "operation"));
+
+	if (kind == VC_NONE)
+		return;
+	vcall_set(c, kind, json_string_value(json_object_get(o, "path")),
+		  json_string_value(json_object_get(o, "node_id")));
+	snprintf(c->op_id, sizeof(c->op_id), "%s", op ? op : "");
+}
+
 /* ---- recovery ---- */
 
 static void recover_one(void *ctx, const char *name, json_t *j)
@@ -90,6 +103,13 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		free(v->target);
 		v->target = NULL;
 	}
+	/* the last call whose answer never came, and the one in flight at the
+	 * crash: its answer is lost too */
+	read_call(json_object_get(j, "uncertain"), &v->unc);
+	read_call(json_object_get(j, "call"), &v->unc);
+	if (b->rebooted && v->unc.kind != VC_NONE && v->unc.kind != VC_CTL_PUBLISH &&
+	    v->unc.kind != VC_CTL_UNPUBLISH)
+		vcall_clear(&v->unc);	/* the node's mounts, and its late calls, went with it */
 	v->node = bnode_new(&volume_type, name, v);
 	if (!v->node) {
 		volume_free(v);
@@ -97,11 +117,16 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	}
 	if (bnode_add(b->volumes, v->node) < 0)
 		log_err("volume %s: read from its checkpoint, but cannot be added", name);
-	else if (v->state == V_CREATING || v->state == V_DELETING)
-		/* a CreateVolume or DeleteVolume whose answer no one has: settled
-		 * in the background unless a resumed command does it first (it
-		 * then names itself: volume_resume) */
-		volume_watch_uncertain(v, NULL, false);
+	else if (v->state == V_CREATING || v->state == V_DELETING || v->unc.kind != VC_NONE) {
+		/* a call whose answer no one has: settled in the background
+		 * unless a resumed command does it first (it then names itself:
+		 * volume_resume); a publish-side call names the command that sent
+		 * it */
+		struct operation *op = v->unc.op_id[0] ? op_find(b, v->unc.op_id) : NULL;
+
+		volume_watch_uncertain(v, op, false);
+		op_unref(op);
+	}
 	bnode_unref(v->node);
 }
 
@@ -178,20 +203,25 @@ int volume_resume(struct backend *b, struct operation *op)
 	}
 	{
 		/* A call that makes something (CreateVolume, ControllerPublish,
-		 * NodeStage, NodePublish) was in flight at the crash: its
-		 * outcome is uncertain. CSI calls are idempotent by name, so
-		 * the resumed action repeats it to learn the answer; the
-		 * operation says so. */
+		 * NodeStage, NodePublish) or undoes it was in flight at the
+		 * crash: its outcome is uncertain. CSI calls are idempotent by
+		 * name, so the resumed action repeats it to learn the answer;
+		 * the operation says so. */
 		static const char *const calls[] = {
 			[V_CREATING] = "CreateVolume", [V_CONTROLLER_PUBLISH] = "ControllerPublishVolume",
 			[V_NODE_STAGE] = "NodeStageVolume", [V_NODE_PUBLISH] = "NodePublishVolume",
+			[V_NODE_UNPUBLISH] = "NodeUnpublishVolume",
+			[V_NODE_UNSTAGE] = "NodeUnstageVolume",
+			[V_CONTROLLER_UNPUBLISH] = "ControllerUnpublishVolume",
 			[V_DELETING] = "DeleteVolume",
 		};
 		char line[300];
 		enum vstate st;
+		bool unc;
 
 		pthread_mutex_lock(&v->lock);
 		st = v->state;
+		unc = v->unc.kind != VC_NONE;
 		snprintf(line, sizeof(line), "%s of volume %s (CSI name %s) was in flight at a crash, "
 			 "its answer lost: sent again after the restart (idempotent) to learn it",
 			 (size_t)st < sizeof(calls) / sizeof(calls[0]) && calls[st] ? calls[st] : "",
@@ -205,7 +235,7 @@ int volume_resume(struct backend *b, struct operation *op)
 				 "result=\"resumed\"}", calls[st]);
 			events_tally(b->events, series, 1);
 		}
-		if (st == V_CREATING || st == V_DELETING)
+		if (st == V_CREATING || st == V_DELETING || unc)
 			volume_watch_uncertain(v, op, kind == VA_DESTROY);
 	}
 	x->v = v;

@@ -34,24 +34,10 @@
 #include "macro.h"
 #include "operation.h"
 #include "secrets.h"
-#include "uncertain.h"
 #include "store.h"
 
 /* ---- the steps: one storage call each ---- */
 
-struct vctx {
-	struct volume *v;
-	struct plugin *p;
-	struct bnode *pnode;
-	const struct storage_ops *ops;
-	void *h;
-	struct storage_caps caps;
-	struct operation *op;
-	unsigned attempts;
-	bool dirty;			/* state changed since the last checkpoint */
-	char **secrets;			/* the profile's or plugin's, read for this action */
-	char node_id[256];
-};
 
 /* The id of the operation whose command runs (NULL: none). */
 static const char *xop(const struct vctx *x)
@@ -341,6 +327,62 @@ static int do_delete(struct vctx *x, struct nerr *err)
 	return r;
 }
 
+/* The publish-side call a step's transient state sends, recorded in the
+ * volume (and so in the record written before it is sent) with what it
+ * acts on. */
+static void record_call(struct vctx *x, enum vstate transient)
+{
+	static const int kinds[] = {
+		[V_CONTROLLER_PUBLISH] = VC_CTL_PUBLISH, [V_NODE_STAGE] = VC_STAGE,
+		[V_NODE_PUBLISH] = VC_PUBLISH, [V_NODE_UNPUBLISH] = VC_UNPUBLISH,
+		[V_NODE_UNSTAGE] = VC_UNSTAGE, [V_CONTROLLER_UNPUBLISH] = VC_CTL_UNPUBLISH,
+	};
+	struct volume *v = x->v;
+	int kind = (size_t)transient < sizeof(kinds) / sizeof(kinds[0]) ? kinds[transient] : VC_NONE;
+	const char *path = NULL;
+	struct nerr e = { 0 };
+
+	if (kind == VC_NONE)
+		return;
+	if (kind == VC_CTL_PUBLISH || kind == VC_CTL_UNPUBLISH) {
+		/* the call fails the same way if the node id cannot be had */
+		if (plugin_node_id(x->p, x->node_id, sizeof(x->node_id), &e) < 0)
+			x->node_id[0] = '\0';
+	} else if (kind == VC_STAGE || kind == VC_UNSTAGE) {
+		path = VSTAGING(v);
+	} else {
+		path = v->target;
+	}
+	pthread_mutex_lock(&v->lock);
+	vcall_set(&v->call, kind, path, kind == VC_CTL_PUBLISH || kind == VC_CTL_UNPUBLISH ?
+		  x->node_id : NULL);
+	snprintf(v->call.op_id, sizeof(v->call.op_id), "%s", x->op ? x->op->id : "");
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* The call in flight ended: for certain (forgotten), or with its answer
+ * lost (kept as the volume's uncertain call, for the watch). */
+static void call_ended(struct volume *v, bool uncertain)
+{
+	pthread_mutex_lock(&v->lock);
+	if (uncertain && v->call.kind != VC_NONE)
+		vcall_move(&v->unc, &v->call);
+	else
+		vcall_clear(&v->call);
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* Whether v holds a publish-side call whose answer never came. */
+static int unc_kind(struct volume *v)
+{
+	int k;
+
+	pthread_mutex_lock(&v->lock);
+	k = v->unc.kind;
+	pthread_mutex_unlock(&v->lock);
+	return k;
+}
+
 /*
  * One step: the transient state is checkpointed before the call and the
  * stable state after it. A call whose outcome is unknown leaves the volume
@@ -361,21 +403,27 @@ static int step(struct vctx *x, enum vstate transient, int (*fn)(struct vctx *, 
 	int r;
 
 	volume_set_state(v, transient, xop(x));
-	/* the one flush of the step: this record, the stable state of the
-	 * step before and whatever the command queued (its operation) */
+	record_call(x, transient);
+	/* the one flush of the step: this record (with the call it sends),
+	 * the stable state of the step before and whatever the command
+	 * queued (its operation) */
 	r = volume_checkpoint(v, STORE_DURABLE, err);
 	if (r < 0) {
+		call_ended(v, false);
 		volume_set_state(v, back, xop(x));
 		return r;
 	}
 	x->dirty = false;
 	v->last_uncertain = false;
 	r = fn(x, err);
+	call_ended(v, r < 0 && v->last_uncertain);
 	if (r < 0) {
 		if (!v->last_uncertain) {
 			volume_set_state(v, back, xop(x));
 			volume_checkpoint(v, STORE_LAZY, &cerr);
 		} else {
+			/* the record says so: its call's answer is lost */
+			volume_checkpoint(v, STORE_LAZY, &cerr);
 			nerr_prefix(err, "left in %s, the next command retries", vstate_to_string(transient));
 		}
 		return r;
@@ -449,8 +497,6 @@ static int walk_up(struct vctx *x, bool want_publish, struct nerr *err)
 	return r;
 }
 
-enum down_goal { DOWN_UNPUBLISHED, DOWN_CREATED, DOWN_DELETED };
-
 static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
 {
 	struct volume *v = x->v;
@@ -461,16 +507,7 @@ static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
 		case V_PUBLISHED:
 		case V_NODE_PUBLISH:
 		case V_NODE_UNPUBLISH:
-			r = step(x, V_NODE_UNPUBLISH, do_unpublish, v->staged ? V_VOL_READY : V_NODE_READY,
-				 V_PUBLISHED, err);
-			if (r >= 0) {
-				pthread_mutex_lock(&v->lock);
-				free(v->target);
-				v->target = NULL;
-				v->ro = false;
-				pthread_mutex_unlock(&v->lock);
-				x->dirty = true;
-			}
+			r = volume_step_call(x, VC_UNPUBLISH, err);
 			if (r >= 0 && goal == DOWN_UNPUBLISHED)
 				return 0;
 			break;
@@ -608,199 +645,97 @@ static int load_secrets(struct vctx *x, struct nerr *err)
 	return secrets_read(path, &x->secrets, err);
 }
 
-/* ---- calls whose answer never came ---- */
+/* ---- the steps the settling repeats (volume-settle.c) ---- */
 
-static int64_t mono_ms(void)
+int volume_step_create(struct vctx *x, struct nerr *err)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
 }
 
-/* What the watcher holds between two looks. */
-struct vwatch {
-	struct bnode *node;		/* the volume's */
-	int64_t deadline_ms;
-	uint64_t delay_ms;
-};
-
-/* The watch ends (settled, closed, or the watcher stopped). */
-static void watch_end(struct volume *v)
+int volume_step_delete(struct vctx *x, struct nerr *err)
 {
-	struct operation *op;
-
-	pthread_mutex_lock(&v->lock);
-	op = TAKE_PTR(v->unc_op);
-	v->unc_undo = false;
-	atomic_store(&v->watched, false);
-	pthread_mutex_unlock(&v->lock);
-	op_unref(op);
+	return step(x, V_DELETING, do_delete, V_DELETING, V_CREATED, err);
 }
 
-static void vwatch_drop(void *ctx)
+int volume_walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
 {
-	struct vwatch *w = ctx;
-
-	watch_end(vof(w->node));
-	bnode_unref(w->node);
-	free(w);
+	return walk_down(x, goal, err);
 }
 
-/* On the watcher thread: the next look is an action on the volume's queue,
- * so it runs in order with the commands. */
-static void vwatch_fire(struct backend *b, void *ctx)
-{
-	struct vwatch *w = ctx;
-	struct volume *v = vof(w->node);
-	struct vact *x = calloc(1, sizeof(*x));
-
-	if (!x) {
-		vwatch_drop(w);
-		return;
-	}
-	x->v = v;
-	x->node = TAKE_PTR(w->node);
-	x->kind = VA_SETTLE;
-	x->deadline_ms = w->deadline_ms;
-	x->delay_ms = w->delay_ms;
-	free(w);
-	x->a.b = b;
-	x->a.run = volume_run_action;
-	x->a.free = volume_act_free;
-	actq_submit(&v->q, &x->a);
-}
-
-static void watch_arm(struct volume *v, int64_t deadline_ms, uint64_t delay_ms)
-{
-	struct vwatch *w = calloc(1, sizeof(*w));
-
-	if (!w) {
-		watch_end(v);
-		log_err("volume %s: out of memory: the answer of its last call is left to the "
-			"next command", v->name);
-		return;
-	}
-	w->node = bnode_ref(v->node);
-	w->deadline_ms = deadline_ms;
-	w->delay_ms = delay_ms;
-	if (uncertain_watch_call(v->b, v->name, delay_ms, vwatch_fire, vwatch_drop, w) < 0)
-		vwatch_drop(w);
-}
-
-void volume_watch_uncertain(struct volume *v, struct operation *op, bool undo)
-{
-	struct operation *old;
-
-	pthread_mutex_lock(&v->lock);
-	old = v->unc_op;
-	v->unc_op = op ? (bnode_ref(op->node), op) : NULL;
-	v->unc_undo = undo;
-	pthread_mutex_unlock(&v->lock);
-	op_unref(old);
-	if (!atomic_exchange(&v->watched, true))
-		watch_arm(v, mono_ms() + (int64_t)v->b->cfg->uncertain_timeout_ms, 1000);
-}
-
-/*
- * One look, on the volume's queue: the call is repeated (idempotent: the
- * CreateVolume name, the volume id). Answered, the volume goes where the
- * command that left it wanted: a create goes on (CREATED), a destroy undoes
- * what a late create made (DeleteVolume) or ends (gone). A command run
- * meanwhile that moved the volume settled it itself. Still unknown: looked
- * at again later, up to the deadline, then closed with the reason and left
- * in its transient state for the next command.
- */
-static int settle_look(struct vctx *x, struct vact *act, struct operation *uop, bool undo,
-		       struct nerr *err);
-
-static int settle_run(struct vctx *x, struct vact *act, struct nerr *err)
+int volume_step_call(struct vctx *x, int kind, struct nerr *err)
 {
 	struct volume *v = x->v;
-	struct operation *uop;
-	bool undo;
+	enum vstate below = v->staged ? V_VOL_READY : V_NODE_READY;
 	int r;
 
-	pthread_mutex_lock(&v->lock);
-	uop = v->unc_op ? (bnode_ref(v->unc_op->node), v->unc_op) : NULL;
-	undo = v->unc_undo;
-	pthread_mutex_unlock(&v->lock);
-	r = settle_look(x, act, uop, undo, err);
-	op_unref(uop);
+	switch (kind) {
+	case VC_CTL_PUBLISH:
+		return step(x, V_CONTROLLER_PUBLISH, do_controller_publish, V_NODE_READY, V_CREATED, err);
+	case VC_STAGE:
+		return step(x, V_NODE_STAGE, do_stage, V_VOL_READY, V_NODE_READY, err);
+	case VC_PUBLISH:
+		return step(x, V_NODE_PUBLISH, do_publish, V_PUBLISHED, below, err);
+	case VC_UNPUBLISH:
+		r = step(x, V_NODE_UNPUBLISH, do_unpublish, below, V_PUBLISHED, err);
+		if (r >= 0) {
+			pthread_mutex_lock(&v->lock);
+			free(v->target);
+			v->target = NULL;
+			v->ro = false;
+			pthread_mutex_unlock(&v->lock);
+			x->dirty = true;
+		}
+		return r;
+	case VC_UNSTAGE:
+		return step(x, V_NODE_UNSTAGE, do_unstage, V_NODE_READY, V_VOL_READY, err);
+	case VC_CTL_UNPUBLISH:
+		return step(x, V_CONTROLLER_UNPUBLISH, do_controller_unpublish, V_CREATED, V_NODE_READY,
+			    err);
+	}
+	return nerr_set(err, EINVAL, "volume %s: no such call", v->name);
+}
+
+int volume_call_raw(struct vctx *x, int kind, const char *path, const char *node,
+		    struct nerr *err)
+{
+	struct storage_req rq = req_of(x);
+	struct storage_result res = { 0 };
+	char **pctx = NULL;
+	int r = -EINVAL;
+
+	x->v->last_uncertain = false;
+	if (kind == VC_PUBLISH || kind == VC_UNPUBLISH)
+		rq.target = path;
+	else if (kind == VC_STAGE || kind == VC_UNSTAGE)
+		rq.staging = path;
+	else
+		rq.node_id = node;
+	switch (kind) {
+	case VC_CTL_PUBLISH:
+		r = x->ops->controller_publish(x->h, &rq, &pctx, retry_note, x, &res, err);
+		storage_strv_free(pctx);
+		break;
+	case VC_STAGE:
+		r = x->ops->stage(x->h, &rq, retry_note, x, &res, err);
+		break;
+	case VC_PUBLISH:
+		r = x->ops->publish(x->h, &rq, retry_note, x, &res, err);
+		break;
+	case VC_UNPUBLISH:
+		r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, err);
+		break;
+	case VC_UNSTAGE:
+		r = x->ops->unstage(x->h, &rq, retry_note, x, &res, err);
+		break;
+	case VC_CTL_UNPUBLISH:
+		r = x->ops->controller_unpublish(x->h, &rq, retry_note, x, &res, err);
+		break;
+	default:
+		return nerr_set(err, EINVAL, "volume %s: no such call", x->v->name);
+	}
+	note_result(x, &res);
 	return r;
 }
-
-static int settle_look(struct vctx *x, struct vact *act, struct operation *uop, bool undo,
-		       struct nerr *err)
-{
-	struct volume *v = x->v;
-	struct backend *b = v->b;
-	uint64_t cap = b->cfg->reconcile_interval_ms ? b->cfg->reconcile_interval_ms : 60000;
-	enum vstate s = volume_state(v);
-	const char *call = s == V_CREATING ? "CreateVolume" : "DeleteVolume";
-	const char *result = NULL;
-	char kind[48], line[512];
-	int r;
-
-	snprintf(kind, sizeof(kind), "csi.%s", call);
-	if (s != V_CREATING && s != V_DELETING) {
-		/* a command run meanwhile repeated the call and said so */
-		events_tally(b->events, "nodefs_uncertain_outcomes_total{kind=\"csi.volume\","
-			     "result=\"redriven\"}", 1);
-		watch_end(v);
-		return 0;
-	}
-	if (s == V_CREATING) {
-		r = step(x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
-		if (r >= 0 && undo) {
-			r = walk_down(x, DOWN_DELETED, err);
-			if (r > 0) {
-				result = "undone";
-				snprintf(line, sizeof(line), "CreateVolume of volume %s (CSI name %s) made "
-					 "it after all, for a destroy: DeleteVolume removed it",
-					 v->name, v->csi_name ? v->csi_name : "-");
-				volume_forget(v, NULL);
-			}
-		} else if (r >= 0) {
-			result = "made";
-			snprintf(line, sizeof(line), "CreateVolume of volume %s (CSI name %s) answered "
-				 "after all: id %s, CREATED", v->name, v->csi_name ? v->csi_name : "-",
-				 v->id ? v->id : "-");
-		} else if (!v->last_uncertain) {
-			result = "not_made";
-			snprintf(line, sizeof(line), "CreateVolume of volume %s answered that it made "
-				 "nothing (%s): the volume is forgotten", v->name, err->msg);
-			volume_forget(v, NULL);
-		}
-	} else {
-		r = step(x, V_DELETING, do_delete, V_DELETING, V_CREATED, err);
-		if (r >= 0) {
-			result = "deleted";
-			snprintf(line, sizeof(line), "DeleteVolume of volume %s (id %s) answered after "
-				 "all: the volume is gone", v->name, v->id ? v->id : "-");
-			volume_forget(v, NULL);
-		} else if (!v->last_uncertain) {
-			result = "not_deleted";
-			snprintf(line, sizeof(line), "DeleteVolume of volume %s answered that it did "
-				 "not delete it (%s): back to CREATED", v->name, err->msg);
-		}
-	}
-	if (!result && mono_ms() >= act->deadline_ms) {
-		result = "never_answered";
-		snprintf(line, sizeof(line), "%s of volume %s had no answer within uncertain_timeout "
-			 "(%llu s; last: %s): closed, the volume stays %s for the next command", call,
-			 v->name, (unsigned long long)(b->cfg->uncertain_timeout_ms / 1000), err->msg,
-			 vstate_to_string(volume_state(v)));
-	}
-	if (result) {
-		uncertain_settled(b, kind, v->name, uop, result, line);
-		watch_end(v);
-		return 0;
-	}
-	watch_arm(v, act->deadline_ms, act->delay_ms * 2 > cap ? cap : act->delay_ms * 2);
-	return 0;
-}
-
 int volume_run_action(struct action *a, struct nerr *err)
 {
 	struct vact *act = (struct vact *)a;
@@ -812,12 +747,12 @@ int volume_run_action(struct action *a, struct nerr *err)
 	 * (a step would write the record of a volume that is gone) */
 	if (atomic_load(&v->node->dead)) {
 		if (act->kind == VA_SETTLE)
-			watch_end(v);
+			volume_watch_end(v);
 		return nerr_set(err, ENOENT, "volume %s was destroyed", v->name);
 	}
 	x.p = plugin_get(v->b, v->plugin, &x.pnode);
 	if (!x.p && act->kind == VA_SETTLE)
-		watch_end(v);
+		volume_watch_end(v);
 	if (!x.p)
 		return nerr_set(err, ENOENT, "plugin %s of volume %s is gone", v->plugin, v->name);
 	x.ops = plugin_ops(x.p);
@@ -829,7 +764,7 @@ int volume_run_action(struct action *a, struct nerr *err)
 		r = load_secrets(&x, err);
 	if (r < 0 && act->kind == VA_SETTLE) {
 		/* the plugin is away, or its secrets unreadable: look again later */
-		watch_arm(v, act->deadline_ms, act->delay_ms);
+		volume_watch_arm(v, act->deadline_ms, act->delay_ms);
 		goto out;
 	}
 	if (r < 0) {
@@ -924,13 +859,13 @@ int volume_run_action(struct action *a, struct nerr *err)
 		}
 		break;
 	case VA_SETTLE:
-		r = settle_run(&x, act, err);
+		r = volume_settle_run(&x, act, err);
 		break;
 	}
-	/* a create or a delete whose answer never came: settled in the
-	 * background, not only by the next command */
+	/* a call whose answer never came: settled in the background, not
+	 * only by the next command */
 	if (r < 0 && act->kind != VA_SETTLE && v->last_uncertain && !atomic_load(&v->node->dead) &&
-	    (volume_state(v) == V_CREATING || volume_state(v) == V_DELETING))
+	    (volume_state(v) == V_CREATING || volume_state(v) == V_DELETING || unc_kind(v)))
 		volume_watch_uncertain(v, a->op, act->kind == VA_DESTROY);
 	/* the stable state the walk ended in, before the command is answered */
 	if (!atomic_load(&v->node->dead)) {

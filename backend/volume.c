@@ -94,6 +94,8 @@ void volume_free(struct volume *v)
 	storage_strv_free(v->pctx);
 	free(v->target);
 	op_unref(v->unc_op);
+	vcall_clear(&v->call);
+	vcall_clear(&v->unc);
 	free(v->staging);
 	pthread_mutex_destroy(&v->lock);
 	free(v);
@@ -140,6 +142,25 @@ static void write_pairs(struct jw *w, const char *key, char *const *v, bool hide
 /* A volume's members, as its record and spec.json show them; with redact,
  * as info.json does: the contexts the plugin returned and the parameters
  * the config's redact list names are "<redacted>". Lock held. */
+/* A publish-side call as the record keeps it: what it acts on. */
+static void write_call(struct jw *w, const char *key, const struct volume *v, const struct vcall *c)
+{
+	if (c->kind == VC_NONE)
+		return;
+	jw_key(w, key);
+	jw_obj(w);
+	jw_kstr(w, "rpc", vcall_name(c->kind));
+	if (v->id)
+		jw_kstr(w, "volume_id", v->id);
+	if (c->node)
+		jw_kstr(w, "node_id", c->node);
+	if (c->path)
+		jw_kstr(w, "path", c->path);
+	if (c->op_id[0])
+		jw_kstr(w, "operation", c->op_id);
+	jw_obj_end(w);
+}
+
 void volume_write_locked(struct volume *v, struct jw *w, bool redact)
 {
 	const char *const *names = (const char *const *)v->b->cfg->redact;
@@ -173,6 +194,47 @@ void volume_write_locked(struct volume *v, struct jw *w, bool redact)
 	jw_kbool(w, "readonly", v->ro);
 	if (v->staging)
 		jw_kstr(w, "staging_path", v->staging);
+	write_call(w, "call", v, &v->call);
+	write_call(w, "uncertain", v, &v->unc);
+}
+
+static const char *const vcall_names[] = {
+	[VC_NONE] = "", [VC_CTL_PUBLISH] = "ControllerPublishVolume",
+	[VC_STAGE] = "NodeStageVolume", [VC_PUBLISH] = "NodePublishVolume",
+	[VC_UNPUBLISH] = "NodeUnpublishVolume", [VC_UNSTAGE] = "NodeUnstageVolume",
+	[VC_CTL_UNPUBLISH] = "ControllerUnpublishVolume",
+};
+
+const char *vcall_name(int kind)
+{
+	return kind > VC_NONE && kind <= VC_CTL_UNPUBLISH ? vcall_names[kind] : "";
+}
+
+int vcall_from_name(const char *s)
+{
+	for (int k = VC_NONE + 1; s && k <= VC_CTL_UNPUBLISH; k++)
+		if (strcmp(s, vcall_names[k]) == 0)
+			return k;
+	return VC_NONE;
+}
+
+void vcall_set(struct vcall *c, int kind, const char *path, const char *node)
+{
+	free(c->path);
+	free(c->node);
+	c->kind = kind;
+	c->path = path && kind != VC_NONE ? strdup(path) : NULL;
+	c->node = node && kind != VC_NONE ? strdup(node) : NULL;
+	c->op_id[0] = '\0';
+	c->told = false;
+}
+
+void vcall_move(struct vcall *to, struct vcall *from)
+{
+	free(to->path);
+	free(to->node);
+	*to = *from;
+	*from = (struct vcall){ 0 };
 }
 
 /* The staging path of a volume: one per volume id under the state dir.
