@@ -355,7 +355,8 @@ int uncertain_render_metrics(struct backend *b, struct sbuf *out)
 	int r = sbuf_printf(out, "# HELP nodefs_uncertain_outcomes_total Calls whose answer was "
 			    "lost (a crash, a deadline), settled later, by kind and result (containers: "
 			    "removed, never_seen; CSI: resumed, made, undone, not_made, deleted, "
-			    "not_deleted, redriven, never_answered).\n# TYPE nodefs_uncertain_outcomes_total counter\n");
+			    "not_deleted, redriven, never_answered, done, not_done, redone, "
+			    "unpublished, republished, never_seen).\n# TYPE nodefs_uncertain_outcomes_total counter\n");
 
 	return r < 0 ? r : events_render_tallies(b->events, "nodefs_uncertain_outcomes_total", out);
 }

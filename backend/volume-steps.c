@@ -12,9 +12,10 @@
  * operation id, so a retried create never makes two volumes; the transient
  * state is checkpointed before each call and the stable state after it; a
  * call whose outcome is unknown (deadline, unavailable, aborted) leaves the
- * volume in its transient state and the next command re-drives that call
- * (NodeStage is re-sent after a failed NodeUnstage); a call that failed for
- * certain puts the volume back where it was.
+ * volume in its transient state, with the call kept as uncertain, and the
+ * next command, or the background settling (volume-settle.c), re-drives
+ * that call (NodeStage is re-sent after a failed NodeUnstage); a call that
+ * failed for certain puts the volume back where it was.
  *
  * Owns: the steps and walks. Plugins are reached only through struct
  * storage_ops (storage.h). Must not know: CSI messages, ctl parsing, files.

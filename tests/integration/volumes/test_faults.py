@@ -201,11 +201,13 @@ class FaultsTest(unittest.TestCase):
             vid = env.vol_id("db")
             self.assertIn(vid, env.plugin.state())
             self.assertEqual(env.state("db"), "NODE_STAGE")
-            env.restart_plugin(["--delay", "NodeUnstageVolume=2"])
             stage_calls = env.calls().get("NodeStageVolume", 0)
+            env.restart_plugin(["--delay", "NodeUnstageVolume=2"])
             ok, e = env.ctl("volumes/db/ctl", "publish " + tgt)
             self.assertTrue(ok, env.fs.error("volumes/db"))
-            self.assertEqual(env.calls().get("NodeStageVolume", 0), stage_calls + 1)
+            # NodeStage was sent again: by the background settling of the
+            # call whose answer never came, or by this command
+            self.assertGreater(env.calls().get("NodeStageVolume", 0), stage_calls)
             self.assertEqual(env.state("db"), "PUBLISHED")
             ok, e = env.ctl("volumes/db/ctl", "unpublish")
             self.assertTrue(ok, env.fs.error("volumes/db"))
