@@ -877,6 +877,13 @@ int volume_run_action(struct action *a, struct nerr *err)
 			r = fr;
 	}
 out:
+	if (act->kind == VA_SETTLE) {
+		/* no writer to answer, whose answer would flush what the look
+		 * queued (a settled record, a forgotten volume's removal) */
+		struct nerr serr = { 0 };
+
+		store_sync(v->b->store, &serr);
+	}
 	if (act->kind == VA_CREATE || act->kind == VA_IMPORT || act->kind == VA_DESTROY ||
 	    act->kind == VA_SETTLE)
 		plugin_lists_stale(v->b, v->plugin);
