@@ -3,17 +3,63 @@
 
     with etcdtest.Etcd() as e, Node(e, "a", accept_remote=True) as a:
         ...
+    with contextlib.ExitStack() as st:      # all at once, in threads
+        e, a, b = started(st, etcdtest.Etcd(wait=False), Node(...), Node(...))
 A Node is one nodefs mount (its own mount, state dir, node name) whose
 [cluster] points at e, with the test CSI plugin started by nodefs itself
 (so volumes can be made). Stdlib only, on top of nodefs_test.
 """
 import os
 import tempfile
+import threading
 
 import nodefs_test as nt
 import etcdtest
 
 PLUGIN_PY = os.path.join(nt.NODEFS_SRC, "tests", "fixtures", "csi", "plugin.py")
+
+
+def started(stack, etcd, *nodes):
+    """Enter etcd (made with wait=False) and nodes at once on stack (an
+    ExitStack): the nodes start, each in a thread, while etcd's members
+    elect a leader (a node keeps trying to connect), and they stop
+    together at the end. Returns (etcd, *nodes), etcd healthy."""
+    stack.enter_context(etcd)
+    entered = [None] * len(nodes)
+    errors = []
+
+    def each(fn, i):
+        try:
+            fn(i)
+        except BaseException as ex:  # noqa: B902 (re-raised below)
+            errors.append(ex)
+
+    def enter(i):
+        entered[i] = nodes[i].__enter__()
+
+    def exit_all(*exc):
+        def leave(i):
+            if entered[i] is not None:
+                nodes[i].__exit__(*exc)
+        del errors[:]
+        ths = [threading.Thread(target=each, args=(leave, i)) for i in range(len(nodes))]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        if errors and exc[0] is None:
+            raise errors[0]  # a node that did not stop cleanly
+        return False
+    ths = [threading.Thread(target=each, args=(enter, i)) for i in range(len(nodes))]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    stack.push(exit_all)
+    if errors:
+        raise errors[0]
+    etcd.wait_healthy()
+    return (etcd,) + tuple(entered)
 
 
 def requires():

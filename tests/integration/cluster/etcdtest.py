@@ -45,7 +45,11 @@ def _free_ports(n):
 
 
 class Etcd:
-    def __init__(self, members=3, tls=None, base=None):
+    def __init__(self, members=3, tls=None, base=None, wait=True):
+        """wait=False: __enter__ starts the members without waiting for
+        them to be healthy (wait_healthy() then), so nodes can start
+        meanwhile."""
+        self.wait = wait
         self.n = members
         self.tls = tls  # dict(ca=, cert=, key=) for the client port, or None
         self.tmp = tempfile.mkdtemp(prefix="nodefs-etcd-", dir=base)
@@ -142,7 +146,8 @@ class Etcd:
         try:
             for i in range(self.n):
                 self.start(i)
-            self.wait_healthy()
+            if self.wait:
+                self.wait_healthy()
         except BaseException:
             self.close()
             raise

@@ -7,6 +7,7 @@ dir and node name, publish to one etcd cluster: each sees the others'
 volumes in cluster/, acts on them with echo into cluster/.../ctl, and keeps
 working locally when etcd loses quorum.
 """
+import contextlib
 import errno
 import json
 import os
@@ -78,9 +79,11 @@ class Cluster(unittest.TestCase):
         (DOWN within its lease) and restarted."""
         nt.requires("docker")
         dock = "[runtime docker]\nendpoint = %s\nstop_timeout = 2s\n" % ctr.HOST
-        with etcdtest.Etcd() as e, ct.Node(e, "a") as a, \
-                ct.Node(e, "b", accept_remote=True, extra_conf=dock) as b, \
-                ct.Node(e, "c", accept_remote=True, ttl="2s") as c:
+        with contextlib.ExitStack() as st:
+            e = etcdtest.Etcd(wait=False)
+            e, a, b, c = ct.started(st, e, ct.Node(e, "a"),
+                                    ct.Node(e, "b", accept_remote=True, extra_conf=dock),
+                                    ct.Node(e, "c", accept_remote=True, ttl="2s"))
             prefix = b.status().get("name_prefix", "")
             try:
                 self.view_and_volumes(a, b, c)
@@ -158,7 +161,7 @@ class Cluster(unittest.TestCase):
         info = json.loads(a.read("cluster/nodes/b/containers/web/info.json"))
         self.assertEqual(info.get("runtime"), "docker", info)
         # the container's own ctl
-        ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "stop 1")
+        ok, err = a.write_ctl("cluster/nodes/b/containers/web/ctl", "stop 0")
         self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/containers/web"),
                              b.listdir("containers"), dirs(a, "cluster/nodes/b/containers"),
                              b.log()[-2500:], a.log()[-1500:]))
@@ -292,16 +295,19 @@ class Cluster(unittest.TestCase):
 
 def make_certs(d):
     """A CA, a server certificate for 127.0.0.1 and a client certificate
-    signed by it, and a second CA that signed nothing here."""
+    signed by it, and a second CA that signed nothing here (P-256 keys:
+    made in milliseconds, where RSA keys take seconds on a loaded host)."""
     def ssl(*args):
         subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
     for ca in ("ca", "other"):
-        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        ssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "1", "-subj",
             "/CN=%s" % ca, "-keyout", ca + ".key", "-out", ca + ".pem")
     with open(os.path.join(d, "ext"), "w") as f:
         f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
     for who in ("server", "client"):
-        ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=%s" % who,
+        ssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-subj", "/CN=%s" % who,
             "-keyout", who + ".key", "-out", who + ".csr")
         ssl("x509", "-req", "-in", who + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
             "-CAcreateserial", "-days", "1", "-extfile", "ext", "-out", who + ".pem")
@@ -364,9 +370,11 @@ class RemoteWait(unittest.TestCase):
         """A remote command that runs longer than three of the writer's
         lease TTLs (a create whose plugin takes 6.5 s, against a 2 s TTL)
         gets its answer: the writer waits while the target is UP."""
-        with etcdtest.Etcd() as e, ct.Node(e, "a", ttl="2s") as a, \
-                ct.Node(e, "b", accept_remote=True, csi_timeout="20s",
-                        plugin_args="--delay CreateVolume=6.5") as b:
+        with contextlib.ExitStack() as st:
+            e = etcdtest.Etcd(wait=False)
+            e, a, b = ct.started(st, e, ct.Node(e, "a", ttl="2s"),
+                                 ct.Node(e, "b", accept_remote=True, csi_timeout="20s",
+                                         plugin_args="--delay CreateVolume=6.5"))
             a.wait_read("cluster/nodes/b/status", lambda s: s.startswith("UP"))
             t0 = time.monotonic()
             ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create slow size=1M")
