@@ -76,13 +76,25 @@ void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session 
  * again (auto_inval_data: the kernel refreshes invalid attributes at every
  * read) and so gets the new text.
  *
- * One case stays open, which is why a file whose length changes (a
- * state) is not BATTR_CACHE: a GETATTR the kernel sent before the
- * invalidation but that reaches us after the drop renders the new text and
- * is dropped by the kernel (its attr_version is older), whose reader then
- * reads the new text's page cut to the old size. Closing it needs the
- * boundary between requests sent before and after the invalidation (a
- * NOTIFY_RETRIEVE's reply, queued behind them, would mark it).
+ * Why a file whose length changes (a state) is not BATTR_CACHE but
+ * BATTR_VERSIONED (served direct, one render shared per version, fs-ops.h):
+ * the kernel (fs/fuse/dir.c, inode.c) reads fc->attr_version before it
+ * queues a GETATTR and drops the reply if the inode's attr_version has
+ * moved on meanwhile (an invalidation, another accepted reply, a short
+ * READ), without a word to us; the reader then copies pages up to the size
+ * it had, so a new, longer text is cut ("NODE_STA"). Nothing we can see
+ * tells such a request from one sent after the invalidation: a
+ * NOTIFY_RETRIEVE marker orders requests by when they were queued, not by
+ * when their attr_version was read (before the queueing, with no lock
+ * between); the reply is checked in the reader's task after our write
+ * returns, so the order of our writes is not the kernel's; a NOTIFY_STORE
+ * that grows the size writes i_size before the pages, so a reader between
+ * them copies zeros; a READ carries no size. Every scheme that serves the
+ * new text through the old inode's pages leaves a reader that can cut it.
+ * Only files whose length never changes while cached (ids, names) are
+ * BATTR_CACHE; no-open (which would drop OPEN and RELEASE) is mount-wide in
+ * the kernel and would take per-open state from ctl answers, snapshots and
+ * streams.
  */
 struct fs_inode;
 struct sbuf;
