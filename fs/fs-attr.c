@@ -226,17 +226,28 @@ void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *v)
 	fuse_reply_none(req);
 }
 
+/* The inode of ino if its object lives; else ENOENT is answered and NULL
+ * returned. */
+static struct fs_inode *live_or_reply(fuse_req_t req, struct fs *f, fuse_ino_t ino)
+{
+	struct fs_inode *i = inode_get(f->inodes, ino);
+
+	if (!i || atomic_load(&i->node->dead)) {
+		fuse_reply_err(req, ENOENT);
+		return NULL;
+	}
+	return i;
+}
+
 void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	FS_OP(req, FSOP_GETATTR);
 	struct fs *f = fuse_req_userdata(req);
-	struct fs_inode *i = inode_get(f->inodes, ino);
+	struct fs_inode *i = live_or_reply(req, f, ino);
 	struct stat st;
 
-	if (!i || atomic_load(&i->node->dead)) {
-		fuse_reply_err(req, ENOENT);
+	if (!i)
 		return;
-	}
 	fill_stat(f, i, &st);
 	fuse_reply_attr(req, &st, f->opts.attr_timeout);
 }
@@ -246,13 +257,11 @@ void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 {
 	FS_OP(req, FSOP_SETATTR);
 	struct fs *f = fuse_req_userdata(req);
-	struct fs_inode *i = inode_get(f->inodes, ino);
+	struct fs_inode *i = live_or_reply(req, f, ino);
 	struct stat st;
 
-	if (!i || atomic_load(&i->node->dead)) {
-		fuse_reply_err(req, ENOENT);
+	if (!i)
 		return;
-	}
 	/* `echo cmd > ctl` truncates first: that succeeds and does nothing.
 	 * Times may be touched (touch ctl); nothing else changes. */
 	if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |

@@ -198,6 +198,20 @@ static void fs_req_done(struct breq *rq, int result)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* What the backend answered a write's line (an operation id, exec
+ * output): the file's reply, which its next reads return. */
+static void keep_reply(struct fs_req *r)
+{
+	if (!r->rq.reply.len)
+		return;
+	pthread_mutex_lock(&r->file->lock);
+	sbuf_reset(&r->file->reply);
+	r->file->reply_pos = 0;
+	sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
+	pthread_mutex_unlock(&r->file->lock);
+	sbuf_reset(&r->rq.reply);
+}
+
 static void fs_req_answer(struct fs_req *r, int result)
 {
 	if (result < 0 && r->kind == FSR_WRITE) {
@@ -211,14 +225,7 @@ static void fs_req_answer(struct fs_req *r, int result)
 	switch (r->kind) {
 	case FSR_WRITE:
 		r->done = r->pos;	/* the line the backend finished */
-		if (r->rq.reply.len) {
-			pthread_mutex_lock(&r->file->lock);
-			sbuf_reset(&r->file->reply);
-			r->file->reply_pos = 0;
-			sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
-			pthread_mutex_unlock(&r->file->lock);
-			sbuf_reset(&r->rq.reply);
-		}
+		keep_reply(r);
 		write_continue(r);
 		return;
 	case FSR_MKDIR: {
@@ -296,14 +303,7 @@ static void write_continue(struct fs_req *r)
 			return;
 		}
 		r->done = r->pos;
-		if (r->rq.reply.len) {
-			pthread_mutex_lock(&r->file->lock);
-			sbuf_reset(&r->file->reply);
-			r->file->reply_pos = 0;
-			sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
-			pthread_mutex_unlock(&r->file->lock);
-			sbuf_reset(&r->rq.reply);
-		}
+		keep_reply(r);
 	}
 	if (k < 0) {
 		nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
