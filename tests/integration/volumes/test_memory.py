@@ -17,8 +17,8 @@ What it proves:
 The bench (bench/store memory) does the same with 10,000 volumes and
 csi-local; COUNT here is 250 (the Python plugin answers about 50 commands
 a second on this machine, so 10,000 would take minutes). The sanitizer's
-allocator keeps freed memory in quarantine: under ASan the cycle runs and
-the volumes must be gone, but the bound is not asserted.
+allocator keeps freed memory in quarantine: under ASan a cycle of 50
+volumes runs and the volumes must be gone, but the bound is not asserted.
 """
 
 import os
@@ -29,9 +29,8 @@ import unittest
 import nodefs_test as nt
 import voltest as vt
 
-COUNT = int(os.environ.get("NODEFS_MEMORY_COUNT", "250"))
 PER_VOLUME = 256
-SLACK = 128 * 1024
+SLACK = 192 * 1024
 
 
 def rss(pid):
@@ -52,6 +51,10 @@ def forget():
     follow)."""
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("2\n")
+
+
+# Under ASan the cycle only checks that the volumes go: a short one.
+COUNT = int(os.environ.get("NODEFS_MEMORY_COUNT", "50" if sanitized() else "250"))
 
 
 class MemoryTest(unittest.TestCase):
@@ -77,7 +80,7 @@ class MemoryTest(unittest.TestCase):
             start = rss(pid)
             made = self.cycle(env, "v")
             bound = SLACK + COUNT * PER_VOLUME
-            back = nt.wait_until(lambda: rss(pid) - start <= bound, nt.scaled(15))
+            back = sanitized() or nt.wait_until(lambda: rss(pid) - start <= bound, nt.scaled(15))
             end = rss(pid)
             print("RSS: idle %d KB, with the first %d volumes %d KB; "
                   % (idle // 1024, COUNT, first // 1024), end="")
