@@ -309,6 +309,35 @@ class PublishUncertainTest(unittest.TestCase):
         self._late_act("NodePublishVolume", "publish", "unpublish",
                        lambda env: nt.is_mounted(env.target("db")), crash=True)
 
+    def test_unpublish_acting_late_after_a_publish_is_redone(self):
+        """The reverse: NodeUnpublish acts 4 s late (every attempt), after
+        the volume was published again at the same target; the target
+        nodefs believes published is mounted again."""
+        with vt.VolEnv(["--delay", "NodeUnpublishVolume=4:5"], csi_timeout="300ms") as env:
+            tgt = env.target("db")
+            self.assertEqual(env.ctl("volumes/ctl", "create db size=8M"), (True, "OK"))
+            self.assertEqual(env.ctl("volumes/db/ctl", "publish " + tgt), (True, "OK"))
+            t0 = time.monotonic()
+            ok, e = env.ctl("volumes/db/ctl", "unpublish")
+            self.assertEqual((ok, e), (False, "ETIMEDOUT"), env.fs.error("volumes/db"))
+            oid, _ = env.last_op("volumes/db")
+            self.assertEqual(env.ctl("volumes/db/ctl", "publish " + tgt), (True, "OK"),
+                             env.fs.error("volumes/db"))
+            self.assertLess(time.monotonic() - t0, 3.8, "the commands took too long")
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            self.assertTrue(nt.wait_until(lambda: not nt.is_mounted(tgt), 10), "no late act")
+            self.assertTrue(nt.wait_until(
+                lambda: outcome_count(env, "csi.NodeUnpublishVolume", "redone") == 1, 10),
+                env.fs.log())
+            time.sleep(max(0, t0 + 7 - time.monotonic()))
+            self.assertTrue(nt.wait_until(lambda: nt.is_mounted(tgt), 10),
+                            "a later attempt's act was left: " + env.fs.log())
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            self.assertIn("redid it", env.fs.read("operations", oid, "outcome"))
+            self.assertEqual(env.ctl("volumes/db/ctl", "destroy"), (True, "OK"))
+            self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
     def test_killed_while_a_call_is_pending(self):
         """kill -9 while the call is pending: the restart repeats it
         (idempotent) and the resumed command finishes."""
