@@ -394,9 +394,9 @@ static int apply_plugin(struct config_parser *p, const struct config_section *se
 			r = value_one(p, kv, &s);
 			if (r < 0)
 				goto fail;
-			if (dst == &pl.runtime && strcmp(s, "docker") != 0) {
-				r = config_perr(p, kv->line, EINVAL, "runtime '%s': plugins run as "
-						"containers of docker only", strcmp(s, "lxc") == 0 ? "lxc" : "?");
+			if (dst == &pl.runtime && strcmp(s, "docker") != 0 && strcmp(s, "lxc") != 0) {
+				r = config_perr(p, kv->line, EINVAL, "runtime '?': plugins run as "
+						"containers of docker or lxc");
 				free(s);
 				goto fail;
 			}

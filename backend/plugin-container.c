@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * plugin-container: a CSI plugin nodefs runs as a container of one of its
- * own runtimes ([plugin NAME] runtime = docker, image = IMAGE), as the
+ * own runtimes ([plugin NAME] runtime = docker|lxc, image = IMAGE: for
+ * lxc the template), as the
  * Mesos storage provider runs its plugin containers. This file owns that
  * container's life on the engine, through the runtime seam (runtime.h)
  * and never the engine's API: what it is made of (the image, the command
@@ -107,6 +108,9 @@ static int spawn(struct pproc *pp, pid_t *ret_pid, char *ret_cid, struct nerr *e
 		.name = pp->name, .engine_name = pp->engine_name, .instance = b->instance,
 		.role = "plugin", .may_mount = pp->node_plugin,
 		.privileged = pp->privileged, .image = pp->image,
+		/* lxc: image names the template (busybox: the host's /lib,
+		 * /lib64, /usr/lib bound read-only, so a host binary runs) */
+		.template_name = pp->image,
 		.argv = pp->argv[0] ? pp->argv : NULL, .env = env, .nenv = 2,
 		.mounts = mounts, .nmounts = n,
 	};

@@ -747,9 +747,8 @@ static int cmd_add(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 	def.mounts = mounts;
 	if (keep && !plugin_def_started(&def))
 		r = nerr_set(&rq->err, EINVAL, "keep_running needs command= or runtime=");
-	else if (def.runtime && strcmp(def.runtime, "docker") != 0)
-		r = nerr_set(&rq->err, EINVAL, "runtime=%s: plugins run as containers of docker only",
-			     strcmp(def.runtime, "lxc") == 0 ? "lxc" : "?");
+	else if (def.runtime && strcmp(def.runtime, "docker") != 0 && strcmp(def.runtime, "lxc") != 0)
+		r = nerr_set(&rq->err, EINVAL, "runtime=?: plugins run as containers of docker or lxc");
 	else if (!def.runtime != !def.image || ((mounts || node || priv) && !def.runtime))
 		r = nerr_set(&rq->err, EINVAL, "%s", def.runtime ? "runtime= needs image=" :
 			     def.image ? "image= needs runtime=" :
@@ -876,7 +875,7 @@ static const char *const add_opts[] = { "command", "keep_running", "runtime", "i
 static const struct ctl_spec plugins_specs[] = {
 	{ .name = "add", .min_args = 2, .max_args = 2, .opts = add_opts,
 	  .usage = "add NAME ENDPOINT [command='PROGRAM ARGS...'] [keep_running=yes|no] "
-		   "[runtime=docker image=IMAGE [mounts='PATH...'] [node=yes|no] "
+		   "[runtime=docker|lxc image=IMAGE [mounts='PATH...'] [node=yes|no] "
 		   "[privileged=yes|no]] [secrets=FILE]" },
 	{ .name = "remove", .min_args = 1, .max_args = 1, .usage = "remove NAME" },
 };

@@ -77,11 +77,13 @@ struct rt_spec {
 	/* This instance's id (rt_config.instance), put on what is made;
 	 * NULL: none (what an older nodefs made). */
 	const char *instance;
-	/* NULL: a user's container; else RT_ROLE_LABEL's value (docker only) */
+	/* NULL: a user's container; else RT_ROLE_LABEL's value (docker: a
+	 * label; lxc: a field of the owner mark) */
 	const char *role;
 	/* may mount (CAP_SYS_ADMIN, no seccomp or AppArmor confinement), as
 	 * a CSI node plugin must; privileged: every capability and device
-	 * (loop devices, block volumes). docker only. */
+	 * (loop devices, block volumes): docker only, lxc refuses it.
+	 * may_mount on lxc: unconfined (the template keeps CAP_SYS_ADMIN). */
 	bool may_mount, privileged;
 	const char *image;	/* docker: required; lxc: ignored */
 	char **argv;		/* NULL-terminated, may be NULL (image default) */

@@ -13,7 +13,10 @@
  * failed), cgroup limits under the host's names (v1 lxc.cgroup.*, v2
  * lxc.cgroup2.*), lxc.mount.entry bind mounts (each source with its
  * symlinks resolved and listed in nodefs-binds, which every start checks
- * again: a link put on the way since is refused, not mounted),
+ * again: a link put on the way since is refused, not mounted; an rshared
+ * one also in nodefs-shared, which start stacks again shared with the
+ * host's, lxc-run.c), rt_spec.role in the owner mark (list leaves such a
+ * container out), lxc.apparmor.profile unconfined for may_mount,
  * lxc.environment, and
  * lxc.init.cmd with lxc.signal.halt = SIGTERM when argv is given (an
  * application, not a system init). liblxc 5.0 splits lxc.init.cmd on white
@@ -316,6 +319,8 @@ static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpat
 	}
 	if (s->argv && !s->argv[0])
 		return nerr_set(err, EINVAL, "lxc: empty command");
+	if (s->privileged)
+		return nerr_set(err, ENOTSUP, "lxc: privileged (every device) is docker's only");
 	return 0;
 }
 
@@ -459,6 +464,7 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	struct rt_limits lim = { .cpus = s->cpus, .memory = s->memory, .pids = s->pids };
 	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
 	_cleanup_(sbuf_free) struct sbuf binds = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
+	_cleanup_(sbuf_free) struct sbuf shared = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
 	int n, r;
 
 	if (s->cpus > 0)
@@ -478,7 +484,9 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	} while (0)
 	c->clear_config_item(c, "lxc.net");
 	SET("lxc.net.0.type", h->network_type);
-	SET("lxc.apparmor.profile", h->apparmor_profile);
+	/* may_mount: the template keeps CAP_SYS_ADMIN and sets no seccomp
+	 * profile; no AppArmor confinement either */
+	SET("lxc.apparmor.profile", s->may_mount ? "unconfined" : h->apparmor_profile);
 	rt_lxc_dir(h, s->name, RT_LXC_CONSOLE_LOG, path, sizeof(path));
 	SET("lxc.console.logfile", path);
 	rt_lxc_dir(h, s->name, RT_LXC_LXC_LOG, path, sizeof(path));
@@ -499,7 +507,8 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 		    fstab_escape(m->target + 1, dst, sizeof(dst)) < 0) {
 			return nerr_set(err, EINVAL, "lxc %s: bad mount %.100s", s->name, m->source);
 		}
-		if (sbuf_printf(&binds, "%s\n", real) < 0)
+		if (sbuf_printf(&binds, "%s\n", real) < 0 ||
+		    (m->rshared && sbuf_printf(&shared, "%s\n%s\n", real, m->target) < 0))
 			return nerr_set(err, E2BIG, "lxc %s: too many bind mounts", s->name);
 		snprintf(entry, sizeof(entry), "%s %s none bind,create=%s%s 0 0", src, dst,
 			 S_ISDIR(st.st_mode) ? "dir" : "file", m->ro ? ",ro" : "");
@@ -508,6 +517,13 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	if (binds.len) {
 		rt_lxc_dir(h, s->name, RT_LXC_BINDS_FILE, path, sizeof(path));
 		r = write_file(path, binds.buf, binds.len);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path,
+					strerror(-r));
+	}
+	if (shared.len) {
+		rt_lxc_dir(h, s->name, RT_LXC_SHARED_FILE, path, sizeof(path));
+		r = write_file(path, shared.buf, shared.len);
 		if (r < 0)
 			return nerr_set(err, -r, "lxc %s: cannot write %s: %s", s->name, path,
 					strerror(-r));
@@ -596,7 +612,7 @@ static void fsync_dir(const char *dir)
 /* Write the in-progress mark, synced with its directory, so a crash at any
  * later point leaves something recovery recognises. */
 static int creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_name,
-			 struct nerr *err)
+			 const char *role, struct nerr *err)
 {
 	char path[PATH_MAX], rec[512];
 	int fd, n, r = 0;
@@ -606,9 +622,9 @@ static int creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_
 	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
 		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
 	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"%s\": \"%s\", "
-		     "\"started_at\": %lld, \"pid\": %d}\n",
+		     "\"%s\": \"%s\", \"started_at\": %lld, \"pid\": %d}\n",
 		     RT_OWNER_LABEL, RT_NAME_LABEL, nodefs_name, RT_INSTANCE_LABEL, h->instance,
-		     (long long)time(NULL), (int)getpid());
+		     RT_ROLE_LABEL, role ? role : "", (long long)time(NULL), (int)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return nerr_set(err, errno, "lxc %s: cannot write %s: %s", name, path, strerror(errno));
@@ -651,6 +667,11 @@ bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_na
 	inst = json_string_value(json_object_get(j, RT_INSTANCE_LABEL));
 	nm = json_string_value(json_object_get(j, RT_NAME_LABEL));
 	ours = !h->instance[0] || (inst && strcmp(inst, h->instance) == 0);
+	/* a container nodefs runs for itself is not a user's: never listed
+	 * (destroy by its name removes it whole all the same) */
+	if (json_string_value(json_object_get(j, RT_ROLE_LABEL)) &&
+	    json_string_value(json_object_get(j, RT_ROLE_LABEL))[0])
+		ours = false;
 	if (ours && nm && rt_lxc_name_valid(nm) && strlen(nm) <= RT_LXC_NODEFS_NAME_MAX)
 		snprintf(ret_name, size, "%s", nm);
 	json_decref(j);
@@ -760,7 +781,10 @@ int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 	if (prog && prog->update)
 		prog->update(prog->ctx, "running template");
 
-	r = creating_mark(h, s->name, m.name, err);
+	if (s->role && strlen(s->role) >= sizeof(m.role))
+		return nerr_set(err, EINVAL, "lxc: bad role '%.20s'", s->role);
+	snprintf(m.role, sizeof(m.role), "%s", s->role ? s->role : "");
+	r = creating_mark(h, s->name, m.name, s->role, err);
 	if (r < 0)
 		return r;
 	r = run_create(h, c, s->name, tpath, targv, err);

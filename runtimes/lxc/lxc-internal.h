@@ -32,6 +32,8 @@ struct sbuf;
 #define RT_LXC_CMD_FILE "nodefs-cmd.sh"	/* the command, run by /bin/sh */
 #define RT_LXC_GATE_FILE "nodefs-gate"	/* FIFO the command waits on */
 #define RT_LXC_BINDS_FILE "nodefs-binds"	/* bind sources, resolved, one a line */
+/* rshared binds: source, resolved, and target lines, in pairs */
+#define RT_LXC_SHARED_FILE "nodefs-shared"
 #define RT_LXC_BINDS_CAP (256u << 10)
 /* In LXCPATH, beside the container directories: the in-progress mark of a
  * create, .nodefs-creating-NAME (written before liblxc makes anything,
@@ -83,6 +85,7 @@ struct rt_lxc_item {
 struct rt_lxc_meta {
 	char name[RT_LXC_NAME_MAX + 1];	/* nodefs name (RT_NAME_LABEL) */
 	char instance[RT_INSTANCE_MAX + 1];	/* RT_INSTANCE_LABEL, "" when none */
+	char role[16];			/* RT_ROLE_LABEL, "" for a user's container */
 	time_t created_at;
 	time_t started_at;		/* 0: never started */
 	time_t finished_at;		/* 0: not finished since the last start */

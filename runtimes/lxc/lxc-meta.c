@@ -6,7 +6,9 @@
  *   nodefs.json      {"io.nodefs.managed": "true", "io.nodefs.name": "box",
  *                     "io.nodefs.instance": ID, "created_at": T}
  *                    (ID: the nodefs instance that made it; absent in the
- *                    marks of an older nodefs)
+ *                    marks of an older nodefs; "io.nodefs.role": "plugin"
+ *                    on a container nodefs runs for itself, which list()
+ *                    leaves out)
  *   nodefs-run.json  {"started_at": T, "finished_at": T, "exit_code": N,
  *                     "oom_killed": false}   padded with blanks to 256 bytes
  *
@@ -97,6 +99,8 @@ int rt_lxc_meta_read(const struct rt_lxc *h, const char *name, struct rt_lxc_met
 	snprintf(m.name, sizeof(m.name), "%s", nm);
 	inst = json_string_value(json_object_get(j, RT_INSTANCE_LABEL));
 	snprintf(m.instance, sizeof(m.instance), "%s", inst ? inst : "");
+	nm = json_string_value(json_object_get(j, RT_ROLE_LABEL));
+	snprintf(m.role, sizeof(m.role), "%s", nm ? nm : "");
 	m.created_at = (time_t)json_integer_value(json_object_get(j, "created_at"));
 	json_decref(j);
 	if (!ret)
@@ -171,7 +175,8 @@ static int mark_write(struct rt_lxc *h, const char *name, const struct rt_lxc_me
 		      "created_at", (json_int_t)m->created_at);
 	if (!j)
 		return -ENOMEM;
-	if (m->instance[0] && json_object_set_new(j, RT_INSTANCE_LABEL, json_string(m->instance)) < 0) {
+	if ((m->instance[0] && json_object_set_new(j, RT_INSTANCE_LABEL, json_string(m->instance)) < 0) ||
+	    (m->role[0] && json_object_set_new(j, RT_ROLE_LABEL, json_string(m->role)) < 0)) {
 		json_decref(j);
 		return -ENOMEM;
 	}

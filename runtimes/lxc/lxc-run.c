@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -118,6 +120,70 @@ static int binds_unchanged(struct rt_lxc *h, const char *id, struct nerr *err)
 	return 0;
 }
 
+/*
+ * An rshared bind (a node plugin's staging and publish roots): liblxc makes
+ * every mount of the container's namespace a slave before its binds, so
+ * lxc.mount.entry's "rshared" leaves them slaves of the host's (what the
+ * container mounts under them would never show on the host). Each such
+ * bind is therefore stacked again once init runs and before the command's
+ * gate opens: a clone of the host's mount (open_tree, a peer of it) moved
+ * onto the target inside (move_mount, from a child that entered init's
+ * mount namespace: setns needs a single thread). RT_LXC_SHARED_FILE lists
+ * them, source and target lines in pairs.
+ */
+static int share_binds(struct rt_lxc *h, const char *id, pid_t pid, struct nerr *err)
+{
+	char path[PATH_MAX], ns[64], *save = NULL, *src, *dst;
+	_cleanup_free_ char *buf = malloc(RT_LXC_BINDS_CAP);
+	int n;
+
+	if (!buf)
+		return nerr_set(err, ENOMEM, "lxc: out of memory");
+	if (rt_lxc_dir(h, id, RT_LXC_SHARED_FILE, path, sizeof(path)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", id);
+	n = rt_lxc_read_file(path, buf, RT_LXC_BINDS_CAP);
+	if (n == -ENOENT)
+		return 0;
+	if (n < 0)
+		return nerr_set(err, -n, "lxc %s: cannot read %s: %s", id, path, strerror(-n));
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
+	for (src = strtok_r(buf, "\n", &save); src && (dst = strtok_r(NULL, "\n", &save));
+	     src = strtok_r(NULL, "\n", &save)) {
+		int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+		int nsfd = open(ns, O_RDONLY | O_CLOEXEC), status = 0;
+		pid_t child;
+
+		if (fd < 0 || nsfd < 0) {
+			int e = errno;
+
+			if (fd >= 0)
+				close(fd);
+			if (nsfd >= 0)
+				close(nsfd);
+			return nerr_set(err, e, "lxc %s: cannot share %.100s: %s", id, src, strerror(e));
+		}
+		child = fork();
+		if (child == 0) {
+			if (setns(nsfd, CLONE_NEWNS) < 0)
+				_exit(errno & 0xff);
+			if (move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+				_exit(errno & 0xff);
+			_exit(0);
+		}
+		close(fd);
+		close(nsfd);
+		if (child < 0)
+			return nerr_set(err, errno, "lxc %s: fork: %s", id, strerror(errno));
+		while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			return nerr_set(err, WIFEXITED(status) ? WEXITSTATUS(status) : EIO,
+					"lxc %s: cannot share %.100s at %.100s: %s", id, src, dst,
+					WIFEXITED(status) ? strerror(WEXITSTATUS(status)) : "killed");
+	}
+	return 0;
+}
+
 int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
@@ -148,8 +214,15 @@ int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 	(void)rt_lxc_cg_go_home(&h->home);
 	if (!started)
 		return rt_lxc_fail(h, c, id, LF_START, err);
-	/* The pidfd first, then the gate that lets a command run. */
+	/* The pidfd first, the shared binds, then the gate that lets a
+	 * command run. */
 	fd = rt_lxc_init_pidfd(c, &pid);
+	if (fd >= 0 && (r = share_binds(h, id, pid, err)) < 0) {
+		c->stop(c);
+		rt_lxc_wait_down(h, c, id, fd, 5000);
+		close(fd);
+		return r;
+	}
 	gate = rt_lxc_open_gate(h, id);
 	(void)rt_lxc_meta_started(h, id, time(NULL));
 	if (fd < 0) {

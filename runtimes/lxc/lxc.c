@@ -660,6 +660,9 @@ static int rt_lxc_list(void *hv, struct rt_listing **ret, size_t *ret_n, struct 
 			/* another instance's, or an older nodefs's: not listed */
 			if (h->instance[0] && strcmp(m.instance, h->instance) != 0)
 				continue;
+			/* nodefs's own (a plugin container): not a user's */
+			if (m.role[0])
+				continue;
 			c = lxc_container_new(nm, h->lxcpath);
 			if (!c)
 				continue;

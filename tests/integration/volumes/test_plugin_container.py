@@ -323,7 +323,7 @@ class PluginContainerTest(unittest.TestCase):
             self.assertTrue(nt.wait_until(lambda: not env.containers(), nt.scaled(20)),
                             env.containers())
             # bad lines change nothing
-            for line, want in (("add x unix://%s/x.sock runtime=lxc image=i" % env.tmp, "EINVAL"),
+            for line, want in (("add x unix://%s/x.sock runtime=podman image=i" % env.tmp, "EINVAL"),
                                ("add x unix://%s/x.sock runtime=docker" % env.tmp, "EINVAL"),
                                ("add x unix://%s/x.sock mounts=/a" % env.tmp, "EINVAL"),
                                ("add x unix://%s/x.sock runtime=docker image=i mounts=a"

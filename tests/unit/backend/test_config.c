@@ -607,8 +607,8 @@ Test(config, plugin_container)
 	cr_assert_null(c->plugins[2].runtime);
 	cr_assert_null(c->plugins[2].mounts[0]);
 	config_free(c);
-	parse_err("[plugin a]\nendpoint = unix:///a.sock\nruntime = lxc\nimage = i\n",
-		  FILE_NAME ":3: runtime 'lxc': plugins run as containers of docker only");
+	parse_err("[plugin a]\nendpoint = unix:///a.sock\nruntime = podman\nimage = i\n",
+		  FILE_NAME ":3: runtime '?': plugins run as containers of docker or lxc");
 	parse_err("[plugin a]\nendpoint = unix:///a.sock\nruntime = docker\n",
 		  FILE_NAME ":1: [plugin a]: runtime needs image");
 	parse_err("[plugin a]\nendpoint = unix:///a.sock\nimage = i\n",
