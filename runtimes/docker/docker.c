@@ -461,6 +461,31 @@ static int dk_update(void *h, const char *id, const struct rt_limits *lim, struc
 	return wrong_state(h, id, dk_call(h, &rq, NULL, NULL, err), false, err);
 }
 
+/* The engine is removing id already (409 "removal ... is already in
+ * progress": a DELETE sent before a crash of nodefs, or by someone else):
+ * wait until it is gone, -ENOENT, for up to 30 s. The removal the caller
+ * asked for is then done; a container still there after that is -EBUSY
+ * with the engine's words. */
+static int wait_removed(struct docker *d, const char *id, struct nerr *err)
+{
+	char path[200];
+	int r = -EBUSY;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", id);
+	for (int i = 0; i < 300 && r == -EBUSY; i++) {
+		struct dk_req rq = { .method = "GET", .path = path };
+		struct nerr e = { 0 };
+
+		usleep(100 * 1000);
+		r = dk_call(d, &rq, NULL, NULL, &e);
+		if (r == 0)
+			r = -EBUSY;	/* still listed */
+		else if (r != -ENOENT)
+			*err = e;
+	}
+	return r;
+}
+
 static int dk_destroy(void *h, const char *id, struct nerr *err)
 {
 	struct docker *d = h;
@@ -472,6 +497,8 @@ static int dk_destroy(void *h, const char *id, struct nerr *err)
 	snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
 	struct dk_req rq = { .method = "DELETE", .path = path };
 	r = dk_call(d, &rq, NULL, NULL, err);
+	if (r == -EBUSY && err && strstr(err->msg, "already in progress"))
+		r = wait_removed(d, id, err);
 	if (r == -ENOENT) {
 		nerr_clear(err);
 		r = 0;

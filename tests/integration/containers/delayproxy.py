@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""A unix-socket proxy in front of a dockerd that holds back each
-POST .../containers/create for `delay` seconds before passing it on, and
-keeps passing it on after its client went away (a daemon killed while the
-create was pending): the engine then makes the container after the new
-daemon has looked. Everything else goes through at once."""
+"""A unix-socket proxy in front of a dockerd that holds back each request
+it matches (by default POST .../containers/create; `match` names another
+method and path part, e.g. DELETE .../containers/) for `delay` seconds
+before passing it on, and keeps passing it on after its client went away (a
+daemon killed while the call was pending): the engine then acts after the
+new daemon has looked. Everything else goes through at once."""
 import os
 import socket
 import threading
@@ -11,12 +12,14 @@ import time
 
 
 class DelayProxy:
-    def __init__(self, upstream, path, delay, drop=False):
+    def __init__(self, upstream, path, delay, drop=False,
+                 match=(b"POST", b"/containers/create")):
         self.upstream = upstream          # dockerd's socket path
         self.path = path
         self.delay = delay
-        self.drop = drop                  # creates are never passed on
-        self.creates = 0                  # create requests seen
+        self.drop = drop                  # held requests are never passed on
+        self.match = match
+        self.creates = 0                  # held requests seen
         self.sent = 0                     # and passed on
         self.lock = threading.Lock()
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -54,7 +57,7 @@ class DelayProxy:
                 data = c.recv(65536)
                 if not data:
                     break
-                if b"/containers/create" in data and data.startswith(b"POST"):
+                if data.startswith(self.match[0]) and self.match[1] in data.split(b"\r\n", 1)[0]:
                     with self.lock:
                         self.creates += 1
                     time.sleep(self.delay)

@@ -6,7 +6,8 @@ dockerd (delayproxy.py), so the engine makes the container after the
 restarted daemon looked at its list. The late container must be removed
 within seconds, and the operation say so; containers with nodefs's label
 but another instance's id, or none, are never touched; a create that never
-turns up is closed after uncertain_timeout and counted."""
+turns up is closed after uncertain_timeout and counted; a destroy the engine
+carries out after the restart leaves nothing that nodefs believes in."""
 import os
 import re
 import shutil
@@ -103,6 +104,48 @@ class UncertainDockerTest(unittest.TestCase):
                 env.run(n, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
                 env.cctl(n, "destroy")
                 ctest.docker("rm", "-f", other, old)
+        finally:
+            proxy.close()
+
+    def test_late_destroy_is_not_believed_undone(self):
+        """The reverse: a destroy in flight at a kill -9 that the engine
+        carries out after the restart. nodefs must end with the container
+        gone, on the engine and in containers/, and the destroy FINISHED
+        (the engine answers the repeated DELETE that a removal is already
+        in progress)."""
+        proxy = DelayProxy(ctest.HOST[len("unix://"):], self.sock, 2.0,
+                           match=(b"DELETE", b"/containers/"))
+        try:
+            with PEnv(self.sock) as env:
+                n = env.name("gone")
+                env.run(n, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
+                cid = env.cread(n, "id").strip()
+                fd = os.open(env.fs.path("containers", n, "ctl"), os.O_WRONLY | os.O_NONBLOCK)
+                try:
+                    os.write(fd, b"destroy\n")
+                finally:
+                    os.close(fd)
+                self.assertTrue(nt.wait_until(lambda: proxy.creates >= 1, 10))
+                env.fs.kill9()
+                env.fs.start()
+                self.assertTrue(nt.wait_until(lambda: proxy.sent >= 1, 15))
+
+                def gone():
+                    return (n not in env.containers() and
+                            ctest.docker("inspect", cid).returncode != 0)
+                if not nt.wait_until(gone, nt.scaled(10), 0.1):
+                    ops = os.listdir(env.fs.path("operations"))
+                    raise AssertionError("%s (engine: %s), state %s, error %r; operations: %s" % (
+                        env.containers(), ctest.docker_names(env.prefix + n),
+                        env.state(n), env.cread(n, "error"),
+                        [env.read("operations", o, "info.json") for o in ops]))
+                ops = [o for o in os.listdir(env.fs.path("operations"))
+                       if env.read("operations", o, "type").strip() == "container.destroy"]
+                self.assertEqual(len(ops), 1, ops)
+                self.assertTrue(nt.wait_until(lambda: env.read(
+                    "operations", ops[0], "state").strip() == "FINISHED", nt.scaled(10), 0.1),
+                    env.read("operations", ops[0], "info.json"))
+                self.assertNotIn(n, env.containers())
         finally:
             proxy.close()
 
