@@ -870,9 +870,11 @@ Test(csi, dropped_connection_comes_back)
 	cr_assert_eq(m.disconnects, 1);
 	wait_health(CSI_HEALTH_READY, 3000);
 	/* The second drop: retried (NodeGetInfo is idempotent) over a third
-	 * connection. */
+	 * connection. A retry sent before the client has read the dropped
+	 * connection's EOF (a loaded machine: the backoff is 10 ms) fails on it
+	 * too, and the next attempt goes over the new connection: 2 or 3. */
 	cr_assert(node_get_info(&res, &err, NULL) == 0, "%s", err.msg);
-	cr_assert_eq(res.attempts, 2);
+	cr_assert(res.attempts == 2 || res.attempts == 3, "attempts %u", res.attempts);
 	cr_assert(node_get_info(&res, &err, NULL) == 0, "%s", err.msg);
 	cr_assert_eq(res.attempts, 1);
 
