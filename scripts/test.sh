@@ -75,21 +75,25 @@ setup_build() {
 	rm -f "$dir.setup.log"
 }
 
-# Configure and build one build dir; what failed goes to the status file
-# (one line each), "built" last when there is something to test.
-build_one() {
-	local b=$1 st=$2 san=() targets=()
-	[[ $b == build-san ]] && san=(-Db_sanitize=address,undefined -Db_lundef=false)
+declare -A built=()
+for b in "${builds[@]}"; do
+	case $b in
+		build) san=() ;;
+		build-san) san=(-Db_sanitize=address,undefined -Db_lundef=false) ;;
+	esac
+	say "configuring and building $b/"
 	if ! setup_build "$b" "${san[@]}"; then
 		say "CONFIGURE FAILED: $b/"
-		echo "meson setup of $b/" >>"$st"
-		return 0
+		extra_failed=$((extra_failed + 1))
+		failed_what+=("meson setup of $b/")
+		continue
 	fi
 	# Keep going past a broken target: the tests of what did build still
 	# run (a test whose program is missing fails), and the build failure
 	# counts once more.
 	# build-san skips bench/ (not run here; build/ still compiles it): its
 	# C++ gRPC baselines would double the slowest part of the build.
+	targets=()
 	if [[ $b == build-san ]]; then
 		mapfile -t targets < <(meson introspect "$b" --targets | /usr/bin/python3 -c '
 import json, os, sys
@@ -102,52 +106,10 @@ for t in json.load(sys.stdin):
 	fi
 	if ! ninja -C "$b" -k 0 "${targets[@]}"; then
 		say "BUILD FAILED: $b/ (running the tests of what built)"
-		echo "build of $b/" >>"$st"
+		extra_failed=$((extra_failed + 1))
+		failed_what+=("build of $b/")
 	fi
-	echo built >>"$st"
-}
-
-# The first build is made before anything runs; each later one is made
-# in the background, at the lowest CPU priority, while the tests of the
-# builds before it run (they mostly wait on daemons and timers), and is
-# waited for before its own tests start.
-declare -A built=() bstat=() bpid=() bstart=()
-collect_build() {
-	local b=$1 line
-	[[ -f ${bstat[$b]:-} ]] || return 0	# collected already
-	if [[ -n ${bpid[$b]:-} ]]; then
-		wait "${bpid[$b]}" || true
-		if grep -qv '^built$' "${bstat[$b]}"; then
-			cat "$b.build.log"
-		fi
-		say "$b/ built in the background in $((SECONDS - bstart[$b])) s (log: $b.build.log)"
-		bpid[$b]=
-	fi
-	while IFS= read -r line; do
-		if [[ $line == built ]]; then
-			built[$b]=1
-		else
-			extra_failed=$((extra_failed + 1))
-			failed_what+=("$line")
-		fi
-	done <"${bstat[$b]}"
-	rm -f "${bstat[$b]}"
-}
-for b in "${builds[@]}"; do
-	bstat[$b]=$(mktemp /tmp/nodefs-build-status.XXXXXX)
-	if [[ $b == "${builds[0]}" ]]; then
-		say "configuring and building $b/"
-		build_one "$b" "${bstat[$b]}"
-		collect_build "$b"
-	else
-		say "configuring and building $b/ in the background"
-		bstart[$b]=$SECONDS
-		# a session of its own: the run's end can stop it whole
-		setsid nice -n 19 bash -c "SECONDS=$SECONDS; $(declare -f say setup_build build_one)
-			build_one \"\$@\"" \
-			_ "$b" "${bstat[$b]}" >"$b.build.log" 2>&1 &
-		bpid[$b]=$!
-	fi
+	built[$b]=1
 done
 
 # Every test of this run makes its temp dirs under run_tmp (TMPDIR), so
@@ -187,15 +149,7 @@ stop_fixtures() {
 	unmount_under "$fixture_root"
 	rm -rf --one-file-system "$fixture_root"
 }
-# A build still running in the background ends with the run.
-kill_builds() {
-	local p
-	for p in "${bpid[@]}"; do
-		[[ -n $p ]] && kill -- "-$p" 2>/dev/null
-	done
-	return 0
-}
-trap 'kill_builds; stop_fixtures; clear_run_tmp' EXIT
+trap 'stop_fixtures; clear_run_tmp' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -226,7 +180,6 @@ shopt -u nullglob
 
 
 for b in "${builds[@]}"; do
-	collect_build "$b"
 	[[ -n ${built[$b]:-} ]] || continue
 	mult=1
 	[[ $b == build-san ]] && mult=4
