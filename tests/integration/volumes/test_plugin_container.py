@@ -22,15 +22,13 @@ the engine's word, nodefs serves and stops at once.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 
 import nodefs_test as nt
-import voltest as vt
+import plugincontainer as pc
 
 HOST = os.environ.get("NODEFS_TEST_DOCKER_HOST", "")
 BIN = os.environ.get("CSI_LOCAL_BIN", "")
@@ -70,38 +68,21 @@ def tearDownModule():
         docker("rmi", "-f", tag)
 
 
-class Env:
-    """A temp dir made a shared mount of its own (rshared binds need one),
-    the image, and a nodefs whose plugin runs in it. Leaving removes the
-    containers of its instance, the mounts and the dir (the image goes at
-    the end of the run, tearDownModule)."""
+class Env(pc.Env):
+    """The plugin in a container of the image (made at first use; it goes at
+    the end of the run, tearDownModule); leaving removes the containers of
+    its instance."""
+    prefix = "nodefs-pc-"
 
     def __init__(self, image=None, configured=True, reconcile="0"):
         self.image = image
         self.reconcile = reconcile
         self.configured = configured    # False: [plugin loc] left to plugins/ctl
 
-    def __enter__(self):
-        self.tmp = tempfile.mkdtemp(prefix="nodefs-pc-")
+    def prepare(self):
         self.tag = self.image or TAG
-        self.fs = None
-        self.shared = False
-        try:
-            os.chmod(self.tmp, 0o755)
-            subprocess.run(["mount", "--bind", self.tmp, self.tmp], check=True)
-            self.shared = True
-            subprocess.run(["mount", "--make-rshared", self.tmp], check=True)
-            for d in ("pub", "base", "sock"):
-                os.mkdir(os.path.join(self.tmp, d))
-            if not self.image:
-                image()
-            self.state_dir = os.path.join(self.tmp, "state")
-            self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir)
-            self.fs.__enter__()
-        except BaseException:
-            self._teardown()
-            raise
-        return self
+        if not self.image:
+            image()
 
     def add_line(self, extra=""):
         """The plugins/ctl line that adds what [plugin loc] says."""
@@ -147,53 +128,9 @@ endpoint = {host}
         args = ["ps", "-q", "--no-trunc", "--filter", "label=io.nodefs.instance=" + self.instance()]
         return docker(*(args + (["-a"] if all_ else []))).stdout.split()
 
-    def _teardown(self):
-        problems = []
-        try:
-            if self.fs is not None:
-                if self.fs.proc is not None:
-                    problems = self.fs.stop()
-                self.final_log = self.fs.log()
-                try:
-                    for cid in self.containers():
-                        docker("rm", "-f", cid)
-                except OSError:
-                    pass
-                self.fs._cleanup()
-        finally:
-            vt.unmount_all_under(self.tmp)
-            if self.shared:
-                subprocess.run(["umount", "-l", self.tmp], capture_output=True)
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        return problems
-
-    def __exit__(self, exc_type, exc, tb):
-        problems = self._teardown()
-        if problems and exc_type is None:
-            raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + self.final_log)
-        return False
-
-    def process(self):
-        return nt.parse_kv(self.fs.read("plugins", "loc", "process"))
-
-    def wait_ready(self, timeout=40):
-        ok = nt.wait_until(lambda: self.fs.read("plugins", "loc", "health").startswith("READY")
-                           and self.process()["container"] != "none", nt.scaled(timeout), 0.1)
-        if not ok:
-            raise AssertionError("plugin not READY: %r %r\nlog:\n%s\nplugin log:\n%s" % (
-                self.fs.read("plugins", "loc", "health"), self.process(), self.fs.log(),
-                self.fs.read("plugins", "loc", "log")))
-
-    def ctl(self, rel, line):
-        ok, err = self.fs.write_ctl(rel, line)
-        return ok, nt.errname(err)
-
-    def metric(self, name):
-        want = '%s{plugin="loc"} ' % name
-        for line in self.fs.read("metrics", "nodefs.prom").splitlines():
-            if line.startswith(want):
-                return int(float(line.rsplit(" ", 1)[1]))
-        return None
+    def remove_containers(self):
+        for cid in self.containers():
+            docker("rm", "-f", cid)
 
 
 class PluginContainerTest(unittest.TestCase):

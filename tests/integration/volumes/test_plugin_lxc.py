@@ -18,15 +18,13 @@ same pid, one container, not two); a stop of nodefs removes it.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import nodefs_test as nt
-import voltest as vt
+import plugincontainer as pc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "containers"))
 import ctest  # noqa: E402
@@ -34,28 +32,10 @@ import ctest  # noqa: E402
 BIN = os.environ.get("CSI_LOCAL_BIN", "")
 
 
-class Env:
-    """A temp dir made a shared mount of its own, an lxcpath in it, and a
-    nodefs whose plugin runs as an LXC container there."""
-
-    def __enter__(self):
-        self.tmp = tempfile.mkdtemp(prefix="nodefs-pl-")
-        self.fs = None
-        self.shared = False
-        try:
-            os.chmod(self.tmp, 0o755)
-            subprocess.run(["mount", "--bind", self.tmp, self.tmp], check=True)
-            self.shared = True
-            subprocess.run(["mount", "--make-rshared", self.tmp], check=True)
-            for d in ("pub", "base", "sock", "lxc"):
-                os.mkdir(os.path.join(self.tmp, d))
-            self.state_dir = os.path.join(self.tmp, "state")
-            self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir)
-            self.fs.__enter__()
-        except BaseException:
-            self._teardown()
-            raise
-        return self
+class Env(pc.Env):
+    """The plugin in an LXC container of an lxcpath in the temp dir;
+    leaving stops and destroys what is there."""
+    dirs = ("pub", "base", "sock", "lxc")
 
     def config(self):
         return """[nodefs]
@@ -90,46 +70,13 @@ template_dir = {tdir}
         with open(os.path.join(self.tmp, "lxc", name, "nodefs.json")) as f:
             return json.load(f)
 
-    def _teardown(self):
-        problems = []
-        try:
-            if self.fs is not None:
-                if self.fs.proc is not None:
-                    problems = self.fs.stop()
-                self.final_log = self.fs.log()
-                for n in self.containers():
-                    subprocess.run(["lxc-stop", "-k", "-P", os.path.join(self.tmp, "lxc"), "-n", n],
-                                   capture_output=True, timeout=30)
-                    subprocess.run(["lxc-destroy", "-P", os.path.join(self.tmp, "lxc"), "-n", n],
-                                   capture_output=True, timeout=30)
-                self.fs._cleanup()
-        finally:
-            vt.unmount_all_under(self.tmp)
-            if self.shared:
-                subprocess.run(["umount", "-l", self.tmp], capture_output=True)
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        return problems
-
-    def __exit__(self, exc_type, exc, tb):
-        problems = self._teardown()
-        if problems and exc_type is None:
-            raise nt.DaemonError("; ".join(problems) + "\nlog:\n" + self.final_log)
-        return False
-
-    def process(self):
-        return nt.parse_kv(self.fs.read("plugins", "loc", "process"))
-
-    def wait_ready(self, timeout=40):
-        ok = nt.wait_until(lambda: self.fs.read("plugins", "loc", "health").startswith("READY")
-                           and self.process()["container"] != "none", nt.scaled(timeout), 0.1)
-        if not ok:
-            raise AssertionError("plugin not READY: %r %r\nlog:\n%s\nplugin log:\n%s" % (
-                self.fs.read("plugins", "loc", "health"), self.process(), self.fs.log(),
-                self.fs.read("plugins", "loc", "log")))
-
-    def ctl(self, rel, line):
-        ok, err = self.fs.write_ctl(rel, line)
-        return ok, nt.errname(err)
+    def remove_containers(self):
+        lxcpath = os.path.join(self.tmp, "lxc")
+        for n in self.containers():
+            subprocess.run(["lxc-stop", "-k", "-P", lxcpath, "-n", n],
+                           capture_output=True, timeout=30)
+            subprocess.run(["lxc-destroy", "-P", lxcpath, "-n", n],
+                           capture_output=True, timeout=30)
 
 
 class PluginLxcTest(unittest.TestCase):
