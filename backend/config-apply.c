@@ -67,6 +67,23 @@ static int value_one(struct config_parser *p, const struct config_kv *kv, char *
 	return 0;
 }
 
+/* One decimal integer in [lo, hi]. */
+static int value_uint(struct config_parser *p, const struct config_kv *kv, long long lo,
+		      long long hi, unsigned *ret)
+{
+	_cleanup_free_ char *s = NULL;
+	struct nerr e = { 0 };
+	long long v;
+	int r = value_one(p, kv, &s);
+
+	if (r < 0)
+		return r;
+	if (parse_int(s, lo, hi, &v, &e) < 0)
+		return config_perr_from(p, kv->line, kv->key, &e);
+	*ret = (unsigned)v;
+	return 0;
+}
+
 static int value_duration(struct config_parser *p, const struct config_kv *kv, bool allow_zero,
 			  uint64_t *ret)
 {
@@ -252,25 +269,13 @@ static int apply_nodefs(struct config_parser *p, const struct config_section *se
 			if (parse_size(s, &c->reader_memory, &e) < 0)
 				return config_perr_from(p, kv->line, k, &e);
 		} else if (strcmp(k, "operations_keep") == 0) {
-			_cleanup_free_ char *s = NULL;
-			long long v;
-
-			r = value_one(p, kv, &s);
+			r = value_uint(p, kv, 0, 10000000, &c->operations_keep);
 			if (r < 0)
 				return r;
-			if (parse_int(s, 0, 10000000, &v, &e) < 0)
-				return config_perr_from(p, kv->line, k, &e);
-			c->operations_keep = (unsigned)v;
 		} else if (strcmp(k, "events_keep") == 0) {
-			_cleanup_free_ char *s = NULL;
-			long long v;
-
-			r = value_one(p, kv, &s);
+			r = value_uint(p, kv, 16, EVENTS_RING_MAX, &c->events_keep);
 			if (r < 0)
 				return r;
-			if (parse_int(s, 16, EVENTS_RING_MAX, &v, &e) < 0)
-				return config_perr_from(p, kv->line, k, &e);
-			c->events_keep = (unsigned)v;
 		} else if (strcmp(k, "log_level") == 0) {
 			_cleanup_free_ char *s = NULL;
 
