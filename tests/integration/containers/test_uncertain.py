@@ -8,6 +8,7 @@ within seconds, and the operation say so; containers with nodefs's label
 but another instance's id, or none, are never touched; a create that never
 turns up is closed after uncertain_timeout and counted; a destroy the engine
 carries out after the restart leaves nothing that nodefs believes in."""
+import errno
 import os
 import re
 import shutil
@@ -120,11 +121,23 @@ class UncertainDockerTest(unittest.TestCase):
                 n = env.name("gone")
                 env.run(n, "runtime=docker image=%s cmd='sleep 1000'" % IMAGE)
                 cid = env.cread(n, "id").strip()
-                fd = os.open(env.fs.path("containers", n, "ctl"), os.O_WRONLY | os.O_NONBLOCK)
-                try:
-                    os.write(fd, b"destroy\n")
-                finally:
-                    os.close(fd)
+
+                def destroy_nonblock():
+                    # EBUSY while the run's last step still holds the
+                    # container (nodefs(5): O_NONBLOCK): write again
+                    fd = os.open(env.fs.path("containers", n, "ctl"),
+                                 os.O_WRONLY | os.O_NONBLOCK)
+                    try:
+                        os.write(fd, b"destroy\n")
+                        return True
+                    except OSError as e:
+                        if e.errno != errno.EBUSY:
+                            raise
+                        return False
+                    finally:
+                        os.close(fd)
+                self.assertTrue(nt.wait_until(destroy_nonblock, nt.scaled(10), 0.05),
+                                "destroy still EBUSY")
                 self.assertTrue(nt.wait_until(lambda: proxy.creates >= 1, 10))
                 env.fs.kill9()
                 env.fs.start()
