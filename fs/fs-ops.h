@@ -123,6 +123,9 @@ struct fs {
 	pthread_cond_t wcond;
 	struct fs_file *watchers;	/* doubly linked */
 	struct fs_removal *removals;
+	/* ctl writes whose lines have run, answered once their changes are
+	 * flushed (fs_write_answer_flushed) */
+	struct fs_req *flushq;
 	struct fs_cache *cache;		/* changes to flush (cache.h) */
 	bool dirty;
 	bool stop;
@@ -195,6 +198,11 @@ struct fs_req {
 	const char *cur;	/* writes: its text, in buf */
 	size_t cur_len;
 	char name[65];		/* mkdir */
+	/* writes waiting in fs->flushq (under fs->wlock): the change number to
+	 * see flushed, and the byte count to answer */
+	struct fs_req *fnext;
+	uint64_t fseq;
+	size_t fcount;
 };
 
 int fs_render(struct fs *f, const struct battr *a, struct bnode *n, struct sbuf *out);
@@ -218,6 +226,7 @@ void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi);
 void fs_pending_detach(struct fs *f);
+void fs_write_answer_flushed(struct fs *f, bool all);
 uint64_t fs_file_seen(const struct fs_file *h);
 int fs_stream_try(struct fs_file *h, fuse_req_t req, size_t size, off_t off);
 void fs_file_free(struct fs *f, struct fs_file *h);

@@ -2,10 +2,11 @@
 /*
  * fs-write: the requests fs hands to the backend: ctl writes (checked
  * whole, then run line by line; a short count when a later line fails),
- * mkdir and rmdir, their answers from whatever thread completes them, the
- * error line naming what failed, and the list of requests still held at
- * a stop (fs_pending_detach). Knows nothing of reads, renders or the
- * kernel's caches.
+ * mkdir and rmdir, their answers from whatever thread completes them
+ * (a write's once the notifier has flushed what it changed), the error
+ * line naming what failed, and the list of requests still held at a stop
+ * (fs_pending_detach). Knows nothing of reads, renders or how the kernel's
+ * caches are invalidated.
  *
  * Must not know: CSI, Docker, LXC, the config.
  */
@@ -156,6 +157,54 @@ static void write_continue(struct fs_req *r);
 static void fs_req_answer(struct fs_req *r, int result);
 
 /*
+ * Answer a write whose lines ran (all, or some before one failed) with
+ * count bytes, once what they changed is visible: the kernel's cached
+ * pages, sizes and listings of it invalidated (cache.h). So a read or an
+ * ls after the write returns shows the change, as after a write to any
+ * filesystem. Until then the write waits in fs->flushq, answered by the
+ * notifier thread after its round; no thread blocks. The writer holds only
+ * the ctl file's inode lock, which no invalidation takes.
+ */
+static void write_reply(struct fs_req *r, size_t count)
+{
+	struct fs *f = r->fs;
+	uint64_t seq = tree_seq_now(r->node);
+
+	r->done = count;
+	pthread_mutex_lock(&f->wlock);
+	if (!f->stop && tree_seq_flushed(r->node) < seq) {
+		r->fseq = seq;
+		r->fcount = count;
+		r->fnext = f->flushq;
+		f->flushq = r;
+		pthread_mutex_unlock(&f->wlock);
+		return;
+	}
+	pthread_mutex_unlock(&f->wlock);
+	fuse_reply_write(r->req, count);
+	fs_req_free(r);
+}
+
+/* The notifier, after a round, holding f->wlock: answer the writes whose
+ * changes are flushed now (every one when all: the notifier stops). */
+void fs_write_answer_flushed(struct fs *f, bool all)
+{
+	struct fs_req **pp = &f->flushq;
+
+	while (*pp) {
+		struct fs_req *r = *pp;
+
+		if (!all && tree_seq_flushed(r->node) < r->fseq) {
+			pp = &r->fnext;
+			continue;
+		}
+		*pp = r->fnext;
+		fuse_reply_write(r->req, r->fcount);
+		fs_req_free(r);
+	}
+}
+
+/*
  * A line of a write failed. When earlier lines have run, the write returns
  * the count of their bytes, a short write, rather than -1 with something
  * done: the writer sees what happened, and one that writes the rest again
@@ -171,8 +220,7 @@ static void write_fail(struct fs_req *r, int result)
 		return;
 	}
 	fs_req_set_error(r, r->rq.err.msg);
-	fuse_reply_write(r->req, r->done);
-	fs_req_free(r);
+	write_reply(r, r->done);
 }
 
 /* breq_complete lands here, on any thread: answer the kernel, unless fs
@@ -312,8 +360,7 @@ static void write_continue(struct fs_req *r)
 		write_fail(r, -EINVAL);
 		return;
 	}
-	fuse_reply_write(r->req, r->size);
-	fs_req_free(r);
+	write_reply(r, r->size);
 }
 
 /* Check every line before the first runs: a write whose lines do not all

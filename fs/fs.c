@@ -175,6 +175,13 @@ static void *notifier_main(void *arg)
 			break;
 		f->dirty = false;
 		pthread_mutex_unlock(&f->wlock);
+#if NODEFS_TEST_HOOKS
+		/* test builds: NODEFS_TEST_SLOW_FLUSH_MS=N makes each round
+		 * start N ms late, as on a loaded machine */
+		const char *slow = getenv("NODEFS_TEST_SLOW_FLUSH_MS");
+		if (slow)
+			usleep((useconds_t)atoi(slow) * 1000);
+#endif
 		cache_take(f->cache, &b);
 		pthread_mutex_lock(&f->wlock);
 		rm = f->removals;
@@ -209,7 +216,9 @@ static void *notifier_main(void *arg)
 			if (!h->parked && !h->ph)
 				fs_watch_del_locked(f, h);
 		}
+		fs_write_answer_flushed(f, false);
 	}
+	fs_write_answer_flushed(f, true);	/* the session ended */
 	pthread_mutex_unlock(&f->wlock);
 	return NULL;
 }

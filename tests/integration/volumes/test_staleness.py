@@ -146,6 +146,31 @@ class StalenessTest(unittest.TestCase):
                 self.assertEqual(f.read(), vid)
             self.assertEqual(os.stat(path).st_size, len(vid))
 
+    def test_a_write_shows_its_change_when_it_returns(self):
+        """A ctl write returns once what it changed is visible: the kernel
+        keeps directory listings (cache_readdir), and a listing read just
+        before a create or a destroy is stale until nodefs invalidates it,
+        so an ls right after the write must already show the change. The
+        notifier starts each round 30 ms late here (a test hook), as on a
+        loaded machine, where this once failed."""
+        with vt.VolEnv(extra_nodefs="operations_keep = 1000",
+                       env={"NODEFS_TEST_SLOW_FLUSH_MS": "30"}) as env:
+            vols, ops = env.fs.path("volumes"), env.fs.path("operations")
+            for k in range(25):
+                name = "rw%d" % k
+                before = set(os.listdir(ops))
+                self.assertNotIn(name, os.listdir(vols))
+                self.assertEqual(env.ctl("volumes/ctl", "create %s size=1M" % name),
+                                 (True, "OK"))
+                self.assertIn(name, os.listdir(vols), "create %d" % k)
+                new = set(os.listdir(ops)) - before
+                self.assertEqual(len(new), 1, "create %d: %s" % (k, sorted(new)))
+                oid = new.pop()
+                with open(os.path.join(ops, oid, "object")) as f:
+                    self.assertEqual(f.read(), "volumes/%s\n" % name)
+                self.assertEqual(env.ctl("volumes/%s/ctl" % name, "destroy"), (True, "OK"))
+                self.assertNotIn(name, os.listdir(vols), "destroy %d" % k)
+
     def test_readers_of_an_unchanged_state_share_one_render(self):
         """A volume's state is read from nodefs (its length varies), but
         the readers of one version share one render: many descriptors read
