@@ -118,6 +118,7 @@ struct rt_status {
 	pid_t pid;		/* init pid on the host, 0 when not running */
 	int exit_code;		/* valid in EXITED */
 	bool oom_killed;
+	bool memory_limited;	/* a memory limit is set: a SIGKILL may be the OOM killer's */
 	time_t started_at;	/* 0: never */
 	time_t finished_at;	/* 0: not finished */
 };

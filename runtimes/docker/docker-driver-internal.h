@@ -26,6 +26,9 @@
 #define DK_CG_PATH 200
 #define DK_CG_NFD 4
 #define DK_OOM_MAX 32
+/* how long an exit by SIGKILL of a container with a memory limit waits for
+ * the engine's "oom" event, which may come after the exit (20.10) */
+#define DK_OOM_GRACE_MS 1000
 #define DK_EXEC_CAP (1u << 20)
 
 /* Where a container's cgroup files are. */
@@ -55,10 +58,16 @@ struct docker {
 	bool negotiated;
 	CURL *idle[DK_POOL_MAX];
 	size_t nidle;
-	/* containers the engine reported an "oom" event for since their last
-	 * start: its OOMKilled flag loses a race with the exit (20.10) */
-	char oom[DK_OOM_MAX][72];
-	size_t oom_next;
+	/* what is known of containers' last runs that the engine's OOMKilled
+	 * flag may not say (it loses a race with the exit on 20.10) */
+	struct dk_note {
+		char id[72];	/* "" when the slot is free */
+		bool oom;	/* the engine reported an "oom" event */
+		bool asked;	/* nodefs stopped or killed it: a SIGKILL is ours */
+		bool waited;	/* its exit by SIGKILL waited for an oom event once */
+	} note[DK_OOM_MAX];
+	size_t note_next;
+	pthread_cond_t oomcond;	/* CLOCK_MONOTONIC, with lock: an oom event came */
 	pthread_rwlock_t cglock;	/* cg: preads share it, changes exclude */
 	struct dk_cg cg[DK_CG_MAX];
 	size_t cg_next;
@@ -129,9 +138,15 @@ void dk_cg_note_running(struct docker *d, const char *id, pid_t pid);
 
 /* --- docker-watch.c --------------------------------------------------------- */
 int dk_watch(void *h, rt_event_fn fn, void *ctx, struct nerr *err);
-/* Did the engine report an "oom" event for id since its last start? (id
- * may be a prefix of the full id the events carry) */
-bool dk_oom_seen(struct docker *d, const char *id);
+/* Was the exit of id (status from an inspect, EXITED) the OOM killer's?
+ * The engine's flag, or an "oom" event since its last start; for an exit
+ * by SIGKILL of a container with a memory limit that nodefs did not stop
+ * or kill, the event is waited for up to DK_OOM_GRACE_MS, once per run.
+ * (id may be a prefix of the full id the events carry.) */
+bool dk_oom_killed(struct docker *d, const char *id, const struct rt_status *st);
+/* An oom, start or destroy event of the watcher. */
 void dk_oom_note(struct docker *d, const struct rt_event *ev);
+/* nodefs is about to stop or kill id. */
+void dk_oom_asked(struct docker *d, const char *id);
 
 #endif

@@ -589,6 +589,8 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 	s.pid = (pid_t)pid;
 	s.exit_code = (int)code;
 	s.oom_killed = json_is_true(json_object_get(st, "OOMKilled"));
+	s.memory_limited = json_integer_value(json_object_get(json_object_get(o, "HostConfig"),
+							      "Memory")) > 0;
 	t = json_string_value(json_object_get(st, "StartedAt"));
 	if (t && docker_time_parse(t, &s.started_at) < 0)
 		return nerr_set(err, EBADMSG, "inspect reply with a bad StartedAt");

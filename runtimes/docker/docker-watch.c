@@ -5,8 +5,9 @@
  * label, over a curl multi handle so close() can wake it; a stream that
  * ends or cannot be parsed reports ENGINE_DOWN, then ENGINE_UP once
  * subscribed again, so the backend resynchronises. It also remembers which
- * containers had an "oom" event since their last start (dk_oom_seen): the
- * engine's OOMKilled flag loses a race with the exit on 20.10.
+ * containers had an "oom" event since their last start (dk_oom_killed):
+ * the engine's OOMKilled flag loses a race with the exit on 20.10, and the
+ * event may come after the exit's.
  *
  * Must not know: the calls on containers (docker.c), the backend, FUSE or
  * checkpoints.
@@ -31,29 +32,79 @@
 
 /* --- oom events ---------------------------------------------------------- */
 
-/* id may be a prefix of the full id the events carry */
-bool dk_oom_seen(struct docker *d, const char *id)
+/* The note for id, d->lock held; a new one (the oldest slot) when make. id
+ * and a note match when one is a prefix of the other. */
+static struct dk_note *note_of(struct docker *d, const char *id, bool make)
 {
 	size_t n = strlen(id);
-	bool seen = false;
 
+	for (size_t i = 0; i < DK_OOM_MAX; i++) {
+		struct dk_note *t = &d->note[i];
+		size_t m = strlen(t->id);
+
+		if (m && strncmp(t->id, id, n < m ? n : m) == 0)
+			return t;
+	}
+	if (!make)
+		return NULL;
+	struct dk_note *t = &d->note[d->note_next];
+
+	d->note_next = (d->note_next + 1) % DK_OOM_MAX;
+	*t = (struct dk_note){ 0 };
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	return t;
+}
+
+bool dk_oom_killed(struct docker *d, const char *id, const struct rt_status *st)
+{
+	struct dk_note *t;
+	bool oom;
+
+	if (st->oom_killed)
+		return true;
 	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < DK_OOM_MAX && !seen; i++)
-		seen = d->oom[i][0] && strncmp(d->oom[i], id, n) == 0;
+	t = note_of(d, id, false);
+	oom = t && t->oom;
+	if (!oom && st->exit_code == 128 + 9 && st->memory_limited && !(t && (t->asked || t->waited))) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += DK_OOM_GRACE_MS % 1000 * 1000000L;
+		until.tv_sec += DK_OOM_GRACE_MS / 1000 + until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		for (;;) {
+			t = note_of(d, id, false);
+			if ((t && t->oom) ||
+			    pthread_cond_timedwait(&d->oomcond, &d->lock, &until) == ETIMEDOUT)
+				break;
+		}
+		t = note_of(d, id, true);
+		t->waited = true;
+		oom = t->oom;
+	}
 	pthread_mutex_unlock(&d->lock);
-	return seen;
+	return oom;
 }
 
 void dk_oom_note(struct docker *d, const struct rt_event *ev)
 {
+	struct dk_note *t;
+
 	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < DK_OOM_MAX; i++)
-		if (strcmp(d->oom[i], ev->id) == 0)
-			d->oom[i][0] = '\0';
-	if (ev->kind == RT_EV_OOM) {
-		snprintf(d->oom[d->oom_next], sizeof(d->oom[0]), "%s", ev->id);
-		d->oom_next = (d->oom_next + 1) % DK_OOM_MAX;
+	t = note_of(d, ev->id, ev->kind == RT_EV_OOM);
+	if (t && ev->kind == RT_EV_OOM) {
+		t->oom = true;
+		pthread_cond_broadcast(&d->oomcond);
+	} else if (t) {
+		*t = (struct dk_note){ 0 };	/* a new run, or gone */
 	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+void dk_oom_asked(struct docker *d, const char *id)
+{
+	pthread_mutex_lock(&d->lock);
+	note_of(d, id, true)->asked = true;
 	pthread_mutex_unlock(&d->lock);
 }
 

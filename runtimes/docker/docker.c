@@ -106,6 +106,7 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wcond, &ca);
+	pthread_cond_init(&d->oomcond, &ca);
 	pthread_condattr_destroy(&ca);
 	*ret_h = d;
 	return 0;
@@ -133,6 +134,7 @@ static void dk_close(void *h)
 		dk_cg_close(&d->cg[i]);
 	pthread_rwlock_destroy(&d->cglock);
 	pthread_cond_destroy(&d->wcond);
+	pthread_cond_destroy(&d->oomcond);
 	pthread_mutex_destroy(&d->wlock);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
@@ -385,6 +387,7 @@ static int dk_stop(void *h, const char *id, int timeout_s, struct nerr *err)
 	if (timeout_s < 0)
 		timeout_s = d->stop_timeout;
 	snprintf(path, sizeof(path), "/containers/%s/stop?t=%d", id, timeout_s);
+	dk_oom_asked(d, id);
 	/* the engine waits timeout_s, then kills and waits for the exit */
 	return dk_simple_post(h, path, DOCKER_CALL_STARTSTOP, (timeout_s + 30) * 1000L, err);
 }
@@ -398,6 +401,7 @@ static int dk_kill(void *h, const char *id, int sig, struct nerr *err)
 	if (sig <= 0 || sig > 64)
 		return nerr_set(err, EINVAL, "bad signal %d", sig);
 	snprintf(path, sizeof(path), "/containers/%s/kill?signal=%d", id, sig);
+	dk_oom_asked(h, id);
 	return dk_simple_post(h, path, DOCKER_CALL_OTHER, 0, err);
 }
 
@@ -522,8 +526,8 @@ int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err)
 	r = dk_call(h, &rq, &body, NULL, err);
 	if (r == 0)
 		r = docker_json_parse_inspect(body.buf, body.len, ret, err);
-	if (r == 0 && ret->state == RT_STATE_EXITED && !ret->oom_killed)
-		ret->oom_killed = dk_oom_seen(h, id);
+	if (r == 0 && ret->state == RT_STATE_EXITED)
+		ret->oom_killed = dk_oom_killed(h, id, ret);
 	if (r == 0 && ret->pid > 0)
 		dk_cg_note_running(h, id, ret->pid);
 	sbuf_free(&body);

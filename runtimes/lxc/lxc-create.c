@@ -376,13 +376,15 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
 	crash_line[0] = '\0';
 #if NODEFS_TEST_HOOKS
-	/* Crash tests: NODEFS_CRASH_AT=lxc:template kills the daemon while the
-	 * template runs; the template goes on, as after a real crash. */
+	/* Crash tests: NODEFS_CRASH_AT=lxc:template kills the daemon once the
+	 * template's session is up, before the template itself starts, which
+	 * then goes on as after a real crash. No timer: a SIGKILL sent is a
+	 * daemon that runs no more of its code, however fast the template. */
 	{
 		const char *spec = getenv("NODEFS_CRASH_AT");
 
 		if (spec && strcmp(spec, "lxc:template") == 0)
-			snprintf(crash_line, sizeof(crash_line), "(sleep 0.2; kill -KILL %d) &\n",
+			snprintf(crash_line, sizeof(crash_line), "kill -KILL %d; ",
 				 (int)getpid());
 	}
 #endif
@@ -392,8 +394,8 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 	/* The template in a session of its own (setsid -w waits, should it
 	 * have to fork), its id recorded first: a recovery after a crash
 	 * mid-create kills the whole group before removing what it made. */
-	fprintf(f, "#!/bin/sh\n%s"
-		"exec setsid -w /bin/sh -c 'echo $$ >\"$0\"; exec \"$@\"' "
+	fprintf(f, "#!/bin/sh\n"
+		"exec setsid -w /bin/sh -c 'echo $$ >\"$0\"; %sexec \"$@\"' "
 		"'%s/.nodefs-create-%s.pgid' '%s' \"$@\" "
 		">'%s' 2>&1 </dev/null\n", crash_line, h->lxcpath, name, tpath, out);
 	if (fclose(f) != 0 || chmod(wrap, 0700) < 0) {

@@ -3,8 +3,8 @@
 """A daemon killed while an LXC template runs leaves no half-made container.
 
 A test build (-Dtest_hooks=true) run with NODEFS_CRASH_AT=lxc:template
-SIGKILLs itself 0.2 s into the template of a create, while the template
-goes on running, as after a real crash. What it leaves in the lxcpath (the
+SIGKILLs itself from the template's session, just before the template
+starts, which then goes on running, as after a real crash. What it leaves in the lxcpath (the
 in-progress mark .nodefs-creating-NAME, the container directory the
 template is filling) is checked, then the daemon is started again on the
 same state dir: recovery must kill the template's process group, remove

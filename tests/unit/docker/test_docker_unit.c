@@ -300,7 +300,8 @@ Test(json, inspect)
 		"\"FinishedAt\":\"0001-01-01T00:00:00Z\"},\"Name\":\"/nodefs-web\"}";
 	static const char oom[] =
 		"{\"State\":{\"Status\":\"exited\",\"OOMKilled\":true,\"Pid\":0,\"ExitCode\":137,"
-		"\"StartedAt\":\"2026-11-29T17:44:36Z\",\"FinishedAt\":\"2026-11-29T17:44:40.5Z\"}}";
+		"\"StartedAt\":\"2026-11-29T17:44:36Z\",\"FinishedAt\":\"2026-11-29T17:44:40.5Z\"},"
+		"\"HostConfig\":{\"Memory\":8388608}}";
 	struct rt_status st;
 	struct nerr err = { 0 };
 
@@ -310,10 +311,12 @@ Test(json, inspect)
 	cr_assert_eq(st.started_at, 1795974276);
 	cr_assert_eq(st.finished_at, 0);
 	cr_assert_not(st.oom_killed);
+	cr_assert_not(st.memory_limited);
 	cr_assert_eq(docker_json_parse_inspect(oom, strlen(oom), &st, &err), 0);
 	cr_assert_eq(st.state, RT_STATE_EXITED);
 	cr_assert_eq(st.exit_code, 137);
 	cr_assert(st.oom_killed);
+	cr_assert(st.memory_limited);
 	cr_assert_eq(st.finished_at, 1795974280);
 	cr_assert_eq(docker_json_parse_inspect("{}", 2, &st, &err), -EBADMSG);
 	cr_assert_eq(docker_json_parse_inspect("[", 1, &st, &err), -EBADMSG);
