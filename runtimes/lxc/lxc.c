@@ -78,7 +78,7 @@ static const struct {
 	[LF_DESTROY] = { EIO, "destroy failed" },
 };
 
-/* The last line with an ERROR in it of the container's lxc.log, or, for a
+/* The last line with an ERROR (else a WARN) in it of the container's lxc.log, or, for a
  * create, of the log liblxc kept beside the lxcpath while it made the
  * container (its directory does not exist before). */
 static void last_log_error(struct rt_lxc *h, const char *name, enum rt_lxc_fail f,
@@ -108,16 +108,21 @@ static void last_log_error(struct rt_lxc *h, const char *name, enum rt_lxc_fail 
 	data[n] = '\0';
 	char *save = NULL;
 
-	/* strtok_r: worker threads run this concurrently. */
+	bool have_error = false;
+
+	/* strtok_r: worker threads run this concurrently. The last ERROR
+	 * line, else the last WARN line (a create that fails with no ERROR). */
 	for (char *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *e = strstr(line, " ERROR ");
+		char *w = e ? NULL : strstr(line, " WARN ");
 
-		if (e) {
+		if (e || (w && !have_error)) {
 			/* "lxc NAME TIME ERROR file - func:line - message" */
-			char *msg = strstr(e, " - ");
+			char *msg = strstr(e ? e : w, " - ");
 
 			msg = msg ? strstr(msg + 3, " - ") : NULL;
-			snprintf(buf, size, "%s", msg ? msg + 3 : e + 7);
+			snprintf(buf, size, "%s", msg ? msg + 3 : e ? e + 7 : w + 6);
+			have_error |= e != NULL;
 		}
 	}
 }

@@ -251,6 +251,7 @@ class Cluster(unittest.TestCase):
             with b:
                 made = []
                 for i, (point, name) in enumerate(points[:2]):
+                    a.wait_read("cluster/status", lambda s: "state: connected" in s)
                     a.wait_read("cluster/nodes/b/status", lambda s: s.startswith("UP"))
                     done = in_thread(a.write_ctl, "cluster/nodes/b/volumes/ctl",
                                      "create %s size=1M" % name)
@@ -375,6 +376,9 @@ class RemoteWait(unittest.TestCase):
             e, a, b = ct.started(st, e, ct.Node(e, "a", ttl="2s"),
                                  ct.Node(e, "b", accept_remote=True, csi_timeout="20s",
                                          plugin_args="--delay CreateVolume=6.5"))
+            # a's view can show b before a itself is connected (its watch
+            # comes first), and a write is refused until it is
+            a.wait_read("cluster/status", lambda s: "state: connected" in s)
             a.wait_read("cluster/nodes/b/status", lambda s: s.startswith("UP"))
             t0 = time.monotonic()
             ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create slow size=1M")

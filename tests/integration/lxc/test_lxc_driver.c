@@ -160,6 +160,11 @@ static void setup(void)
 	};
 	struct rt_config cfg = { kv, 3 };
 
+	/* criterion runs each test in a process of its own, exec'd anew:
+	 * main's run_root reaches it through the environment */
+	if (!run_root[0] && getenv("NODEFS_LXC_TEST_ROOT"))
+		snprintf(run_root, sizeof(run_root), "%s", getenv("NODEFS_LXC_TEST_ROOT"));
+	cr_assert(run_root[0], "no run root");
 	snprintf(lxcpath, sizeof(lxcpath), "%s/t%d-%d", run_root, (int)getpid(), seq++);
 	cr_assert_eq(mkdir(lxcpath, 0755), 0);
 	evs.n = 0;
@@ -1422,6 +1427,7 @@ int main(int argc, char *argv[])
 		run_cmd("rm -rf --one-file-system '%s'", run_root);
 		return 77;
 	}
+	setenv("NODEFS_LXC_TEST_ROOT", run_root, 1);
 	tests = criterion_initialize();
 	result = 0;
 	if (criterion_handle_args(argc, argv, true))
