@@ -94,7 +94,7 @@ static void usage(FILE *out)
 		"  [nodefs]          state_dir allowed_targets ctl_group read_group redact csi_timeout\n"
 		"                    retry_backoff retry_max operations_keep reconcile_interval\n"
 		"                    name_prefix uncertain_timeout log_level reader_memory\n"
-		"                    events_keep\n"
+		"                    events_keep cache_max_age\n"
 		"  [plugin NAME]     endpoint default command keep_running runtime image mounts\n"
 		"                    node privileged secrets\n"
 		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size secrets\n"
@@ -379,6 +379,7 @@ int main(int argc, char **argv)
 	fo.has_read_gid = cfg->has_read_gid;
 	fo.read_gid = cfg->read_gid;
 	fo.reader_memory = cfg->reader_memory;
+	fo.cache_max_age_ms = cfg->cache_max_age_ms;
 	fo.redact = (const char *const *)cfg->redact_keys;
 
 	r = backend_new(cfg, &b, &err);	/* takes cfg */

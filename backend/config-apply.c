@@ -237,6 +237,10 @@ static int apply_nodefs(struct config_parser *p, const struct config_section *se
 			r = value_duration(p, kv, true, &c->reconcile_interval_ms);
 			if (r < 0)
 				return r;
+		} else if (strcmp(k, "cache_max_age") == 0) {
+			r = value_duration(p, kv, true, &c->cache_max_age_ms);
+			if (r < 0)
+				return r;
 		} else if (strcmp(k, "uncertain_timeout") == 0) {
 			r = value_duration(p, kv, false, &c->uncertain_timeout_ms);
 			if (r < 0)

@@ -188,6 +188,7 @@ int config_defaults(struct config **ret)
 	c->operations_keep = 1000;
 	c->events_keep = 4096;
 	c->reader_memory = 4u << 20;
+	c->cache_max_age_ms = 1000;
 	c->reconcile_interval_ms = 60 * 1000;
 	c->uncertain_timeout_ms = 5 * 60 * 1000;
 	c->log_level = -1;

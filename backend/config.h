@@ -5,7 +5,8 @@
  *     [nodefs]              state_dir, allowed_targets, ctl_group, csi_timeout,
  *                           retry_backoff, retry_max, operations_keep,
  *                           reconcile_interval, log_level, name_prefix,
- *                           uncertain_timeout, reader_memory, events_keep
+ *                           uncertain_timeout, reader_memory, events_keep,
+ *                           cache_max_age
  *     [plugin NAME]         endpoint = unix:///abs/path.sock, default = yes|no,
  *                           command = PROGRAM ARGS..., keep_running = yes|no,
  *                           secrets = FILE,
@@ -106,6 +107,8 @@ struct config {
 	char *name_prefix;		/* engine-side names: NULL = "nodefs-<8 of id>-" */
 	uint64_t uncertain_timeout_ms;	/* key uncertain_timeout, default 5 min */
 	uint64_t reader_memory;		/* bytes per uid's open files, default 4M, 0 = unbounded */
+	uint64_t cache_max_age_ms;	/* how long readers of a time-varying file share a
+					 * render; default 1 s, 0 = each read renders */
 	struct config_plugin *plugins;
 	size_t nplugins;
 	struct config_profile *profiles;

@@ -312,7 +312,7 @@ static const struct battr container_attrs[] = {
 	{ .name = "started_at", .show = show_started },
 	{ .name = "finished_at", .show = show_finished },
 	{ .name = "limits", .show = show_limits },
-	{ .name = "stats", .show = show_stats },
+	{ .name = "stats", .flags = BATTR_AGED, .show = show_stats },
 	{ .name = "logs", .flags = BATTR_PRIV, .show = show_logs },
 	{ .name = "progress", .flags = BATTR_POLL, .show = show_progress },
 	{ .name = "exec_output", .flags = BATTR_PRIV, .show = show_exec_output },

@@ -250,6 +250,9 @@ static int run_action_masked(struct action *a, struct nerr *err)
 			if (x->lim.set & RT_LIMIT_PIDS)
 				c->pids = x->lim.pids;
 			pthread_mutex_unlock(&c->lock);
+			/* limits and stats show them: a shared stats render
+			 * made before is not served again (fs's BATTR_AGED) */
+			bnode_changed(c->node);
 		}
 		break;
 	case CA_EXEC: {

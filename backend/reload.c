@@ -84,6 +84,8 @@ static unsigned nodefs_diff(const struct config *o, const struct config *n)
 		restart_needed("[nodefs] reader_memory"), k++;
 	if (o->reconcile_interval_ms != n->reconcile_interval_ms)
 		restart_needed("[nodefs] reconcile_interval"), k++;
+	if (o->cache_max_age_ms != n->cache_max_age_ms)
+		restart_needed("[nodefs] cache_max_age"), k++;
 	if (!str_eq(o->name_prefix, n->name_prefix) ||
 	    o->uncertain_timeout_ms != n->uncertain_timeout_ms)
 		restart_needed("[nodefs] name_prefix/uncertain_timeout"), k++;

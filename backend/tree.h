@@ -94,6 +94,10 @@ enum {
 	 * its length may (a state): fs serves it direct and lets the readers of
 	 * one version share one render */
 	BATTR_VERSIONED = 1u << 4,
+	/* what it shows changes with time as well as with its node (stats):
+	 * fs serves it direct and lets its readers share one render for at most
+	 * the mount's cache_max_age, ended early by a bnode_changed() */
+	BATTR_AGED = 1u << 5,
 };
 
 struct battr {

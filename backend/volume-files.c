@@ -212,7 +212,7 @@ static const struct battr volume_attrs[] = {
 	{ .name = "profile", .flags = BATTR_VERSIONED, .show = show_profile },
 	{ .name = "capacity", .flags = BATTR_VERSIONED, .show = show_capacity },
 	{ .name = "target", .flags = BATTR_VERSIONED, .show = show_target },
-	{ .name = "stats", .show = show_stats },
+	{ .name = "stats", .flags = BATTR_AGED, .show = show_stats },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },
 	{ .name = "spec.json", .flags = BATTR_PRIV, .show = show_spec },

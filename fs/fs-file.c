@@ -30,6 +30,7 @@
 #include "nerr.h"
 #include "nodefs-config.h"
 #include "sbuf.h"
+#include "snap.h"
 #include "tree.h"
 
 /* ---- files ---- */
@@ -123,6 +124,21 @@ static size_t open_cost(struct fs *f, struct fs_inode *i, const struct battr *a)
 	return BUDGET_OPEN_COST + hint;
 }
 
+/* Whether readers of h's file share renders for a time (BATTR_AGED, with
+ * a cache_max_age), the inode then holding the last one itself. */
+static bool share_aged(const struct fs *f, const struct battr *a)
+{
+	return (a->flags & BATTR_AGED) && f->opts.cache_max_age_ms;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Let go of h's shared render; the last holder frees it and clears the
  * inode's pointer (fs-ops.h). */
 static void share_drop(struct fs *f, struct fs_file *h)
@@ -144,27 +160,34 @@ static void share_drop(struct fs *f, struct fs_file *h)
 }
 
 /*
- * What a READ at offset 0 of a BATTR_VERSIONED file serves: the inode's
- * shared render if the node has not changed since it was made, else a new
- * one, which becomes the shared one unless a newer one got there first.
- * The version is loaded before the render, so a render never says it is
- * newer than what it shows. h->lock held. -errno of the render.
+ * What a READ at offset 0 of a BATTR_VERSIONED or BATTR_AGED file serves:
+ * the inode's shared render if the node has not changed since it was made
+ * (and, aged, it is younger than cache_max_age: snap.h), else a new one,
+ * which becomes the shared one unless a newer one got there first. The
+ * version and the time are taken before the render, so a render never
+ * says it is newer than what it shows. An aged file's inode holds its
+ * render itself (a reference, freed with the entry or the next render), so
+ * readers one after another share it too. h->lock held. -errno of the
+ * render.
  */
 static int share_read(struct fs *f, struct fs_file *h)
 {
 	struct fs_inode *i = h->inode;
 	pthread_mutex_t *l = &f->share_lock[i->ino % SHARE_LOCKS];
+	bool aged = share_aged(f, h->attr);
+	uint64_t age = aged ? f->opts.cache_max_age_ms * 1000000u : 0;
 	uint64_t v = atomic_load(&h->node->version);
+	uint64_t t0 = now_ns();
 	struct sbuf out = SBUF_INIT(FILE_SNAPSHOT_CAP);
-	struct fs_snap *s;
+	struct fs_snap *s, *old = NULL;
 	int r;
 
 	pthread_mutex_lock(l);
 	s = i->shared;
-	if (s && s->version == v) {
+	if (s && snap_serves(s->version, s->made, v, t0, age)) {
 		if (s != h->shared) {
 			s->ref++;
-			atomic_fetch_add(&f->shared_reads, 1);
+			atomic_fetch_add(aged ? &f->aged_shared : &f->shared_reads, 1);
 			pthread_mutex_unlock(l);
 			share_drop(f, h);
 			h->shared = s;
@@ -175,7 +198,7 @@ static int share_read(struct fs *f, struct fs_file *h)
 		return 0;
 	}
 	pthread_mutex_unlock(l);
-	atomic_fetch_add(&f->versioned_renders, 1);
+	atomic_fetch_add(aged ? &f->aged_renders : &f->versioned_renders, 1);
 	r = fs_render(f, h->attr, h->node, &out);
 	if (r < 0) {
 		sbuf_free(&out);
@@ -188,6 +211,7 @@ static int share_read(struct fs *f, struct fs_file *h)
 	}
 	s->ref = 1;
 	s->version = v;
+	s->made = t0;
 	s->len = out.len;
 	s->alloc = sizeof(*s) + out.len;
 	if (out.len)	/* an empty render may come with no buffer */
@@ -196,9 +220,16 @@ static int share_read(struct fs *f, struct fs_file *h)
 	share_drop(f, h);
 	pthread_mutex_lock(l);
 	struct fs_snap *cur = i->shared;
-	if (!cur || cur->version < v)
+	if (!cur || snap_newer(v, t0, cur->version, cur->made)) {
 		i->shared = s;
+		if (aged) {
+			s->ref++;	/* the inode's */
+			if (cur && --cur->ref == 0)
+				old = cur;	/* nobody else held it */
+		}
+	}
 	pthread_mutex_unlock(l);
+	free(old);
 	h->shared = s;
 	h->snap_version = v;
 	return 0;
@@ -483,7 +514,7 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			while (h->snapped && cur < h->snap_version &&
 			       !atomic_compare_exchange_weak(&h->inode->filled, &cur, h->snap_version))
 				;
-		} else if (h->attr->flags & BATTR_VERSIONED) {
+		} else if ((h->attr->flags & BATTR_VERSIONED) || share_aged(f, h->attr)) {
 			r = share_read(f, h);
 			h->snapped = r >= 0;
 		} else {

@@ -46,10 +46,19 @@ struct fs_inode;
  * renders anew otherwise. The inode points at it without a reference, only
  * while some open file holds it: the last holder's release clears the
  * pointer, so a file nobody has open keeps no text (fs-file.c).
+ *
+ * A BATTR_AGED file's render (stats) is shared the same way while it is
+ * also younger than cache_max_age (snap.h), and its inode holds a
+ * reference of its own to the last one, so readers that come one after
+ * another (cat in a loop, an agent's scrape) share it too: one small text
+ * per such inode the kernel knows, replaced by the next render and freed
+ * with the inode's entry (fs/inode.c), which the kernel forgets only once
+ * no file of it is open.
  */
 struct fs_snap {
 	unsigned ref;		/* holders, under the inode's share lock */
 	uint64_t version;	/* of the node, loaded before the render */
+	uint64_t made;		/* CLOCK_MONOTONIC ns, taken before the render */
 	size_t len;
 	size_t alloc;		/* what a holder is charged (fs/budget.h) */
 	char buf[];
@@ -143,6 +152,8 @@ struct fs {
 	pthread_mutex_t share_lock[SHARE_LOCKS];
 	atomic_ullong shared_reads;	/* READs served by a render another made */
 	atomic_ullong versioned_renders;	/* renders of BATTR_VERSIONED files */
+	atomic_ullong aged_renders;	/* renders of BATTR_AGED files (cache_max_age > 0) */
+	atomic_ullong aged_shared;	/* READs of those served by an earlier render */
 };
 
 struct fs_file {

@@ -482,9 +482,17 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 				"nodefs_read_renders_total %llu\n"
 				"# HELP nodefs_read_shared_total Reads of such a file served by a render another reader made.\n"
 				"# TYPE nodefs_read_shared_total counter\n"
-				"nodefs_read_shared_total %llu\n",
+				"nodefs_read_shared_total %llu\n"
+				"# HELP nodefs_read_aged_renders_total Renders of time-varying files (stats), which readers share for at most cache_max_age.\n"
+				"# TYPE nodefs_read_aged_renders_total counter\n"
+				"nodefs_read_aged_renders_total %llu\n"
+				"# HELP nodefs_read_aged_shared_total Reads of such a file served by an earlier render.\n"
+				"# TYPE nodefs_read_aged_shared_total counter\n"
+				"nodefs_read_aged_shared_total %llu\n",
 				(unsigned long long)atomic_load(&f->versioned_renders),
-				(unsigned long long)atomic_load(&f->shared_reads));
+				(unsigned long long)atomic_load(&f->shared_reads),
+				(unsigned long long)atomic_load(&f->aged_renders),
+				(unsigned long long)atomic_load(&f->aged_shared));
 	if (r >= 0)
 		r = budget_render(&f->budget, out);
 	return r;

@@ -32,6 +32,9 @@ struct fs_opts {
 	 * stream buffers, a fixed cost per open); past it opens fail with
 	 * EMFILE. 0: unbounded */
 	uint64_t reader_memory;
+	/* milliseconds the readers of a time-varying file (BATTR_AGED) share
+	 * one render; 0: each read renders */
+	uint64_t cache_max_age_ms;
 };
 
 /* Make the session from args (fuse options; consumed). -errno. */

@@ -91,6 +91,7 @@ void inode_table_free(struct inode_table *t)
 		bnode_unref(i->node);
 		free(i->told);
 		free(i->prev);
+		free(i->shared);
 		free(i);
 	}
 	hmap_free(&t->by_ino);
@@ -170,6 +171,7 @@ void inode_forget(struct inode_table *t, uint64_t ino, uint64_t n)
 			drop = i->node;
 			free(i->told);
 			free(i->prev);
+			free(i->shared);
 			free(i);
 		}
 	}
@@ -220,6 +222,7 @@ void inode_unpin(struct inode_table *t, struct fs_inode *i)
 		drop = i->node;
 		free(i->told);
 		free(i->prev);
+		free(i->shared);
 		free(i);
 	}
 	pthread_mutex_unlock(&t->lock);

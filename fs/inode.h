@@ -45,7 +45,9 @@ struct fs_inode {
 	_Atomic size_t snap_hint;
 	/* a BATTR_VERSIONED file: the render its open files share (struct
 	 * fs_snap of fs-ops.h), NULL when none holds one; under fs's share
-	 * lock of the inode, no reference of its own */
+	 * lock of the inode, no reference of its own. A BATTR_AGED file's
+	 * holds a reference of its own, the last while no file is open:
+	 * freed with the entry (a malloc'd block) */
 	void *shared;
 	/* under the table's lock: holders outside a request (the notifier);
 	 * a forgotten entry with pins is freed by the last unpin */
