@@ -90,6 +90,7 @@ class CliTest(unittest.TestCase):
             ("[nodefs]\nallowed_targets = /mnt\n[nodefs\n", 3),
             ("# comment\n; comment\n[nodefs]\ncsi_timeout = banana\n", 4),
             ("[nodefs]\nretry_max = -5m\n", 2),
+            ("[nodefs]\ncache_max_age = soon\n", 2),
             ("[nodefs]\nthis line has no equals sign\n", 2),
             ("[nodefs]\nno_such_key = 1\n", 2),
             ("[nodefs]\n\n[frobnicate x]\nkey = value\n", 3),

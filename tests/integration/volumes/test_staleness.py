@@ -197,6 +197,61 @@ class StalenessTest(unittest.TestCase):
                 for fd in fds:
                     os.close(fd)
 
+    def test_stats_readers_share_a_sample_for_cache_max_age(self):
+        """A volume's stats (a NodeGetVolumeStats call) is shared by its
+        readers for at most cache_max_age: readers one after another within
+        the age get one sample, a change of the volume ends the age early,
+        and past the age a read samples anew."""
+        with vt.VolEnv(extra_nodefs="cache_max_age = 1h") as env:
+            self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
+            self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
+                             (True, "OK"))
+            path = env.fs.path("volumes", "st", "stats")
+            renders = metric(env, "nodefs_read_aged_renders_total")
+            shared = metric(env, "nodefs_read_aged_shared_total")
+            calls = env.calls().get("NodeGetVolumeStats", 0)
+            texts = set()
+            for _ in range(20):
+                with open(path) as f:
+                    texts.add(f.read())
+            self.assertEqual(len(texts), 1, texts)
+            self.assertIn("bytes_total ", texts.pop())
+            self.assertEqual(metric(env, "nodefs_read_aged_renders_total") - renders, 1)
+            self.assertGreaterEqual(metric(env, "nodefs_read_aged_shared_total") - shared, 19)
+            self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 1,
+                             "one call to the plugin for 20 reads")
+            # a change of the volume: the next read samples anew, and shows it
+            self.assertEqual(env.ctl("volumes/st/ctl", "unpublish"), (True, "OK"))
+            with open(path) as f:
+                self.assertEqual(f.read(), "")
+            self.assertEqual(metric(env, "nodefs_read_aged_renders_total") - renders, 2)
+
+        with vt.VolEnv(extra_nodefs="cache_max_age = 200ms") as env:
+            self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
+            self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
+                             (True, "OK"))
+            path = env.fs.path("volumes", "st", "stats")
+            renders = metric(env, "nodefs_read_aged_renders_total")
+            for _ in range(3):
+                with open(path) as f:
+                    self.assertIn("bytes_total ", f.read())
+                time.sleep(0.3)  # past the age, however slow the build
+            self.assertEqual(metric(env, "nodefs_read_aged_renders_total") - renders, 3)
+
+        with vt.VolEnv(extra_nodefs="cache_max_age = 0") as env:
+            self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
+            self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
+                             (True, "OK"))
+            path = env.fs.path("volumes", "st", "stats")
+            calls = env.calls().get("NodeGetVolumeStats", 0)
+            for _ in range(5):
+                with open(path) as f:
+                    self.assertIn("bytes_total ", f.read())
+            self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 5,
+                             "a call to the plugin at each read")
+            self.assertEqual(metric(env, "nodefs_read_aged_renders_total"), 0)
+            self.assertEqual(metric(env, "nodefs_read_aged_shared_total"), 0)
+
     def test_no_reader_sees_a_value_older_than_its_last_event(self):
         with vt.VolEnv() as env:
             names = ["s%d" % i for i in range(VOLS)]
