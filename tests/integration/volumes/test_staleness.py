@@ -220,11 +220,13 @@ class StalenessTest(unittest.TestCase):
             self.assertGreaterEqual(metric(env, "nodefs_read_aged_shared_total") - shared, 19)
             self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 1,
                              "one call to the plugin for 20 reads")
-            # a change of the volume: the next read samples anew, and shows it
+            # a change of the volume (it stays staged): the next read
+            # samples anew
             self.assertEqual(env.ctl("volumes/st/ctl", "unpublish"), (True, "OK"))
             with open(path) as f:
-                self.assertEqual(f.read(), "")
+                self.assertIn("bytes_total ", f.read())
             self.assertEqual(metric(env, "nodefs_read_aged_renders_total") - renders, 2)
+            self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 2)
 
         with vt.VolEnv(extra_nodefs="cache_max_age = 200ms") as env:
             self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
