@@ -528,12 +528,16 @@ static int cmd_create_run(struct bnode *n, const struct ctl_cmd *cmd, struct bre
 		return nerr_set(&rq->err, -r, "container '%s': %s", cmd->argv[1],
 				r == -EEXIST ? "exists" : strerror(-r));
 	}
-	bnode_unref(c->node);	/* the tree holds it now */
 	/* announced by container_submit once its operation is on record; a
-	 * create refused before that goes without a word */
+	 * create refused before that goes without a word. The node stays ours
+	 * until the end: once submitted, the create may fail, unmake the
+	 * container and the tree let it go */
+	struct bnode *node = c->node;
+
 	r = container_submit(c, CA_CREATE, cmdline_of(cmd, line, sizeof(line)), rq, &t);
 	if (r < 0 && r != -EINPROGRESS)
 		container_unmake(c);
+	bnode_unref(node);
 	return r;
 }
 

@@ -472,16 +472,23 @@ static int volume_start(struct backend *b, struct volume *v, int kind, const cha
 		volume_free(v);
 		return nerr_set(&rq->err, ENOMEM, "out of memory");
 	}
-	r = bnode_add(b->volumes, v->node);
-	bnode_unref(v->node);	/* the tree holds it, or it is freed */
-	if (r < 0)
-		return nerr_set(&rq->err, -r, "volume '%s': %s", v->name,
-				r == -EEXIST ? "exists" : strerror(-r));
+	struct bnode *node = v->node;	/* ours until the end: once submitted,
+					 * the create may fail, unmake the
+					 * volume and the tree let it go */
+
+	r = bnode_add(b->volumes, node);
+	if (r < 0) {
+		nerr_set(&rq->err, -r, "volume '%s': %s", v->name,
+			 r == -EEXIST ? "exists" : strerror(-r));
+		bnode_unref(node);	/* frees v */
+		return r;
+	}
 	/* a create is announced by volume_submit once its operation is on
 	 * record; one refused before that goes without a word */
 	r = volume_submit(v, kind, cmdline, rq, NULL);
 	if (r < 0 && r != -EINPROGRESS)
 		volume_unmake(v);
+	bnode_unref(node);
 	return r;
 }
 
