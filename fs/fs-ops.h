@@ -200,7 +200,10 @@ struct fs_req {
 	struct fs_pending *pending;	/* referenced; the list r is in */
 	struct fs_req *pprev, *pnext;	/* under pending->lock */
 	struct bnode *node;	/* the ctl's directory, or the parent */
-	struct fs_file *file;	/* writes */
+	/* writes: the open file (its reply buffer: keep_reply; valid while the
+	 * writer waits, so never touched once interrupted) and its attr */
+	struct fs_file *file;
+	const struct battr *attr;
 	char *buf;		/* writes: the lines */
 	size_t len, pos, size;
 	size_t done;		/* writes: the bytes of the lines that have run */
@@ -210,10 +213,15 @@ struct fs_req {
 	size_t cur_len;
 	char name[65];		/* mkdir */
 	/* writes waiting in fs->flushq (under fs->wlock): the change number to
-	 * see flushed, and the byte count to answer */
+	 * see flushed, the byte count to answer, and the request (taken from
+	 * req: req_take) */
 	struct fs_req *fnext;
 	uint64_t fseq;
 	size_t fcount;
+	fuse_req_t freq;
+	/* writes, under pending->lock: a signal interrupted the writer and
+	 * the kernel got EINTR (req is NULL then); no further line runs */
+	bool interrupted;
 };
 
 int fs_render(struct fs *f, const struct battr *a, struct bnode *n, struct sbuf *out);

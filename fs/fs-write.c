@@ -3,7 +3,8 @@
  * fs-write: the requests fs hands to the backend: ctl writes (checked
  * whole, then run line by line; a short count when a later line fails),
  * mkdir and rmdir, their answers from whatever thread completes them
- * (a write's once the notifier has flushed what it changed), the error
+ * (a write's once the notifier has flushed what it changed; EINTR at once
+ * when a signal interrupts its writer, the command going on), the error
  * line naming what failed, and the list of requests still held at a stop
  * (fs_pending_detach). Knows nothing of reads, renders or how the kernel's
  * caches are invalidated.
@@ -144,12 +145,70 @@ static void fs_req_set_error(struct fs_req *r, const char *msg)
 	bnode_set_error(r->node, line);
 }
 
+/*
+ * Interrupts. A ctl write waits on its command, which may take long (a
+ * stop's timeout, a plugin's create, a remote node's answer), and the
+ * kernel waits for the answer even through a SIGKILL of the writer. So an
+ * INTERRUPT answers the write EINTR at once; the command goes on, its
+ * operation showing how it ends, and no later line of the write runs.
+ *
+ * Whoever answers first wins, under pending->lock: write_interrupted
+ * clears r->req, or req_take (or a stop) takes it. The interrupt function
+ * finds its write by the request in the pending list rather than through
+ * a pointer it was given, so a write answered and freed meanwhile is
+ * simply not found (libfuse keeps the request itself alive, and its
+ * address unused, while the function runs).
+ */
+static void write_interrupted(fuse_req_t req, void *data)
+{
+	struct fs *f = fuse_req_userdata(req);
+	struct fs_pending *p = f->pending;
+
+	(void)data;
+	pthread_mutex_lock(&p->lock);
+	for (struct fs_req *r = p->head; r; r = r->pnext)
+		if (r->req == req && r->kind == FSR_WRITE) {
+			r->req = NULL;
+			r->interrupted = true;
+			fuse_reply_err(req, EINTR);
+			break;
+		}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The request to answer, now r's own answer is being made; NULL when an
+ * interrupt (or a stop) answered it already. */
+static fuse_req_t req_take(struct fs_req *r)
+{
+	struct fs_pending *p = r->pending;
+	fuse_req_t req;
+
+	pthread_mutex_lock(&p->lock);
+	req = r->req;
+	r->req = NULL;
+	pthread_mutex_unlock(&p->lock);
+	return req;
+}
+
+static bool req_interrupted(struct fs_req *r)
+{
+	bool i;
+
+	pthread_mutex_lock(&r->pending->lock);
+	i = r->interrupted;
+	pthread_mutex_unlock(&r->pending->lock);
+	return i;
+}
+
 static void fs_req_fail(struct fs_req *r, int result)
 {
 	const char *msg = r->rq.err.msg[0] ? r->rq.err.msg : strerror(-result);
+	fuse_req_t req;
 
 	fs_req_set_error(r, msg);
-	fuse_reply_err(r->req, -result);
+	req = req_take(r);
+	if (req)
+		fuse_reply_err(req, -result);
 	fs_req_free(r);
 }
 
@@ -169,19 +228,25 @@ static void write_reply(struct fs_req *r, size_t count)
 {
 	struct fs *f = r->fs;
 	uint64_t seq = tree_seq_now(r->node);
+	fuse_req_t req = req_take(r);
 
 	r->done = count;
+	if (!req) {	/* interrupted: the writer has its EINTR */
+		fs_req_free(r);
+		return;
+	}
 	pthread_mutex_lock(&f->wlock);
 	if (!f->stop && tree_seq_flushed(r->node) < seq) {
 		r->fseq = seq;
 		r->fcount = count;
+		r->freq = req;
 		r->fnext = f->flushq;
 		f->flushq = r;
 		pthread_mutex_unlock(&f->wlock);
 		return;
 	}
 	pthread_mutex_unlock(&f->wlock);
-	fuse_reply_write(r->req, count);
+	fuse_reply_write(req, count);
 	fs_req_free(r);
 }
 
@@ -199,7 +264,7 @@ void fs_write_answer_flushed(struct fs *f, bool all)
 			continue;
 		}
 		*pp = r->fnext;
-		fuse_reply_write(r->req, r->fcount);
+		fuse_reply_write(r->freq, r->fcount);
 		fs_req_free(r);
 	}
 }
@@ -250,13 +315,21 @@ static void fs_req_done(struct breq *rq, int result)
  * output): the file's reply, which its next reads return. */
 static void keep_reply(struct fs_req *r)
 {
+	struct fs_pending *p = r->pending;
+
 	if (!r->rq.reply.len)
 		return;
-	pthread_mutex_lock(&r->file->lock);
-	sbuf_reset(&r->file->reply);
-	r->file->reply_pos = 0;
-	sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
-	pthread_mutex_unlock(&r->file->lock);
+	/* the writer, not interrupted, still waits in write(2): the file is
+	 * open; interrupted, it may be closed and gone */
+	pthread_mutex_lock(&p->lock);
+	if (!r->interrupted && r->file) {
+		pthread_mutex_lock(&r->file->lock);
+		sbuf_reset(&r->file->reply);
+		r->file->reply_pos = 0;
+		sbuf_add(&r->file->reply, r->rq.reply.buf, r->rq.reply.len);
+		pthread_mutex_unlock(&r->file->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
 	sbuf_reset(&r->rq.reply);
 }
 
@@ -278,22 +351,29 @@ static void fs_req_answer(struct fs_req *r, int result)
 		return;
 	case FSR_MKDIR: {
 		struct bnode *kid = bnode_lookup(r->node, r->name);
+		fuse_req_t req = req_take(r);
 		struct fs_inode *i;
 		int e;
 
-		if (!kid) {
-			fuse_reply_err(r->req, ENOENT);
+		if (!req) {
+			/* answered at a stop */
+		} else if (!kid) {
+			fuse_reply_err(req, ENOENT);
 		} else if ((e = inode_lookup(r->fs->inodes, kid, -1, &i)) < 0) {
-			fuse_reply_err(r->req, -e);
+			fuse_reply_err(req, -e);
 		} else {
-			fs_reply_entry(r->req, r->fs, i);
+			fs_reply_entry(req, r->fs, i);
 		}
 		bnode_unref(kid);
 		break;
 	}
-	case FSR_RMDIR:
-		fuse_reply_err(r->req, 0);
+	case FSR_RMDIR: {
+		fuse_req_t req = req_take(r);
+
+		if (req)
+			fuse_reply_err(req, 0);
 		break;
+	}
 	}
 	fs_req_free(r);
 }
@@ -333,17 +413,26 @@ static int next_cmd_line(const char *buf, size_t len, size_t *pos, const char **
  * later continues from fs_req_done on the completing thread. */
 static void write_continue(struct fs_req *r)
 {
-	const struct battr *a = r->file->attr;
+	const struct battr *a = r->attr;
 	const char *line;
 	size_t llen;
 	int k;
 
 	while ((k = next_cmd_line(r->buf, r->len, &r->pos, &line, &llen)) > 0) {
+		if (req_interrupted(r)) {
+			/* the writer has its EINTR: the rest does not run */
+			r->line++;
+			r->cur = line;
+			r->cur_len = llen;
+			fs_req_set_error(r, "not run: the write was interrupted");
+			fs_req_free(r);
+			return;
+		}
 		r->line++;
 		r->cur = line;
 		r->cur_len = llen;
 		nerr_clear(&r->rq.err);
-		int res = a->store(r->file->node, line, llen, &r->rq);
+		int res = a->store(r->node, line, llen, &r->rq);
 		if (res == -EINPROGRESS)
 			return;
 		if (res < 0) {
@@ -368,7 +457,7 @@ static void write_continue(struct fs_req *r)
  * write_fail.) */
 static int write_check(struct fs_req *r)
 {
-	const struct battr *a = r->file->attr;
+	const struct battr *a = r->attr;
 	size_t pos = 0;
 	const char *line;
 	size_t llen;
@@ -381,7 +470,7 @@ static int write_check(struct fs_req *r)
 	if (k < 0)
 		return nerr_set(&r->rq.err, EINVAL, "command line longer than %d bytes", CTL_LINE_MAX);
 	for (pos = 0; next_cmd_line(r->buf, r->len, &pos, &line, &llen) > 0;) {
-		int res = a->check ? a->check(r->file->node, line, llen, &r->rq.err) : 0;
+		int res = a->check ? a->check(r->node, line, llen, &r->rq.err) : 0;
 
 		n++;
 		if (res < 0) {
@@ -515,6 +604,7 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	memcpy(r->buf, buf, size);
 	r->len = r->size = size;
 	r->file = h;
+	r->attr = h->attr;
 	r->rq.nonblock = h->nonblock || (fi->flags & O_NONBLOCK);
 	pthread_mutex_lock(&h->lock);
 	sbuf_reset(&h->reply);
@@ -533,6 +623,9 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fs_req_fail(r, res);
 		return;
 	}
+	/* called at once if the writer was interrupted already: then no line
+	 * runs (write_continue) */
+	fuse_req_interrupt_func(req, write_interrupted, NULL);
 	write_continue(r);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	fs_took(slot, &_fs_timer_.t0, &t1);

@@ -370,7 +370,8 @@ class RemoteWait(unittest.TestCase):
     def test_longer_than_a_ttl(self):
         """A remote command that runs longer than three of the writer's
         lease TTLs (a create whose plugin takes 6.5 s, against a 2 s TTL)
-        gets its answer: the writer waits while the target is UP."""
+        gets its answer: the writer waits while the target is UP. A writer
+        killed while it waits goes at once, the command going on."""
         with contextlib.ExitStack() as st:
             e = etcdtest.Etcd(wait=False)
             e, a, b = ct.started(st, e, ct.Node(e, "a", ttl="2s"),
@@ -385,6 +386,19 @@ class RemoteWait(unittest.TestCase):
             self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/volumes")))
             self.assertGreaterEqual(time.monotonic() - t0, 6.5)
             self.assertIn("slow", b.listdir("volumes"))
+            # a writer killed while it waits for the remote answer goes at
+            # once (the kernel would hold it until nodefs answered); the
+            # command goes on at b
+            w = subprocess.Popen(["bash", "-c", "echo 'create slow2 size=1M' > " +
+                                  a.path("cluster/nodes/b/volumes/ctl")])
+            self.assertTrue(nt.wait_until(lambda: "slow2" in b.listdir("volumes"),
+                                          nt.scaled(10)))
+            t0 = time.monotonic()
+            w.kill()
+            w.wait(timeout=nt.scaled(10))
+            self.assertLess(time.monotonic() - t0, 3, "the killed writer waited")
+            self.assertTrue(nt.wait_until(lambda: b.read("volumes/slow2/state") == "CREATED\n",
+                                          nt.scaled(20)), b.log())
 
 
 if __name__ == "__main__":

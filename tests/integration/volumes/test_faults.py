@@ -22,6 +22,9 @@ What it proves:
 """
 
 import os
+import signal
+import subprocess
+import sys
 import time
 import unittest
 
@@ -179,6 +182,49 @@ class FaultsTest(unittest.TestCase):
             t0 = time.monotonic()
             self.assertEqual(env.fs.stop(), [], env.fs.log())
             self.assertLess(time.monotonic() - t0, 15, "the daemon waited for the call")
+
+    def test_a_signal_interrupts_a_waiting_write(self):
+        """A writer waiting on a slow command gets EINTR as soon as a signal
+        interrupts it (the kernel would otherwise wait for the answer, even
+        through a SIGKILL); the command goes on to its end, and a later line
+        of the same write does not run. SIGKILL ends a waiting writer too."""
+        with vt.VolEnv(plugin_flags=["--delay", "CreateVolume=4"], csi_timeout="20s") as env:
+            ctl = env.fs.path("volumes", "ctl")
+            prog = ("import os, signal, sys\n"
+                    "def stop(*a): raise SystemExit(42)\n"
+                    "signal.signal(signal.SIGUSR1, stop)\n"
+                    "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+                    "print('writing', flush=True)\n"
+                    "os.write(fd, sys.argv[2].encode())\n")
+            w = subprocess.Popen([sys.executable, "-c", prog, ctl,
+                                  "create slow size=1M\ncreate after size=1M\n"],
+                                 stdout=subprocess.PIPE, text=True)
+            self.assertEqual(w.stdout.readline(), "writing\n")
+            self.assertTrue(nt.wait_until(lambda: "slow" in env.volumes(), nt.scaled(10)))
+            t0 = time.monotonic()
+            w.send_signal(signal.SIGUSR1)
+            self.assertEqual(w.wait(timeout=nt.scaled(10)), 42)
+            self.assertLess(time.monotonic() - t0, 3, "the writer waited for the command")
+            self.assertEqual(env.state("slow"), "CREATING")
+            # the command goes on and ends; the second line never runs
+            self.assertTrue(nt.wait_until(lambda: env.state("slow") == "CREATED",
+                                          nt.scaled(20)), env.fs.log())
+            _, op = env.last_op("volumes/slow")
+            self.assertEqual(op["state"], "FINISHED")
+            self.assertIn("interrupted", env.fs.error("volumes"))
+            self.assertNotIn("after", env.volumes())
+            # SIGKILL: the kernel sends the interrupt, and the process goes
+            w = subprocess.Popen(["bash", "-c", "echo 'create slow2 size=1M' > " + ctl])
+            self.assertTrue(nt.wait_until(lambda: "slow2" in env.volumes(), nt.scaled(10)))
+            t0 = time.monotonic()
+            w.kill()
+            w.wait(timeout=nt.scaled(10))
+            self.assertLess(time.monotonic() - t0, 3, "the killed writer waited for the command")
+            self.assertTrue(nt.wait_until(lambda: env.state("slow2") == "CREATED",
+                                          nt.scaled(20)), env.fs.log())
+            # an uninterrupted write still waits for its answer
+            self.assertEqual(env.ctl("volumes/ctl", "create third size=1M"), (True, "OK"))
+            self.assertEqual(env.state("third"), "CREATED")
 
     def test_timeouts_leave_transient_state_and_are_redriven(self):
         with vt.VolEnv(["--delay", "CreateVolume=2"], csi_timeout="500ms") as env:
