@@ -9,8 +9,8 @@
  * call (info, capabilities, node id, capacity, the plugin's volume list) is
  * fetched by a refresh on the worker pool — at start, when the plugin
  * becomes READY, and every reconcile_interval — and served from that
- * cache, so a read never waits on a plugin. health follows Probe and the
- * connection, live.
+ * cache (plugin-refresh.c), so a read never waits on a plugin. health
+ * follows Probe and the connection, live.
  */
 #include "backend-internal.h"
 
@@ -24,36 +24,12 @@
 
 #include "log.h"
 #include "macro.h"
+#include "plugin-internal.h"
 #include "plugin-proc.h"
 #include "secrets.h"
 #include "units.h"
 #include "valid.h"
 
-struct plugin {
-	struct backend *b;
-	struct bnode *node;		/* borrowed */
-	char *name;
-	char *endpoint;
-	char *secrets;			/* add's secrets=, or NULL */
-	bool from_config;
-	const struct storage_ops *ops;
-	void *h;			/* storage handle; NULL until plugins_start */
-	struct pproc *proc;		/* started by nodefs (command); else NULL */
-
-	pthread_mutex_t lock;		/* the cache below */
-	bool have_info, have_caps;
-	char info_name[256], info_version[256];
-	struct storage_caps caps;
-	char node_id[256];
-	struct sbuf capacity;		/* the capacity file */
-	struct sbuf volumes;		/* the volumes file */
-	time_t refreshed;
-	bool refreshing;
-	bool have_lists;		/* capacity and volumes fetched once */
-	bool lists_stale;		/* a volume changed since the fetch */
-	enum storage_health last_health;
-	char refresh_error[NERR_MSG_MAX];
-};
 
 static void plugin_free(struct plugin *p)
 {
@@ -71,10 +47,6 @@ static void plugin_free(struct plugin *p)
 	free(p);
 }
 
-static struct plugin *pof(struct bnode *n)
-{
-	return n->priv;
-}
 
 /* The backend's storage implementation: CSI unless a test set another. */
 static const struct storage_ops *storage_of(struct backend *b)
@@ -82,7 +54,7 @@ static const struct storage_ops *storage_of(struct backend *b)
 	return b->storage ? b->storage : &csi_storage_ops;
 }
 
-static const char *health_to_string(enum storage_health h)
+const char *plugin_health_name(enum storage_health h)
 {
 	switch (h) {
 	case STORAGE_HEALTH_READY: return "READY";
@@ -197,201 +169,6 @@ char *plugin_secrets_dup(struct backend *b, const char *name)
 	return s;
 }
 
-static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
-{
-	struct backend *b = p->b;
-
-	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_GET_CAPACITY)) {
-		sbuf_adds(out, "unsupported: the plugin has no GET_CAPACITY capability\n");
-		return;
-	}
-	const struct config *pc = backend_profiles(b);
-
-	for (size_t i = 0; i <= pc->nprofiles; i++) {
-		const struct config_profile *pr = i < pc->nprofiles ? &pc->profiles[i] : NULL;
-		struct storage_req rq = { 0 };
-		struct nerr err = { 0 };
-		int64_t bytes;
-
-		if (pr && (!pr->plugin || strcmp(pr->plugin, p->name) != 0))
-			continue;
-		rq.cap = storage_cap_of(pr ? pr->access_mode : NULL, pr ? pr->fs_type : NULL,
-					pr ? pr->mount_flags : NULL);
-		rq.params = pr ? pr->params : NULL;
-		if (p->ops->capacity(p->h, &rq, &bytes, NULL, NULL, NULL, &err) >= 0)
-			sbuf_printf(out, "%s %lld\n", pr ? pr->name : "default", (long long)bytes);
-		else
-			sbuf_printf(out, "%s error: %s\n", pr ? pr->name : "default", err.msg);
-	}
-}
-
-static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
-{
-	struct volume_index *ix;
-	char *token = NULL;
-
-	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_LIST_VOLUMES)) {
-		sbuf_adds(out, "unsupported: the plugin has no LIST_VOLUMES capability\n");
-		return;
-	}
-	ix = volume_index_new(p->b, p->name);
-	if (!ix) {
-		sbuf_adds(out, "error: out of memory\n");
-		return;
-	}
-	for (int pages = 0; pages < 1000; pages++) {
-		struct storage_page pg = { 0 };
-		struct nerr err = { 0 };
-
-		if (p->ops->list(p->h, token, &pg, NULL, NULL, NULL, &err) < 0) {
-			sbuf_printf(out, "error: %s\n", err.msg);
-			break;
-		}
-		for (size_t i = 0; i < pg.n; i++) {
-			const struct storage_volume *v = &pg.v[i];
-			const char *known;
-
-			if ((known = volume_index_find(ix, v->id)))
-				sbuf_printf(out, "%s %lld known %s\n", v->id, (long long)v->capacity, known);
-			else
-				sbuf_printf(out, "%s %lld discovered\n", v->id, (long long)v->capacity);
-		}
-		free(token);
-		token = TAKE_PTR(pg.next_token);
-		storage_page_clear(&pg);
-		if (!token)
-			break;
-	}
-	free(token);
-	volume_index_free(ix);
-}
-
-static void plugin_refresh(void *arg)
-{
-	struct bnode *n = arg;
-	struct plugin *p = pof(n);
-	struct sbuf cap = SBUF_INIT(1u << 20), vols = SBUF_INIT(8u << 20);
-	struct nerr err = { 0 };
-	struct storage_caps caps;
-	char *iname = NULL, *iver = NULL;
-	char node_id[256];
-	int r;
-
-	/* a refresh still queued at a stop would only hold the exit up */
-	if (atomic_load(&n->dead) || atomic_load(&p->b->state) == BACKEND_STOPPING)
-		goto out;
-	pthread_mutex_lock(&p->lock);
-	p->lists_stale = false;		/* a change from now on marks it again */
-	pthread_mutex_unlock(&p->lock);
-	r = p->ops->plugin_info(p->h, &iname, &iver, &err);
-	if (r >= 0) {
-		pthread_mutex_lock(&p->lock);
-		snprintf(p->info_name, sizeof(p->info_name), "%s", iname ? iname : "");
-		snprintf(p->info_version, sizeof(p->info_version), "%s", iver ? iver : "");
-		p->have_info = true;
-		pthread_mutex_unlock(&p->lock);
-	}
-	free(iname);
-	free(iver);
-	if (r >= 0) {
-		r = p->ops->capabilities(p->h, &caps, &err);
-		if (r >= 0) {
-			pthread_mutex_lock(&p->lock);
-			p->caps = caps;
-			p->have_caps = true;
-			pthread_mutex_unlock(&p->lock);
-		}
-	}
-	if (r >= 0)
-		r = plugin_node_id(p, node_id, sizeof(node_id), &err);
-	if (r >= 0) {
-		refresh_capacity(p, &caps, &cap);
-		refresh_volumes(p, &caps, &vols);
-		volumes_refresh_stats(p->b, p->name);
-	}
-	pthread_mutex_lock(&p->lock);
-	if (r >= 0) {
-		sbuf_free(&p->capacity);
-		p->capacity = cap;
-		sbuf_free(&p->volumes);
-		p->volumes = vols;
-		p->have_lists = true;
-		sbuf_init(&cap, 0);
-		sbuf_init(&vols, 0);
-		p->refresh_error[0] = '\0';
-	} else {
-		snprintf(p->refresh_error, sizeof(p->refresh_error), "%s", err.msg);
-	}
-	p->refreshed = time(NULL);
-	p->refreshing = false;
-	pthread_mutex_unlock(&p->lock);
-	bnode_changed(n);
-out:
-	sbuf_free(&cap);
-	sbuf_free(&vols);
-	bnode_unref(n);
-}
-
-static void plugin_refresh_soon(struct plugin *p)
-{
-	bool go;
-
-	if (!p->h)
-		return;
-	pthread_mutex_lock(&p->lock);
-	go = !p->refreshing;
-	p->refreshing = true;
-	pthread_mutex_unlock(&p->lock);
-	if (go && work_submit(p->b->work, plugin_refresh, bnode_ref(p->node)) < 0) {
-		pthread_mutex_lock(&p->lock);
-		p->refreshing = false;
-		pthread_mutex_unlock(&p->lock);
-		bnode_unref(p->node);
-	}
-}
-
-/* From the monitor thread: refresh what is stale, and right away when a
- * plugin has just become READY. */
-void plugins_tick(struct backend *b)
-{
-	/* 0: no periodic refresh (reconciliation off); a plugin that becomes
-	 * READY and a read after a volume change still refresh */
-	uint64_t every = b->cfg->reconcile_interval_ms / 1000;
-
-	if (b->cfg->reconcile_interval_ms && every == 0)
-		every = 1;
-	struct bnode **v;
-	size_t n;
-
-	if (bnode_list(b->plugins, &v, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct plugin *p = pof(v[i]);
-		struct storage_health_info h;
-		bool stale;
-
-		if (!p->h)
-			continue;
-		p->ops->health(p->h, &h);
-		pthread_mutex_lock(&p->lock);
-		stale = (h.health == STORAGE_HEALTH_READY && p->last_health != STORAGE_HEALTH_READY) ||
-			(every && (uint64_t)(time(NULL) - p->refreshed) >= every);
-		if (h.health != p->last_health) {
-			const char *old = health_to_string(p->last_health);
-			p->last_health = h.health;
-			pthread_mutex_unlock(&p->lock);
-			events_emit(b->events, "plugin", p->name, old, health_to_string(h.health),
-				    NULL, h.reason[0] ? h.reason : NULL);
-			bnode_changed(v[i]);
-			pthread_mutex_lock(&p->lock);
-		}
-		pthread_mutex_unlock(&p->lock);
-		if (stale)
-			plugin_refresh_soon(p);
-	}
-	bnode_list_free(v, n);
-}
-
 /* ---- files ---- */
 
 static int show_endpoint(struct bnode *n, struct sbuf *out)
@@ -462,59 +239,20 @@ static int show_health(struct bnode *n, struct sbuf *out)
 		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	}
 	if (h.reason[0])
-		return sbuf_printf(out, "%s since %s: %s\n", health_to_string(h.health), t, h.reason);
-	return sbuf_printf(out, "%s since %s\n", health_to_string(h.health), t);
-}
-
-static int show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
-{
-	int r;
-
-	pthread_mutex_lock(&p->lock);
-	if (p->have_lists)
-		r = sbuf_add(out, src->buf ? src->buf : "", src->len);
-	else
-		r = sbuf_printf(out, "unknown: %s\n",
-				p->refresh_error[0] ? p->refresh_error : "not fetched yet");
-	pthread_mutex_unlock(&p->lock);
-	return r;
-}
-
-/* The capacity and volume lists are refreshed in the background: the read
- * that finds them stale still shows the cached lists. */
-void plugin_lists_stale(struct backend *b, const char *name)
-{
-	struct bnode *n = bnode_lookup(b->plugins, name);
-
-	if (!n)
-		return;
-	pthread_mutex_lock(&pof(n)->lock);
-	pof(n)->lists_stale = true;
-	pthread_mutex_unlock(&pof(n)->lock);
-	bnode_unref(n);
-}
-
-static void refresh_if_stale(struct plugin *p)
-{
-	bool stale;
-
-	pthread_mutex_lock(&p->lock);
-	stale = p->lists_stale;
-	pthread_mutex_unlock(&p->lock);
-	if (stale)
-		plugin_refresh_soon(p);
+		return sbuf_printf(out, "%s since %s: %s\n", plugin_health_name(h.health), t, h.reason);
+	return sbuf_printf(out, "%s since %s\n", plugin_health_name(h.health), t);
 }
 
 static int show_capacity(struct bnode *n, struct sbuf *out)
 {
-	refresh_if_stale(pof(n));
-	return show_cached(pof(n), &pof(n)->capacity, out);
+	plugin_refresh_if_stale(pof(n));
+	return plugin_show_cached(pof(n), &pof(n)->capacity, out);
 }
 
 static int show_volumes(struct bnode *n, struct sbuf *out)
 {
-	refresh_if_stale(pof(n));
-	return show_cached(pof(n), &pof(n)->volumes, out);
+	plugin_refresh_if_stale(pof(n));
+	return plugin_show_cached(pof(n), &pof(n)->volumes, out);
 }
 
 static int show_info_json(struct bnode *n, struct sbuf *out)
@@ -534,7 +272,7 @@ static int show_info_json(struct bnode *n, struct sbuf *out)
 		      "name", p->name, "endpoint", p->endpoint, "from_config", p->from_config,
 		      "plugin_name", p->have_info ? p->info_name : NULL,
 		      "vendor_version", p->have_info ? p->info_version : NULL,
-		      "health", health_to_string(h.health), "health_since_unix", (json_int_t)h.since,
+		      "health", plugin_health_name(h.health), "health_since_unix", (json_int_t)h.since,
 		      "health_reason", h.reason, "capabilities", caps, "node_id", p->node_id);
 	pthread_mutex_unlock(&p->lock);
 	return show_json(out, j);
