@@ -197,16 +197,20 @@ class StalenessTest(unittest.TestCase):
                 for fd in fds:
                     os.close(fd)
 
+    def published_stats(self, env):
+        """Make volume st, publish it, and return its stats file's path."""
+        self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
+        self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
+                         (True, "OK"))
+        return env.fs.path("volumes", "st", "stats")
+
     def test_stats_readers_share_a_sample_for_cache_max_age(self):
         """A volume's stats (a NodeGetVolumeStats call) is shared by its
         readers for at most cache_max_age: readers one after another within
         the age get one sample, a change of the volume ends the age early,
         and past the age a read samples anew."""
         with vt.VolEnv(extra_nodefs="cache_max_age = 1h") as env:
-            self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
-            self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
-                             (True, "OK"))
-            path = env.fs.path("volumes", "st", "stats")
+            path = self.published_stats(env)
             renders = metric(env, "nodefs_read_aged_renders_total")
             shared = metric(env, "nodefs_read_aged_shared_total")
             calls = env.calls().get("NodeGetVolumeStats", 0)
@@ -229,10 +233,7 @@ class StalenessTest(unittest.TestCase):
             self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 2)
 
         with vt.VolEnv(extra_nodefs="cache_max_age = 200ms") as env:
-            self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
-            self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
-                             (True, "OK"))
-            path = env.fs.path("volumes", "st", "stats")
+            path = self.published_stats(env)
             renders = metric(env, "nodefs_read_aged_renders_total")
             for _ in range(3):
                 with open(path) as f:
@@ -241,10 +242,7 @@ class StalenessTest(unittest.TestCase):
             self.assertEqual(metric(env, "nodefs_read_aged_renders_total") - renders, 3)
 
         with vt.VolEnv(extra_nodefs="cache_max_age = 0") as env:
-            self.assertEqual(env.ctl("volumes/ctl", "create st size=1M"), (True, "OK"))
-            self.assertEqual(env.ctl("volumes/st/ctl", "publish " + env.target("st")),
-                             (True, "OK"))
-            path = env.fs.path("volumes", "st", "stats")
+            path = self.published_stats(env)
             calls = env.calls().get("NodeGetVolumeStats", 0)
             for _ in range(5):
                 with open(path) as f:
