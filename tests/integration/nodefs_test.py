@@ -353,6 +353,33 @@ def unmount_all_under(path):
             subprocess.run(["umount", "-l", m], capture_output=True)
 
 
+def end_daemon(fs, before_cleanup=None):
+    """The end of a test environment's daemon: stop fs (a Nodefs, or None)
+    if it runs, then run before_cleanup (what must go while its mount is
+    still there; an OSError from it is ignored), then clean up its mount
+    and dir. Returns (the problems the stop found, the daemon's log with
+    what its exit printed)."""
+    problems, log = [], ""
+    if fs is None:
+        return problems, log
+    if fs.proc is not None:
+        problems = fs.stop()
+    log = fs.log()
+    if before_cleanup is not None:
+        try:
+            before_cleanup()
+        except OSError:
+            pass
+    fs._cleanup()
+    return problems, log
+
+
+def remove_tree(path):
+    """Unmount everything under path, then remove it (test cleanup)."""
+    unmount_all_under(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def is_mounted(path):
     return mount_entry(path) is not None
 

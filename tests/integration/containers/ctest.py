@@ -196,11 +196,7 @@ class Env:
     def _teardown(self):
         problems = []
         try:
-            if self.fs is not None and self.fs.proc is not None:
-                problems = self.fs.stop()
-            if self.fs is not None:
-                self.final_log = self.fs.log()   # with what the exit printed
-                self.fs._cleanup()
+            problems, self.final_log = nt.end_daemon(self.fs)
         finally:
             try:
                 self.kill_leftovers()
@@ -209,8 +205,7 @@ class Env:
                 if self.plugin is not None:
                     self.plugin.stop()
                 if self.tmp:
-                    unmount_all_under(self.tmp)
-                    shutil.rmtree(self.tmp, ignore_errors=True)
+                    nt.remove_tree(self.tmp)
         return problems
 
     def kill_leftovers(self):

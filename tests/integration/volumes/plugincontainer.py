@@ -54,15 +54,7 @@ class Env:
     def _teardown(self):
         problems = []
         try:
-            if self.fs is not None:
-                if self.fs.proc is not None:
-                    problems = self.fs.stop()
-                self.final_log = self.fs.log()
-                try:
-                    self.remove_containers()
-                except OSError:
-                    pass
-                self.fs._cleanup()
+            problems, self.final_log = nt.end_daemon(self.fs, self.remove_containers)
         finally:
             vt.unmount_all_under(self.tmp)
             if self.shared:

@@ -17,8 +17,6 @@ nodefs ends its plugins (SIGTERM) unless keep_running = yes, and a kept one
 is adopted by the next start.
 """
 
-import errno
-import json
 import os
 import shutil
 import signal
@@ -50,21 +48,6 @@ default = yes
            retry_max=retry_max)
 
 
-def drain(fd):
-    buf = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError as e:
-            if e.errno == errno.EAGAIN:
-                break
-            raise
-        if not chunk:
-            break
-        buf += chunk
-    return [json.loads(l) for l in buf.decode().splitlines() if l.strip()]
-
-
 class SupEnv:
     """A temp dir (pub/, base/, state/) and a nodefs whose config starts the
     test plugin. Leaving ends nodefs, then every process still running with
@@ -94,11 +77,7 @@ class SupEnv:
     def _teardown(self):
         problems = []
         try:
-            if self.fs is not None:
-                if self.fs.proc is not None:
-                    problems = self.fs.stop()
-                self.final_log = self.fs.log()
-                self.fs._cleanup()
+            problems, self.final_log = nt.end_daemon(self.fs)
         finally:
             for arg in (self.base, os.path.join(self.tmp, "base2")):
                 for pid in nt.find_pids_with_arg(arg):
@@ -107,8 +86,7 @@ class SupEnv:
                     except OSError:
                         pass
             nt.wait_until(lambda: not nt.find_pids_with_arg(self.base), 5)
-            vt.unmount_all_under(self.tmp)
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            nt.remove_tree(self.tmp)
         return problems
 
     def __exit__(self, exc_type, exc, tb):
@@ -208,7 +186,7 @@ class SuperviseTest(unittest.TestCase):
             self.assertEqual(env.pids(), [int(proc["pid"])], "one process")
             self.assertEqual(env.metric("nodefs_csi_plugin_terminations_total"), 1)
             self.assertEqual(env.metric("nodefs_csi_plugin_restarts_total"), 1)
-            ev = [e for e in drain(evfd)
+            ev = [e for e in vt.drain_events(evfd)
                   if e.get("kind") == "plugin" and e.get("name") == "hp"]
             news = [e["new"] for e in ev]
             self.assertIn("exited", news)

@@ -276,6 +276,22 @@ class LocalPlugin(Plugin):
         return os.path.join(self.base, "data", vid)
 
 
+def drain_events(fd):
+    """Every event line readable now from fd (non-blocking), as dicts."""
+    buf = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError as e:
+            if e.errno == errno.EAGAIN:
+                break
+            raise
+        if not chunk:
+            break
+        buf += chunk
+    return [json.loads(l) for l in buf.decode().splitlines() if l.strip()]
+
+
 def config_text(tmp, plugin, extra_nodefs="", extra="", csi_timeout="2s",
                 retry_backoff="50ms"):
     return """[nodefs]
@@ -344,11 +360,7 @@ class VolEnv:
         problems = []
         self.final_log = ""
         try:
-            if self.fs is not None:
-                if self.fs.proc is not None:
-                    problems = self.fs.stop()
-                self.final_log = self.fs.log()
-                self.fs._cleanup()
+            problems, self.final_log = nt.end_daemon(self.fs)
         finally:
             if self.plugin is not None:
                 problems += self.plugin.stop()
@@ -445,19 +457,7 @@ class VolEnv:
         return os.open(self.fs.path("events"), os.O_RDONLY | os.O_NONBLOCK)
 
     def drain_events(self, fd):
-        """Every event line readable now from fd, as dicts."""
-        buf = b""
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError as e:
-                if e.errno == errno.EAGAIN:
-                    break
-                raise
-            if not chunk:
-                break
-            buf += chunk
-        return [json.loads(l) for l in buf.decode().splitlines() if l.strip()]
+        return drain_events(fd)
 
     def volume_walk(self, events, name):
         """The states volume name went through, in order, from events."""
