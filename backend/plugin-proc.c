@@ -931,8 +931,24 @@ bool pproc_health(struct pproc *pp, struct storage_health_info *h)
 	return r;
 }
 
+/* What the supervisor is doing with the plugin, as process shows it. */
+static const char *pp_state_name(enum pp_state st)
+{
+	switch (st) {
+	case PP_IDLE: return "idle";
+	case PP_BACKOFF: return "backoff";
+	case PP_SPAWNING: return "spawning";
+	case PP_STARTING: return "starting";
+	case PP_UP: return "up";
+	case PP_KILLING: return "killing";
+	default: return "stopped";
+	}
+}
+
 int pproc_show_process(struct pproc *pp, struct sbuf *out)
 {
+	/* set on the loop thread: a snapshot */
+	enum pp_state st = __atomic_load_n(&pp->st, __ATOMIC_RELAXED);
 	char t[64];
 	int r;
 
@@ -942,6 +958,8 @@ int pproc_show_process(struct pproc *pp, struct sbuf *out)
 		r = sbuf_printf(out, "pid: %d\n", (int)pp->pid);
 	else
 		r = sbuf_printf(out, "pid: none\n");
+	if (r >= 0)
+		r = sbuf_printf(out, "supervision: %s\n", pp_state_name(st));
 	if (r >= 0 && pp->runtime)
 		r = sbuf_printf(out, "runtime: %s\nimage: %s\ncontainer: %s\n", pp->runtime, pp->image,
 				pp->cid[0] ? pp->cid : "none");

@@ -103,8 +103,12 @@ class SupEnv:
         return self.fs.read("plugins", name, "health")
 
     def wait_ready(self, name="hp", timeout=40):
+        # the supervisor's own first Probe answered too: until then a hung
+        # plugin is one that has not started (60 s), not one that stopped
+        # answering
         ok = nt.wait_until(lambda: self.health(name).startswith("READY")
-                           and self.process(name)["pid"] != "none", timeout, 0.1)
+                           and self.process(name)["pid"] != "none"
+                           and self.process(name)["supervision"] == "up", timeout, 0.1)
         if not ok:
             raise AssertionError("plugin %s not READY: %r %r\nlog:\n%s\nplugin log:\n%s" % (
                 name, self.health(name), self.process(name), self.fs.log(),
