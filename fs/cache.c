@@ -129,15 +129,17 @@ void cache_take(struct fs_cache *c, struct cache_batch *b)
 static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_session *se)
 {
 	size_t k = i->ino % TOLD_LOCKS;
+	struct fs_inode_ext *x;
 
 	pthread_mutex_lock(&c->attr_lock[k]);
 	if (se)
 		fuse_lowlevel_notify_inval_inode(se, i->ino, 0, 0);
 	pthread_mutex_lock(&c->text_lock[k]);
-	if (i->told) {
-		free(i->prev);
-		i->prev = i->told;
-		i->told = NULL;
+	x = atomic_load(&i->ext);	/* none: nothing was told */
+	if (x && x->told) {
+		free(x->prev);
+		x->prev = x->told;
+		x->told = NULL;
 	}
 	pthread_mutex_unlock(&c->text_lock[k]);
 	pthread_mutex_unlock(&c->attr_lock[k]);
@@ -210,13 +212,16 @@ static int render_told(struct fs_cache *c, struct fs_inode *i, struct told **ret
 int cache_size(struct fs_cache *c, struct fs_inode *i, size_t *ret_len)
 {
 	size_t k = i->ino % TOLD_LOCKS;
+	struct fs_inode_ext *x = inode_ext(i);
 	struct told *t = NULL;
 	int r = 0;
 
+	if (!x)
+		return -ENOMEM;
 	pthread_mutex_lock(&c->attr_lock[k]);
 	pthread_mutex_lock(&c->text_lock[k]);
-	if (i->told) {
-		*ret_len = ((struct told *)i->told)->len;
+	if (x->told) {
+		*ret_len = ((struct told *)x->told)->len;
 		pthread_mutex_unlock(&c->text_lock[k]);
 		pthread_mutex_unlock(&c->attr_lock[k]);
 		return 0;
@@ -226,12 +231,12 @@ int cache_size(struct fs_cache *c, struct fs_inode *i, size_t *ret_len)
 	r = render_told(c, i, &t);
 	if (r == 0) {
 		pthread_mutex_lock(&c->text_lock[k]);
-		if (i->told) {	/* a READ made one meanwhile: the kernel may read it */
+		if (x->told) {	/* a READ made one meanwhile: the kernel may read it */
 			free(t);
 		} else {
-			i->told = t;
+			x->told = t;
 		}
-		*ret_len = ((struct told *)i->told)->len;
+		*ret_len = ((struct told *)x->told)->len;
 		pthread_mutex_unlock(&c->text_lock[k]);
 	}
 	pthread_mutex_unlock(&c->attr_lock[k]);
@@ -251,12 +256,15 @@ static int serve(const struct told *t, struct sbuf *snap, uint64_t *ret_version)
 int cache_read(struct fs_cache *c, struct fs_inode *i, struct sbuf *snap, uint64_t *ret_version)
 {
 	size_t k = i->ino % TOLD_LOCKS;
+	struct fs_inode_ext *x = inode_ext(i);
 	struct told *t = NULL;
 	int r;
 
+	if (!x)
+		return -ENOMEM;
 	pthread_mutex_lock(&c->text_lock[k]);
-	if (i->told || i->prev) {
-		r = serve(i->told ? i->told : i->prev, snap, ret_version);
+	if (x->told || x->prev) {
+		r = serve(x->told ? x->told : x->prev, snap, ret_version);
 		pthread_mutex_unlock(&c->text_lock[k]);
 		return r;
 	}
@@ -266,12 +274,12 @@ int cache_read(struct fs_cache *c, struct fs_inode *i, struct sbuf *snap, uint64
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->text_lock[k]);
-	if (i->told || i->prev) {
+	if (x->told || x->prev) {
 		free(t);
 	} else {
-		i->told = t;
+		x->told = t;
 	}
-	r = serve(i->told ? i->told : i->prev, snap, ret_version);
+	r = serve(x->told ? x->told : x->prev, snap, ret_version);
 	pthread_mutex_unlock(&c->text_lock[k]);
 	return r;
 }

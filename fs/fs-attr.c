@@ -154,7 +154,7 @@ void fs_reply_entry(fuse_req_t req, struct fs *f, struct fs_inode *i)
 	struct fuse_entry_param e = { 0 };
 
 	e.ino = i->ino;
-	e.generation = i->generation;
+	e.generation = inode_generation(f->inodes);
 	e.attr_timeout = f->opts.attr_timeout;
 	e.entry_timeout = f->opts.entry_timeout;
 	fill_stat(f, i, &e.attr);
@@ -356,15 +356,22 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			e.attr.st_ino = 0xffffffff;	/* unused without use_ino */
 			len = fuse_add_direntry(req, buf + used, size - used, name, &e.attr, (off_t)next);
 		} else {
-			/* readdirplus hands the kernel an entry: a lookup, except
-			 * for "." and ".." which it does not keep */
-			if (o >= 2 && inode_lookup(f->inodes, kid ? kid : n, kid ? -1 : attr, &ei) == 0) {
+			/* readdirplus hands the kernel an entry (a lookup) for a
+			 * directory, which a walk goes into. A file's entry has
+			 * no number, so the kernel keeps only its name and type,
+			 * and looks it up when it is opened or stat'ed: a walk
+			 * (find) never costs an inode per file, here or in the
+			 * kernel. "." and ".." are not kept either. */
+			if (kid && inode_lookup(f->inodes, kid, -1, &ei) == 0) {
 				e.ino = ei->ino;
-				e.generation = i->generation;
+				e.generation = inode_generation(f->inodes);
 				e.attr_timeout = f->opts.attr_timeout;
 				e.entry_timeout = f->opts.entry_timeout;
 				fill_stat(f, ei, &e.attr);
 			}
+			if (!ei)	/* the dirent's own number: never 0 */
+				e.attr.st_ino = (ino_t)inode_number(kid ? kid->serial : n->serial,
+								    kid ? -1 : attr);
 			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)next);
 			if (len > size - used && ei)
 				inode_forget(f->inodes, ei->ino, 1);	/* did not fit: not handed over */

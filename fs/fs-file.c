@@ -77,7 +77,7 @@ uint64_t fs_file_seen(const struct fs_file *h)
 		return h->snapped ? seen : UINT64_MAX;	/* never read: nothing to tell */
 	if (h->open_flushed > seen)
 		seen = h->open_flushed;
-	if (h->told > seen && atomic_load(&h->inode->filled) >= h->told)
+	if (h->told > seen && atomic_load(&h->ix->filled) >= h->told)
 		seen = h->told;
 	return seen;
 }
@@ -94,7 +94,7 @@ static void file_recharge(struct fs_file *h)
 	/* a shared render is charged whole to each holder: the bound stays
 	 * what it was, though the memory is held once */
 	if (held)
-		atomic_store(&h->inode->snap_hint, held);
+		atomic_store(&h->ix->snap_hint, held);
 	budget_adjust(&h->fs->budget, h->uid, h->charged, now);
 	h->charged = now;
 }
@@ -105,13 +105,14 @@ static void file_recharge(struct fs_file *h)
  * snapshot of it or measured now by a render (once per file). A stream's
  * bytes are charged as they come.
  */
-static size_t open_cost(struct fs *f, struct fs_inode *i, const struct battr *a)
+static size_t open_cost(struct fs *f, struct fs_inode *i, struct fs_inode_ext *x,
+			const struct battr *a)
 {
 	size_t hint;
 
 	if (a->stream || (a->flags & BATTR_CTL))
 		return BUDGET_OPEN_COST;
-	hint = atomic_load(&i->snap_hint);
+	hint = atomic_load(&x->snap_hint);
 	if (!hint) {
 		struct sbuf tmp = SBUF_INIT(FILE_SNAPSHOT_CAP);
 
@@ -119,7 +120,7 @@ static size_t open_cost(struct fs *f, struct fs_inode *i, const struct battr *a)
 			hint = tmp.alloc;
 		sbuf_free(&tmp);
 		if (hint)
-			atomic_store(&i->snap_hint, hint);
+			atomic_store(&x->snap_hint, hint);
 	}
 	return BUDGET_OPEN_COST + hint;
 }
@@ -152,8 +153,8 @@ static void share_drop(struct fs *f, struct fs_file *h)
 	l = &f->share_lock[h->inode->ino % SHARE_LOCKS];
 	pthread_mutex_lock(l);
 	if (--s->ref == 0) {
-		if (h->inode->shared == s)
-			h->inode->shared = NULL;
+		if (h->ix->shared == s)
+			h->ix->shared = NULL;
 		free(s);
 	}
 	pthread_mutex_unlock(l);
@@ -172,8 +173,8 @@ static void share_drop(struct fs *f, struct fs_file *h)
  */
 static int share_read(struct fs *f, struct fs_file *h)
 {
-	struct fs_inode *i = h->inode;
-	pthread_mutex_t *l = &f->share_lock[i->ino % SHARE_LOCKS];
+	struct fs_inode_ext *x = h->ix;
+	pthread_mutex_t *l = &f->share_lock[h->inode->ino % SHARE_LOCKS];
 	bool aged = share_aged(f, h->attr);
 	uint64_t age = aged ? f->opts.cache_max_age_ms * 1000000u : 0;
 	uint64_t v = atomic_load(&h->node->version);
@@ -183,7 +184,7 @@ static int share_read(struct fs *f, struct fs_file *h)
 	int r;
 
 	pthread_mutex_lock(l);
-	s = i->shared;
+	s = x->shared;
 	if (s && snap_serves(s->version, s->made, v, t0, age)) {
 		if (s != h->shared) {
 			s->ref++;
@@ -219,9 +220,9 @@ static int share_read(struct fs *f, struct fs_file *h)
 	sbuf_free(&out);
 	share_drop(f, h);
 	pthread_mutex_lock(l);
-	struct fs_snap *cur = i->shared;
+	struct fs_snap *cur = x->shared;
 	if (!cur || snap_newer(v, t0, cur->version, cur->made)) {
-		i->shared = s;
+		x->shared = s;
 		if (aged) {
 			s->ref++;	/* the inode's */
 			if (cur && --cur->ref == 0)
@@ -240,6 +241,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	FS_OP(req, FSOP_OPEN);
 	struct fs *f = fuse_req_userdata(req);
 	struct fs_inode *i = inode_get(f->inodes, ino);
+	struct fs_inode_ext *x;
 	const struct battr *a;
 	struct fs_file *h;
 	int acc = fi->flags & O_ACCMODE;
@@ -250,6 +252,10 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (i->attr < 0) {
 		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (!(x = inode_ext(i))) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	a = &i->node->type->attrs[i->attr];
@@ -269,7 +275,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* root is never bounded (nor charged: no render to measure) */
 	uid_t uid = fuse_req_ctx(req)->uid;
-	size_t cost = uid && f->budget.limit ? open_cost(f, i, a) : BUDGET_OPEN_COST;
+	size_t cost = uid && f->budget.limit ? open_cost(f, i, x, a) : BUDGET_OPEN_COST;
 	int br = budget_take(&f->budget, uid, cost);
 
 	if (br < 0) {
@@ -288,6 +294,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->node = bnode_ref(i->node);
 	h->attr = a;
 	h->inode = i;
+	h->ix = x;
 	h->open_flushed = bnode_flushed(i->node);
 	h->nonblock = fi->flags & O_NONBLOCK;
 	pthread_mutex_init(&h->lock, NULL);
@@ -510,9 +517,9 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			r = cache_read(f->cache, h->inode, &h->snap, &h->snap_version);
 			h->snapped = r >= 0;
 			/* what the kernel's pages now hold */
-			uint64_t cur = atomic_load(&h->inode->filled);
+			uint64_t cur = atomic_load(&h->ix->filled);
 			while (h->snapped && cur < h->snap_version &&
-			       !atomic_compare_exchange_weak(&h->inode->filled, &cur, h->snap_version))
+			       !atomic_compare_exchange_weak(&h->ix->filled, &cur, h->snap_version))
 				;
 		} else if ((h->attr->flags & BATTR_VERSIONED) || share_aged(f, h->attr)) {
 			r = share_read(f, h);

@@ -172,6 +172,7 @@ struct fs_file {
 	struct sbuf pending;	/* stream bytes read from the backend, not yet taken */
 	uint64_t pending_base;	/* file offset of pending.buf[0] */
 	struct fs_inode *inode;	/* held by the kernel while the file is open */
+	struct fs_inode_ext *ix;	/* inode's ext, made at open */
 	uint64_t open_flushed;	/* bnode_flushed() at open (cached files) */
 	uint64_t told;		/* the flushed version POLLPRI last reported */
 	struct fs_file *next, *prev;	/* fs->files, under fs->flock */

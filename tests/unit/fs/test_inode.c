@@ -2,8 +2,10 @@
 /*
  * Unit tests of fs/inode.c, the inode table: lookup counts (FORGET drops
  * an entry and its node reference at zero, never before, never the root),
- * numbers never reused, the generation every inode carries, a recreated
- * name getting a new inode while the old one is still held, threads
+ * a number standing for one file for the table's life (the same file gets
+ * it back after a forget, no other ever gets it), the generation every
+ * inode carries, a recreated name getting a new inode while the old one is
+ * still held, the ext made once however many threads ask, threads
  * looking up and forgetting at once, and -ENOMEM without leaks. Built
  * without FUSE: the table knows nothing of it. No root, no mount.
  */
@@ -72,7 +74,7 @@ Test(inode, root_is_one_and_never_forgotten)
 	cr_assert(i);
 	cr_assert_eq(i->node, fx.root);
 	cr_assert_eq(i->attr, -1);
-	cr_assert_eq(i->generation, GEN);
+	cr_assert_eq(inode_generation(fx.t), GEN);
 	cr_assert_eq(inode_of_dir(fx.t, fx.root->serial), INODE_ROOT);
 	inode_forget(fx.t, INODE_ROOT, 1000);
 	cr_assert_eq(inode_get(fx.t, INODE_ROOT), i);
@@ -139,7 +141,8 @@ Test(inode, pinned_entry_outlives_its_forget)
 	cr_assert_null(inode_pin(fx.t, db->serial, 0), "not looked up: nothing to pin");
 	p = inode_pin(fx.t, db->serial, 1);
 	cr_assert_eq(p, i);
-	i->told = malloc(8);	/* freed with the entry */
+	cr_assert(inode_ext(i));
+	inode_ext(i)->told = malloc(8);	/* freed with the entry */
 	inode_forget(fx.t, ino, 1);
 	cr_assert_null(inode_get(fx.t, ino), "forgotten: out of the table");
 	cr_assert_eq(inode_of(fx.t, db->serial, 1), 0);
@@ -183,22 +186,86 @@ Test(inode, files_and_dirs_distinct)
 	teardown(&fx);
 }
 
-Test(inode, numbers_never_reused)
+/* A number stands for one (node, attr): the same file gets it back after
+ * the kernel forgot it, and no other file, of this node or a newer one,
+ * ever has it. */
+Test(inode, a_number_is_one_file_for_good)
+{
+	struct fixture fx = setup(GEN);
+	struct bnode *db = add(&fx, "db"), *db2 = add(&fx, "db2");
+	uint64_t first[3] = { 0 }, all[6];
+	int n = 0;
+
+	for (int k = 0; k < 30; k++) {
+		struct fs_inode *i;
+		int attr = k % 3 - 1;
+
+		cr_assert_eq(inode_lookup(fx.t, db, attr, &i), 0);
+		if (!first[attr + 1])
+			first[attr + 1] = i->ino;
+		cr_assert_eq(i->ino, first[attr + 1], "the same file, the same number");
+		inode_forget(fx.t, i->ino, 1);
+	}
+	for (int attr = -1; attr < 2; attr++) {
+		struct fs_inode *i, *j;
+
+		cr_assert_eq(inode_lookup(fx.t, db, attr, &i), 0);
+		cr_assert_eq(inode_lookup(fx.t, db2, attr, &j), 0);
+		all[n++] = i->ino;
+		all[n++] = j->ino;
+	}
+	for (int a = 0; a < n; a++) {
+		cr_assert_neq(all[a], INODE_ROOT);
+		for (int b = a + 1; b < n; b++)
+			cr_assert_neq(all[a], all[b], "two files, one number");
+		inode_forget(fx.t, all[a], 1);
+	}
+	cr_assert_eq(inode_count(fx.t), 1);
+	bnode_unref(db);
+	bnode_unref(db2);
+	teardown(&fx);
+}
+
+Test(inode, attrs_beyond_the_number_refused)
+{
+	struct fixture fx = setup(GEN);
+	struct fs_inode *i = NULL;
+
+	cr_assert_eq(inode_lookup(fx.t, fx.root, INODE_MAX_ATTRS, &i), -EOVERFLOW);
+	cr_assert_null(i);
+	cr_assert_eq(inode_count(fx.t), 1);
+	cr_assert_eq(inode_lookup(fx.t, fx.root, INODE_MAX_ATTRS - 1, &i), 0);
+	cr_assert_neq(i->ino, INODE_ROOT);
+	inode_forget(fx.t, i->ino, 1);
+	teardown(&fx);
+}
+
+static struct fs_inode *ext_target;
+static struct fs_inode_ext *ext_got[8];
+
+static void *ask_ext(void *arg)
+{
+	ext_got[(uintptr_t)arg] = inode_ext(ext_target);
+	return NULL;
+}
+
+/* Threads asking for an entry's ext at once get one and the same. */
+Test(inode, ext_made_once)
 {
 	struct fixture fx = setup(GEN);
 	struct bnode *db = add(&fx, "db");
-	uint64_t last = INODE_ROOT;
+	pthread_t th[8];
 
-	for (int k = 0; k < 100; k++) {
-		struct fs_inode *i;
-
-		cr_assert_eq(inode_lookup(fx.t, db, k % 3 - 1, &i), 0);
-		cr_assert_gt(i->ino, last, "inode %llu after %llu", (unsigned long long)i->ino,
-			     (unsigned long long)last);
-		last = i->ino;
-		inode_forget(fx.t, i->ino, 1);
-	}
-	cr_assert_eq(inode_count(fx.t), 1);
+	cr_assert_eq(inode_lookup(fx.t, db, 1, &ext_target), 0);
+	cr_assert_null(atomic_load(&ext_target->ext), "a lookup makes no ext");
+	for (uintptr_t k = 0; k < 8; k++)
+		cr_assert_eq(pthread_create(&th[k], NULL, ask_ext, (void *)k), 0);
+	for (int k = 0; k < 8; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < 8; k++)
+		cr_assert_eq(ext_got[k], atomic_load(&ext_target->ext));
+	cr_assert(ext_got[0]);
+	inode_forget(fx.t, ext_target->ino, 1);
 	bnode_unref(db);
 	teardown(&fx);
 }
@@ -243,12 +310,11 @@ Test(inode, generation_on_every_inode)
 
 	cr_assert_eq(inode_lookup(a.t, na, -1, &ia), 0);
 	cr_assert_eq(inode_lookup(b.t, nb, -1, &ib), 0);
-	cr_assert_eq(ia->generation, GEN);
-	cr_assert_eq(ib->generation, GEN + 1);
+	cr_assert_eq(inode_generation(a.t), GEN);
+	cr_assert_eq(inode_generation(b.t), GEN + 1);
 	/* two mounts may hand out the same number: the generation tells
 	 * them apart */
 	cr_assert_eq(ia->ino, ib->ino);
-	cr_assert_eq(inode_get(b.t, INODE_ROOT)->generation, GEN + 1);
 	inode_forget(a.t, ia->ino, 1);
 	inode_forget(b.t, ib->ino, 1);
 	bnode_unref(na);
