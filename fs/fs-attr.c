@@ -292,6 +292,14 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *f = fuse_req_userdata(req);
 	int err;
 
+	/* the first OPENDIR answered ENOSYS turns them off for the mount: the
+	 * kernel then opens directories itself, with the flags below as its
+	 * default (keep_cache, cache_readdir), and sends no RELEASEDIR. A
+	 * removed directory still open by a process reads ENOENT (readdir) */
+	if (f->no_opendir) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if (!fs_live_dir(f, ino, &err)) {
 		fuse_reply_err(req, err);
 		return;

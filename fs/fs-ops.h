@@ -124,6 +124,7 @@ struct fs {
 	time_t mount_time;
 	bool mounted;
 	bool signals;		/* SIGTERM, SIGINT, SIGHUP end the session */
+	bool no_opendir;	/* the kernel opens directories itself (fs_init) */
 
 	struct inode_table *inodes;
 

@@ -100,6 +100,13 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	 * length: a cached file's reader then gets the new text (cache.h) */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* a directory needs no state per open: the kernel opens one itself,
+	 * keeping its listing (fs_opendir), which saves a walk two round
+	 * trips a directory */
+	if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) {
+		conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+		((struct fs *)userdata)->no_opendir = true;
+	}
 }
 
 static const struct fuse_lowlevel_ops fs_ops = {
