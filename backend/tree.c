@@ -280,7 +280,7 @@ void bnode_remove(struct bnode *n)
 		pthread_rwlock_unlock(&t->lock);
 	if (p) {
 		if (t->nt.removed)
-			t->nt.removed(t->nt.ctx, p, n->name, n->serial);
+			t->nt.removed(t->nt.ctx, p, n);
 		bnode_changed(p);
 		bnode_unref(p);
 	}

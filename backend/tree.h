@@ -219,7 +219,8 @@ void bnode_set_flushed(struct bnode *n, uint64_t v);
  * only queue. */
 struct tree_notifier {
 	void (*changed)(void *ctx, struct bnode *n, uint64_t seq);
-	void (*removed)(void *ctx, struct bnode *parent, const char *name, uint64_t serial);
+	/* n, detached from parent (dead; its name, serial and type stay) */
+	void (*removed)(void *ctx, struct bnode *parent, struct bnode *n);
 	void *ctx;
 };
 /* The notifier of root's tree (root from bnode_new_root). */

@@ -109,6 +109,8 @@ struct fs_pending {
 
 struct fs_removal {
 	uint64_t parent_serial;
+	uint64_t serial;		/* of the removed node */
+	const struct btype *type;	/* its files (static) */
 	char name[65];
 	struct fs_removal *next;
 };
@@ -133,6 +135,11 @@ struct fs {
 	pthread_cond_t wcond;
 	struct fs_file *watchers;	/* doubly linked */
 	struct fs_removal *removals;
+	/* removals whose inodes the reaper deletes from the kernel (fs.c) */
+	struct fs_removal *reaps;
+	pthread_cond_t rcond;
+	pthread_t reaper;
+	bool reaper_running;	/* joined by fs_free */
 	/* ctl writes whose lines have run, answered once their changes are
 	 * flushed (fs_write_answer_flushed) */
 	struct fs_req *flushq;

@@ -143,7 +143,7 @@ static void notify_changed(void *ctx, struct bnode *n, uint64_t seq)
 	pthread_mutex_unlock(&f->wlock);
 }
 
-static void notify_removed(void *ctx, struct bnode *parent, const char *name, uint64_t serial)
+static void notify_removed(void *ctx, struct bnode *parent, struct bnode *n)
 {
 	struct fs *f = ctx;
 	struct fs_removal *rm = calloc(1, sizeof(*rm));
@@ -151,12 +151,100 @@ static void notify_removed(void *ctx, struct bnode *parent, const char *name, ui
 	if (!rm)
 		return;
 	rm->parent_serial = parent->serial;
-	snprintf(rm->name, sizeof(rm->name), "%s", name);
+	rm->serial = n->serial;
+	rm->type = n->type;
+	snprintf(rm->name, sizeof(rm->name), "%s", n->name);
 	pthread_mutex_lock(&f->wlock);
 	rm->next = f->removals;
 	f->removals = rm;
 	pthread_cond_signal(&f->wcond);
 	pthread_mutex_unlock(&f->wlock);
+}
+
+/*
+ * A removed node, in the notifier's round: what the kernel holds of it is
+ * invalidated (its directory's and files' attributes, or its name when
+ * the kernel has no inode of the directory), so a stat or a walk made
+ * after the write that removed it asks again and gets ENOENT. Inodes the
+ * kernel holds are then deleted by the reaper (reap_removed). Returns
+ * whether rm goes to the reaper.
+ */
+static bool tell_removed(struct fs *f, const struct fs_removal *rm)
+{
+	fuse_ino_t pino = inode_of_dir(f->inodes, rm->parent_serial);
+	fuse_ino_t dino = inode_of_dir(f->inodes, rm->serial);
+
+	if (!pino)
+		return false;	/* the kernel has no name under it */
+	if (!dino) {
+		fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
+		return false;
+	}
+	fuse_lowlevel_notify_inval_inode(f->se, dino, 0, 0);
+	for (size_t k = 0; k < rm->type->nattrs && k < INODE_MAX_ATTRS; k++) {
+		fuse_ino_t cino = inode_of(f->inodes, rm->serial, (int)k);
+
+		if (cino)
+			fuse_lowlevel_notify_inval_inode(f->se, cino, 0, 0);
+	}
+	return true;
+}
+
+/*
+ * The reaper: a removed node's names are deleted from the kernel
+ * (notify_delete), files first, then the directory. The kernel then drops
+ * each inode once nothing has it open, rather than keeping it cached until
+ * memory runs short, and its FORGET frees the entry here and the node it
+ * holds. A delete takes the inode lock of the file, which the writer of a
+ * ctl file holds until its answer; that answer may wait on the notifier's
+ * round, so deletes are made here, on a thread nothing waits on, never by
+ * the notifier. A directory that cannot be deleted (a file of it still
+ * open, or the kernel dropped its name meanwhile) has its name invalidated.
+ */
+static void reap_removed(struct fs *f, const struct fs_removal *rm)
+{
+	fuse_ino_t pino = inode_of_dir(f->inodes, rm->parent_serial);
+	fuse_ino_t dino = inode_of_dir(f->inodes, rm->serial);
+
+	if (!pino || !dino)
+		return;
+	for (size_t k = 0; k < rm->type->nattrs && k < INODE_MAX_ATTRS; k++) {
+		fuse_ino_t cino = inode_of(f->inodes, rm->serial, (int)k);
+		const char *name = rm->type->attrs[k].name;
+
+		if (cino)
+			fuse_lowlevel_notify_delete(f->se, dino, cino, name, strlen(name));
+	}
+	if (fuse_lowlevel_notify_delete(f->se, pino, dino, rm->name, strlen(rm->name)) != 0)
+		fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
+}
+
+static void *reaper_main(void *arg)
+{
+	struct fs *f = arg;
+
+	pthread_setname_np(pthread_self(), "nodefs-reap");
+	pthread_mutex_lock(&f->wlock);
+	while (!f->stop) {
+		struct fs_removal *rm;
+
+		while (!f->stop && !f->reaps)
+			pthread_cond_wait(&f->rcond, &f->wlock);
+		rm = f->reaps;
+		f->reaps = NULL;
+		pthread_mutex_unlock(&f->wlock);
+		while (rm) {
+			struct fs_removal *next = rm->next;
+
+			if (!f->stop)
+				reap_removed(f, rm);
+			free(rm);
+			rm = next;
+		}
+		pthread_mutex_lock(&f->wlock);
+	}
+	pthread_mutex_unlock(&f->wlock);
+	return NULL;
 }
 
 /*
@@ -194,16 +282,30 @@ static void *notifier_main(void *arg)
 		rm = f->removals;
 		f->removals = NULL;
 		pthread_mutex_unlock(&f->wlock);
+		struct fs_removal *reap = NULL;
+
 		while (rm) {
 			struct fs_removal *next = rm->next;
-			fuse_ino_t pino = inode_of_dir(f->inodes, rm->parent_serial);
-			if (pino)
-				fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
-			free(rm);
+
+			if (tell_removed(f, rm)) {
+				rm->next = reap;
+				reap = rm;
+			} else {
+				free(rm);
+			}
 			rm = next;
 		}
 		cache_flush(f->cache, &b, f->se, f->inodes);
 		pthread_mutex_lock(&f->wlock);
+		if (reap) {	/* after the round's invalidations: see reap_removed */
+			struct fs_removal **tail = &reap;
+
+			while (*tail)
+				tail = &(*tail)->next;
+			*tail = f->reaps;
+			f->reaps = reap;
+			pthread_cond_signal(&f->rcond);
+		}
 		for (struct fs_file *h = f->watchers, *next; h; h = next) {
 			next = h->wnext;
 			if (h->parked && fs_stream_try(h, h->parked, h->parked_size, h->parked_off)) {
@@ -330,6 +432,7 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 	pthread_mutex_init(&f->wlock, NULL);
 	pthread_mutex_init(&f->flock, NULL);
 	pthread_cond_init(&f->wcond, NULL);
+	pthread_cond_init(&f->rcond, NULL);
 	budget_init(&f->budget, o->reader_memory);
 	for (int k = 0; k < SHARE_LOCKS; k++)
 		pthread_mutex_init(&f->share_lock[k], NULL);
@@ -390,10 +493,18 @@ int fs_loop(struct fs *f)
 	sigaddset(&block, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	r = pthread_create(&f->notifier, NULL, notifier_main, f);
+	if (r == 0 && (r = pthread_create(&f->reaper, NULL, reaper_main, f)) != 0) {
+		pthread_mutex_lock(&f->wlock);
+		f->stop = true;
+		pthread_cond_broadcast(&f->wcond);
+		pthread_mutex_unlock(&f->wlock);
+		pthread_join(f->notifier, NULL);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0)
 		return -EAGAIN;
 	f->notifier_running = true;
+	f->reaper_running = true;
 	/* renders that call out and ctl writes may wait: many may run at once;
 	 * the handlers stay until fs_free, so a second SIGTERM while the
 	 * backend stops does not kill the daemon and leave a dead mount */
@@ -407,6 +518,7 @@ int fs_loop(struct fs *f)
 		}
 	f->stop = true;
 	pthread_cond_broadcast(&f->wcond);
+	pthread_cond_broadcast(&f->rcond);
 	pthread_mutex_unlock(&f->wlock);
 	pthread_join(f->notifier, NULL);
 	f->notifier_running = false;
@@ -423,6 +535,10 @@ void fs_free(struct fs *f)
 		tree_set_notifier(f->root, &none);	/* flushes all: none is left */
 	if (f->pending)
 		fs_pending_detach(f);
+	/* after the pending writes' answers: a delete it makes may wait on a
+	 * ctl writer's inode lock (reap_removed) */
+	if (f->reaper_running)
+		pthread_join(f->reaper, NULL);
 	if (f->signals)
 		fuse_remove_signal_handlers(f->se);
 	if (f->se) {
@@ -439,6 +555,11 @@ void fs_free(struct fs *f)
 		free(f->removals);
 		f->removals = n;
 	}
+	while (f->reaps) {
+		struct fs_removal *n = f->reaps->next;
+		free(f->reaps);
+		f->reaps = n;
+	}
 	if (f->pending) {
 		pthread_mutex_lock(&f->pending->lock);
 		fs_pending_unref_unlock(f->pending);
@@ -447,6 +568,7 @@ void fs_free(struct fs *f)
 	pthread_mutex_destroy(&f->wlock);
 	pthread_mutex_destroy(&f->flock);
 	pthread_cond_destroy(&f->wcond);
+	pthread_cond_destroy(&f->rcond);
 	budget_destroy(&f->budget);
 	for (int k = 0; k < SHARE_LOCKS; k++)
 		pthread_mutex_destroy(&f->share_lock[k]);
