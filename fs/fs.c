@@ -623,6 +623,11 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 				(unsigned long long)atomic_load(&f->aged_renders),
 				(unsigned long long)atomic_load(&f->aged_shared));
 	if (r >= 0)
+		r = sbuf_printf(out, "# HELP nodefs_fs_inodes Inodes the kernel holds of the mount (an entry of about 56 bytes each in nodefs, holding its object).\n"
+				"# TYPE nodefs_fs_inodes gauge\n"
+				"nodefs_fs_inodes %zu\n",
+				inode_count(f->inodes));
+	if (r >= 0)
 		r = budget_render(&f->budget, out);
 	return r;
 }
