@@ -237,6 +237,11 @@ class OpsTest(unittest.TestCase):
             self.assertEqual(fs.read("profiles", "fast", "mount_flags"), "noatime nodiratime\n")
             self.assertEqual(fs.read("profiles", "fast", "parameters"), "tier=fast\nreplicas=1\n")
             self.assertEqual(fs.read("profiles", "ro", "access_mode"), "multi-node-reader-only\n")
+            # fetched in the background once the plugin is READY
+            # (nodefs(5)): until then it reads "unknown: not fetched yet"
+            self.assertTrue(nt.wait_until(
+                lambda: not fs.read("plugins", "hostpath", "capacity").startswith("unknown:"),
+                nt.scaled(10)), fs.read("plugins", "hostpath", "capacity"))
             capa = nt.parse_kv(fs.read("plugins", "hostpath", "capacity"), sep=" ")
             self.assertEqual(sorted(capa), ["default", "fast", "ro"], capa)
             st = os.statvfs(env.plugin.base)
