@@ -44,7 +44,7 @@ command = /usr/bin/python3 {py} --base {tmp}/base {extra}
 default = yes
 {extra_plugin}
 """.format(tmp=tmp, py=vt.PLUGIN_PY, extra=command_extra, keep=keep,
-           extra_plugin=extra_plugin, csi_timeout=csi_timeout, backoff=backoff,
+           extra_plugin=extra_plugin.format(tmp=tmp), csi_timeout=csi_timeout, backoff=backoff,
            retry_max=retry_max)
 
 
@@ -297,9 +297,9 @@ class SuperviseTest(unittest.TestCase):
     def test_a_command_that_cannot_start(self):
         extra = """
 [plugin broken]
-endpoint = unix://{tmp}/broken.sock
+endpoint = unix://{tmp}/broken/broken.sock
 command = /nonexistent/nodefs-plugin --flag
-""".format(tmp="/tmp/nodefs-sup-none")
+"""
         with SupEnv(extra_plugin=extra, backoff="50ms", retry_max="200ms") as env:
             self.assertIn(env.fs.status()["state"], ("READY", "RECOVERING"))
             self.assertTrue(nt.wait_until(
