@@ -219,6 +219,16 @@ static void reap_removed(struct fs *f, const struct fs_removal *rm)
 		fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
 }
 
+static void removals_free(struct fs_removal *rm)
+{
+	while (rm) {
+		struct fs_removal *next = rm->next;
+
+		free(rm);
+		rm = next;
+	}
+}
+
 static void *reaper_main(void *arg)
 {
 	struct fs *f = arg;
@@ -230,17 +240,14 @@ static void *reaper_main(void *arg)
 
 		while (!f->stop && !f->reaps)
 			pthread_cond_wait(&f->rcond, &f->wlock);
+		if (f->stop)
+			break;	/* fs_free frees what is left */
 		rm = f->reaps;
 		f->reaps = NULL;
 		pthread_mutex_unlock(&f->wlock);
-		while (rm) {
-			struct fs_removal *next = rm->next;
-
-			if (!f->stop)
-				reap_removed(f, rm);
-			free(rm);
-			rm = next;
-		}
+		for (struct fs_removal *r = rm; r; r = r->next)
+			reap_removed(f, r);
+		removals_free(rm);
 		pthread_mutex_lock(&f->wlock);
 	}
 	pthread_mutex_unlock(&f->wlock);
@@ -550,16 +557,8 @@ void fs_free(struct fs *f)
 	while (f->files)	/* open when the session ended: no RELEASE will come */
 		fs_file_free(f, f->files);	/* before the inodes their renders point from */
 	inode_table_free(f->inodes);
-	while (f->removals) {
-		struct fs_removal *n = f->removals->next;
-		free(f->removals);
-		f->removals = n;
-	}
-	while (f->reaps) {
-		struct fs_removal *n = f->reaps->next;
-		free(f->reaps);
-		f->reaps = n;
-	}
+	removals_free(f->removals);
+	removals_free(f->reaps);
 	if (f->pending) {
 		pthread_mutex_lock(&f->pending->lock);
 		fs_pending_unref_unlock(f->pending);
