@@ -315,7 +315,7 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 		return nerr_set(rq ? &rq->err : NULL, ENOMEM, "out of memory");
 	if (tmpl)
 		*x = *tmpl;
-	if (rq && rq->nonblock && actq_busy(&c->q)) {
+	if (rq && rq->nonblock && actq_cmd_busy(&c->q)) {
 		strv_free(x->argv);
 		free(x);
 		return nerr_set(&rq->err, EBUSY, "container %s has a command in flight", c->name);

@@ -731,7 +731,18 @@ void actq_init(struct actq *q)
 {
 	pthread_mutex_init(&q->lock, NULL);
 	q->busy = false;
+	q->cmds = 0;
 	q->head = q->tail = NULL;
+}
+
+bool actq_cmd_busy(struct actq *q)
+{
+	bool b;
+
+	pthread_mutex_lock(&q->lock);
+	b = q->cmds > 0;
+	pthread_mutex_unlock(&q->lock);
+	return b;
 }
 
 bool actq_busy(struct actq *q)
@@ -846,6 +857,8 @@ static void actq_run(void *arg)
 		last = !q->head;
 		if (last)
 			q->busy = false;
+		if (a->cmd)
+			q->cmds--;
 		pthread_mutex_unlock(&q->lock);
 		if (leave)
 			action_leave(a);
@@ -866,11 +879,14 @@ int actq_submit(struct actq *q, struct action *a)
 
 	a->q = q;
 	a->next = NULL;
+	a->cmd = a->op != NULL;
 	pthread_mutex_lock(&q->lock);
-	if (a->rq && a->rq->nonblock && q->busy) {
+	if (a->rq && a->rq->nonblock && q->cmds > 0) {
 		pthread_mutex_unlock(&q->lock);
 		return -EBUSY;
 	}
+	if (a->cmd)
+		q->cmds++;
 	if (q->tail)
 		q->tail->next = a;
 	else

@@ -115,20 +115,28 @@ struct action {
 	/* run flushes the records (its operation's PENDING) itself before
 	 * its first outside call; otherwise actq_run flushes first */
 	bool self_sync;
+	bool cmd;			/* has an operation: counted in q->cmds */
 	struct nerr err;
 };
 
 struct actq {
 	pthread_mutex_t lock;
 	bool busy;
+	unsigned cmds;			/* queued or running actions with an operation */
 	struct action *head, *tail;
 };
 
 void actq_init(struct actq *q);
+/* Whether anything is queued or running, internal work (a sync) included. */
 bool actq_busy(struct actq *q);
+/* Whether a command (an action with an operation) is queued or running:
+ * what makes a nonblock write EBUSY. An internal sync queued meanwhile (an
+ * engine coming up inspects every container) is no command in flight. */
+bool actq_cmd_busy(struct actq *q);
 /* Queue a (begun with op_begin, or op NULL). Returns -EINPROGRESS: rq is
  * completed when a has run (or at once with the operation id when rq is
- * nonblock); -EBUSY for a nonblock rq while q is busy (nothing queued).
+ * nonblock); -EBUSY for a nonblock rq while a command is queued or running
+ * (actq_cmd_busy; nothing queued).
  * Once the backend is STOPPING an action not yet started is not run: its
  * operation stays PENDING for the next start and rq gets -ESHUTDOWN. */
 int actq_submit(struct actq *q, struct action *a);

@@ -7,6 +7,7 @@ the engine says (docker inspect / ps). Every test uses its own Env, which
 removes its engine containers, mount and temp dir on every exit path.
 """
 
+import errno
 import json
 import os
 import signal
@@ -322,6 +323,44 @@ class Docker(contract.Contract, unittest.TestCase):
             self.assertTrue(env.cread(p, "error").strip())
             env.cctl(p, "destroy")
             env.wait_gone(p)
+
+    def test_nonblock_command_beside_an_engine_sync(self):
+        # An engine's own change (here a start made outside nodefs; at
+        # startup, the engine coming up) queues an inspect of the container:
+        # internal work, no command. A command written with O_NONBLOCK
+        # meanwhile is taken; only a command in flight makes it EBUSY (CI:
+        # a run written at once after a start got EBUSY from the engine's
+        # first resync).
+        with ctest.Env() as env:
+            n = drun(env, "nb")
+            env.cctl(n, "stop 1")
+            env.wait_state(n, "EXITED")
+            env.fs.env = dict(env.fs.env or {}, NODEFS_TEST_SLOW_ACTION="1000")
+            env.fs.restart()
+            docker("start", env.cread(n, "id").strip(), check=True)
+            env.wait_state(n, "RUNNING", nt.scaled(5))
+            fd = os.open(env.fs.path("containers", n, "ctl"), os.O_RDWR | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"stop 1\n")
+                opid = os.pread(fd, 4096, 0).decode().strip()
+            finally:
+                os.close(fd)
+            self.assertIn(opid, os.listdir(env.fs.path("operations")))
+            self.assertTrue(nt.wait_until(lambda: env.read(
+                "operations", opid, "state").strip() == "FINISHED", nt.scaled(15), 0.05),
+                env.read("operations", opid, "info.json"))
+            self.assertEqual(env.state(n), "EXITED")
+            # a command queued behind it is still refused at once
+            fd = os.open(env.fs.path("containers", n, "ctl"), os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"start\n")
+                with self.assertRaises(OSError) as cm:
+                    os.write(fd, b"stop 1\n")
+                self.assertEqual(cm.exception.errno, errno.EBUSY)
+            finally:
+                os.close(fd)
+            self.assertIn("in flight", env.cread(n, "error"))
+            env.wait_state(n, "RUNNING", nt.scaled(10))
 
     def test_oom_kill(self):
         with ctest.Env() as env:
