@@ -7,7 +7,9 @@
  *	the CSI call sequence nodefs makes for create, publish, unpublish,
  *	destroy (CreateVolume, ControllerPublishVolume, NodeStageVolume,
  *	NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume,
- *	ControllerUnpublishVolume, DeleteVolume), made directly with nodefs's
+ *	ControllerUnpublishVolume, DeleteVolume; the controller and stage
+ *	calls only where the plugin's capabilities have them, as nodefs
+ *	does), made directly with nodefs's
  *	CSI client library (csi_call on one connection), with the staging and
  *	target directories made as nodefs makes them.
  *   bench_volumes fs MOUNTPOINT TARGET_DIR CYCLES
@@ -97,6 +99,8 @@ static void capability(Csi__V1__VolumeCapability *cap, Csi__V1__VolumeCapability
 	cap->mount = mnt;
 }
 
+static bool has_ctrl_publish, has_stage;
+
 static void csi_cycle(const char *tdir, const char *sdir, int i)
 {
 	Csi__V1__VolumeCapability cap, *caps[1] = { &cap };
@@ -124,7 +128,8 @@ static void csi_cycle(const char *tdir, const char *sdir, int i)
 	cp.volume_id = id;
 	cp.node_id = node_id;
 	cp.volume_capability = &cap;
-	call(CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, NULL);
+	if (has_ctrl_publish)
+		call(CSI_RPC_CONTROLLER_PUBLISH_VOLUME, &cp.base, NULL);
 
 	snprintf(staging, sizeof(staging), "%s/%s", sdir, id);
 	mkdir(staging, 0750);
@@ -132,12 +137,13 @@ static void csi_cycle(const char *tdir, const char *sdir, int i)
 	ns.volume_id = id;
 	ns.staging_target_path = staging;
 	ns.volume_capability = &cap;
-	call(CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL);
+	if (has_stage)
+		call(CSI_RPC_NODE_STAGE_VOLUME, &ns.base, NULL);
 
 	snprintf(target, sizeof(target), "%s/b%d", tdir, i);
 	Csi__V1__NodePublishVolumeRequest np = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
 	np.volume_id = id;
-	np.staging_target_path = staging;
+	np.staging_target_path = has_stage ? staging : NULL;
 	np.target_path = target;
 	np.volume_capability = &cap;
 	call(CSI_RPC_NODE_PUBLISH_VOLUME, &np.base, NULL);
@@ -150,13 +156,15 @@ static void csi_cycle(const char *tdir, const char *sdir, int i)
 	Csi__V1__NodeUnstageVolumeRequest nus = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
 	nus.volume_id = id;
 	nus.staging_target_path = staging;
-	call(CSI_RPC_NODE_UNSTAGE_VOLUME, &nus.base, NULL);
+	if (has_stage)
+		call(CSI_RPC_NODE_UNSTAGE_VOLUME, &nus.base, NULL);
 	rmdir(staging);
 
 	Csi__V1__ControllerUnpublishVolumeRequest cu = CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
 	cu.volume_id = id;
 	cu.node_id = node_id;
-	call(CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &cu.base, NULL);
+	if (has_ctrl_publish)
+		call(CSI_RPC_CONTROLLER_UNPUBLISH_VOLUME, &cu.base, NULL);
 
 	Csi__V1__DeleteVolumeRequest dv = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
 	dv.volume_id = id;
@@ -183,6 +191,29 @@ static int run_csi(const char *sock, const char *tdir, const char *sdir, int cyc
 	ProtobufCMessage *resp;
 	call(CSI_RPC_NODE_GET_INFO, &ni.base, &resp);
 	snprintf(node_id, sizeof(node_id), "%s", ((Csi__V1__NodeGetInfoResponse *)resp)->node_id);
+	protobuf_c_message_free_unpacked(resp, NULL);
+	/* the calls nodefs makes depend on what the plugin says it has */
+	Csi__V1__ControllerGetCapabilitiesRequest cg = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	call(CSI_RPC_CONTROLLER_GET_CAPABILITIES, &cg.base, &resp);
+	{
+		Csi__V1__ControllerGetCapabilitiesResponse *c = (void *)resp;
+
+		for (size_t k = 0; k < c->n_capabilities; k++)
+			if (c->capabilities[k]->rpc && c->capabilities[k]->rpc->type ==
+			    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME)
+				has_ctrl_publish = true;
+	}
+	protobuf_c_message_free_unpacked(resp, NULL);
+	Csi__V1__NodeGetCapabilitiesRequest ng = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
+	call(CSI_RPC_NODE_GET_CAPABILITIES, &ng.base, &resp);
+	{
+		Csi__V1__NodeGetCapabilitiesResponse *c = (void *)resp;
+
+		for (size_t k = 0; k < c->n_capabilities; k++)
+			if (c->capabilities[k]->rpc && c->capabilities[k]->rpc->type ==
+			    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME)
+				has_stage = true;
+	}
 	protobuf_c_message_free_unpacked(resp, NULL);
 
 	double *lat = calloc((size_t)cycles, sizeof(double));

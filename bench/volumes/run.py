@@ -9,6 +9,9 @@ measured against baselines in the same run. Root (mounts). Not a test.
    nodefs's csi client library (bench_volumes csi), both on the same test
    plugin (tests/fixtures/csi/plugin.py, real gRPC, real bind mounts),
    interleaved in --rounds rounds of --cycles cycles. Target: <= 1.1x.
+   --plugin local runs the built-in plugin nodefs-csi-local (dir backing)
+   instead of the Python one, as a plugin nodefs is told of (the same
+   socket for both sides); --plugin both runs the lifecycle once with each.
    The same rounds time the two floors under the difference: four ctl
    writes of a blank line (bench_volumes blank: the FUSE round trips, no
    command behind them) and one checkpoint record written by store.c on
@@ -19,7 +22,8 @@ measured against baselines in the same run. Root (mounts). Not a test.
    <= 1.2x. The volumes are made by the fast path (--seed, the default):
    the plugin's state file and nodefs's checkpoints are written before both
    start, as a restart would find them, so nodefs recovers them (the time
-   it takes to be READY is printed); --no-seed makes them through
+   it takes to be READY is printed, with --ops kept operations seeded
+   beside them, FINISHED, as operations_keep keeps them); --no-seed makes them through
    volumes/ctl from --writers parallel writers instead (slow: the test
    plugin rewrites its whole state file on every create).
    Beside it (informational): `find` over every entry against as many
@@ -67,6 +71,7 @@ class Bench:
         self.a = args
         self.nodefs_bin = os.path.join(args.build, "nodefs")
         self.bench_bin = os.path.join(args.build, "bench", "volumes", "bench_volumes")
+        self.local_bin = os.path.join(args.build, "csi-local", "nodefs-csi-local")
         self.dir = None
         self.plugin = None
         self.nodefs = None
@@ -88,12 +93,16 @@ class Bench:
                        check=True)
         self.tmpfs.append(path)
 
-    def start_plugin(self):
+    def start_plugin(self, kind="python"):
         self.plugin_log = open(os.path.join(self.dir, "plugin.log"), "ab")
-        self.plugin = subprocess.Popen(
-            ["/usr/bin/python3", PLUGIN, "--endpoint", "unix://" + self.sock,
-             "--base", os.path.join(self.dir, "base"), "--workers", "64"],
-            stdout=self.plugin_log, stderr=self.plugin_log, cwd="/")
+        if kind == "local":
+            argv = [self.local_bin, "--endpoint", "unix://" + self.sock,
+                    "--base-dir", os.path.join(self.dir, "base"), "--backing", "dir"]
+        else:
+            argv = ["/usr/bin/python3", PLUGIN, "--endpoint", "unix://" + self.sock,
+                    "--base", os.path.join(self.dir, "base"), "--workers", "64"]
+        self.plugin = subprocess.Popen(argv, stdout=self.plugin_log, stderr=self.plugin_log,
+                                       cwd="/")
         for _ in range(600):
             if os.path.exists(self.sock):
                 return
@@ -106,8 +115,9 @@ class Bench:
         conf = os.path.join(self.dir, "nodefs.conf")
         with open(conf, "w") as f:
             f.write("[nodefs]\nallowed_targets = %s/pub\ncsi_timeout = 60s\n"
-                    "reconcile_interval = 0\n\n[plugin hostpath]\nendpoint = unix://%s\n"
-                    "default = yes\n" % (self.dir, self.sock))
+                    "reconcile_interval = 0\noperations_keep = %d\n\n"
+                    "[plugin hostpath]\nendpoint = unix://%s\n"
+                    "default = yes\n" % (self.dir, max(self.a.ops, 100), self.sock))
         self.nodefs_log = open(os.path.join(self.dir, "nodefs.log"), "ab")
         t0 = self.started = time.monotonic()
         self.nodefs = subprocess.Popen(
@@ -174,7 +184,7 @@ class Bench:
                     n += int(float(line.split()[-1]))
         return n
 
-    def lifecycle(self):
+    def lifecycle(self, kind="python"):
         fs, csi, blank, put = [], [], [], []
         fs_cycles = 0
         rec0 = self.records_written()
@@ -192,8 +202,10 @@ class Bench:
         mf, mc = statistics.median(fs), statistics.median(csi)
         mb, mp = statistics.median(blank), statistics.median(put)
         floor = mb + records * mp
-        print("lifecycle (create+publish+unpublish+destroy), median of %d rounds x %d cycles:"
-              % (self.a.rounds, self.a.cycles))
+        print("lifecycle (create+publish+unpublish+destroy) on the %s plugin, state dir on %s,"
+              " median of %d rounds x %d cycles:"
+              % ("built-in (nodefs-csi-local, dir)" if kind == "local" else "Python test",
+                 "disk (/var/tmp)" if self.a.disk else "tmpfs", self.a.rounds, self.a.cycles))
         print("  direct CSI calls (csi client library)  %9.0f us" % mc)
         print("  through nodefs (echo > ctl)             %9.0f us" % mf)
         ratio = mf / mc
@@ -236,6 +248,20 @@ class Bench:
                 json.dump(rec, f)
         with open(os.path.join(base, "state.json"), "w") as f:
             json.dump({"volumes": vols}, f)
+        # kept operations, ended, as a day of commands leaves them
+        state_ops = os.path.join(self.dir, "state", "operations")
+        os.makedirs(state_ops, exist_ok=True)
+        now = int(time.time())
+        for i in range(self.a.ops):
+            oid = "%06d" % (i + 1)
+            name = "v%05d" % (i % max(n, 1))
+            rec = {"id": oid, "type": "volume.publish", "object": "volumes/" + name,
+                   "command": "publish %s/pub/%s" % (self.dir, name),
+                   "by": "uid=0 gid=0 pid=1 comm=bench", "state": "FINISHED", "error": "",
+                   "remote": "", "attempts": 1, "created_unix": now - self.a.ops + i,
+                   "finished_unix": now - self.a.ops + i, "created": "", "finished": ""}
+            with open(os.path.join(state_ops, oid + ".json"), "w") as f:
+                json.dump(rec, f)
 
     def create_parallel(self, n):
         ctl = os.path.join(self.mnt, "volumes", "ctl")
@@ -359,14 +385,15 @@ class Bench:
     def main(self):
         ok = True
         self.setup()
-        if self.a.cycles:
+        kinds = ["python", "local"] if self.a.plugin == "both" else [self.a.plugin]
+        for kind in kinds if self.a.cycles else []:
             # a plugin with no other volumes: its state file stays small
-            self.start_plugin()
+            self.start_plugin(kind)
             self.start_nodefs()
-            ok = self.lifecycle() and ok
+            ok = self.lifecycle(kind) and ok
             self.stop_nodefs()
             self.stop_plugin()
-            for d in ("base", "state"):
+            for d in ("base", "state", "pub/fs", "pub/csi", "stg"):
                 shutil.rmtree(os.path.join(self.dir, d))
                 os.mkdir(os.path.join(self.dir, d))
         if self.a.volumes:
@@ -378,8 +405,9 @@ class Bench:
             self.start_plugin()
             ready = self.start_nodefs()
             if self.a.seed:
-                print("nodefs READY with %d recovered volumes after %.2f s"
-                      % (self.a.volumes, ready))
+                print("nodefs READY with %d recovered volumes and %d kept operations after"
+                      " %.2f s (goal < 1 s on a quiet machine)"
+                      % (self.a.volumes, self.a.ops, ready))
             else:
                 dt = self.create_parallel(self.a.volumes)
                 print("created %d volumes through volumes/ctl from %d writers in %.1f s"
@@ -398,12 +426,14 @@ def main():
     ap.add_argument("--writers", type=int, default=32)
     ap.add_argument("--no-seed", dest="seed", action="store_false")
     ap.add_argument("--disk", action="store_true")
+    ap.add_argument("--plugin", choices=("python", "local", "both"), default="both")
+    ap.add_argument("--ops", type=int, default=1000, help="kept operations seeded")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: needs root")
         return 77
     b = Bench(a)
-    for need in (b.nodefs_bin, b.bench_bin):
+    for need in (b.nodefs_bin, b.bench_bin) + ((b.local_bin,) if a.plugin != "python" else ()):
         if not os.access(need, os.X_OK):
             print("SKIP: missing %s (meson compile -C BUILD nodefs bench_volumes)" % need)
             return 77
