@@ -103,12 +103,13 @@ void volume_free(struct volume *v)
 
 struct volume *volume_alloc(struct backend *b, const char *name)
 {
-	struct volume *v = calloc(1, sizeof(*v));
+	size_t len = strnlen(name, 64);
+	struct volume *v = calloc(1, sizeof(*v) + len + 1);
 
 	if (!v)
 		return NULL;
 	v->b = b;
-	snprintf(v->name, sizeof(v->name), "%s", name);
+	memcpy(v->name, name, len);
 	actq_init(&v->q);
 	pthread_mutex_init(&v->lock, NULL);
 	return v;
