@@ -7,6 +7,7 @@
  * container engines.
  */
 #include "tree.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -98,15 +99,17 @@ void bnode_set_flushed(struct bnode *n, uint64_t v)
 /* A node and size bytes after it (zeroed, aligned as malloc aligns) in
  * one block: the name is allocated to its length. */
 static struct bnode *node_alloc(const struct btype *type, const char *name, size_t size,
-				void **ret_priv)
+				struct pool *pool, void **ret_priv)
 {
 	size_t len = strnlen(name, BNODE_NAME_MAX);
 	size_t at = (sizeof(struct bnode) + len + 1 + _Alignof(max_align_t) - 1) &
 		    ~(_Alignof(max_align_t) - 1);
-	struct bnode *n = calloc(1, size ? at + size : sizeof(struct bnode) + len + 1);
+	size_t total = size ? at + size : sizeof(struct bnode) + len + 1;
+	struct bnode *n = pool ? pool_alloc(pool, total) : calloc(1, total);
 
 	if (!n)
 		return NULL;
+	n->pooled = pool != NULL;
 	atomic_init(&n->ref, 1);
 	n->type = type;
 	memcpy(n->name, name, len);
@@ -117,17 +120,18 @@ static struct bnode *node_alloc(const struct btype *type, const char *name, size
 
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
 {
-	struct bnode *n = node_alloc(type, name, 0, NULL);
+	struct bnode *n = node_alloc(type, name, 0, NULL, NULL);
 
 	if (n)
 		n->priv = priv;
 	return n;
 }
 
-struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size)
+struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size,
+			     struct pool *pool)
 {
 	void *priv;
-	struct bnode *n = node_alloc(type, name, size ? size : 1, &priv);
+	struct bnode *n = node_alloc(type, name, size ? size : 1, pool, &priv);
 
 	if (n)
 		n->priv = priv;
@@ -175,7 +179,10 @@ void bnode_unref(struct bnode *n)
 	}
 	free(n->error);
 	tree_unref(n->tree);
-	free(n);
+	if (n->pooled)
+		pool_free(n);
+	else
+		free(n);
 }
 
 static bool byname_eq(const void *val, const void *key)

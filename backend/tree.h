@@ -132,6 +132,7 @@ struct bnode {
 	atomic_uint ref;
 	atomic_bool dead;
 	bool queued;		/* in the notifier's queue, linked by qnext */
+	bool pooled;		/* its block is from a pool (bnode_new_priv) */
 	const struct btype *type;
 	struct bnode *parent;	/* holds a reference while attached */
 	uint64_t serial;	/* unique within the daemon's life, rising */
@@ -161,9 +162,12 @@ struct bnode {
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv);
 /* The same, with its priv (size bytes, zeroed) in the node's own block:
  * one allocation for an object of which thousands live (an operation), so
- * it does not pin two pages of the heap. The type's free must not free
- * priv; it goes with the node. NULL on OOM. */
-struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size);
+ * it does not pin two pages of the heap; from pool when not NULL (then
+ * the block must fit POOL_BLOCK_MAX). The type's free must not free priv;
+ * it goes with the node. NULL on OOM. */
+struct pool;
+struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size,
+			     struct pool *pool);
 /* Make the root of a new tree (serial 1): its lock, serials and notifier
  * go with it, and live as long as any node of it. NULL on OOM. */
 struct bnode *bnode_new_root(const struct btype *type, const char *name, void *priv);
