@@ -31,10 +31,12 @@ enum vcall_kind {
 };
 
 struct vcall {
-	int kind;			/* enum vcall_kind */
 	char *path;			/* target or staging path; NULL for controller calls */
 	char *node;			/* node id of a controller call; NULL otherwise */
-	char op_id[32];			/* the operation whose command sent it; "" none */
+	/* the operation whose command sent it; "" none (an operation's id
+	 * is as long, struct operation) */
+	char op_id[24];
+	int kind;			/* enum vcall_kind */
 	bool told;			/* a late act of it was undone and reported */
 };
 
