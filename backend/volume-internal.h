@@ -126,8 +126,10 @@ const char *vstate_to_string(enum vstate s);
 int vstate_from_string(const char *s);
 /* Append a copy of s to the NULL-terminated *v; -ENOMEM. */
 int volume_strv_push(char ***v, const char *s);
-/* A copy of v (never NULL but on OOM; an empty vector for NULL). */
-char **volume_strv_dup(char *const *v);
+/* A copy of v into *ret: NULL when v is NULL or empty (a volume's flags
+ * and parameters are NULL when it has none: most have none, and an empty
+ * vector is a 32-byte block each). -ENOMEM. */
+int volume_strv_dup(char *const *v, char ***ret);
 /* A volume named name, in no tree yet (NULL on OOM). */
 struct volume *volume_alloc(struct backend *b, const char *name);
 void volume_free(struct volume *v);

@@ -66,16 +66,17 @@ int volume_strv_push(char ***v, const char *s)
 	return nv[n] ? 0 : -ENOMEM;
 }
 
-char **volume_strv_dup(char *const *v)
+int volume_strv_dup(char *const *v, char ***ret)
 {
-	char **r = calloc(1, sizeof(*r));
+	char **r = NULL;
 
-	for (size_t i = 0; r && v && v[i]; i++)
+	for (size_t i = 0; v && v[i]; i++)
 		if (volume_strv_push(&r, v[i]) < 0) {
 			storage_strv_free(r);
-			return NULL;
+			return -ENOMEM;
 		}
-	return r;
+	*ret = r;
+	return 0;
 }
 
 void volume_free(struct volume *v)
