@@ -13,6 +13,17 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* Under AddressSanitizer blocks are its own (calloc and free), so a use
+ * after free of a pooled object is still caught; the pool then only
+ * counts its blocks. */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_MALLOC 1
+#endif
+#endif
+
 #define CHUNK ((size_t)64 << 10)
 #define ALIGN _Alignof(max_align_t)
 
@@ -25,7 +36,7 @@ struct chunk {
 struct pool {
 	pthread_mutex_t lock;
 	struct chunk *cur;	/* the chunk blocks come from; NULL before one */
-	size_t nchunks;
+	size_t nchunks;		/* (under AddressSanitizer: blocks) */
 	bool closed;
 };
 
@@ -40,6 +51,46 @@ struct pool *pool_new(void)
 	return p;
 }
 
+#ifdef POOL_MALLOC
+/* a block: its pool before it, aligned as malloc aligns */
+#define BHEAD ((sizeof(struct pool *) + ALIGN - 1) & ~(ALIGN - 1))
+
+void *pool_alloc(struct pool *p, size_t size)
+{
+	char *b;
+
+	if (!size || size > POOL_BLOCK_MAX)
+		return NULL;
+	b = calloc(1, BHEAD + size);
+	if (!b)
+		return NULL;
+	*(struct pool **)b = p;
+	pthread_mutex_lock(&p->lock);
+	p->nchunks++;	/* here: blocks */
+	pthread_mutex_unlock(&p->lock);
+	return b + BHEAD;
+}
+
+void pool_free(void *block)
+{
+	char *b = block ? (char *)block - BHEAD : NULL;
+	struct pool *p;
+	bool gone;
+
+	if (!b)
+		return;
+	p = *(struct pool **)b;
+	free(b);
+	pthread_mutex_lock(&p->lock);
+	p->nchunks--;
+	gone = p->closed && !p->nchunks;
+	pthread_mutex_unlock(&p->lock);
+	if (gone) {
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+}
+#else
 /* A chunk aligned to CHUNK: twice that mapped, the ends cut off. */
 static struct chunk *chunk_new(struct pool *p)
 {
@@ -109,8 +160,9 @@ void pool_free(void *block)
 	pthread_mutex_lock(&p->lock);
 	if (--c->live == 0) {
 		if (c == p->cur && !p->closed) {
-			c->used = HEAD;	/* empty: start it again */
-			madvise((char *)c + 4096, CHUNK - 4096, MADV_DONTNEED);
+			/* empty: start it again (its pages stay: at most one
+			 * chunk, reused at once) */
+			c->used = HEAD;
 		} else {
 			if (c == p->cur)
 				p->cur = NULL;
@@ -125,6 +177,8 @@ void pool_free(void *block)
 	}
 }
 
+#endif
+
 void pool_close(struct pool *p)
 {
 	bool gone;
@@ -133,9 +187,11 @@ void pool_close(struct pool *p)
 		return;
 	pthread_mutex_lock(&p->lock);
 	p->closed = true;
+#ifndef POOL_MALLOC
 	if (p->cur && !p->cur->live)
 		chunk_drop(p, p->cur);
 	p->cur = NULL;
+#endif
 	gone = !p->nchunks;
 	pthread_mutex_unlock(&p->lock);
 	if (gone) {

@@ -10,6 +10,8 @@
  *
  * A pool belongs to its owner (the backend); its blocks may be freed by
  * any thread, and after pool_close. Knows nothing of what it holds.
+ * Under AddressSanitizer the blocks are malloc's, so its checks still
+ * see them.
  */
 #ifndef NODEFS_POOL_H
 #define NODEFS_POOL_H

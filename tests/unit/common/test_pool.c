@@ -48,6 +48,19 @@ Test(pool, blocks_zeroed_aligned_and_bounded)
 	pool_close(p);
 }
 
+/* Under AddressSanitizer blocks are its own (pool.c), kept mapped in its
+ * quarantine. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CHUNKS false
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHUNKS false
+#endif
+#endif
+#ifndef CHUNKS
+#define CHUNKS true
+#endif
+
 Test(pool, a_chunk_goes_with_its_last_block)
 {
 	struct pool *p = pool_new();
@@ -63,7 +76,7 @@ Test(pool, a_chunk_goes_with_its_last_block)
 	pool_free(first);
 	for (size_t i = 0; i < 100; i++)
 		pool_free(v[i]);
-	cr_assert_not(mapped(first));
+	cr_assert(!CHUNKS || !mapped(first));
 	for (size_t i = 100; i < 399; i++)
 		pool_free(v[i]);
 	cr_assert(mapped(keep));	/* the current chunk, held by keep */
@@ -71,7 +84,7 @@ Test(pool, a_chunk_goes_with_its_last_block)
 	pool_close(p);
 	cr_assert(mapped(keep));
 	pool_free(keep);
-	cr_assert_not(mapped(keep));
+	cr_assert(!CHUNKS || !mapped(keep));
 }
 
 Test(pool, close_when_empty)
