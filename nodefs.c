@@ -44,6 +44,21 @@
 #define ARENA_MAX 1
 
 /*
+ * glibc also keeps a cache per thread (tcache: up to 7 freed blocks of
+ * each size up to 1 KiB, for each of the daemon's dozen threads), which
+ * no trim reaches: after destroying 10,000 volumes, 957 such blocks held
+ * 1.1 MB of heap pages that held nothing else (bench/store memory; the
+ * daemon's RSS stayed 1.7 to 2.9 MB above idle, 0.7 MB without them).
+ * Reads and commands cost the same without them (one arena, and FUSE
+ * serves a request at a time per thread), so they are turned off. That
+ * is a tunable, read by the dynamic loader at exec only: main sets it and
+ * execs itself once, then removes it, so the plugins nodefs starts do not
+ * inherit it. A GLIBC_TUNABLES in the environment wins.
+ */
+#define TUNABLES "glibc.malloc.tcache_count=0"
+#define TUNED_MARK "NODEFS_MALLOC_TUNED"
+
+/*
  * A stop does not wait for the queues: actions not started yet stay
  * PENDING for the next start. Running ones get this long to finish and
  * answer their writers; then the mount goes, their writers get ESHUTDOWN,
@@ -64,8 +79,21 @@ static unsigned stop_grace_ms(void)
 	return STOP_GRACE_MS;
 }
 
-static void malloc_setup(void)
+/* Called first in main, with main's argv (before getopt permutes it):
+ * returns only when the tunables are set, or cannot be. */
+static void malloc_setup(char **argv)
 {
+	if (getenv(TUNED_MARK)) {
+		/* the second exec: the loader has read them */
+		unsetenv(TUNED_MARK);
+		unsetenv("GLIBC_TUNABLES");
+	} else if (!getenv("GLIBC_TUNABLES") && setenv("GLIBC_TUNABLES", TUNABLES, 1) == 0 &&
+		   setenv(TUNED_MARK, "1", 1) == 0) {
+		execv("/proc/self/exe", argv);
+		/* no /proc: go on with the caches */
+		unsetenv(TUNED_MARK);
+		unsetenv("GLIBC_TUNABLES");
+	}
 	if (!getenv("MALLOC_ARENA_MAX"))
 		mallopt(M_ARENA_MAX, ARENA_MAX);
 }
@@ -351,7 +379,7 @@ int main(int argc, char **argv)
 	sigset_t block, oldmask;
 	int r, status = 1;
 
-	malloc_setup();
+	malloc_setup(argv);
 	r = parse_args(argc, argv, &o);
 	if (r)
 		return r;

@@ -50,6 +50,7 @@ struct engine {
 };
 
 struct kind_ops;
+struct pool;
 
 struct backend {
 	struct config *cfg;
@@ -86,6 +87,10 @@ struct backend {
 	/* names thousands of objects repeat (operation types, volumes'
 	 * plugins, profiles, access modes, fs types), one copy each */
 	struct intern names;
+	/* Operations and their texts, in a region of their own: the kept
+	 * ones are made among the volumes a mass destroy frees, and in
+	 * malloc's heap would hold a page of it each (common/pool.c) */
+	struct pool *op_pool;
 	/* Ended operations, oldest end first, each holding a node reference:
 	 * ops_trim drops from the front, so keeping operations_keep of them
 	 * costs the same at 10 or 100,000 operations. */

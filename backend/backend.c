@@ -25,6 +25,7 @@
 #include "log.h"
 #include "macro.h"
 #include "operation.h"
+#include "pool.h"
 #include "store.h"
 #include "nodefs-config.h"
 #include "loop.h"
@@ -205,6 +206,7 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	pthread_mutex_init(&b->mlock, NULL);
 	pthread_mutex_init(&b->ended_lock, NULL);
 	intern_init(&b->names);
+	b->op_pool = pool_new();
 	pthread_cond_init(&b->mcond, NULL);
 	pthread_mutex_init(&b->dlock, NULL);
 	pthread_condattr_init(&ca);
@@ -213,6 +215,10 @@ int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)
 	pthread_condattr_destroy(&ca);
 	b->parked_tail = &b->parked;
 	b->lock_fd = -1;
+	if (!b->op_pool) {
+		r = nerr_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
 
 	r = mkdir_p(cfg->state_dir, err);
 	if (r < 0)
@@ -535,6 +541,7 @@ void backend_free(struct backend *b)
 	if (b->lock_fd >= 0)
 		close(b->lock_fd);	/* last: nothing of ours writes the dir now */
 	intern_fini(&b->names);	/* after the tree: its objects hold names */
+	pool_close(b->op_pool);	/* it goes with the last operation */
 	free(b);
 }
 

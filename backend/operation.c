@@ -21,6 +21,7 @@
 #include "log.h"
 #include "nodefs-config.h"
 #include "operation.h"
+#include "pool.h"
 #include "redact.h"
 #include "store.h"
 
@@ -54,22 +55,22 @@ static struct operation *opof(struct bnode *n)
  * longest possible strings). */
 static char op_empty[1];
 
-/* Set *dst to a copy of s (NULL: ""), freeing what it held. -ENOMEM
- * leaves *dst as it was. */
-static int op_str_set(char **dst, const char *s, size_t cap)
+/* Set *dst to a copy of s (NULL: "") from the operations' pool, freeing
+ * what it held. -ENOMEM leaves *dst as it was. */
+static int op_str_set(struct pool *pool, char **dst, const char *s, size_t cap)
 {
 	size_t n = s ? strnlen(s, cap - 1) : 0;
 	char *c = op_empty;
 
 	if (n) {
-		c = malloc(n + 1);
+		c = pool_alloc(pool, n + 1);
 		if (!c)
 			return -ENOMEM;
 		memcpy(c, s, n);
 		c[n] = '\0';
 	}
 	if (*dst && *dst != op_empty)
-		free(*dst);
+		pool_free(*dst);
 	*dst = c;
 	return 0;
 }
@@ -77,7 +78,7 @@ static int op_str_set(char **dst, const char *s, size_t cap)
 static void op_str_free(char **p)
 {
 	if (*p && *p != op_empty)
-		free(*p);
+		pool_free(*p);
 	*p = op_empty;
 }
 
@@ -92,7 +93,7 @@ static int op_set_fixed(struct operation *op, const char *object, const char *co
 
 	if (!lo && !lc && !lb)
 		return 0;
-	p = malloc(lo + lc + lb + 3);
+	p = pool_alloc(op->b->op_pool, lo + lc + lb + 3);
 	if (!p)
 		return -ENOMEM;
 	op->object = p;
@@ -310,7 +311,7 @@ static void op_node_free(struct bnode *n)
 	if (op->type[0])
 		intern_put(&op->b->names, op->type);
 	if (op->object != op_empty)
-		free(op->object);	/* command and by share its block */
+		pool_free(op->object);	/* command and by share its block */
 	op_str_free(&op->error);
 	op_str_free(&op->remote);
 	op_str_free(&op->intent);
@@ -362,7 +363,7 @@ static void op_tally(struct operation *op, int pending_delta, enum op_state outc
 
 static struct operation *op_alloc(struct backend *b, const char *id)
 {
-	struct bnode *n = bnode_new_priv(&op_type, id, sizeof(struct operation));
+	struct bnode *n = bnode_new_priv(&op_type, id, sizeof(struct operation), b->op_pool);
 	struct operation *op;
 
 	if (!n)
@@ -394,7 +395,7 @@ void op_note_outcome(struct operation *op, const char *line)
 	pthread_mutex_lock(&op->lock);
 	n = strlen(op->outcome);
 	snprintf(t, sizeof(t), "%s%s%s", op->outcome, n ? "; " : "", line);
-	if (op_str_set(&op->outcome, t, sizeof(t)) < 0)
+	if (op_str_set(op->b->op_pool, &op->outcome, t, sizeof(t)) < 0)
 		log_err("operation %s: outcome not kept: out of memory", op->id);
 	pthread_mutex_unlock(&op->lock);
 	if (!atomic_load(&op->node->dead))
@@ -418,8 +419,8 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	if (!op)
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (op_set_type(op, type) < 0 || op_set_fixed(op, object, command, by) < 0 ||
-	    op_str_set(&op->intent, intent, 256) < 0 ||
-	    op_str_set(&op->cluster_cmd, rq ? rq->cluster_cmd : NULL, 128) < 0) {
+	    op_str_set(op->b->op_pool, &op->intent, intent, 256) < 0 ||
+	    op_str_set(op->b->op_pool, &op->cluster_cmd, rq ? rq->cluster_cmd : NULL, 128) < 0) {
 		bnode_unref(op->node);
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
@@ -461,7 +462,7 @@ void op_set_attempts(struct operation *op, unsigned attempts)
 void op_set_remote(struct operation *op, const char *remote)
 {
 	pthread_mutex_lock(&op->lock);
-	if (op_str_set(&op->remote, remote, 64) < 0)
+	if (op_str_set(op->b->op_pool, &op->remote, remote, 64) < 0)
 		op_str_free(&op->remote);	/* not an old one's */
 	pthread_mutex_unlock(&op->lock);
 }
@@ -552,8 +553,8 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	old = op_state_to_string(op->state);
 	op->state = st;
 	op->finished = time(NULL);
-	if (op_str_set(&op->error, msg, NERR_MSG_MAX) < 0 &&
-	    op_str_set(&op->error, "out of memory", NERR_MSG_MAX) < 0)
+	if (op_str_set(op->b->op_pool, &op->error, msg, NERR_MSG_MAX) < 0 &&
+	    op_str_set(op->b->op_pool, &op->error, "out of memory", NERR_MSG_MAX) < 0)
 		op_str_free(&op->error);
 	pthread_mutex_unlock(&op->lock);
 	if (op_checkpoint(op, STORE_LAZY, &cerr) < 0)	/* flushed before the writer hears */
@@ -602,7 +603,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		return;
 	if (seq >= atomic_load(&b->next_op))
 		atomic_store(&b->next_op, seq + 1);
-#define STR(f, k, cap) ((s = json_string_value(json_object_get(j, k))) ? op_str_set(&op->f, s, cap) : 0)
+#define STR(f, k, cap) ((s = json_string_value(json_object_get(j, k))) ? \
+			op_str_set(b->op_pool, &op->f, s, cap) : 0)
 	if (op_set_type(op, json_string_value(json_object_get(j, "type"))) < 0 ||
 	    op_set_fixed(op, json_string_value(json_object_get(j, "object")),
 			 json_string_value(json_object_get(j, "command")),

@@ -7,6 +7,7 @@
  * container engines.
  */
 #include "tree.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -25,6 +26,15 @@ struct tree {
 	atomic_uint_fast64_t flushed;	/* invalidated through this number */
 	tree_watch_fn watch;		/* under clock (tree_set_watcher) */
 	void *watch_ctx;
+	pthread_mutex_t elock;		/* every node's error line */
+};
+
+/* A directory's children: kids[] sorted by serial (insertion order),
+ * byname indexes them by name. Made on the first add. */
+struct bkids {
+	struct bnode **v;
+	size_t n, a;
+	struct hmap byname;
 };
 
 static struct tree *tree_ref(struct tree *t)
@@ -39,6 +49,7 @@ static void tree_unref(struct tree *t)
 		return;
 	pthread_rwlock_destroy(&t->lock);
 	pthread_mutex_destroy(&t->clock);
+	pthread_mutex_destroy(&t->elock);
 	free(t);
 }
 
@@ -85,36 +96,45 @@ void bnode_set_flushed(struct bnode *n, uint64_t v)
 		;
 }
 
-struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
+/* A node and size bytes after it (zeroed, aligned as malloc aligns) in
+ * one block: the name is allocated to its length. */
+static struct bnode *node_alloc(const struct btype *type, const char *name, size_t size,
+				struct pool *pool, void **ret_priv)
 {
-	struct bnode *n = calloc(1, sizeof(*n));
+	size_t len = strnlen(name, BNODE_NAME_MAX);
+	size_t at = (sizeof(struct bnode) + len + 1 + _Alignof(max_align_t) - 1) &
+		    ~(_Alignof(max_align_t) - 1);
+	size_t total = size ? at + size : sizeof(struct bnode) + len + 1;
+	struct bnode *n = pool ? pool_alloc(pool, total) : calloc(1, total);
 
 	if (!n)
 		return NULL;
+	n->pooled = pool != NULL;
 	atomic_init(&n->ref, 1);
 	n->type = type;
-	snprintf(n->name, sizeof(n->name), "%s", name);
-	n->priv = priv;
-	hmap_init(&n->byname);
-	pthread_mutex_init(&n->lock, NULL);
+	memcpy(n->name, name, len);
+	if (ret_priv)
+		*ret_priv = (char *)n + at;
 	return n;
 }
 
-struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size)
+struct bnode *bnode_new(const struct btype *type, const char *name, void *priv)
 {
-	/* priv after the node, aligned as malloc aligns */
-	size_t at = (sizeof(struct bnode) + _Alignof(max_align_t) - 1) &
-		    ~(_Alignof(max_align_t) - 1);
-	struct bnode *n = calloc(1, at + size);
+	struct bnode *n = node_alloc(type, name, 0, NULL, NULL);
 
-	if (!n)
-		return NULL;
-	atomic_init(&n->ref, 1);
-	n->type = type;
-	snprintf(n->name, sizeof(n->name), "%s", name);
-	n->priv = (char *)n + at;
-	hmap_init(&n->byname);
-	pthread_mutex_init(&n->lock, NULL);
+	if (n)
+		n->priv = priv;
+	return n;
+}
+
+struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size,
+			     struct pool *pool)
+{
+	void *priv;
+	struct bnode *n = node_alloc(type, name, size ? size : 1, pool, &priv);
+
+	if (n)
+		n->priv = priv;
 	return n;
 }
 
@@ -131,6 +151,7 @@ struct bnode *bnode_new_root(const struct btype *type, const char *name, void *p
 	atomic_init(&t->ref, 1);
 	pthread_rwlock_init(&t->lock, NULL);
 	pthread_mutex_init(&t->clock, NULL);
+	pthread_mutex_init(&t->elock, NULL);
 	atomic_init(&t->serial, 2);
 	n->tree = t;
 	n->serial = 1;
@@ -151,12 +172,17 @@ void bnode_unref(struct bnode *n)
 	/* last reference: no children remain (remove detaches them) */
 	if (n->type->free)
 		n->type->free(n);
-	free(n->kids);
+	if (n->kids) {
+		free(n->kids->v);
+		hmap_free(&n->kids->byname);
+		free(n->kids);
+	}
 	free(n->error);
-	hmap_free(&n->byname);
-	pthread_mutex_destroy(&n->lock);
 	tree_unref(n->tree);
-	free(n);
+	if (n->pooled)
+		pool_free(n);
+	else
+		free(n);
 }
 
 static bool byname_eq(const void *val, const void *key)
@@ -167,6 +193,7 @@ static bool byname_eq(const void *val, const void *key)
 int bnode_add(struct bnode *dir, struct bnode *child)
 {
 	struct tree *t = dir->tree;
+	struct bkids *k;
 	int r = 0;
 
 	if (!t || (child->tree && child->tree != t))
@@ -176,21 +203,30 @@ int bnode_add(struct bnode *dir, struct bnode *child)
 		r = -ENOENT;
 		goto out;
 	}
-	if (hmap_get(&dir->byname, hmap_hash_str(child->name), child->name, byname_eq)) {
+	if (!dir->kids) {
+		dir->kids = calloc(1, sizeof(*dir->kids));
+		if (!dir->kids) {
+			r = -ENOMEM;
+			goto out;
+		}
+		hmap_init(&dir->kids->byname);
+	}
+	k = dir->kids;
+	if (hmap_get(&k->byname, hmap_hash_str(child->name), child->name, byname_eq)) {
 		r = -EEXIST;
 		goto out;
 	}
-	if (dir->nkids == dir->akids) {
-		size_t na = dir->akids ? dir->akids * 2 : 8;
-		struct bnode **nk = realloc(dir->kids, na * sizeof(*nk));
+	if (k->n == k->a) {
+		size_t na = k->a ? k->a * 2 : 8;
+		struct bnode **nk = realloc(k->v, na * sizeof(*nk));
 		if (!nk) {
 			r = -ENOMEM;
 			goto out;
 		}
-		dir->kids = nk;
-		dir->akids = na;
+		k->v = nk;
+		k->a = na;
 	}
-	r = hmap_put(&dir->byname, hmap_hash_str(child->name), child);
+	r = hmap_put(&k->byname, hmap_hash_str(child->name), child);
 	if (r < 0)
 		goto out;
 	/* serials rise, so appending keeps kids[] sorted; a node re-added
@@ -198,7 +234,7 @@ int bnode_add(struct bnode *dir, struct bnode *child)
 	child->serial = atomic_fetch_add(&t->serial, 1);
 	if (!child->tree)
 		child->tree = tree_ref(t);
-	dir->kids[dir->nkids++] = bnode_ref(child);
+	k->v[k->n++] = bnode_ref(child);
 	if (!child->owner)
 		child->owner = dir->owner;
 	child->parent = bnode_ref(dir);
@@ -209,13 +245,18 @@ out:
 	return r;
 }
 
+static size_t nkids(const struct bnode *dir)
+{
+	return dir->kids ? dir->kids->n : 0;
+}
+
 static size_t kid_index(const struct bnode *dir, uint64_t serial)
 {
-	size_t lo = 0, hi = dir->nkids;	/* first index with serial >= given */
+	size_t lo = 0, hi = nkids(dir);	/* first index with serial >= given */
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (dir->kids[mid]->serial < serial)
+		if (dir->kids->v[mid]->serial < serial)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -250,15 +291,16 @@ static void detach_locked(struct bnode *n, struct droplist *d)
 	struct bnode *p = n->parent;
 
 	atomic_store(&n->dead, true);
-	while (n->nkids)
-		detach_locked(n->kids[n->nkids - 1], d);
+	while (nkids(n))
+		detach_locked(n->kids->v[n->kids->n - 1], d);
 	if (!p)
 		return;
 	size_t i = kid_index(p, n->serial);
-	if (i < p->nkids && p->kids[i] == n) {
-		memmove(&p->kids[i], &p->kids[i + 1], (p->nkids - i - 1) * sizeof(*p->kids));
-		p->nkids--;
-		hmap_del(&p->byname, hmap_hash_str(n->name), n->name, byname_eq);
+	struct bkids *k = p->kids;
+	if (i < nkids(p) && k->v[i] == n) {
+		memmove(&k->v[i], &k->v[i + 1], (k->n - i - 1) * sizeof(*k->v));
+		k->n--;
+		hmap_del(&k->byname, hmap_hash_str(n->name), n->name, byname_eq);
 		drop_later(d, n);
 	}
 	n->parent = NULL;
@@ -298,7 +340,8 @@ struct bnode *bnode_lookup(struct bnode *dir, const char *name)
 	if (!dir->tree)
 		return NULL;	/* in no tree: no children */
 	pthread_rwlock_rdlock(&dir->tree->lock);
-	k = bnode_ref(hmap_get(&dir->byname, hmap_hash_str(name), name, byname_eq));
+	k = dir->kids ? bnode_ref(hmap_get(&dir->kids->byname, hmap_hash_str(name), name,
+					   byname_eq)) : NULL;
 	pthread_rwlock_unlock(&dir->tree->lock);
 	return k;
 }
@@ -312,8 +355,8 @@ struct bnode *bnode_next_child(struct bnode *dir, uint64_t after)
 		return NULL;
 	pthread_rwlock_rdlock(&dir->tree->lock);
 	i = kid_index(dir, after + 1);
-	if (i < dir->nkids)
-		k = bnode_ref(dir->kids[i]);
+	if (i < nkids(dir))
+		k = bnode_ref(dir->kids->v[i]);
 	pthread_rwlock_unlock(&dir->tree->lock);
 	return k;
 }
@@ -325,7 +368,7 @@ size_t bnode_count(struct bnode *dir)
 	if (!dir->tree)
 		return 0;
 	pthread_rwlock_rdlock(&dir->tree->lock);
-	n = dir->nkids;
+	n = nkids(dir);
 	pthread_rwlock_unlock(&dir->tree->lock);
 	return n;
 }
@@ -338,7 +381,7 @@ int bnode_list(struct bnode *dir, struct bnode ***ret, size_t *ret_n)
 
 	if (t)
 		pthread_rwlock_rdlock(&t->lock);
-	n = t ? dir->nkids : 0;
+	n = t ? nkids(dir) : 0;
 	v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v) {
 		if (t)
@@ -346,7 +389,7 @@ int bnode_list(struct bnode *dir, struct bnode ***ret, size_t *ret_n)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
-		v[i] = bnode_ref(dir->kids[i]);
+		v[i] = bnode_ref(dir->kids->v[i]);
 	if (t)
 		pthread_rwlock_unlock(&t->lock);
 	*ret = v;
@@ -383,20 +426,24 @@ void bnode_set_error(struct bnode *n, const char *msg)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	pthread_mutex_lock(&n->lock);
+	if (n->tree)
+		pthread_mutex_lock(&n->tree->elock);
 	if (!n->error)
 		n->error = malloc(BNODE_ERROR_MAX);
 	if (n->error)
 		snprintf(n->error, BNODE_ERROR_MAX, "%s %s", when, msg);
-	pthread_mutex_unlock(&n->lock);
+	if (n->tree)
+		pthread_mutex_unlock(&n->tree->elock);
 	bnode_changed(n);
 }
 
 void bnode_get_error(struct bnode *n, char *buf, size_t len)
 {
-	pthread_mutex_lock(&n->lock);
+	if (n->tree)
+		pthread_mutex_lock(&n->tree->elock);
 	snprintf(buf, len, "%s", n->error ? n->error : "");
-	pthread_mutex_unlock(&n->lock);
+	if (n->tree)
+		pthread_mutex_unlock(&n->tree->elock);
 }
 
 int battr_show_error(struct bnode *n, struct sbuf *out)

@@ -125,34 +125,36 @@ struct btype {
 
 /* An error line: a time, the command line that failed, the message. */
 #define BNODE_ERROR_MAX (NERR_MSG_MAX + 128)
+/* A node's name: longer ones are cut to this many characters. */
+#define BNODE_NAME_MAX 64
 
 struct bnode {
 	atomic_uint ref;
+	atomic_bool dead;
+	bool queued;		/* in the notifier's queue, linked by qnext */
+	bool pooled;		/* its block is from a pool (bnode_new_priv) */
 	const struct btype *type;
 	struct bnode *parent;	/* holds a reference while attached */
-	char name[65];
 	uint64_t serial;	/* unique within the daemon's life, rising */
-	atomic_bool dead;
 	atomic_uint_fast64_t version;	/* bumped by bnode_changed() */
 	/* the version whose change the notifier has made visible (kernel
 	 * caches invalidated); pollers wake on it, never on version */
 	atomic_uint_fast64_t flushed;
-	bool queued;		/* in the notifier's queue, linked by qnext */
-	struct bnode *qnext;	/* (both under the notifier's own lock) */
+	struct bnode *qnext;	/* (queued and qnext under the notifier's own lock) */
 	struct bnode *bnext;	/* in the batch it flushes (its thread) */
 	void *priv;
 	void *owner;		/* the backend; inherited from the parent on add */
 	struct tree *tree;	/* the tree it was added to (referenced); NULL before */
 
-	/* children, under the tree lock: kids[] sorted by serial (insertion
-	 * order), byname indexes them by name */
-	struct bnode **kids;
-	size_t nkids, akids;
-	struct hmap byname;
+	/* children, under the tree lock; NULL until the first is added, so a
+	 * leaf (most nodes: volumes, operations) carries no table */
+	struct bkids *kids;
 
-	pthread_mutex_t lock;	/* guards error */
-	char *error;		/* the last error line; NULL until one is set
-				 * (most nodes never have one) */
+	/* the last error line, under the tree's error lock (a node's own
+	 * before it is in a tree, when no other thread sees it); NULL until
+	 * one is set (most nodes never have one) */
+	char *error;
+	char name[];		/* at most 64 characters, allocated to its length */
 };
 
 /* Make a detached node with one reference. NULL on OOM. Its serial is
@@ -160,9 +162,12 @@ struct bnode {
 struct bnode *bnode_new(const struct btype *type, const char *name, void *priv);
 /* The same, with its priv (size bytes, zeroed) in the node's own block:
  * one allocation for an object of which thousands live (an operation), so
- * it does not pin two pages of the heap. The type's free must not free
- * priv; it goes with the node. NULL on OOM. */
-struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size);
+ * it does not pin two pages of the heap; from pool when not NULL (then
+ * the block must fit POOL_BLOCK_MAX). The type's free must not free priv;
+ * it goes with the node. NULL on OOM. */
+struct pool;
+struct bnode *bnode_new_priv(const struct btype *type, const char *name, size_t size,
+			     struct pool *pool);
 /* Make the root of a new tree (serial 1): its lock, serials and notifier
  * go with it, and live as long as any node of it. NULL on OOM. */
 struct bnode *bnode_new_root(const struct btype *type, const char *name, void *priv);

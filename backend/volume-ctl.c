@@ -433,8 +433,11 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	v->profile = intern_get(&b->names, prof ? prof->name : NULL);
 	v->access_mode = intern_get(&b->names, mode ? mode : prof ? prof->access_mode : NULL);
 	v->fs_type = intern_get(&b->names, fs ? fs : prof ? prof->fs_type : NULL);
-	v->mount_flags = volume_strv_dup(prof ? prof->mount_flags : NULL);
-	v->params = volume_strv_dup(prof ? prof->params : NULL);
+	if (volume_strv_dup(prof ? prof->mount_flags : NULL, &v->mount_flags) < 0 ||
+	    volume_strv_dup(prof ? prof->params : NULL, &v->params) < 0) {
+		volume_free(v);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
 	/* a size on the line wins; else the profile's (0: the plugin's) */
 	v->size_req = c && ctl_opt_get(c, "size") ? size : prof ? prof->size : 0;
 	for (size_t i = 0; c && i < c->nopts; i++) {
@@ -454,7 +457,7 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 			volume_staging_locked(v);
 	}
 	v->state = id ? V_CREATED : V_CREATING;
-	if (!v->plugin || !v->mount_flags || !v->params || (id && !v->id)) {
+	if (!v->plugin || (id && !v->id)) {
 		volume_free(v);
 		return nerr_set(err, ENOMEM, "out of memory");
 	}

@@ -31,17 +31,18 @@ enum vcall_kind {
 };
 
 struct vcall {
-	int kind;			/* enum vcall_kind */
 	char *path;			/* target or staging path; NULL for controller calls */
 	char *node;			/* node id of a controller call; NULL otherwise */
-	char op_id[32];			/* the operation whose command sent it; "" none */
+	/* the operation whose command sent it; "" none (an operation's id
+	 * is as long, struct operation) */
+	char op_id[24];
+	int kind;			/* enum vcall_kind */
 	bool told;			/* a late act of it was undone and reported */
 };
 
 struct volume {
 	struct backend *b;
 	struct bnode *node;		/* borrowed: the node owns the volume */
-	char name[65];
 	struct actq q;
 	atomic_int inflight;		/* actions submitted and not yet answered */
 	/* Its create or import is queued (or it was recovered): other commands
@@ -61,6 +62,12 @@ struct volume {
 	char **params;			/* "k=v" */
 	uint64_t size_req;
 	bool imported;
+	/* under lock, with the members below (here, they fill a hole) */
+	bool ctl_published, staged;
+	bool have_stats;		/* NodeGetVolumeStats as last reported */
+	bool ro;
+	bool last_uncertain;		/* the last call's outcome is unknown */
+	bool unc_undo;
 
 	pthread_mutex_t lock;		/* everything below */
 	enum vstate state;
@@ -69,25 +76,21 @@ struct volume {
 	int64_t capacity;
 	char **vctx;			/* volume context, "k=v" */
 	char **pctx;			/* publish context, "k=v" */
-	bool ctl_published, staged;
 	int64_t node_expand_to;		/* ControllerExpand done, NodeExpand owed */
-	bool have_stats;		/* NodeGetVolumeStats as last reported */
 	long long stats_used, stats_available;
 	char *target;
-	bool ro;
 	char *staging;			/* NULL until it has an id; VSTAGING */
-	bool last_uncertain;		/* the last call's outcome is unknown */
 	/* A CreateVolume or DeleteVolume whose answer never came is being
 	 * settled in the background (volume_watch_uncertain): one watch at a
 	 * time, for the last command that left it so (unc_op, referenced, may
-	 * be NULL; unc_undo: that command wanted the volume gone). */
+	 * be NULL; unc_undo, above: that command wanted the volume gone). */
 	atomic_bool watched;
 	struct operation *unc_op;
-	bool unc_undo;
 	/* The publish-side call in flight (record key "call", cleared when it
 	 * ends for certain) and the last one whose answer never came (key
 	 * "uncertain", kept until the watch settles it, across a restart). */
 	struct vcall call, unc;
+	char name[];			/* allocated to its length (at most 64) */
 };
 
 /* The staging path, "" when none. */
@@ -123,8 +126,10 @@ const char *vstate_to_string(enum vstate s);
 int vstate_from_string(const char *s);
 /* Append a copy of s to the NULL-terminated *v; -ENOMEM. */
 int volume_strv_push(char ***v, const char *s);
-/* A copy of v (never NULL but on OOM; an empty vector for NULL). */
-char **volume_strv_dup(char *const *v);
+/* A copy of v into *ret: NULL when v is NULL or empty (a volume's flags
+ * and parameters are NULL when it has none: most have none, and an empty
+ * vector is a 32-byte block each). -ENOMEM. */
+int volume_strv_dup(char *const *v, char ***ret);
 /* A volume named name, in no tree yet (NULL on OOM). */
 struct volume *volume_alloc(struct backend *b, const char *name);
 void volume_free(struct volume *v);

@@ -24,12 +24,12 @@
 
 static char **json_strv(json_t *a)
 {
-	char **v = calloc(1, sizeof(*v));
+	char **v = NULL;	/* none: NULL (volume_strv_dup) */
 	size_t i;
 	json_t *x;
 
 	json_array_foreach(a, i, x)
-		if (v && json_string_value(x) && volume_strv_push(&v, json_string_value(x)) < 0) {
+		if (json_string_value(x) && volume_strv_push(&v, json_string_value(x)) < 0) {
 			storage_strv_free(v);
 			return NULL;
 		}

@@ -360,6 +360,8 @@ static void record_call(struct vctx *x, enum vstate transient)
 	snprintf(v->call.op_id, sizeof(v->call.op_id), "%s", x->op ? x->op->id : "");
 	pthread_mutex_unlock(&v->lock);
 }
+_Static_assert(sizeof(((struct vcall *)0)->op_id) >= sizeof(((struct operation *)0)->id),
+	       "a call record holds its operation's whole id");
 
 /* The call in flight ended: for certain (forgotten), or with its answer
  * lost (kept as the volume's uncertain call, for the watch). */

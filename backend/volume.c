@@ -66,16 +66,17 @@ int volume_strv_push(char ***v, const char *s)
 	return nv[n] ? 0 : -ENOMEM;
 }
 
-char **volume_strv_dup(char *const *v)
+int volume_strv_dup(char *const *v, char ***ret)
 {
-	char **r = calloc(1, sizeof(*r));
+	char **r = NULL;
 
-	for (size_t i = 0; r && v && v[i]; i++)
+	for (size_t i = 0; v && v[i]; i++)
 		if (volume_strv_push(&r, v[i]) < 0) {
 			storage_strv_free(r);
-			return NULL;
+			return -ENOMEM;
 		}
-	return r;
+	*ret = r;
+	return 0;
 }
 
 void volume_free(struct volume *v)
@@ -103,12 +104,13 @@ void volume_free(struct volume *v)
 
 struct volume *volume_alloc(struct backend *b, const char *name)
 {
-	struct volume *v = calloc(1, sizeof(*v));
+	size_t len = strnlen(name, 64);
+	struct volume *v = calloc(1, sizeof(*v) + len + 1);
 
 	if (!v)
 		return NULL;
 	v->b = b;
-	snprintf(v->name, sizeof(v->name), "%s", name);
+	memcpy(v->name, name, len);
 	actq_init(&v->q);
 	pthread_mutex_init(&v->lock, NULL);
 	return v;
