@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
+#include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <jansson.h>
 
 #include "nerr.h"
@@ -116,9 +116,14 @@ static char *dup_or_null(const char *s)
 int etcd_new(const char *endpoints, const struct etcd_tls *tls, long timeout_ms,
 	     struct etcd **ret, struct nerr *err)
 {
-	struct etcd *e = calloc(1, sizeof(*e));
-	char *copy = strdup(endpoints ? endpoints : ""), *save = NULL;
+	struct etcd *e;
+	char *copy, *save = NULL;
+	int r = lazycurl_load(err);
 
+	if (r < 0)
+		return r;
+	e = calloc(1, sizeof(*e));
+	copy = strdup(endpoints ? endpoints : "");
 	if (!e || !copy)
 		goto oom;
 	for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {

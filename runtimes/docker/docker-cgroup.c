@@ -10,7 +10,7 @@
  * the backend, FUSE or checkpoints.
  */
 #include <ctype.h>
-#include <curl/curl.h>
+#include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 #ifndef NODEFS_DOCKER_DRIVER_INTERNAL_H
 #define NODEFS_DOCKER_DRIVER_INTERNAL_H
 
-#include <curl/curl.h>
+#include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -108,6 +108,10 @@ struct dk_req {
  * cap DOCKER_BODY_CAP) the reply when not streamed. 0 when the exchange
  * happened and the status maps to success; else -errno with the engine's
  * message. Any thread. */
+/* libcurl loaded (common/lazycurl.h), once the engine's socket takes a
+ * connection: EHOSTDOWN with the reason while it does not, as an exchange
+ * that cannot connect says. Every path to a curl call goes through it. */
+int dk_curl_ready(struct docker *d, struct nerr *err);
 int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long *ret_status,
 	    struct nerr *err);
 /* The negotiated API version into api (negotiating it first if needed). */

@@ -13,14 +13,16 @@
  * message (docker-json.c), the backend, FUSE or checkpoints.
  */
 #include <ctype.h>
-#include <curl/curl.h>
+#include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +115,27 @@ void dk_forget_version(struct docker *d)
 
 int dk_ensure_version(struct docker *d, char *api, size_t n, struct nerr *err);
 
+int dk_curl_ready(struct docker *d, struct nerr *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, r;
+
+	if (lazycurl_loaded())
+		return 0;
+	/* an engine that is not there is told without libcurl: a node that
+	 * runs no Docker never maps it (common/lazycurl.h) */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return nerr_set(err, errno, "socket: %s", strerror(errno));
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return nerr_set(err, EHOSTDOWN, "docker engine unreachable at %s: %s", d->sock,
+				strerror(-r));
+	return lazycurl_load(err);
+}
+
 /* One HTTP exchange. *ret_status gets the HTTP status, body (if non-NULL,
  * cap DOCKER_BODY_CAP) the reply when not streamed. 0 when the exchange
  * happened and the status maps to success; else -errno with the engine's
@@ -128,6 +151,9 @@ int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long *ret_st
 	CURL *c;
 	int r;
 
+	r = dk_curl_ready(d, err);
+	if (r < 0)
+		return r;
 	if (!body)
 		body = &tmp;
 	if (!rq->unversioned) {

@@ -13,7 +13,7 @@
  * checkpoints.
  */
 #include <ctype.h>
-#include <curl/curl.h>
+#include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -196,10 +196,22 @@ static void watch_once(struct docker *d, int *up)
 	static const char url[] = "http://docker/events?filters="
 		"%7B%22label%22%3A%5B%22" RT_OWNER_LABEL "%3D1%22%5D%2C"
 		"%22type%22%3A%5B%22container%22%5D%7D";
-	struct watch_ctx *wc = calloc(1, sizeof(*wc));
-	CURL *c = curl_easy_init();
+	struct watch_ctx *wc;
+	CURL *c;
 	int running = 1;
 
+	/* an engine not there yet ends this subscription at once, without
+	 * loading libcurl; its multi handle is made with the first one */
+	if (dk_curl_ready(d, &(struct nerr){ 0 }) < 0)
+		return;
+	pthread_mutex_lock(&d->wlock);
+	if (!d->wmulti && !d->stopping)
+		d->wmulti = curl_multi_init();
+	pthread_mutex_unlock(&d->wlock);
+	if (!d->wmulti || stopping(d))
+		return;
+	wc = calloc(1, sizeof(*wc));
+	c = curl_easy_init();
 	if (!wc || !c)
 		goto out;
 	wc->d = d;
@@ -272,17 +284,10 @@ int dk_watch(void *h, rt_event_fn fn, void *ctx, struct nerr *err)
 		pthread_mutex_unlock(&d->wlock);
 		return nerr_set(err, EBUSY, "docker events are already watched");
 	}
-	d->wmulti = curl_multi_init();
-	if (!d->wmulti) {
-		pthread_mutex_unlock(&d->wlock);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
 	d->fn = fn;
 	d->fn_ctx = ctx;
 	r = pthread_create(&d->watcher, NULL, watch_main, d);
 	if (r) {
-		curl_multi_cleanup(d->wmulti);
-		d->wmulti = NULL;
 		pthread_mutex_unlock(&d->wlock);
 		return nerr_set(err, r, "cannot start the docker events thread");
 	}

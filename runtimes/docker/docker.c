@@ -12,7 +12,7 @@
  * FUSE or checkpoints.
  */
 #include <ctype.h>
-#include <curl/curl.h>
+#include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,14 +30,6 @@
 #include "sbuf.h"
 
 #define DK_DEFAULT_SOCK "/var/run/docker.sock"
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_result;
-
-static void curl_init_once(void)
-{
-	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 /* --- open / close / health ----------------------------------------------- */
 
@@ -67,9 +59,6 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	struct docker *d;
 	int stop_timeout = 10;
 
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_result != CURLE_OK)
-		return nerr_set(err, EIO, "curl_global_init failed");
 	for (size_t i = 0; cfg && i < cfg->nkv; i++) {
 		const char *k = cfg->kv[i].key, *v = cfg->kv[i].val;
 
@@ -232,6 +221,9 @@ static int pull_image(struct docker *d, const char *image, struct rt_progress *p
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (docker_image_split(image, repo, sizeof(repo), tag, sizeof(tag)) < 0)
 		return nerr_set(err, EINVAL, "bad image reference '%s'", image);
+	r = dk_curl_ready(d, err);
+	if (r < 0)
+		return r;
 	c = curl_easy_init();
 	if (!c)
 		return nerr_set(err, ENOMEM, "out of memory");
