@@ -93,6 +93,8 @@ struct cluster {
 	struct cluster_job *done, **done_tail;	/* run, answers to write */
 	struct cluster_job *adopted;	/* earlier runs' operations still PENDING */
 	unsigned jobs_running;		/* taken, not answered yet */
+	bool jobs_kick;			/* jobs queued: wake the inbox thread once
+					 * c->lock is dropped (cluster_unlock_kick) */
 	char **deletes;			/* answered commands' keys to delete */
 	size_t ndeletes;
 	struct timespec deletes_since;	/* the oldest of them (CLOCK_MONOTONIC) */
@@ -125,8 +127,13 @@ bool cluster_node_up_locked(struct cluster *c, const char *node, size_t len);
 void *cluster_watch_main(void *arg);
 
 /* cluster-remote.c: remote commands, both sides. */
-/* A PUT of a key under inbox/, as now cached in ce (c->lock held). */
+/* A PUT of a key under inbox/, as now cached in ce (c->lock held). A
+ * record to run is queued with c->jobs_kick set: the caller wakes the
+ * inbox thread with cluster_unlock_kick. */
 void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce);
+/* Drop c->lock, then wake the inbox thread if records were queued under
+ * it: woken while the lock is still held, it would only block on it. */
+void cluster_unlock_kick(struct cluster *c);
 /* A remote write from a ctl under cluster/: -EINPROGRESS, rq completed
  * with the target's answer; -EHOSTUNREACH at once while etcd is away. */
 int cluster_remote_write(struct cluster *c, const char *node, const char *path, const char *line,

@@ -177,10 +177,12 @@ static void rcmd_answered_locked(struct cluster *c, const char *key, const char 
 		free(rc->record);
 		free(rc);
 		json_decref(j);
-		/* completing may run the writer's next line: not under our lock */
+		/* completing may run the writer's next line: not under our
+		 * lock. The writer first: the inbox thread, woken for the
+		 * deletion, would take a core from the answer */
 		pthread_mutex_unlock(&c->lock);
-		cluster_wake_remote(c);
 		breq_complete(rq, e > 0 ? -e : 0);
+		cluster_wake_remote(c);
 		pthread_mutex_lock(&c->lock);
 		return;
 	}
@@ -336,13 +338,23 @@ void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce)
 				ce->queued_rev = ce->mod_rev;
 				*c->jobs_tail = jb;
 				c->jobs_tail = &jb->next;
-				cluster_wake_remote(c);
+				c->jobs_kick = true;
 			} else
 				free(jb);
 		}
 		json_decref(j);
 	}
 	rcmd_answered_locked(c, ce->key, ce->val, ce->vlen);
+}
+
+void cluster_unlock_kick(struct cluster *c)
+{
+	bool kick = c->jobs_kick;
+
+	c->jobs_kick = false;
+	pthread_mutex_unlock(&c->lock);
+	if (kick)
+		cluster_wake_remote(c);
 }
 
 static void job_free(struct cluster_job *jb)

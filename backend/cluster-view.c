@@ -479,7 +479,7 @@ static void on_events(void *ctx, const struct etcd_event *ev, size_t n, int64_t 
 	if (c->rev_seen > c->rev_store)
 		c->rev_store = c->rev_seen;
 	bnode_changed(c->dir);
-	pthread_mutex_unlock(&c->lock);
+	cluster_unlock_kick(c);
 }
 
 static bool watch_stop(void *ctx)
@@ -542,7 +542,7 @@ static int relist(struct cluster *c, struct etcd *e, int64_t *ret_rev, struct ne
 		}
 	c->rev_seen = *ret_rev;
 	bnode_changed(c->dir);
-	pthread_mutex_unlock(&c->lock);
+	cluster_unlock_kick(c);
 	hmap_free(&listed);
 	etcd_kvs_free(kvs, n);
 	return 0;
