@@ -19,7 +19,7 @@ measured against baselines in the same run. Root (mounts). Not a test.
    that nodefs's own metrics count.
 2. listing: `ls -l MNT/volumes` with --volumes volumes against `ls -l` of as
    many directories on tmpfs, interleaved, --ls-runs runs each. Target:
-   <= 1.2x. The volumes are made by the fast path (--seed, the default):
+   <= 1.1x (issue 14). The volumes are made by the fast path (--seed, the default):
    the plugin's state file and nodefs's checkpoints are written before both
    start, as a restart would find them, so nodefs recovers them (the time
    it takes to be READY is printed, with --ops kept operations seeded
@@ -316,8 +316,8 @@ class Bench:
         print("  tmpfs directories          %8.1f ms" % mt)
         print("  nodefs volumes/            %8.1f ms" % mf)
         ratio = mf / mt
-        met = ratio <= 1.2
-        print("  ratio nodefs/tmpfs = %.2f (target <= 1.2)" % ratio)
+        met = ratio <= 1.1
+        print("  ratio nodefs/tmpfs = %.2f (goal <= 1.1)" % ratio)
         print("  runs: nodefs %s" % " ".join("%.1f" % x for x in fs))
         print("        tmpfs  %s" % " ".join("%.1f" % x for x in tm))
         # find over every entry: tmpfs directories with as many files each
