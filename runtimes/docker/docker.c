@@ -97,6 +97,10 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	pthread_cond_init(&d->wcond, &ca);
 	pthread_cond_init(&d->oomcond, &ca);
 	pthread_condattr_destroy(&ca);
+	/* an engine already there gets libcurl now, as the daemon starts, so
+	 * the events watcher subscribes at once: a container run right after
+	 * READY must not go before it (its oom event would be missed) */
+	dk_curl_ready(d, &(struct nerr){ 0 });
 	*ret_h = d;
 	return 0;
 }
