@@ -51,6 +51,19 @@ struct pool *pool_new(void)
 	return p;
 }
 
+/* Drop p's lock; free p if it is closed and holds no chunk (no block)
+ * any more: the last of pool_close and the frees ends it. */
+static void unlock_or_end(struct pool *p)
+{
+	bool gone = p->closed && !p->nchunks;
+
+	pthread_mutex_unlock(&p->lock);
+	if (gone) {
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+}
+
 #ifdef POOL_MALLOC
 /* a block: its pool before it, aligned as malloc aligns */
 #define BHEAD ((sizeof(struct pool *) + ALIGN - 1) & ~(ALIGN - 1))
@@ -75,7 +88,6 @@ void pool_free(void *block)
 {
 	char *b = block ? (char *)block - BHEAD : NULL;
 	struct pool *p;
-	bool gone;
 
 	if (!b)
 		return;
@@ -83,12 +95,7 @@ void pool_free(void *block)
 	free(b);
 	pthread_mutex_lock(&p->lock);
 	p->nchunks--;
-	gone = p->closed && !p->nchunks;
-	pthread_mutex_unlock(&p->lock);
-	if (gone) {
-		pthread_mutex_destroy(&p->lock);
-		free(p);
-	}
+	unlock_or_end(p);
 }
 #else
 /* A chunk aligned to CHUNK: twice that mapped, the ends cut off. */
@@ -151,7 +158,6 @@ void pool_free(void *block)
 {
 	struct chunk *c;
 	struct pool *p;
-	bool gone;
 
 	if (!block)
 		return;
@@ -169,19 +175,13 @@ void pool_free(void *block)
 			chunk_drop(p, c);
 		}
 	}
-	gone = p->closed && !p->nchunks;
-	pthread_mutex_unlock(&p->lock);
-	if (gone) {
-		pthread_mutex_destroy(&p->lock);
-		free(p);
-	}
+	unlock_or_end(p);
 }
 
 #endif
 
 void pool_close(struct pool *p)
 {
-	bool gone;
 
 	if (!p)
 		return;
@@ -192,10 +192,5 @@ void pool_close(struct pool *p)
 		chunk_drop(p, p->cur);
 	p->cur = NULL;
 #endif
-	gone = !p->nchunks;
-	pthread_mutex_unlock(&p->lock);
-	if (gone) {
-		pthread_mutex_destroy(&p->lock);
-		free(p);
-	}
+	unlock_or_end(p);
 }
