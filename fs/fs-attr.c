@@ -141,6 +141,20 @@ static void fill_stat(struct fs *f, struct fs_inode *i, struct stat *st)
 	 * double the work of every read.
 	 */
 	st->st_size = 0;
+	if ((a->flags & BATTR_CTL) && a->show) {
+		/*
+		 * A ctl file has the length of what a read of it gives, its
+		 * usage (a static text). It is also what lets its writers run
+		 * in parallel: the kernel lets a write share the inode only
+		 * within the size it knows (fs-file.c, reply_open), and a
+		 * command line is shorter than the usage that lists it.
+		 */
+		struct sbuf u = SBUF_INIT(FILE_SNAPSHOT_CAP);
+
+		if (fs_render(f, a, i->node, &u) >= 0)
+			st->st_size = (off_t)u.len;
+		sbuf_free(&u);
+	}
 	if (a->flags & BATTR_CACHE) {
 		size_t len;
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -236,6 +237,25 @@ static int share_read(struct fs *f, struct fs_file *h)
 	return 0;
 }
 
+/*
+ * A ctl file's writers run in parallel: the kernel holds a FUSE file's
+ * inode lock alone across each write unless the open says
+ * FOPEN_PARALLEL_DIRECT_WRITES (and the write stays within the size it
+ * knows: a ctl file's is its usage's length, fs-attr.c), so sixteen writers of
+ * `create` on volumes/ctl would wait for each other's CSI calls and never
+ * share a checkpoint flush. libfuse 3.14 has no field for the flag: the
+ * answer is built here as fuse_reply_open would build it, plus the flag.
+ */
+static int reply_open(fuse_req_t req, struct fuse_file_info *fi, const struct battr *a)
+{
+	struct fuse_open_out o = { .fh = fi->fh };
+
+	if (!(a->flags & BATTR_CTL) || a->stream)
+		return fuse_reply_open(req, fi);
+	o.open_flags = FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES;
+	return fuse_reply_buf(req, (const char *)&o, sizeof(o));
+}
+
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	FS_OP(req, FSOP_OPEN);
@@ -329,7 +349,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		f->files->prev = h;
 	f->files = h;
 	pthread_mutex_unlock(&f->flock);
-	if (fuse_reply_open(req, fi) == -ENOENT)	/* open interrupted */
+	if (reply_open(req, fi, a) == -ENOENT)	/* open interrupted */
 		fs_file_free(f, h);
 }
 

@@ -94,6 +94,10 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* no page cache for our files: their size is not known in advance */
 	conn->want &= ~FUSE_CAP_ASYNC_READ;
+	/* O_TRUNC comes as a SETATTR, whose answer restores a ctl file's size
+	 * (an atomic O_TRUNC would set it to 0 in the kernel: every write
+	 * past it then takes the inode's lock alone, fs_open) */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/* a read refreshes attributes an invalidation dropped, whatever its

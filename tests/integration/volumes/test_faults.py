@@ -226,6 +226,37 @@ class FaultsTest(unittest.TestCase):
             self.assertEqual(env.ctl("volumes/ctl", "create third size=1M"), (True, "OK"))
             self.assertEqual(env.state("third"), "CREATED")
 
+    def test_writers_of_one_ctl_file_run_at_once(self):
+        """Writers of one ctl file do not wait for each other (the kernel
+        serialises writes to a FUSE file unless its open allows parallel
+        ones): three `create`s written at once to volumes/ctl are in flight
+        together while the plugin holds each for a while, and each writer
+        gets its own answer. One after another, at most one would ever be
+        CREATING. (Writers that open without O_TRUNC: a truncate takes the
+        file's lock alone, so `echo >` writers still take turns.)"""
+        with vt.VolEnv(plugin_flags=["--delay", "CreateVolume=6"], csi_timeout="60s") as env:
+            ctl = env.fs.path("volumes", "ctl")
+            # the file's size is what a read of it gives (its usage), which
+            # is what lets a command line's write share the file
+            with open(ctl) as f:
+                self.assertEqual(os.stat(ctl).st_size, len(f.read().encode()))
+            names = ["par%d" % k for k in range(3)]
+            prog = ("import os, sys\n"
+                    "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+                    "os.write(fd, sys.argv[2].encode())\n")
+            ws = [subprocess.Popen([sys.executable, "-c", prog, ctl, "create %s size=1M\n" % n])
+                  for n in names]
+            try:
+                self.assertTrue(nt.wait_until(lambda: all(n in env.volumes() for n in names),
+                                              nt.scaled(20)), env.volumes())
+                creating = [n for n in names if env.state(n) == "CREATING"]
+                self.assertGreaterEqual(len(creating), 2,
+                                        "the writers took turns: %s" % [(n, env.state(n)) for n in names])
+            finally:
+                for w in ws:
+                    self.assertEqual(w.wait(timeout=nt.scaled(60)), 0)
+            self.assertEqual([env.state(n) for n in names], ["CREATED"] * 3)
+
     def test_timeouts_leave_transient_state_and_are_redriven(self):
         with vt.VolEnv(["--delay", "CreateVolume=2"], csi_timeout="500ms") as env:
             tgt = env.target("db")
