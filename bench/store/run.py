@@ -13,8 +13,9 @@ commit: the state dir on an ext4 file system of its own (a loop-mounted
     line + close of its own file on tmpfs;
   - ext4 fdatasync (the floor of one durable write per command): the same
     with an fdatasync of its file on the ext4 file system;
-  - nodefs creates: `create NAME` written to volumes/ctl (the kernel runs
-    writes to one FUSE file one at a time, so these are serial);
+  - nodefs creates: `create NAME` written to volumes/ctl, the file opened
+    with O_WRONLY alone, so the writes run at once (nodefs(5), WRITING; a
+    truncating open, as `echo >`, would take the file alone);
   - nodefs commands on 16 ctl files: each writer its own volume, writing
     `publish TARGET` and `unpublish` in turn (these run concurrently and
     share flushes).
@@ -123,6 +124,19 @@ class Daemon:
         try:
             with open(os.path.join(self.mnt, rel), "w") as f:
                 f.write(line + "\n")
+            return True
+        except OSError as e:
+            return e
+
+    def ctl_shared(self, rel, line):
+        """The line written as a program that shares the file does: no
+        O_TRUNC (whose truncate takes the file alone in the kernel)."""
+        try:
+            fd = os.open(os.path.join(self.mnt, rel), os.O_WRONLY)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
             return True
         except OSError as e:
             return e
@@ -236,8 +250,8 @@ def commit(a, tmp):
 
     def creates(d, tag):
         f0 = d.counter("nodefs_checkpoint_flushes_total")
-        secs, lat = writers(W, per, lambda k, i: d.ctl("volumes/ctl",
-                                                         "create %s%d-%d size=1M" % (tag, k, i)))
+        secs, lat = writers(W, per, lambda k, i: d.ctl_shared(
+            "volumes/ctl", "create %s%d-%d size=1M" % (tag, k, i)))
         f1 = d.counter("nodefs_checkpoint_flushes_total")
         per_cmd = "" if f0 != f0 else "%.2f fdatasyncs/command" % ((f1 - f0) / (W * per))
         return row("nodefs creates (%s)" % tag, W * per, secs, lat, anchor, per_cmd)
