@@ -30,6 +30,7 @@
 #include "nerr.h"
 #include "nodefs-config.h"
 #include "notify.h"
+#include "runtime.h"
 
 #define DEFAULT_CONFIG "/etc/nodefs/nodefs.conf"
 
@@ -379,6 +380,12 @@ int main(int argc, char **argv)
 	sigset_t block, oldmask;
 	int r, status = 1;
 
+	/* nodefs execs itself for engine calls that must not fork from a
+	 * process of many threads (runtime.h) */
+	r = runtime_helper_main(argc, argv);
+	if (r >= 0)
+		return r;
+	runtime_set_helper("/proc/self/exe");
 	malloc_setup(argv);
 	r = parse_args(argc, argv, &o);
 	if (r)

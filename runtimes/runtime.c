@@ -40,3 +40,23 @@ void rt_listing_free(struct rt_listing *l, size_t n)
 	}
 	free(l);
 }
+
+static const char *helper_path;
+
+void runtime_set_helper(const char *path)
+{
+	helper_path = path;
+}
+
+const char *runtime_helper(void)
+{
+	return helper_path;
+}
+
+int runtime_helper_main(int argc, char **argv)
+{
+	const char *p = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+	const char *base = p ? p + 1 : argc > 0 && argv[0] ? argv[0] : "";
+
+	return rt_lxc_helper_main(base, argc, argv);
+}

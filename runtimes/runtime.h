@@ -242,11 +242,27 @@ struct runtime_ops {
 
 extern const struct runtime_ops rt_docker_ops;
 extern const struct runtime_ops rt_lxc_ops;
+/* The LXC driver's helper processes (lxc-helper.c): plays the one argv0
+ * (a base name) names and returns its exit status; -1 when it names none. */
+int rt_lxc_helper_main(const char *argv0, int argc, char **argv);
 
 /* The drivers this build has, by name; NULL if none. */
 const struct runtime_ops *runtime_find(const char *name);
 
 const char *rt_state_to_string(enum rt_state s);
 void rt_listing_free(struct rt_listing *l, size_t n);
+
+/*
+ * Engine calls that fork without an exec (liblxc's daemonized start) run
+ * in a helper process: path names a program whose main calls
+ * runtime_helper_main first (nodefs sets /proc/self/exe, itself). Never
+ * set (test programs): they run in the calling process. Set before a
+ * driver opens; the string is kept, not copied.
+ */
+void runtime_set_helper(const char *path);
+const char *runtime_helper(void);
+/* If argv[0] names a helper's part, play it and return its exit status;
+ * -1 when it names none (the program goes on as itself). */
+int runtime_helper_main(int argc, char **argv);
 
 #endif

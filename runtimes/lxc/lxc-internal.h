@@ -178,6 +178,13 @@ bool rt_lxc_path_ok(const char *p);
  * ENOENT if missing or not ours. ret_meta may be NULL. */
 int rt_lxc_check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_meta,
 		      struct nerr *err);
+/* lxc-helper.c: liblxc's start, run in a helper process (argv[0]
+ * RT_LXC_START_HELPER, then LXCPATH NAME) so its fork is made by a
+ * process of one thread. */
+#define RT_LXC_START_HELPER "nodefs-lxc-start"
+/* 1 started, 0 failed (the container's log says why), -errno when the
+ * helper (runtime_helper()) could not run. */
+int rt_lxc_start_in_helper(const struct rt_lxc *h, const char *id);
 /* A handle on one of our containers: ENOENT if missing or not ours. */
 int rt_lxc_open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
 		     struct rt_lxc_meta *ret_meta, struct nerr *err);

@@ -204,16 +204,26 @@ int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 	(void)rt_lxc_cg_remove_leftovers(&h->home, id);
 	/* A stale watch from the last run must not see this one. */
 	rt_lxc_watch_del(h->watch, id);
-	c->want_daemonize(c, true);
-	c->want_close_all_fds(c, true);
-	/* Returns once the container is RUNNING (or failed). */
-	bool started = c->start(c, 0, NULL);
+	if (runtime_helper()) {
+		/* liblxc forks lxc's monitor with no exec: from a process of
+		 * one thread (lxc-helper.c). Returns once RUNNING or failed. */
+		r = rt_lxc_start_in_helper(h, id);
+		if (r < 0)
+			return nerr_set(err, -r, "lxc %s: cannot run %s: %s", id, runtime_helper(),
+					strerror(-r));
+		if (r == 0)
+			return rt_lxc_fail(h, c, id, LF_START, err);
+	} else {
+		c->want_daemonize(c, true);
+		c->want_close_all_fds(c, true);
+		bool started = c->start(c, 0, NULL);
 
-	/* liblxc entered the daemon into the monitor's cgroup: back home, so
-	 * the monitor's own teardown can remove that cgroup */
-	(void)rt_lxc_cg_go_home(&h->home);
-	if (!started)
-		return rt_lxc_fail(h, c, id, LF_START, err);
+		/* liblxc entered the caller into the monitor's cgroup: back
+		 * home, so the monitor's own teardown can remove that cgroup */
+		(void)rt_lxc_cg_go_home(&h->home);
+		if (!started)
+			return rt_lxc_fail(h, c, id, LF_START, err);
+	}
 	/* The pidfd first, the shared binds, then the gate that lets a
 	 * command run. */
 	fd = rt_lxc_init_pidfd(c, &pid);

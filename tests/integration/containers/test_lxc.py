@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import signal
+import subprocess
 import struct
 import sys
 import threading
@@ -465,6 +466,36 @@ class Lxc(contract.Contract, unittest.TestCase):
                             env.state(a))
             self.assertEqual(env.cread(a, "exit_code").strip(), "137")
             for n in (a, b, c):
+                env.cctl(n, "destroy")
+            self.assertEqual(lxc_ls(env), [])
+
+    def test_a_dead_daemons_mount_fails_at_once(self):
+        # lxc's monitors are started by a helper process, never forked
+        # from the daemon: none holds its FUSE connection, so a daemon
+        # killed with containers running leaves a mount that fails at
+        # once (ENOTCONN) rather than one whose every access waits
+        with ctest.Env() as env:
+            names = [lrun(env, "dd%d" % i, "sleep 1000") for i in range(2)]
+            for n in names:
+                mon = subprocess.run(["pgrep", "-f", "lxc monitor\\] %s %s$"
+                                      % (env.lxcpath, env.engine(n))],
+                                     capture_output=True, text=True).stdout.split()
+                self.assertEqual(len(mon), 1, (n, mon))
+                fds = os.listdir("/proc/%s/fd" % mon[0])
+                held = [f for f in fds
+                        if os.path.realpath("/proc/%s/fd/%s" % (mon[0], f)) == "/dev/fuse"]
+                self.assertEqual(held, [], "lxc's monitor of %s holds /dev/fuse" % n)
+            env.fs.proc.kill()
+            env.fs.proc.wait()
+            t0 = time.monotonic()
+            r = subprocess.run(["stat", os.path.join(env.fs.mnt, "status")],
+                               capture_output=True, text=True, timeout=nt.scaled(10))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("Transport endpoint is not connected", r.stderr)
+            self.assertLess(time.monotonic() - t0, nt.scaled(2))
+            env.fs.kill9()
+            env.fs.start()
+            for n in names:
                 env.cctl(n, "destroy")
             self.assertEqual(lxc_ls(env), [])
 
