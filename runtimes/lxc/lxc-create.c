@@ -407,10 +407,24 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 	 * lxcpath (the container's directory is made by create itself); the
 	 * config saved afterwards names the container's lxc.log instead. */
 	rt_lxc_create_log(h, name, logp, sizeof(logp));
-	if (!logp[0] || !set_item(c, "lxc.log.file", logp) ||
-	    !set_item(c, "lxc.log.level", "INFO"))
-		logp[0] = '\0';
-	ok = c->create(c, wrap, NULL, NULL, LXC_CREATE_QUIET, targv);
+	if (runtime_helper()) {
+		/* liblxc forks and prepares the template's run before its
+		 * exec: from a process of one thread (lxc-helper.c); the
+		 * config it saved is loaded here after */
+		r = rt_lxc_create_in_helper(h, name, logp[0] ? logp : NULL, wrap, targv);
+		if (r < 0) {
+			nerr_set(err, -r, "lxc %s: cannot run %s: %s", name, runtime_helper(),
+				 strerror(-r));
+			unlink(wrap);
+			return r;
+		}
+		ok = r == 1 && c->load_config(c, NULL);
+	} else {
+		if (!logp[0] || !set_item(c, "lxc.log.file", logp) ||
+		    !set_item(c, "lxc.log.level", "INFO"))
+			logp[0] = '\0';
+		ok = c->create(c, wrap, NULL, NULL, LXC_CREATE_QUIET, targv);
+	}
 	if (ok && logp[0]) {
 		/* Out of the config create saved, or every later load of it
 		 * would make the file again. */

@@ -178,13 +178,19 @@ bool rt_lxc_path_ok(const char *p);
  * ENOENT if missing or not ours. ret_meta may be NULL. */
 int rt_lxc_check_ours(struct rt_lxc *h, const char *id, struct rt_lxc_meta *ret_meta,
 		      struct nerr *err);
-/* lxc-helper.c: liblxc's start, run in a helper process (argv[0]
- * RT_LXC_START_HELPER, then LXCPATH NAME) so its fork is made by a
- * process of one thread. */
+/* lxc-helper.c: liblxc's start and create, run in a helper process
+ * (argv[0] RT_LXC_START_HELPER or RT_LXC_CREATE_HELPER) so their forks
+ * are made by a process of one thread. */
 #define RT_LXC_START_HELPER "nodefs-lxc-start"
+#define RT_LXC_CREATE_HELPER "nodefs-lxc-create"
 /* 1 started, 0 failed (the container's log says why), -errno when the
  * helper (runtime_helper()) could not run. */
 int rt_lxc_start_in_helper(const struct rt_lxc *h, const char *id);
+/* liblxc's create of id with template tpath and its arguments targv
+ * (NULL-ended) in the helper, liblxc's log going to logfile while it runs
+ * (NULL: none): as rt_lxc_start_in_helper. */
+int rt_lxc_create_in_helper(const struct rt_lxc *h, const char *id, const char *logfile,
+			    const char *tpath, char *const targv[]);
 /* A handle on one of our containers: ENOENT if missing or not ours. */
 int rt_lxc_open_ours(struct rt_lxc *h, const char *id, struct lxc_container **ret,
 		     struct rt_lxc_meta *ret_meta, struct nerr *err);
