@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ struct fs_cache {
 	pthread_mutex_t lock;
 	struct bnode *head, **tail;	/* queued nodes, referenced */
 	uint64_t seq;			/* the last change number queued */
+	atomic_uint_fast64_t kept;	/* cached files a flush left alone */
 };
 
 struct fs_cache *cache_new(void)
@@ -124,14 +126,69 @@ void cache_take(struct fs_cache *c, struct cache_batch *b)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* A flushed change of i's node: the kernel drops what it holds of i, and
- * only then the told text goes (cache.h). The notifier; i pinned. */
-static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_session *se)
+static bool same_text(const struct told *a, const struct sbuf *b)
+{
+	return a->len == b->len && (!a->len || memcmp(a->buf, b->buf, a->len) == 0);
+}
+
+/*
+ * Whether a flushed change at version v leaves i's text as the kernel may
+ * hold it (an id, a name: most changes of a node are of its other files):
+ * the told text, and the one before it if a READ may still have filled
+ * pages from it, are what a render now gives. Their version then moves to
+ * v, as if told again, and the kernel keeps its pages. attr_lock held, so
+ * no attribute reply tells a text meanwhile.
+ */
+static bool text_unchanged(struct fs_cache *c, struct fs_inode *i, struct fs_inode_ext *x,
+			   uint64_t v)
+{
+	size_t k = i->ino % TOLD_LOCKS;
+	struct sbuf out = SBUF_INIT(CACHE_TEXT_CAP);
+	struct told *t, *p;
+	bool same = false;
+
+	if (!x || atomic_load(&i->node->dead) || !c->render)
+		return false;
+	pthread_mutex_lock(&c->text_lock[k]);
+	t = x->told;
+	pthread_mutex_unlock(&c->text_lock[k]);
+	if (!t || c->render(c->render_ctx, i->node, &i->node->type->attrs[i->attr], &out) < 0)
+		goto out;
+	pthread_mutex_lock(&c->text_lock[k]);
+	t = x->told;
+	p = x->prev;
+	same = t && same_text(t, &out) && (!p || same_text(p, &out));
+	if (same) {
+		uint64_t told_v = t->version, cur = atomic_load(&x->filled);
+
+		t->version = v;
+		if (p)
+			p->version = v;
+		/* pages filled from either hold this very text */
+		while (cur >= told_v && cur < v &&
+		       !atomic_compare_exchange_weak(&x->filled, &cur, v))
+			;
+	}
+	pthread_mutex_unlock(&c->text_lock[k]);
+out:
+	sbuf_free(&out);
+	return same;
+}
+
+/* A flushed change of i's node at version v: unless its text is unchanged,
+ * the kernel drops what it holds of i, and only then the told text goes
+ * (cache.h). The notifier; i pinned. */
+static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_session *se, uint64_t v)
 {
 	size_t k = i->ino % TOLD_LOCKS;
 	struct fs_inode_ext *x;
 
 	pthread_mutex_lock(&c->attr_lock[k]);
+	if (text_unchanged(c, i, atomic_load(&i->ext), v)) {
+		atomic_fetch_add(&c->kept, 1);
+		pthread_mutex_unlock(&c->attr_lock[k]);
+		return;
+	}
 	if (se)
 		fuse_lowlevel_notify_inval_inode(se, i->ino, 0, 0);
 	pthread_mutex_lock(&c->text_lock[k]);
@@ -165,7 +222,7 @@ void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session 
 				continue;
 			i = inode_pin(t, n->serial, (int)k);
 			if (i) {
-				drop_told(c, i, se);
+				drop_told(c, i, se, v);
 				inode_unpin(t, i);
 			}
 		}
@@ -176,6 +233,11 @@ void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session 
 		tree_set_flushed(b->head, b->seq);
 	batch_release(b->head);
 	b->head = NULL;
+}
+
+uint64_t cache_kept(struct fs_cache *c)
+{
+	return atomic_load(&c->kept);
 }
 
 void cache_set_render(struct fs_cache *c, cache_render_fn render, void *ctx)

@@ -44,6 +44,9 @@ void cache_changed(struct fs_cache *c, struct bnode *n, uint64_t seq);
 /* Whether changes wait to be flushed. */
 bool cache_pending(struct fs_cache *c);
 
+/* Cached files a flush left in the kernel's cache, their text unchanged. */
+uint64_t cache_kept(struct fs_cache *c);
+
 /* Changes taken off the queue, to flush. */
 struct cache_batch {
 	struct bnode *head;	/* referenced, linked by bnext */
@@ -51,7 +54,8 @@ struct cache_batch {
 };
 void cache_take(struct fs_cache *c, struct cache_batch *b);
 /* Invalidate what the kernel holds of the batch's nodes (inodes it knows
- * of, in t) and drop their cached files' told texts, then mark their changes flushed and release them. The
+ * of, in t) and drop their cached files' told texts (a cached file whose
+ * text a render shows unchanged keeps both), then mark their changes flushed and release them. The
  * notifier thread only, holding no lock. se may be NULL (not mounted). */
 void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session *se,
 		 struct inode_table *t);

@@ -626,6 +626,11 @@ int fs_render_metrics(void *ctx, struct sbuf *out)
 				(unsigned long long)atomic_load(&f->aged_renders),
 				(unsigned long long)atomic_load(&f->aged_shared));
 	if (r >= 0)
+		r = sbuf_printf(out, "# HELP nodefs_read_cache_kept_total Cached files whose object changed but whose text did not, left in the kernel's page cache.\n"
+				"# TYPE nodefs_read_cache_kept_total counter\n"
+				"nodefs_read_cache_kept_total %llu\n",
+				(unsigned long long)cache_kept(f->cache));
+	if (r >= 0)
 		r = sbuf_printf(out, "# HELP nodefs_fs_inodes Inodes the kernel holds of the mount (an entry of about 56 bytes each in nodefs, holding its object).\n"
 				"# TYPE nodefs_fs_inodes gauge\n"
 				"nodefs_fs_inodes %zu\n",

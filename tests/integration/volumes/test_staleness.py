@@ -127,7 +127,8 @@ class StalenessTest(unittest.TestCase):
     def test_cached_file_is_served_from_the_page_cache(self):
         """A volume's id (cached: it never changes) has its real size, and
         reads of it are served by the kernel, not by nodefs; a change of
-        the volume leaves it whole."""
+        the volume leaves it whole, and, its text unchanged, in the page
+        cache: the reads after a publish reach nodefs no more than before."""
         with vt.VolEnv() as env:
             self.assertEqual(env.ctl("volumes/ctl", "create c size=1M"), (True, "OK"))
             path = env.fs.path("volumes", "c", "id")
@@ -141,9 +142,15 @@ class StalenessTest(unittest.TestCase):
                     self.assertEqual(f.read(), vid)
             # the metrics reads themselves are a few READs
             self.assertLess(fuse_reads(env) - before, 10, "reads of an unchanged id reach nodefs")
+            kept = metric(env, "nodefs_read_cache_kept_total")
             self.assertEqual(env.ctl("volumes/c/ctl", "publish " + env.target("c")), (True, "OK"))
-            with open(path) as f:
-                self.assertEqual(f.read(), vid)
+            self.assertGreater(metric(env, "nodefs_read_cache_kept_total"), kept,
+                               "the publish's flushes left the id's pages")
+            before = fuse_reads(env)
+            for _ in range(50):
+                with open(path) as f:
+                    self.assertEqual(f.read(), vid)
+            self.assertLess(fuse_reads(env) - before, 10, "the publish dropped the id's pages")
             self.assertEqual(os.stat(path).st_size, len(vid))
 
     def test_a_write_shows_its_change_when_it_returns(self):
