@@ -238,6 +238,29 @@ static int share_read(struct fs *f, struct fs_file *h)
 }
 
 /*
+ * Whether a READ at offset 0 of h would be answered by the render its
+ * readers share (the node unchanged since, and an aged one still young):
+ * then it is a copy, never a render, and the leader answers it itself
+ * (fs_may_wait). The caller holds h->lock.
+ */
+bool fs_file_shared_serves(struct fs *f, struct fs_file *h)
+{
+	pthread_mutex_t *l = &f->share_lock[h->inode->ino % SHARE_LOCKS];
+	bool aged = share_aged(f, h->attr);
+	uint64_t age = aged ? f->opts.cache_max_age_ms * 1000000u : 0;
+	struct fs_snap *s;
+	bool serves;
+
+	if (!(h->attr->flags & BATTR_VERSIONED) && !aged)
+		return false;
+	pthread_mutex_lock(l);
+	s = h->ix->shared;
+	serves = s && snap_serves(s->version, s->made, atomic_load(&h->node->version), now_ns(), age);
+	pthread_mutex_unlock(l);
+	return serves;
+}
+
+/*
  * A ctl file's writers run in parallel: the kernel holds a FUSE file's
  * inode lock alone across each write unless the open says
  * FOPEN_PARALLEL_DIRECT_WRITES (and the write stays within the size it

@@ -236,6 +236,9 @@ struct fs_req {
 int fs_render(struct fs *f, const struct battr *a, struct bnode *n, struct sbuf *out);
 void fs_took(atomic_uint *slot, const struct timespec *t0, const struct timespec *t1);
 atomic_uint *fs_slow_slot(void *ctx_fs, const struct battr *a);
+/* Whether a READ at offset 0 of h is served by its readers' shared render
+ * (a copy, not a render). h->lock held. */
+bool fs_file_shared_serves(struct fs *f, struct fs_file *h);
 void fs_slow_render_hook(const struct battr *a);
 void fs_reply_entry(fuse_req_t req, struct fs *f, struct fs_inode *i);
 struct fs_inode *fs_live_dir(struct fs *f, fuse_ino_t ino, int *err);

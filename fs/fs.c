@@ -398,7 +398,8 @@ static bool fs_may_wait(void *ctx_fs, const void *mem, size_t len)
 		/* held: another read of this descriptor renders, maybe slowly */
 		if (pthread_mutex_trylock(&h->lock) != 0)
 			return true;
-		from_memory = h->reply.len || (rd->offset > 0 && h->snapped);
+		from_memory = h->reply.len || (rd->offset > 0 && h->snapped) ||
+			      (rd->offset == 0 && fs_file_shared_serves(ctx_fs, h));
 		pthread_mutex_unlock(&h->lock);
 		return !from_memory && atomic_load(fs_slow_slot(ctx_fs, h->attr)) > 0;
 	}
