@@ -27,12 +27,9 @@
  *
  * Usage: bench_docker [ROUNDS [NODEFS_BIN]]   (default 20; 0: stats only)
  */
-#define FUSE_USE_VERSION 312
-
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse_lowlevel.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +40,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "fuse-floor.h"
 #include "nerr.h"
 #include "runtime.h"
 #include "sbuf.h"
@@ -267,166 +265,9 @@ static void stop_engine(void)
 
 /* --- stats reads ------------------------------------------------------- */
 
-/* A whole-file read: open, (fstat, as cat does), read until EOF, close.
- * The length, or -1. */
-static ssize_t cat_read(const char *path, bool with_fstat)
-{
-	static char buf[128 << 10];	/* cat's buffer */
-	struct stat st;
-	ssize_t n, total = 0;
-	int fd = open(path, O_RDONLY);
-
-	if (fd < 0)
-		return -1;
-	if (with_fstat && fstat(fd, &st) < 0)
-		total = -1;
-	while (total >= 0 && (n = read(fd, buf, sizeof(buf))) != 0)
-		total = n < 0 ? -1 : total + n;
-	close(fd);
-	return total;
-}
-
-/* The FUSE floor: one file, "f", holding floor_text, served by a process
- * of its own (as nodefs is: a thread of this process would save the
- * address-space switch of each round trip). */
-static char floor_text[512];
-static size_t floor_len;
-static pid_t floor_pid;
-
-static void floor_stat(fuse_ino_t ino, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	st->st_mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0555 : S_IFREG | 0444;
-	st->st_nlink = ino == FUSE_ROOT_ID ? 2 : 1;
-}
-
-static void floor_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	struct fuse_entry_param e = { .ino = 2, .attr_timeout = 1, .entry_timeout = 1 };
-
-	if (parent != FUSE_ROOT_ID || strcmp(name, "f") != 0) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	floor_stat(2, &e.attr);
-	fuse_reply_entry(req, &e);
-}
-
-static void floor_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct stat st;
-
-	floor_stat(ino, &st);
-	fuse_reply_attr(req, &st, 1);
-}
-
-static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	fi->direct_io = 1;
-	fi->noflush = 1;
-	fuse_reply_open(req, fi);
-}
-
-static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
-{
-	size_t n = (size_t)off >= floor_len ? 0 : floor_len - (size_t)off;
-
-	fuse_reply_buf(req, floor_text + off, n < size ? n : size);
-}
-
-static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, 0);
-}
-
-static const struct fuse_lowlevel_ops floor_ops = {
-	.lookup = floor_lookup, .getattr = floor_getattr, .open = floor_open,
-	.read = floor_read, .release = floor_release,
-};
-
-static void floor_serve(void)
-{
-	char *argv[] = { "bench-floor", NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
-	struct fuse_session *se = fuse_session_new(&args, &floor_ops, sizeof(floor_ops), NULL);
-
-	if (!se || fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, floor_mnt) != 0)
-		_exit(1);
-	fuse_session_loop(se);	/* until SIGTERM */
-	fuse_session_unmount(se);
-	fuse_remove_signal_handlers(se);
-	fuse_session_destroy(se);
-	_exit(0);
-}
-
-static int floor_start(const char *text)
-{
-	char path[128];
-	struct stat st;
-
-	floor_len = strlen(text) < sizeof(floor_text) ? strlen(text) : sizeof(floor_text) - 1;
-	memcpy(floor_text, text, floor_len);
-	snprintf(floor_mnt, sizeof(floor_mnt), "/tmp/nodefs-bdk.%d/floor", (int)getpid());
-	snprintf(path, sizeof(path), "%s/f", floor_mnt);
-	if (mkdir(floor_mnt, 0755) < 0)
-		return -1;
-	floor_pid = fork();
-	if (floor_pid == 0)
-		floor_serve();
-	if (floor_pid < 0)
-		return -1;
-	for (int i = 0; i < 200; i++) {
-		if (stat(path, &st) == 0)
-			return 0;
-		if (waitpid(floor_pid, NULL, WNOHANG) == floor_pid) {
-			floor_pid = 0;
-			return -1;
-		}
-		usleep(10000);
-	}
-	return -1;
-}
-
-static void floor_stop(void)
-{
-	if (floor_pid <= 0)
-		return;
-	kill(floor_pid, SIGTERM);
-	waitpid(floor_pid, NULL, 0);
-	floor_pid = 0;
-}
-
-/* FUSE requests served so far, by operation, from metrics/nodefs.prom. */
+/* FUSE requests counted, by operation, from metrics/nodefs.prom. */
 #define NOPS 6
 static const char *const op_names[NOPS] = { "lookup", "getattr", "open", "read", "release", "poll" };
-
-static int fuse_counts(unsigned long long *ret)
-{
-	static char buf[64 << 10];
-	char path[128], key[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/metrics/nodefs.prom", mnt);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	for (int i = 0; i < NOPS; i++) {
-		const char *p;
-
-		snprintf(key, sizeof(key), "nodefs_fuse_requests_total{op=\"%s\"} ", op_names[i]);
-		p = strstr(buf, key);
-		ret[i] = p ? strtoull(p + strlen(key), NULL, 10) : 0;
-	}
-	return 0;
-}
 
 #define NREADS 10000
 enum { T_STATS, T_FLOOR, T_TMPFS, T_PROC, NTARGETS };
@@ -439,10 +280,11 @@ static int read_targets(const char *const *paths, bool with_fstat, double **t, d
 		for (int k = 0; k < NTARGETS; k++)
 			for (int j = i; j < i + 10; j++) {
 				double t0 = bench_now_us();
+				ssize_t n = fuse_floor_read_all(paths[k], with_fstat);
 
-				if (cat_read(paths[k], with_fstat) <= 0) {
+				if (n <= 0) {
 					fprintf(stderr, "bench_docker: reading %s: %s\n", paths[k],
-						strerror(errno));
+						n < 0 ? strerror((int)-n) : "empty");
 					return -1;
 				}
 				t[k][j] = bench_now_us() - t0;
@@ -456,7 +298,12 @@ static int bench_stats(char *env, double *ret_median)
 {
 	static const char *const names[NTARGETS] = { "nodefs stats", "FUSE floor", "tmpfs", "/proc/loadavg" };
 	unsigned long long c0[NOPS], c1[NOPS];
-	char stats[256], fpath[128], buf[512];
+	/* direct_io as nodefs serves stats; 1 s timeouts as this benchmark's
+	 * floor always had (nodefs's are 60 s: an extra LOOKUP or GETATTR a
+	 * second at most, nothing beside 10,000 reads a second) */
+	const struct fuse_floor_opts floor_opts = { .keep_cache = false, .timeout = 1 };
+	struct fuse_floor *fl = NULL;
+	char stats[256], buf[512];
 	const char *paths[NTARGETS];
 	double *t[NTARGETS], med[2][NTARGETS], *td;
 	int fd, r = -1;
@@ -475,13 +322,15 @@ static int bench_stats(char *env, double *ret_median)
 		return -1;
 	}
 	close(fd);
-	if (floor_start(buf) < 0) {
-		fprintf(stderr, "bench_docker: cannot mount the FUSE floor\n");
+	snprintf(floor_mnt, sizeof(floor_mnt), "/tmp/nodefs-bdk.%d/floor", (int)getpid());
+	r = fuse_floor_start(floor_mnt, buf, strlen(buf), &floor_opts, &fl);
+	if (r < 0) {
+		fprintf(stderr, "bench_docker: cannot mount the FUSE floor: %s\n", strerror(-r));
 		return -1;
 	}
-	snprintf(fpath, sizeof(fpath), "%s/f", floor_mnt);
+	r = -1;
 	paths[T_STATS] = stats;
-	paths[T_FLOOR] = fpath;
+	paths[T_FLOOR] = fuse_floor_file(fl);
 	paths[T_TMPFS] = tmpfs_copy;
 	paths[T_PROC] = "/proc/loadavg";
 	td = calloc(NREADS, sizeof(double));
@@ -492,12 +341,12 @@ static int bench_stats(char *env, double *ret_median)
 
 	/* the requests one read makes: open, read, read at EOF (release is
 	 * sent as the close returns, answered meanwhile) */
-	if (fuse_counts(c0) < 0)
+	if (fuse_floor_requests(mnt, op_names, NOPS, c0) < 0)
 		goto out;
 	for (int i = 0; i < 1000; i++)
-		if (cat_read(stats, true) <= 0)
+		if (fuse_floor_read_all(stats, true) <= 0)
 			goto out;
-	if (fuse_counts(c1) < 0)
+	if (fuse_floor_requests(mnt, op_names, NOPS, c1) < 0)
 		goto out;
 	printf("FUSE requests per stats read as cat does it (1000 reads; a read of metrics between):");
 	for (int i = 0; i < NOPS; i++)
@@ -548,7 +397,7 @@ static int bench_stats(char *env, double *ret_median)
 	*ret_median = med[0][T_STATS];
 	r = 0;
 out:
-	floor_stop();
+	fuse_floor_stop(fl);
 	unlink(tmpfs_copy);
 	for (int k = 0; k < NTARGETS; k++)
 		free(t[k]);

@@ -28,8 +28,20 @@
  *	COUNT checkpoints of a volume record as nodefs writes them (store.c:
  *	temporary file, fsync, rename, fsync of the directory); per record.
  *
- * Each prints one line: "median_us p90_us cycles". It knows the plugin only
- * through csi.h and the mount only through its files.
+ * Each prints one line: "median_us p90_us cycles". And what a read of an
+ * unchanged file costs, against its two baselines:
+ *
+ *   bench_volumes reads MOUNTPOINT WORK_DIR COUNT {direct_io|keep_cache}:FILE...
+ *	for each FILE (relative to MOUNTPOINT): the FUSE requests nodefs
+ *	serves per read (its metrics, over 1,000 reads), then COUNT reads
+ *	(open, one read of up to 4 KiB, close) of it, of the FUSE floor
+ *	(bench/fuse-floor.h, mounted on WORK_DIR/floor) serving the same
+ *	bytes with the flags given (those nodefs opens FILE with), and of a
+ *	copy at WORK_DIR/copy (WORK_DIR on tmpfs), interleaved in blocks of
+ *	10; prints the medians and the ratios to tmpfs and to the floor.
+ *
+ * It knows the plugin only through csi.h and the mount only through its
+ * files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +52,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "csi.h"
+#include "fuse-floor.h"
 #include "jw.h"
 #include "loop.h"
 #include "nerr.h"
@@ -360,31 +374,183 @@ static int run_put(const char *state_dir, int count)
 	return 0;
 }
 
-/* open + read + close of PATH, N times: prints the mean microseconds per
- * whole-file read (the page cache or the daemon, whichever serves it). */
-static int run_read(const char *path, int n)
+/* ---- reads: nodefs, the FUSE floor, tmpfs ---- */
+
+/* The read the goal speaks of: open, one read of up to 4 KiB, close. The
+ * length read, or -errno. */
+static ssize_t read_once(const char *path)
 {
 	char buf[4096];
-	struct timespec t0, t1;
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int i = 0; i < n; i++) {
-		int fd = open(path, O_RDONLY);
-		if (fd < 0 || read(fd, buf, sizeof(buf)) < 0) {
-			perror(path);
-			return 1;
-		}
-		close(fd);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	return n;
+}
+
+/* The file's bytes as nodefs serves them now, up to FUSE_FLOOR_MAX. */
+static ssize_t slurp(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	size_t len = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	while (len < size && (n = read(fd, buf + len, size - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	return (ssize_t)len;
+}
+
+static int put_file(const char *path, const char *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, buf, len);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+#define READ_OPS 5
+static const char *const read_ops[READ_OPS] = { "open", "read", "release", "lookup", "getattr" };
+
+/* The FUSE requests nodefs served per read of path, over 1,000 reads. */
+static int print_requests(const char *mnt, const char *name, const char *path)
+{
+	unsigned long long c0[READ_OPS], c1[READ_OPS];
+	int r = fuse_floor_requests(mnt, read_ops, READ_OPS, c0);
+
+	for (int i = 0; r >= 0 && i < 1000; i++)
+		if (read_once(path) < 0)
+			r = -EIO;
+	if (r >= 0)
+		r = fuse_floor_requests(mnt, read_ops, READ_OPS, c1);
+	if (r < 0) {
+		fprintf(stderr, "bench_volumes: FUSE requests of %s: %s\n", name, strerror(-r));
+		return r;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("%.3f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n);
+	printf("  FUSE requests nodefs served per read of %s (1,000 reads; one read of"
+	       " metrics between):", name);
+	for (int i = 0; i < READ_OPS; i++)
+		printf(" %s %.2f", read_ops[i], (double)(c1[i] - c0[i]) / 1000);
+	printf("\n");
 	return 0;
+}
+
+enum { R_NODEFS, R_FLOOR, R_TMPFS, R_TARGETS };
+
+/* One file: COUNT reads of the nodefs file, of a floor serving its bytes
+ * with the open flags nodefs gives it, and of a tmpfs copy, interleaved in
+ * blocks of 10 so the noise of a shared machine falls on all three. */
+static int read_file3(const char *mnt, const char *work, const char *spec, int count, double **t)
+{
+	static char bytes[FUSE_FLOOR_MAX];
+	/* entry and attribute timeouts as nodefs's (nodefs.c) */
+	struct fuse_floor_opts o = { .timeout = 60.0 };
+	const char *rel = strchr(spec, ':') ? strchr(spec, ':') + 1 : "";
+	struct fuse_floor *fl = NULL;
+	char path[4096], copy[4096], fdir[4096];
+	const char *paths[R_TARGETS];
+	double med[R_TARGETS];
+	ssize_t len;
+	int r;
+
+	if (strncmp(spec, "direct_io:", 10) == 0)
+		o.keep_cache = false;
+	else if (strncmp(spec, "keep_cache:", 11) == 0)
+		o.keep_cache = true;
+	else {
+		fprintf(stderr, "bench_volumes: %s: not direct_io:FILE or keep_cache:FILE\n", spec);
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", mnt, rel);
+	snprintf(copy, sizeof(copy), "%s/copy", work);
+	snprintf(fdir, sizeof(fdir), "%s/floor", work);
+	len = slurp(path, bytes, sizeof(bytes));
+	if (len <= 0) {
+		fprintf(stderr, "bench_volumes: %s: %s\n", path, len < 0 ? strerror((int)-len) : "empty");
+		return -EIO;
+	}
+	r = put_file(copy, bytes, (size_t)len);
+	if (r < 0) {
+		fprintf(stderr, "bench_volumes: %s: %s\n", copy, strerror(-r));
+		return r;
+	}
+	r = fuse_floor_start(fdir, bytes, (size_t)len, &o, &fl);
+	if (r < 0) {
+		fprintf(stderr, "bench_volumes: the FUSE floor on %s: %s\n", fdir, strerror(-r));
+		goto out;
+	}
+	paths[R_NODEFS] = path;
+	paths[R_FLOOR] = fuse_floor_file(fl);
+	paths[R_TMPFS] = copy;
+	r = print_requests(mnt, rel, path);
+	if (r < 0)
+		goto out;
+	for (int i = -100; i < count; i += 10)	/* the first 100 warm up */
+		for (int k = 0; k < R_TARGETS; k++)
+			for (int j = i; j < i + 10; j++) {
+				double t0 = bench_now_us();
+				ssize_t n = read_once(paths[k]);
+
+				if (n <= 0) {
+					fprintf(stderr, "bench_volumes: reading %s: %s\n", paths[k],
+						n < 0 ? strerror((int)-n) : "empty");
+					r = -EIO;
+					goto out;
+				}
+				if (j >= 0 && j < count)
+					t[k][j] = bench_now_us() - t0;
+			}
+	for (int k = 0; k < R_TARGETS; k++)
+		med[k] = bench_median(t[k], count);
+	printf("  read %s: nodefs %.1f us, FUSE floor (%s) %.1f us, tmpfs %.1f us;"
+	       " ratio %.1f to tmpfs (goal <= 2), %.2f to the floor\n",
+	       rel, med[R_NODEFS], o.keep_cache ? "keep_cache" : "direct_io", med[R_FLOOR],
+	       med[R_TMPFS], med[R_NODEFS] / med[R_TMPFS], med[R_NODEFS] / med[R_FLOOR]);
+	fflush(stdout);
+out:
+	fuse_floor_stop(fl);
+	unlink(copy);
+	rmdir(fdir);
+	return r;
+}
+
+static int run_reads(const char *mnt, const char *work, int count, char **specs, int n)
+{
+	double *t[R_TARGETS];
+	int r = 0;
+
+	/* the 10-read blocks are whole */
+	count = (count + 9) / 10 * 10;
+	for (int k = 0; k < R_TARGETS; k++)
+		t[k] = calloc((size_t)count, sizeof(double));
+	if (!t[R_NODEFS] || !t[R_FLOOR] || !t[R_TMPFS])
+		r = -ENOMEM;
+	printf("reads: open, one read of up to 4 KiB, close (the same for all three), median of"
+	       " %d each, interleaved in blocks of 10 with the FUSE floor (a process of its own,"
+	       " one thread, the same bytes, the open flags nodefs gives the file, noflush, 60 s"
+	       " timeouts) and a tmpfs copy:\n", count);
+	for (int i = 0; r >= 0 && i < n; i++)
+		r = read_file3(mnt, work, specs[i], count, t);
+	for (int k = 0; k < R_TARGETS; k++)
+		free(t[k]);
+	return r < 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && strcmp(argv[1], "read") == 0 && atoi(argv[3]) > 0)
-		return run_read(argv[2], atoi(argv[3]));
+	if (argc >= 6 && strcmp(argv[1], "reads") == 0 && atoi(argv[4]) > 0)
+		return run_reads(argv[2], argv[3], atoi(argv[4]), argv + 5, argc - 5);
 	if (argc == 6 && strcmp(argv[1], "csi") == 0 && atoi(argv[5]) > 0)
 		return run_csi(argv[2], argv[3], argv[4], atoi(argv[5]));
 	if (argc == 5 && strcmp(argv[1], "fs") == 0 && atoi(argv[4]) > 0)
@@ -396,6 +562,8 @@ int main(int argc, char **argv)
 	fprintf(stderr, "usage: %s csi SOCKET TARGET_DIR STAGING_DIR CYCLES\n"
 			"       %s fs MOUNTPOINT TARGET_DIR CYCLES\n"
 			"       %s blank MOUNTPOINT CYCLES\n"
-			"       %s put STATE_DIR COUNT\n", argv[0], argv[0], argv[0], argv[0]);
+			"       %s put STATE_DIR COUNT\n"
+			"       %s reads MOUNTPOINT WORK_DIR COUNT {direct_io|keep_cache}:FILE...\n",
+		argv[0], argv[0], argv[0], argv[0], argv[0]);
 	return 2;
 }
