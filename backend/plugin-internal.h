@@ -56,5 +56,7 @@ void plugin_refresh_soon(struct plugin *p);
 void plugin_refresh_if_stale(struct plugin *p);
 /* One of p's cached lists (src), or why it is not there yet. */
 int plugin_show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out);
+/* volumes: the fetched list, each told known or discovered now. */
+int plugin_show_volumes(struct plugin *p, struct sbuf *out);
 
 #endif

@@ -10,6 +10,7 @@
  */
 #include "backend-internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,16 +49,10 @@ static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, 
 
 static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
 {
-	struct volume_index *ix;
 	char *token = NULL;
 
 	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_LIST_VOLUMES)) {
 		sbuf_adds(out, "unsupported: the plugin has no LIST_VOLUMES capability\n");
-		return;
-	}
-	ix = volume_index_new(p->b, p->name);
-	if (!ix) {
-		sbuf_adds(out, "error: out of memory\n");
 		return;
 	}
 	for (int pages = 0; pages < 1000; pages++) {
@@ -68,15 +63,9 @@ static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, s
 			sbuf_printf(out, "error: %s\n", err.msg);
 			break;
 		}
-		for (size_t i = 0; i < pg.n; i++) {
-			const struct storage_volume *v = &pg.v[i];
-			const char *known;
-
-			if ((known = volume_index_find(ix, v->id)))
-				sbuf_printf(out, "%s %lld known %s\n", v->id, (long long)v->capacity, known);
-			else
-				sbuf_printf(out, "%s %lld discovered\n", v->id, (long long)v->capacity);
-		}
+		/* ID BYTES: whether nodefs knows it is told at each read */
+		for (size_t i = 0; i < pg.n; i++)
+			sbuf_printf(out, "%s %lld\n", pg.v[i].id, (long long)pg.v[i].capacity);
 		free(token);
 		token = TAKE_PTR(pg.next_token);
 		storage_page_clear(&pg);
@@ -84,7 +73,6 @@ static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, s
 			break;
 	}
 	free(token);
-	volume_index_free(ix);
 }
 
 static void plugin_refresh(void *arg)
@@ -224,6 +212,63 @@ int plugin_show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
 		r = sbuf_printf(out, "unknown: %s\n",
 				p->refresh_error[0] ? p->refresh_error : "not fetched yet");
 	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+/*
+ * The plugin's volume list as fetched, each volume told known (with the
+ * name nodefs holds it under) or discovered by what nodefs holds now, not
+ * when the list was fetched: a fetch made while recovery was still loading
+ * the volumes (the plugin became READY first), or before a create, would
+ * otherwise call nodefs's own volumes discovered until the next one.
+ */
+static bool status_line(const char *line)
+{
+	static const char *const words[] = { "unknown: ", "error: ", "unsupported: " };
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strncmp(line, words[i], strlen(words[i])) == 0)
+			return true;
+	return false;
+}
+
+int plugin_show_volumes(struct plugin *p, struct sbuf *out)
+{
+	struct sbuf raw = SBUF_INIT(8u << 20);
+	struct volume_index *ix = NULL;
+	const char *line, *end;
+	int r;
+
+	r = plugin_show_cached(p, &p->volumes, &raw);
+	if (r < 0)
+		goto out;
+	for (line = raw.buf; r >= 0 && line && line < raw.buf + raw.len; line = end + 1) {
+		const char *sp, *known;
+		char id[1024];
+
+		end = memchr(line, '\n', (size_t)(raw.buf + raw.len - line));
+		if (!end)
+			end = raw.buf + raw.len;
+		sp = memrchr(line, ' ', (size_t)(end - line));
+		/* "unknown:", "error:", "unsupported:" lines go as they are */
+		if (!sp || (size_t)(sp - line) >= sizeof(id) || status_line(line)) {
+			r = sbuf_printf(out, "%.*s\n", (int)(end - line), line);
+			continue;
+		}
+		if (!ix && !(ix = volume_index_new(p->b, p->name))) {
+			r = -ENOMEM;
+			break;
+		}
+		memcpy(id, line, (size_t)(sp - line));
+		id[sp - line] = '\0';
+		if ((known = volume_index_find(ix, id)))
+			r = sbuf_printf(out, "%.*s known %s\n", (int)(end - line), line, known);
+		else
+			r = sbuf_printf(out, "%.*s discovered\n", (int)(end - line), line);
+	}
+out:
+	volume_index_free(ix);
+	sbuf_free(&raw);
 	return r;
 }
 

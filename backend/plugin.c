@@ -252,7 +252,7 @@ static int show_capacity(struct bnode *n, struct sbuf *out)
 static int show_volumes(struct bnode *n, struct sbuf *out)
 {
 	plugin_refresh_if_stale(pof(n));
-	return plugin_show_cached(pof(n), &pof(n)->volumes, out);
+	return plugin_show_volumes(pof(n), out);
 }
 
 static int show_info_json(struct bnode *n, struct sbuf *out)

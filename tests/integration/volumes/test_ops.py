@@ -227,6 +227,31 @@ class OpsTest(unittest.TestCase):
             self.assertTrue(nt.wait_until(lambda: not listed("known") and not listed("discovered"),
                                           10))
 
+    def test_volumes_fetched_while_recovering_are_known(self):
+        """plugins/NAME/volumes tells each of nodefs's volumes known by what
+        nodefs holds when it is read: after a restart whose recovery is slow
+        (NODEFS_TEST_SLOW_RECOVERY), the plugin is READY and its list
+        fetched before the volumes are loaded, and they were listed as
+        discovered until the next fetch (never, reconcile_interval = 0)."""
+        with vt.VolEnv() as env:
+            for k in range(3):
+                self.assertEqual(env.ctl("volumes/ctl", "create k%d size=1M" % k), (True, "OK"))
+            ids = {env.vol_id("k%d" % k): "k%d" % k for k in range(3)}
+            with open(env.fs.config_path) as f:
+                conf = f.read()
+            self.assertIn("reconcile_interval = 2s\n", conf)
+            with open(env.fs.config_path, "w") as f:
+                f.write(conf.replace("reconcile_interval = 2s\n", "reconcile_interval = 0\n"))
+            env.fs.env = dict(env.fs.env or {}, NODEFS_TEST_SLOW_RECOVERY="2000")
+            env.fs.restart()
+            self.assertTrue(nt.wait_until(
+                lambda: env.fs.read("status").startswith("state: READY"), 30))
+            self.assertTrue(nt.wait_until(
+                lambda: "not fetched" not in env.fs.read("plugins", "hostpath", "volumes"), 15))
+            lines = env.fs.read("plugins", "hostpath", "volumes").splitlines()
+            for vid, name in ids.items():
+                self.assertIn("%s %d known %s" % (vid, 1 << 20, name), lines, lines)
+
     def test_profiles_and_capacity(self):
         with vt.VolEnv() as env:
             fs = env.fs
