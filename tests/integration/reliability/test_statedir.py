@@ -78,6 +78,31 @@ class StateDirTest(unittest.TestCase):
             finally:
                 umount(small)
 
+    def test_journal_keeps_its_length(self):
+        """The journal is written with zeros once (1.5 MiB, where there is
+        room): flushes overwrite it in place, its size never changes, so
+        their fdatasync commits no metadata; a clean stop leaves it holding
+        no record (its first header zeroed), and a restart finds every
+        volume."""
+        with voltest.VolEnv() as env:
+            journal = os.path.join(env.state_dir, "journal")
+            self.assertEqual(os.stat(journal).st_size, 3 << 19)
+            for k in range(5):
+                self.assertEqual(env.ctl("volumes/ctl", "create j%d size=1M" % k), (True, "OK"))
+            self.assertEqual(os.stat(journal).st_size, 3 << 19)
+            with open(journal, "rb") as f:
+                self.assertEqual(f.read(4), b"NFJ1", "the records are at its start")
+            env.fs.stop()
+            with open(journal, "rb") as f:
+                self.assertEqual(f.read(24), bytes(24), "a clean stop empties it")
+            self.assertEqual(os.stat(journal).st_size, 3 << 19)
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertEqual(sorted(env.volumes()), ["j%d" % k for k in range(5)])
+            for k in range(5):
+                self.assertEqual(env.state("j%d" % k), "CREATED")
+                self.assertEqual(env.ctl("volumes/j%d/ctl" % k, "destroy"), (True, "OK"))
+
     def test_read_only_state_dir(self):
         with voltest.VolEnv() as env:
             ro = os.path.join(env.tmp, "ro")
