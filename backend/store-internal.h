@@ -44,6 +44,7 @@ struct qent {
 	size_t toff, tlen;	/* the record's text within bytes */
 	uint64_t t0;
 	bool waited;		/* a writer waits on it and frees it */
+	bool taken;		/* in a leader's batch */
 	bool done;
 	bool crash_match;	/* test hooks: matches NODEFS_CRASH_AT's KIND:STATE */
 	int result;
@@ -60,6 +61,9 @@ struct store {
 	/* the journal's (store-journal.c): */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	/* held while a flush replaces its records' files (wait_flushed) */
+	pthread_mutex_t apply_lock;
+	unsigned applying;	/* flushes past their append, not yet done (lock) */
 	struct qent *head, **tail;
 	size_t qbytes;
 	unsigned long long next_seq;

@@ -9,8 +9,9 @@
  * fdatasync once, then replaces the records' files in queue order
  * (temporary file, rename; the journal covers them until the next syncfs)
  * and wakes the writers its flush carried. Writers that arrive meanwhile
- * queue behind it and share the next flush. One leader at a time keeps the
- * files in journal order. A record's file changes only after its entry is
+ * queue behind it and share the next flush, whose append and fdatasync may
+ * run while this one replaces its files; files are replaced by one leader
+ * at a time, in journal order (wait_flushed). A record's file changes only after its entry is
  * durable: a crash can leave a file behind its journal entry (replayed at
  * open), never ahead of it.
  *
@@ -287,14 +288,13 @@ static bool batch_is_group(const struct qent *batch)
 }
 #endif
 
-/* The leader's work, unlocked: journal, fdatasync, files. Each entry's
- * result is set. */
-static void flush_batch(struct store *s, struct qent *batch)
+/* The leader's first half, flushing set: the batch appended to the journal
+ * and made durable. false when nothing was (every entry's result then set). */
+static bool journal_append(struct store *s, struct qent *batch)
 {
 	struct iovec iov[64];
 	size_t total = 0, n = 0, records = 0;
 	char msg[512];
-	bool group = false, crash = false;
 
 	for (struct qent *e = batch; e; e = e->next)
 		if (e->kind >= 0) {
@@ -302,10 +302,7 @@ static void flush_batch(struct store *s, struct qent *batch)
 			records++;
 		}
 	if (!records)
-		return;
-#if NODEFS_TEST_HOOKS
-	group = s->group_nth && batch_is_group(batch) && ++s->group_seen == s->group_nth;
-#endif
+		return false;
 	/* the whole batch at the journal's end, 64 entries a call */
 	off_t at = s->jend;
 	struct qent *e = batch;
@@ -317,7 +314,7 @@ static void flush_batch(struct store *s, struct qent *batch)
 
 		snprintf(msg, sizeof(msg), "checkpoint %.300s: %s", s->jpath, strerror(-r));
 		batch_fail(s, batch, r, msg);
-		return;
+		return false;
 	}
 
 	while (e) {
@@ -345,7 +342,7 @@ static void flush_batch(struct store *s, struct qent *batch)
 			}
 			close(jfd);
 			batch_fail(s, batch, r, msg);
-			return;
+			return false;
 		}
 		at += w;
 		/* move e and skip past the bytes written */
@@ -377,14 +374,28 @@ static void flush_batch(struct store *s, struct qent *batch)
 		}
 		close(jfd);
 		batch_fail(s, batch, r, msg);
-		return;
+		return false;
 	}
 	close(jfd);
 	s->jend = at;
 	s->written = true;
 	atomic_fetch_add_explicit(&s->flushes, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->records, records, memory_order_relaxed);
-	for (e = batch; e; e = e->next) {
+	return true;
+}
+
+/* The leader's second half, apply_lock held: the records' files replaced
+ * in the batch's order, and the journal emptied when empty is set (the
+ * leader then still holds flushing too). */
+static void apply_batch(struct store *s, struct qent *batch, bool empty)
+{
+	char msg[512];
+	bool group = false, crash = false;
+
+#if NODEFS_TEST_HOOKS
+	group = s->group_nth && batch_is_group(batch) && ++s->group_seen == s->group_nth;
+#endif
+	for (struct qent *e = batch; e; e = e->next) {
 		int r;
 
 		if (e->kind < 0 || superseded(e))
@@ -417,7 +428,7 @@ static void flush_batch(struct store *s, struct qent *batch)
 	}
 #endif
 	(void)crash;
-	if (s->jend >= STORE_JOURNAL_MAX && journal_empty(s, msg, sizeof(msg)) < 0)
+	if (empty && journal_empty(s, msg, sizeof(msg)) < 0)
 		log_warn("%s (the journal keeps the records)", msg);
 }
 
@@ -429,14 +440,24 @@ static void qent_free(struct qent *e)
 	free(e);
 }
 
-/* Wait until e (queued, waited) is flushed, leading flushes while none
- * runs. Called and returns with s->lock held. */
+/*
+ * Wait until e (queued, waited) is flushed, leading flushes while none
+ * runs. Called and returns with s->lock held.
+ *
+ * A leader's flush is two halves: the journal's append and fdatasync
+ * (flushing set), then the records' files (apply_lock held). It takes
+ * apply_lock before it lets go of flushing, so the next leader's append
+ * and fdatasync overlap this one's files while the files still change in
+ * journal order. A flush that fills the journal keeps flushing through its
+ * files: emptying the journal may not meet an append.
+ */
 static void wait_flushed(struct store *s, struct qent *e)
 {
 	while (!e->done) {
 		struct qent *batch, *next, *gone = NULL;
+		bool appended, empty;
 
-		if (s->flushing) {
+		if (s->flushing || e->taken) {
 			pthread_cond_wait(&s->cond, &s->lock);
 			continue;
 		}
@@ -445,8 +466,24 @@ static void wait_flushed(struct store *s, struct qent *e)
 		s->head = NULL;
 		s->tail = &s->head;
 		s->qbytes = 0;
+		for (struct qent *x = batch; x; x = x->next)
+			x->taken = true;
 		pthread_mutex_unlock(&s->lock);
-		flush_batch(s, batch);
+		appended = journal_append(s, batch);
+		empty = appended && s->jend >= STORE_JOURNAL_MAX;
+		/* taken even with nothing to apply: a barrier (store_sync) or a
+		 * failed append is done only after the files before it */
+		pthread_mutex_lock(&s->apply_lock);
+		pthread_mutex_lock(&s->lock);
+		s->applying++;
+		if (!empty) {
+			s->flushing = false;
+			pthread_cond_broadcast(&s->cond);
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (appended)
+			apply_batch(s, batch, empty);
+		pthread_mutex_unlock(&s->apply_lock);
 		for (struct qent *x = batch; x; x = x->next)
 			if (x->kind >= 0 && x->result == 0)
 				hist_observe(&s->st[x->kind].write, store_bucket_le, STORE_BUCKETS,
@@ -461,7 +498,9 @@ static void wait_flushed(struct store *s, struct qent *e)
 				gone = x;
 			}
 		}
-		s->flushing = false;
+		if (empty)
+			s->flushing = false;
+		s->applying--;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
 		for (struct qent *x = gone; x; x = next) {
@@ -510,9 +549,9 @@ int store_sync(struct store *s, struct nerr *err)
 	struct qent *e;
 
 	pthread_mutex_lock(&s->lock);
-	if (!s->head && !s->flushing) {
+	if (!s->head && !s->flushing && !s->applying) {
 		pthread_mutex_unlock(&s->lock);
-		return 0;	/* nothing queued: everything is durable */
+		return 0;	/* nothing queued: everything is durable, in its file */
 	}
 	pthread_mutex_unlock(&s->lock);
 	e = calloc(1, sizeof(*e));
@@ -566,6 +605,7 @@ int store_journal_open(struct store *s, struct nerr *err)
 	int r;
 
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->apply_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->tail = &s->head;
 	snprintf(s->jpath, sizeof(s->jpath), "%s/journal", s->dir);

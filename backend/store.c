@@ -218,6 +218,7 @@ int store_open(const char *state_dir, struct store **ret, struct nerr *err)
 	return 0;
 fail_journal:
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->apply_lock);
 	pthread_cond_destroy(&s->cond);
 fail:
 	for (size_t k = 0; k < STORE_NKINDS; k++)
@@ -239,6 +240,7 @@ void store_close(struct store *s)
 		close(s->kfd[k]);
 	close(s->dfd);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->apply_lock);
 	pthread_cond_destroy(&s->cond);
 	free(s->dir);
 	free(s);
