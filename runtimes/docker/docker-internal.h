@@ -51,6 +51,13 @@ enum docker_call {
  * EOPNOTSUPP, 500 and anything else EIO. */
 int docker_status_to_errno(long http_status, enum docker_call call);
 
+/* Whether an engine's error text says the container is not running (or
+ * stopped): Docker answers some commands on a container that has just
+ * exited with a bare 500 in these words ("cannot update a stopped
+ * container", runc's "container not running", "Container ... is not
+ * running"), before its own state says exited. */
+bool docker_msg_not_running(const char *msg);
+
 /* The transport's failures (a CURLcode passed as int) to a positive errno:
  * could not connect / socket missing EHOSTDOWN, timeout ETIMEDOUT, aborted by
  * our progress callback ECANCELED, a cap hit in a write callback E2BIG,

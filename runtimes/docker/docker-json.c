@@ -36,6 +36,11 @@
 #define DK_CURLE_SEND_ERROR 55
 #define DK_CURLE_RECV_ERROR 56
 
+bool docker_msg_not_running(const char *msg)
+{
+	return msg && (strstr(msg, "not running") || strstr(msg, "stopped container"));
+}
+
 int docker_status_to_errno(long st, enum docker_call call)
 {
 	if (st >= 200 && st < 300)

@@ -410,12 +410,17 @@ static int dk_kill(void *h, const char *id, int sig, struct nerr *err)
  * stopped container", "cannot update a stopped container", "Container ...
  * is not running". So a 500 is checked against what the container is now:
  * not running is EBUSY, and so is running when want_paused (an unpause).
+ * A 500 in the words of a container that is not running is EBUSY even when
+ * the engine's state still says running: runc found the process gone
+ * before dockerd saw it exit (an update right after a `kill TERM`).
  */
 static int wrong_state(void *h, const char *id, int r, bool want_paused, struct nerr *err)
 {
 	struct nerr e2 = { 0 };
 	struct rt_status st;
 
+	if (r == -EIO && docker_msg_not_running(err->msg))
+		return nerr_set(err, EBUSY, "container not running");
 	if (r != -EIO || dk_inspect(h, id, &st, &e2) < 0)
 		return r;
 	if (st.state != RT_STATE_RUNNING && st.state != RT_STATE_PAUSED)

@@ -291,6 +291,21 @@ Test(json, error_message)
 	cr_assert_str_eq(buf, "");
 }
 
+/* The engine's words for a container that has just exited (Docker 20.10's
+ * bare 500s, runc's through dockerd): EBUSY, not EIO (docker.c wrong_state). */
+Test(json, not_running_messages)
+{
+	cr_assert(docker_msg_not_running("Cannot update container 5eefe6ec: runc did not terminate "
+					 "successfully: exit status 1: container not running : unknown"));
+	cr_assert(docker_msg_not_running("cannot update a stopped container"));
+	cr_assert(docker_msg_not_running("cannot pause a stopped container"));
+	cr_assert(docker_msg_not_running("Container 5eefe6ec is not running"));
+	cr_assert_not(docker_msg_not_running("Container 5eefe6ec is not paused"));
+	cr_assert_not(docker_msg_not_running("No such container: 5eefe6ec"));
+	cr_assert_not(docker_msg_not_running(""));
+	cr_assert_not(docker_msg_not_running(NULL));
+}
+
 Test(json, inspect)
 {
 	static const char running[] =
