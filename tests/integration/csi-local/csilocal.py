@@ -83,6 +83,15 @@ def loops_of(path):
     return out
 
 
+def wait_loops_gone(path, timeout=10):
+    """Whether the loop devices backed by files under path are gone within
+    timeout (scaled). The plugin's LOOP_CLR_FD detaches at once only when
+    nothing else has the device open; one that another opener still holds
+    (a probe of the device after its unmount) the kernel detaches when that
+    opener closes it, a moment later on a loaded machine."""
+    return nt.wait_until(lambda: not loops_of(path), timeout)
+
+
 class Local:
     def __init__(self, backing="dir", args=()):
         self.backing = backing

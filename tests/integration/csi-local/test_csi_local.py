@@ -283,7 +283,7 @@ class Volumes(unittest.TestCase):
             pl.ok("Controller", "DeleteVolume", volume_id=vid)
             self.assertEqual(pl.data_files(), [])
             if BACKING == "image":
-                self.assertEqual(cl.loops_of(pl.tmp), [])
+                self.assertTrue(cl.wait_loops_gone(pl.tmp), cl.loops_of(pl.tmp))
 
     def test_condition(self):
         with self.local() as pl:
@@ -559,7 +559,7 @@ class ImageOnly(unittest.TestCase):
                 os.close(fd)
             pl.ok("Node", "NodeUnpublishVolume", volume_id=vid, target_path=t)
             pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
-            self.assertEqual(cl.loops_of(pl.tmp), [])
+            self.assertTrue(cl.wait_loops_gone(pl.tmp), cl.loops_of(pl.tmp))
 
     def test_xfs_and_enforced_size(self):
         nt.requires("prog:mkfs.xfs:xfsprogs")
