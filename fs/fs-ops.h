@@ -227,6 +227,7 @@ struct fs_req {
 	struct fs_req *fnext;
 	uint64_t fseq;
 	size_t fcount;
+	int ferr;		/* answered this errno instead (the first line failed) */
 	fuse_req_t freq;
 	/* writes, under pending->lock: a signal interrupted the writer and
 	 * the kernel got EINTR (req is NULL then); no further line runs */

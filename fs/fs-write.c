@@ -224,7 +224,18 @@ static void fs_req_answer(struct fs_req *r, int result);
  * notifier thread after its round; no thread blocks. The writer holds only
  * the ctl file's inode lock, which no invalidation takes.
  */
-static void write_reply(struct fs_req *r, size_t count)
+static void write_answer(fuse_req_t req, size_t count, int ferr)
+{
+	if (ferr)
+		fuse_reply_err(req, ferr);
+	else
+		fuse_reply_write(req, count);
+}
+
+/* The same for a write whose first line failed (ferr, an errno): what the
+ * failed command changed (its operation, FAILED; the error file; a state
+ * put back) is visible when the writer reads its errno. */
+static void write_reply_as(struct fs_req *r, size_t count, int ferr)
 {
 	struct fs *f = r->fs;
 	uint64_t seq = tree_seq_now(r->node);
@@ -239,6 +250,7 @@ static void write_reply(struct fs_req *r, size_t count)
 	if (!f->stop && tree_seq_flushed(r->node) < seq) {
 		r->fseq = seq;
 		r->fcount = count;
+		r->ferr = ferr;
 		r->freq = req;
 		r->fnext = f->flushq;
 		f->flushq = r;
@@ -246,8 +258,13 @@ static void write_reply(struct fs_req *r, size_t count)
 		return;
 	}
 	pthread_mutex_unlock(&f->wlock);
-	fuse_reply_write(req, count);
+	write_answer(req, count, ferr);
 	fs_req_free(r);
+}
+
+static void write_reply(struct fs_req *r, size_t count)
+{
+	write_reply_as(r, count, 0);
 }
 
 /* The notifier, after a round, holding f->wlock: answer the writes whose
@@ -264,7 +281,7 @@ void fs_write_answer_flushed(struct fs *f, bool all)
 			continue;
 		}
 		*pp = r->fnext;
-		fuse_reply_write(r->freq, r->fcount);
+		write_answer(r->freq, r->fcount, r->ferr);
 		fs_req_free(r);
 	}
 }
@@ -280,12 +297,8 @@ static void write_fail(struct fs_req *r, int result)
 {
 	if (!r->rq.err.msg[0])
 		nerr_set(&r->rq.err, -result, "%s", strerror(-result));
-	if (!r->done) {
-		fs_req_fail(r, result);
-		return;
-	}
 	fs_req_set_error(r, r->rq.err.msg);
-	write_reply(r, r->done);
+	write_reply_as(r, r->done, r->done ? 0 : -result);
 }
 
 /* breq_complete lands here, on any thread: answer the kernel, unless fs

@@ -178,6 +178,30 @@ class StalenessTest(unittest.TestCase):
                 self.assertEqual(env.ctl("volumes/%s/ctl" % name, "destroy"), (True, "OK"))
                 self.assertNotIn(name, os.listdir(vols), "destroy %d" % k)
 
+    def test_a_failed_write_shows_its_operation_when_it_returns(self):
+        """A write whose command fails returns its errno only once what the
+        command changed is visible too: its operation (FAILED) in a listing
+        of operations/ the kernel had cached, and the volume gone from
+        volumes/. The notifier starts each round 30 ms late (a test hook),
+        as on a loaded machine, where a failed expand's operation was once
+        missing from the listing."""
+        with vt.VolEnv(plugin_flags=["--fail", "CreateVolume=INTERNAL:100"],
+                       extra_nodefs="operations_keep = 1000",
+                       env={"NODEFS_TEST_SLOW_FLUSH_MS": "30"}) as env:
+            ops, vols = env.fs.path("operations"), env.fs.path("volumes")
+            for k in range(10):
+                name = "f%d" % k
+                before = set(os.listdir(ops))
+                self.assertNotIn(name, os.listdir(vols))
+                self.assertEqual(env.ctl("volumes/ctl", "create %s size=1M" % name),
+                                 (False, "EIO"))
+                new = set(os.listdir(ops)) - before
+                self.assertEqual(len(new), 1, "create %d: %s" % (k, sorted(new)))
+                with open(os.path.join(ops, new.pop(), "state")) as f:
+                    self.assertEqual(f.read(), "FAILED\n")
+                self.assertNotIn(name, os.listdir(vols))
+                self.assertIn("injected", env.fs.error("volumes"))
+
     def test_readers_of_an_unchanged_state_share_one_render(self):
         """A volume's state is read from nodefs (its length varies), but
         the readers of one version share one render: many descriptors read
