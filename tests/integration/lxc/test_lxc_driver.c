@@ -6,7 +6,8 @@
  * limited, OOM-killed, killed from outside with lxc-stop -k, listed beside a
  * container lxc-create made, and destroyed. main() exits 77 when liblxc
  * cannot start a container here, and removes every container and directory
- * the run made even when a test crashed.
+ * the run made even when a test crashed. liblxc's create and start run in
+ * nodefs's helper process ($NODEFS_BIN, as nodefs runs them).
  */
 #include <criterion/criterion.h>
 #include <criterion/options.h>
@@ -160,6 +161,14 @@ static void setup(void)
 	};
 	struct rt_config cfg = { kv, 3 };
 
+	/* liblxc's create and start run in the helper process nodefs uses
+	 * (lxc-helper.c): nodefs itself, exec'd as nodefs-lxc-create or
+	 * nodefs-lxc-start (criterion's workers are this program under its own
+	 * name, so it cannot be its own helper). The driver's calls then never
+	 * fork liblxc code from a process of many threads, as ten_in_parallel's
+	 * creates did */
+	if (getenv("NODEFS_BIN"))
+		runtime_set_helper(getenv("NODEFS_BIN"));
 	/* criterion runs each test in a process of its own, exec'd anew:
 	 * main's run_root reaches it through the environment */
 	if (!run_root[0] && getenv("NODEFS_LXC_TEST_ROOT"))
