@@ -335,6 +335,21 @@ int rt_lxc_stop(void *hv, const char *id, int timeout_s, struct nerr *err)
 	return 0;
 }
 
+/* Whether c's init is gone, or going (an attach that failed because it
+ * could not open the init's namespaces: the container exited meanwhile,
+ * before liblxc's monitor says so). */
+static bool init_gone(struct lxc_container *c)
+{
+	pid_t pid = c->init_pid(c);
+	char ns[64];
+
+	if (pid <= 0 || rt_lxc_state_of(c, NULL) != RT_STATE_RUNNING)
+		return true;
+	/* exited and not yet reaped, its namespaces are gone already */
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
+	return access(ns, F_OK) < 0 && (errno == ENOENT || errno == ESRCH);
+}
+
 /* A handle on one of our containers that runs: ENOENT, or EBUSY when it
  * does not run. *ret is set (the caller's to put) once it is open. */
 static int open_running(struct rt_lxc *h, const char *id, struct lxc_container **ret,
@@ -516,7 +531,7 @@ int rt_lxc_exec(void *hv, const char *id, char *const argv[], struct sbuf *out,
 	/* attach() rather than attach_run_wait(): the output must be drained
 	 * while the command runs, or it blocks on a full pipe. */
 	if (c->attach(c, lxc_attach_run_command, &cmd, &opts, &pid) < 0 || pid <= 0)
-		return rt_lxc_fail(h, c, id, LF_ATTACH, err);
+		return rt_lxc_fail(h, c, id, init_gone(c) ? LF_NOT_RUNNING : LF_ATTACH, err);
 	close(wr);
 	wr = -1;
 	base = out->len;
