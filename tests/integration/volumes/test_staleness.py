@@ -181,26 +181,26 @@ class StalenessTest(unittest.TestCase):
     def test_a_failed_write_shows_its_operation_when_it_returns(self):
         """A write whose command fails returns its errno only once what the
         command changed is visible too: its operation (FAILED) in a listing
-        of operations/ the kernel had cached, and the volume gone from
-        volumes/. The notifier starts each round 30 ms late (a test hook),
+        of operations/ the kernel had cached, and no volume in volumes/ (an
+        import of an id the plugin does not have). The notifier starts each round 30 ms late (a test hook),
         as on a loaded machine, where a failed expand's operation was once
         missing from the listing."""
-        with vt.VolEnv(plugin_flags=["--fail", "CreateVolume=INTERNAL:100"],
-                       extra_nodefs="operations_keep = 1000",
+        with vt.VolEnv(extra_nodefs="operations_keep = 1000",
                        env={"NODEFS_TEST_SLOW_FLUSH_MS": "30"}) as env:
             ops, vols = env.fs.path("operations"), env.fs.path("volumes")
             for k in range(10):
                 name = "f%d" % k
                 before = set(os.listdir(ops))
                 self.assertNotIn(name, os.listdir(vols))
-                self.assertEqual(env.ctl("volumes/ctl", "create %s size=1M" % name),
-                                 (False, "EIO"))
+                # the plugin answers NOT_FOUND: an operation that fails
+                self.assertEqual(env.ctl("volumes/ctl", "import %s vol-none-%d" % (name, k)),
+                                 (False, "ENOENT"))
                 new = set(os.listdir(ops)) - before
-                self.assertEqual(len(new), 1, "create %d: %s" % (k, sorted(new)))
+                self.assertEqual(len(new), 1, "import %d: %s" % (k, sorted(new)))
                 with open(os.path.join(ops, new.pop(), "state")) as f:
                     self.assertEqual(f.read(), "FAILED\n")
                 self.assertNotIn(name, os.listdir(vols))
-                self.assertIn("injected", env.fs.error("volumes"))
+                self.assertIn("vol-none-%d" % k, env.fs.error("volumes"))
 
     def test_readers_of_an_unchanged_state_share_one_render(self):
         """A volume's state is read from nodefs (its length varies), but
