@@ -182,9 +182,9 @@ class StalenessTest(unittest.TestCase):
         """A write whose command fails returns its errno only once what the
         command changed is visible too: its operation (FAILED) in a listing
         of operations/ the kernel had cached, and no volume in volumes/ (an
-        import of an id the plugin does not have). The notifier starts each round 30 ms late (a test hook),
-        as on a loaded machine, where a failed expand's operation was once
-        missing from the listing."""
+        import of an id the plugin does not have). The notifier starts each
+        round 30 ms late (a test hook), as on a loaded machine, where a
+        failed expand's operation was once missing from the listing."""
         with vt.VolEnv(extra_nodefs="operations_keep = 1000",
                        env={"NODEFS_TEST_SLOW_FLUSH_MS": "30"}) as env:
             ops, vols = env.fs.path("operations"), env.fs.path("volumes")
