@@ -9,11 +9,18 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "backend-internal.h"
 #include "nerr.h"
 #include "sbuf.h"
+
+/* A volume of the plugin's list, as last fetched. */
+struct plugin_vol {
+	char *id;
+	int64_t capacity;
+};
 
 struct plugin {
 	struct backend *b;
@@ -32,7 +39,9 @@ struct plugin {
 	struct storage_caps caps;
 	char node_id[256];
 	struct sbuf capacity;		/* the capacity file */
-	struct sbuf volumes;		/* the volumes file */
+	struct sbuf volumes;		/* the volumes file's own lines (error:, unsupported:) */
+	struct plugin_vol *vols;	/* the plugin's list; known or not is told at a read */
+	size_t nvols;
 	time_t refreshed;
 	bool refreshing;
 	bool have_lists;		/* capacity and volumes fetched once */
@@ -56,7 +65,9 @@ void plugin_refresh_soon(struct plugin *p);
 void plugin_refresh_if_stale(struct plugin *p);
 /* One of p's cached lists (src), or why it is not there yet. */
 int plugin_show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out);
-/* volumes: the fetched list, each told known or discovered now. */
+/* The volumes file: the fetched list, each volume told known or
+ * discovered by what nodefs holds at the read. */
 int plugin_show_volumes(struct plugin *p, struct sbuf *out);
+void plugin_vols_free(struct plugin_vol *v, size_t n);
 
 #endif

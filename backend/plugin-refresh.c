@@ -47,8 +47,20 @@ static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, 
 	}
 }
 
-static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
+void plugin_vols_free(struct plugin_vol *v, size_t n)
 {
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].id);
+	free(v);
+}
+
+/* ListVolumes, page by page, into *ret (n in *ret_n); a failure or a
+ * missing capability as a line of out. */
+static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, struct sbuf *out,
+			    struct plugin_vol **ret, size_t *ret_n)
+{
+	struct plugin_vol *v = NULL;
+	size_t n = 0, cap = 0;
 	char *token = NULL;
 
 	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_LIST_VOLUMES)) {
@@ -63,23 +75,39 @@ static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, s
 			sbuf_printf(out, "error: %s\n", err.msg);
 			break;
 		}
-		/* ID BYTES: whether nodefs knows it is told at each read */
-		for (size_t i = 0; i < pg.n; i++)
-			sbuf_printf(out, "%s %lld\n", pg.v[i].id, (long long)pg.v[i].capacity);
+		for (size_t i = 0; i < pg.n && out->len == 0; i++) {
+			if (n == cap) {
+				struct plugin_vol *nv = realloc(v, (cap ? cap * 2 : 64) * sizeof(*v));
+
+				if (!nv) {
+					sbuf_adds(out, "error: out of memory\n");
+					break;
+				}
+				v = nv;
+				cap = cap ? cap * 2 : 64;
+			}
+			v[n].id = TAKE_PTR(pg.v[i].id);	/* storage_page_clear frees NULL */
+			v[n].capacity = pg.v[i].capacity;
+			n++;
+		}
 		free(token);
 		token = TAKE_PTR(pg.next_token);
 		storage_page_clear(&pg);
-		if (!token)
+		if (!token || out->len)
 			break;
 	}
 	free(token);
+	*ret = v;
+	*ret_n = n;
 }
 
 static void plugin_refresh(void *arg)
 {
 	struct bnode *n = arg;
 	struct plugin *p = pof(n);
-	struct sbuf cap = SBUF_INIT(1u << 20), vols = SBUF_INIT(8u << 20);
+	struct sbuf cap = SBUF_INIT(1u << 20), vols = SBUF_INIT(1u << 20);
+	struct plugin_vol *vlist = NULL;
+	size_t nvlist = 0;
 	struct nerr err = { 0 };
 	struct storage_caps caps;
 	char *iname = NULL, *iver = NULL;
@@ -115,7 +143,7 @@ static void plugin_refresh(void *arg)
 		r = plugin_node_id(p, node_id, sizeof(node_id), &err);
 	if (r >= 0) {
 		refresh_capacity(p, &caps, &cap);
-		refresh_volumes(p, &caps, &vols);
+		refresh_volumes(p, &caps, &vols, &vlist, &nvlist);
 		volumes_refresh_stats(p->b, p->name);
 	}
 	pthread_mutex_lock(&p->lock);
@@ -124,6 +152,10 @@ static void plugin_refresh(void *arg)
 		p->capacity = cap;
 		sbuf_free(&p->volumes);
 		p->volumes = vols;
+		plugin_vols_free(p->vols, p->nvols);
+		p->vols = TAKE_PTR(vlist);
+		p->nvols = nvlist;
+		nvlist = 0;
 		p->have_lists = true;
 		sbuf_init(&cap, 0);
 		sbuf_init(&vols, 0);
@@ -138,6 +170,7 @@ static void plugin_refresh(void *arg)
 out:
 	sbuf_free(&cap);
 	sbuf_free(&vols);
+	plugin_vols_free(vlist, nvlist);
 	bnode_unref(n);
 }
 
@@ -201,6 +234,13 @@ void plugins_tick(struct backend *b)
 	bnode_list_free(v, n);
 }
 
+/* What a list file says before its first fetch. p->lock held. */
+static int show_unknown_locked(struct plugin *p, struct sbuf *out)
+{
+	return sbuf_printf(out, "unknown: %s\n",
+			   p->refresh_error[0] ? p->refresh_error : "not fetched yet");
+}
+
 int plugin_show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
 {
 	int r;
@@ -209,66 +249,40 @@ int plugin_show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out)
 	if (p->have_lists)
 		r = sbuf_add(out, src->buf ? src->buf : "", src->len);
 	else
-		r = sbuf_printf(out, "unknown: %s\n",
-				p->refresh_error[0] ? p->refresh_error : "not fetched yet");
+		r = show_unknown_locked(p, out);
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
 /*
- * The plugin's volume list as fetched, each volume told known (with the
- * name nodefs holds it under) or discovered by what nodefs holds now, not
- * when the list was fetched: a fetch made while recovery was still loading
- * the volumes (the plugin became READY first), or before a create, would
- * otherwise call nodefs's own volumes discovered until the next one.
+ * Whether each listed volume is nodefs's is told by what nodefs holds now,
+ * not when the list was fetched: a fetch made while recovery was still
+ * loading the volumes (the plugin became READY first), or before a create,
+ * would otherwise call nodefs's own volumes discovered until the next one.
+ * The index is made before p->lock is taken (it takes the tree's and the
+ * volumes' locks).
  */
-static bool status_line(const char *line)
-{
-	static const char *const words[] = { "unknown: ", "error: ", "unsupported: " };
-
-	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-		if (strncmp(line, words[i], strlen(words[i])) == 0)
-			return true;
-	return false;
-}
-
 int plugin_show_volumes(struct plugin *p, struct sbuf *out)
 {
-	struct sbuf raw = SBUF_INIT(8u << 20);
-	struct volume_index *ix = NULL;
-	const char *line, *end;
-	int r;
+	struct volume_index *ix = volume_index_new(p->b, p->name);
+	int r = 0;
 
-	r = plugin_show_cached(p, &p->volumes, &raw);
-	if (r < 0)
-		goto out;
-	for (line = raw.buf; r >= 0 && line && line < raw.buf + raw.len; line = end + 1) {
-		const char *sp, *known;
-		char id[1024];
+	if (!ix)
+		return -ENOMEM;
+	pthread_mutex_lock(&p->lock);
+	if (!p->have_lists)
+		r = show_unknown_locked(p, out);
+	for (size_t i = 0; r >= 0 && p->have_lists && i < p->nvols; i++) {
+		const struct plugin_vol *v = &p->vols[i];
+		const char *known = volume_index_find(ix, v->id);
 
-		end = memchr(line, '\n', (size_t)(raw.buf + raw.len - line));
-		if (!end)
-			end = raw.buf + raw.len;
-		sp = memrchr(line, ' ', (size_t)(end - line));
-		/* "unknown:", "error:", "unsupported:" lines go as they are */
-		if (!sp || (size_t)(sp - line) >= sizeof(id) || status_line(line)) {
-			r = sbuf_printf(out, "%.*s\n", (int)(end - line), line);
-			continue;
-		}
-		if (!ix && !(ix = volume_index_new(p->b, p->name))) {
-			r = -ENOMEM;
-			break;
-		}
-		memcpy(id, line, (size_t)(sp - line));
-		id[sp - line] = '\0';
-		if ((known = volume_index_find(ix, id)))
-			r = sbuf_printf(out, "%.*s known %s\n", (int)(end - line), line, known);
-		else
-			r = sbuf_printf(out, "%.*s discovered\n", (int)(end - line), line);
+		r = known ? sbuf_printf(out, "%s %lld known %s\n", v->id, (long long)v->capacity, known)
+			  : sbuf_printf(out, "%s %lld discovered\n", v->id, (long long)v->capacity);
 	}
-out:
+	if (r >= 0 && p->have_lists && p->volumes.len)
+		r = sbuf_add(out, p->volumes.buf, p->volumes.len);
+	pthread_mutex_unlock(&p->lock);
 	volume_index_free(ix);
-	sbuf_free(&raw);
 	return r;
 }
 

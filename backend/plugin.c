@@ -43,6 +43,7 @@ static void plugin_free(struct plugin *p)
 	free(p->secrets);
 	sbuf_free(&p->capacity);
 	sbuf_free(&p->volumes);
+	plugin_vols_free(p->vols, p->nvols);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -386,7 +387,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 	p->last_health = STORAGE_HEALTH_DOWN;
 	pthread_mutex_init(&p->lock, NULL);
 	sbuf_init(&p->capacity, 1u << 20);
-	sbuf_init(&p->volumes, 8u << 20);
+	sbuf_init(&p->volumes, 1u << 20);
 	if (!p->name || !p->endpoint || (def->secrets && !p->secrets)) {
 		plugin_free(p);
 		return nerr_set(err, ENOMEM, "out of memory");

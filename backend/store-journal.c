@@ -11,9 +11,9 @@
  * and wakes the writers its flush carried. Writers that arrive meanwhile
  * queue behind it and share the next flush, whose append and fdatasync may
  * run while this one replaces its files; files are replaced by one leader
- * at a time, in journal order (wait_flushed). A record's file changes only after its entry is
- * durable: a crash can leave a file behind its journal entry (replayed at
- * open), never ahead of it.
+ * at a time, in journal order (wait_flushed). A record's file changes only
+ * after its entry is durable: a crash can leave a file behind its journal
+ * entry (replayed at open), never ahead of it.
  *
  * Owns: the queue, the flush, the journal file (made, replayed, emptied)
  * and the crash test hooks, in struct store's journal fields.
