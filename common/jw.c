@@ -237,6 +237,41 @@ void jw_strv(struct jw *w, char *const *v)
 	jw_arr_end(w);
 }
 
+void jw_b64(struct jw *w, const void *data, size_t len)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = data;
+	char out[256];
+	size_t o = 0;
+
+	value(w);
+	put(w, "\"", 1);
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned v = (unsigned)s[i] << 16;
+
+		if (i + 1 < len)
+			v |= (unsigned)s[i + 1] << 8;
+		if (i + 2 < len)
+			v |= s[i + 2];
+		out[o++] = b64[v >> 18 & 63];
+		out[o++] = b64[v >> 12 & 63];
+		out[o++] = i + 1 < len ? b64[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < len ? b64[v & 63] : '=';
+		if (o == sizeof(out)) {
+			put(w, out, o);
+			o = 0;
+		}
+	}
+	put(w, out, o);
+	put(w, "\"", 1);
+}
+
+void jw_fail(struct jw *w, int err)
+{
+	if (!w->err)
+		w->err = err;
+}
+
 int jw_end(struct jw *w)
 {
 	if (!w->err && w->depth != 0)

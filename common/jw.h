@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * jw: a JSON writer straight into an sbuf, for every checkpoint record
- * (volumes, operations, containers) and the info.json files that show the
- * same fields. jansson stays for parsing.
+ * jw: a JSON writer straight into an sbuf, for all the JSON nodefs writes:
+ * every checkpoint record (volumes, operations, containers), the info.json
+ * files that show the same fields, the runtimes' records and request bodies
+ * (Docker Engine API, LXC marks) and etcd's gateway requests. jansson stays
+ * for parsing what a peer sends.
  *
  * Building a jansson tree and dumping it cost 13 us for a volume's record;
  * this writes the same text in about 1 us. The output is what jansson's
@@ -19,6 +21,7 @@
 #define NODEFS_JW_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct sbuf;
 
@@ -47,6 +50,12 @@ void jw_bool(struct jw *w, bool v);
 void jw_real(struct jw *w, double v);
 /* An array of the strings of a NULL-terminated vector (empty when v is NULL). */
 void jw_strv(struct jw *w, char *const *v);
+/* len bytes as a string in standard base64 with padding (RFC 4648), as
+ * protobuf's JSON mapping writes a bytes field; no allocation of its own. */
+void jw_b64(struct jw *w, const void *data, size_t len);
+/* Stick err (negative errno) as if the writer had failed, unless an error
+ * already stuck: for the caller's own failures while making a value. */
+void jw_fail(struct jw *w, int err);
 /* 0, or the first error. */
 int jw_end(struct jw *w);
 
@@ -72,6 +81,12 @@ static inline void jw_kbool(struct jw *w, const char *k, bool v)
 {
 	jw_key(w, k);
 	jw_bool(w, v);
+}
+
+static inline void jw_kb64(struct jw *w, const char *k, const void *data, size_t len)
+{
+	jw_key(w, k);
+	jw_b64(w, data, len);
 }
 
 static inline void jw_kstrv(struct jw *w, const char *k, char *const *v)

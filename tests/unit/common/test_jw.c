@@ -3,7 +3,8 @@
  * jw against jansson: the same members give the same text, compact and
  * indented, for strings of every kind of byte and reals of every shape; what jansson would refuse
  * (bytes that are not UTF-8) still gives JSON that parses; the sbuf's
- * failures (cap, allocation) stick and come back from jw_end.
+ * failures (cap, allocation) and the caller's own (jw_fail) stick and come
+ * back from jw_end; bytes as base64 are what RFC 4648 gives.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -239,4 +240,92 @@ Test(jw, buffer_failures_stick)
 		}
 		cr_assert_eq(r, -ENOMEM, "nth %lu: %d", nth, r);
 	}
+}
+
+/* base64 as RFC 4648 gives it (its test vectors), and a long run of every
+ * byte value read back whole: the writer flushes in chunks. */
+static int b64_val(char c)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = c ? strchr(a, c) : NULL;
+
+	return p ? (int)(p - a) : -1;
+}
+
+Test(jw, b64_as_rfc4648)
+{
+	static const char *const in[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
+	static const char *const out[] = { "\"\"", "\"Zg==\"", "\"Zm8=\"", "\"Zm9v\"",
+					   "\"Zm9vYg==\"", "\"Zm9vYmE=\"", "\"Zm9vYmFy\"" };
+	unsigned char bytes[1000];
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
+
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		sbuf_reset(&sb);
+		jw_init(&w, &sb, 0);
+		jw_b64(&w, in[i], strlen(in[i]));
+		cr_assert_eq(jw_end(&w), 0);
+		cr_assert_str_eq(sb.buf, out[i]);
+	}
+	for (size_t n = 997; n <= 1000; n++) {
+		for (size_t i = 0; i < n; i++)
+			bytes[i] = (unsigned char)(i * 7 + n);
+		sbuf_reset(&sb);
+		jw_init(&w, &sb, 0);
+		jw_obj(&w);
+		jw_kb64(&w, "v", bytes, n);
+		jw_kint(&w, "n", (long long)n);
+		jw_obj_end(&w);
+		cr_assert_eq(jw_end(&w), 0);
+		cr_assert_eq(strncmp(sb.buf, "{\"v\":\"", 6), 0);
+		const char *s = sb.buf + 6, *end = strchr(s, '"');
+		size_t len = (size_t)(end - s), k = 0;
+
+		cr_assert_eq(len, (n + 2) / 3 * 4, "%zu bytes: %zu characters", n, len);
+		for (size_t i = 0; i < len; i += 4) {
+			int v[4];
+
+			for (int j = 0; j < 4; j++)
+				v[j] = s[i + j] == '=' ? 0 : b64_val(s[i + j]);
+			cr_assert(v[0] >= 0 && v[1] >= 0 && v[2] >= 0 && v[3] >= 0);
+			unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 |
+				     (unsigned)v[3];
+			unsigned char d[3] = { (unsigned char)(x >> 16), (unsigned char)(x >> 8),
+					       (unsigned char)x };
+
+			for (int j = 0; j < 3 && k < n; j++, k++)
+				cr_assert_eq(d[j], bytes[k], "%zu bytes: byte %zu", n, k);
+		}
+		cr_assert_eq(k, n);
+		cr_assert_str_eq(end, n == 997 ? "\",\"n\":997}" : n == 998 ? "\",\"n\":998}" :
+				 n == 999 ? "\",\"n\":999}" : "\",\"n\":1000}");
+	}
+	sbuf_free(&sb);
+}
+
+/* A caller's own failure sticks as the writer's do: nothing more is
+ * written, the first error is the one jw_end gives. */
+Test(jw, caller_failure_sticks)
+{
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
+
+	jw_init(&w, &sb, 0);
+	jw_obj(&w);
+	jw_kstr(&w, "a", "b");
+	jw_fail(&w, -ENOMEM);
+	jw_kstr(&w, "c", "d");
+	jw_fail(&w, -EINVAL);
+	jw_obj_end(&w);
+	cr_assert_eq(jw_end(&w), -ENOMEM);
+	cr_assert_str_eq(sb.buf, "{\"a\":\"b\"");
+	sbuf_free(&sb);
+
+	sb = (struct sbuf)SBUF_INIT(4);
+	jw_init(&w, &sb, 0);
+	jw_b64(&w, "foobar", 6);
+	jw_fail(&w, -ENOMEM);
+	cr_assert_eq(jw_end(&w), -E2BIG, "the cap came first");
+	sbuf_free(&sb);
 }
