@@ -3,7 +3,8 @@
  * docker-internal: the pure half of the Docker driver, shared by docker.c,
  * the unit tests and the fuzz targets. Everything here is a function of its
  * arguments: the HTTP status table, API version negotiation, the one JSON
- * layer (request bodies built, response bodies parsed, on jansson), Docker's
+ * layer (request bodies written with common/jw, response bodies parsed with
+ * jansson), Docker's
  * timestamps, and the decoder of multiplexed (non-TTY) log and exec streams.
  * It never opens a socket, never touches curl, never sees a FUSE or backend
  * type.
@@ -81,7 +82,8 @@ int docker_time_parse(const char *s, time_t *ret);
 /* Body of POST /containers/create for spec: Image, Cmd, Env, Labels (our
  * owner mark and name), HostConfig Memory/MemorySwap (equal: no swap beyond
  * the limit), NanoCpus, PidsLimit, Binds. *ret is malloc'd. -EINVAL (with a
- * message) for a spec Docker cannot express; -ENOMEM. */
+ * message) for a spec Docker cannot express, checked before anything is
+ * written; -ENOMEM; -E2BIG past DOCKER_BODY_CAP. */
 int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err);
 
 /* Body of POST /containers/{id}/update for the fields set in lim. */

@@ -2,8 +2,8 @@
 /*
  * docker-json: the pure half of the Docker driver (see docker-internal.h):
  * the status and transport error tables, version negotiation, every JSON body
- * the driver sends or reads (jansson), timestamps. No I/O, no curl, no
- * threads: unit-tested and fuzzed as is. The decoders that are not JSON
+ * the driver sends (written with common/jw) or reads (parsed with jansson),
+ * timestamps. No I/O, no curl, no threads: unit-tested and fuzzed as is. The decoders that are not JSON
  * (streams, image references, cgroup texts) are docker-decode.c.
  */
 #include "docker-internal.h"
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jw.h"
 #include "macro.h"
 #include "nerr.h"
 #include "sbuf.h"
@@ -219,8 +220,8 @@ static bool bind_path_ok(const char *p)
 	return p && p[0] == '/' && !strpbrk(p, ":,\n");
 }
 
-/* RFC 3629 UTF-8 as jansson accepts it (common/valid.h), checked before
- * json_string(), so that a NULL from it can only mean out of memory. */
+/* RFC 3629 UTF-8: what the engine takes (jw would write U+FFFD for a bad
+ * byte, which is not what the user asked for, so bad input is refused). */
 static bool utf8_ok(const char *s)
 {
 	return valid_utf8(s, strlen(s));
@@ -249,221 +250,206 @@ static char *dup_str(const char *s)
 	return concat(s, "", "", NULL);
 }
 
-struct dump_ctx {
+/* A body is written with common/jw into an sbuf capped at DOCKER_BODY_CAP:
+ * body_begin opens its object, body_end closes it and hands the text over
+ * in *ret, or fails with the writer's error in words. */
+struct req_body {
 	struct sbuf sb;
-	bool failed;
+	struct jw w;
 };
 
-static int dump_cb(const char *p, size_t n, void *data)
+static void body_begin(struct req_body *b)
 {
-	struct dump_ctx *dc = data;
-
-	if (dc->failed || sbuf_add(&dc->sb, p, n) < 0) {
-		dc->failed = true;
-		return -1;
-	}
-	return 0;
+	sbuf_init(&b->sb, DOCKER_BODY_CAP);
+	jw_init(&b->w, &b->sb, 0);
+	jw_obj(&b->w);
 }
 
-/* json_dumps() with a sticky error: jansson 2.14 ignores a failed write of an
- * object key and goes on, so an allocation failure there would give a body
- * with a key missing. NULL on out of memory (or past DOCKER_BODY_CAP). */
-static char *dump(const json_t *o)
+static int body_end(struct req_body *b, char **ret, struct nerr *err)
 {
-	struct dump_ctx dc = { .sb = SBUF_INIT(DOCKER_BODY_CAP) };
+	int r;
 
-	if (json_dump_callback(o, dump_cb, &dc, JSON_COMPACT) < 0 || dc.failed) {
-		sbuf_free(&dc.sb);
-		return NULL;
-	}
-	return sbuf_steal(&dc.sb);
-}
-
-static int set_new(json_t *o, const char *k, json_t *v)
-{
-	if (!v || json_object_set_new(o, k, v) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-/* o[k] = an array of the strings v (NULL-terminated), each valid UTF-8
- * (else -EINVAL, "WHAT is not valid UTF-8"). */
-static int set_strv(json_t *o, const char *k, char *const *v, const char *what,
-		    struct nerr *err)
-{
-	json_t *a = json_array();
-
-	if (set_new(o, k, a) < 0)
+	jw_obj_end(&b->w);
+	r = jw_end(&b->w);
+	if (r < 0) {
+		sbuf_free(&b->sb);
+		if (r == -E2BIG)
+			return nerr_set(err, E2BIG, "request body over %u bytes", DOCKER_BODY_CAP);
 		return nerr_set(err, ENOMEM, "out of memory");
-	for (; *v; v++) {
-		if (!utf8_ok(*v))
-			return nerr_set(err, EINVAL, "%s is not valid UTF-8", what);
-		if (json_array_append_new(a, json_string(*v)) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
 	}
+	*ret = sbuf_steal(&b->sb);
+	if (!*ret)
+		return nerr_set(err, ENOMEM, "out of memory");
 	return 0;
 }
 
-int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
+/* key = s1 + s2 + s3 [+ s4] as one string of the current array. */
+static void concat_str(struct jw *w, const char *a, const char *b, const char *c, const char *d)
 {
-	json_auto_t *o = json_object();
-	json_t *hc, *labels, *a;
-	char *s;
+	_cleanup_free_ char *s = concat(a, b, c, d);
 
-	/* each new value goes into its parent at once, which then owns it */
-	if (!o || set_new(o, "HostConfig", hc = json_object()) < 0 ||
-	    set_new(o, "Labels", labels = json_object()) < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
+	if (!s)
+		jw_fail(w, -ENOMEM);
+	else
+		jw_str(w, s);
+}
+
+/* A bind's "src:dst[:opts]". */
+static void bind_str(struct jw *w, const struct rt_mount *m)
+{
+	concat_str(w, m->source, ":", m->target,
+		   m->rshared ? (m->ro ? ":ro,rshared" : ":rw,rshared") : m->ro ? ":ro" : NULL);
+}
+
+/* Everything docker_json_create_body refuses, checked before a byte is
+ * written, in the order the checks have always run. */
+static int create_check(const struct rt_spec *spec, struct nerr *err)
+{
 	if (!spec->name || !*spec->name)
 		return nerr_set(err, EINVAL, "container name missing");
 	if (!spec->image || !*spec->image)
 		return nerr_set(err, EINVAL, "docker needs image=");
 	if (!utf8_ok(spec->image) || !utf8_ok(spec->name))
 		return nerr_set(err, EINVAL, "image and name must be UTF-8");
-	if (set_new(o, "Image", json_string(spec->image)) < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	if (set_new(labels, RT_OWNER_LABEL, json_string("1")) < 0 ||
-	    set_new(labels, RT_NAME_LABEL, json_string(spec->name)) < 0 ||
-	    (spec->instance && set_new(labels, RT_INSTANCE_LABEL, json_string(spec->instance)) < 0) ||
-	    (spec->role && set_new(labels, RT_ROLE_LABEL, json_string(spec->role)) < 0))
-		return nerr_set(err, ENOMEM, "out of memory");
-	if (spec->privileged && set_new(hc, "Privileged", json_true()) < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	if (spec->may_mount &&
-	    (set_new(hc, "CapAdd", a = json_array()) < 0 ||
-	     json_array_append_new(a, json_string("SYS_ADMIN")) < 0 ||
-	     set_new(hc, "SecurityOpt", a = json_array()) < 0 ||
-	     json_array_append_new(a, json_string("seccomp=unconfined")) < 0 ||
-	     json_array_append_new(a, json_string("apparmor=unconfined")) < 0))
-		return nerr_set(err, ENOMEM, "out of memory");
-	if (spec->argv && spec->argv[0]) {
-		int r = set_strv(o, "Cmd", spec->argv, "cmd", err);
+	for (char *const *v = spec->argv; v && *v; v++)
+		if (!utf8_ok(*v))
+			return nerr_set(err, EINVAL, "cmd is not valid UTF-8");
+	for (size_t i = 0; i < spec->nenv; i++) {
+		const struct rt_kv *kv = &spec->env[i];
 
-		if (r < 0)
-			return r;
+		if (!kv->key || !*kv->key || strchr(kv->key, '=') || !kv->val)
+			return nerr_set(err, EINVAL, "bad environment variable name '%s'",
+					kv->key ? kv->key : "");
+		if (!utf8_ok(kv->key) || !utf8_ok(kv->val))
+			return nerr_set(err, EINVAL, "environment is not valid UTF-8");
 	}
-	if (spec->nenv) {
-		if (set_new(o, "Env", a = json_array()) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-		for (size_t i = 0; i < spec->nenv; i++) {
-			const struct rt_kv *kv = &spec->env[i];
-			_cleanup_free_ char *e = NULL;
+	if (spec->memory > INT64_MAX)
+		return nerr_set(err, EINVAL, "memory too large");
+	if (spec->cpus != 0 && (!(spec->cpus > 0) || !isfinite(spec->cpus) || spec->cpus > 1e6))
+		return nerr_set(err, EINVAL, "bad cpus %g", spec->cpus);
+	if (spec->pids < 0)
+		return nerr_set(err, EINVAL, "bad pids %" PRId64, spec->pids);
+	for (size_t i = 0; i < spec->nmounts; i++) {
+		const struct rt_mount *m = &spec->mounts[i];
 
-			if (!kv->key || !*kv->key || strchr(kv->key, '=') || !kv->val)
-				return nerr_set(err, EINVAL, "bad environment variable name '%s'",
-						kv->key ? kv->key : "");
-			if (!utf8_ok(kv->key) || !utf8_ok(kv->val))
-				return nerr_set(err, EINVAL, "environment is not valid UTF-8");
-			e = concat(kv->key, "=", kv->val, NULL);
-			if (!e || json_array_append_new(a, json_string(e)) < 0)
-				return nerr_set(err, ENOMEM, "out of memory");
-		}
+		if (!bind_path_ok(m->source) || !bind_path_ok(m->target))
+			return nerr_set(err, EINVAL, "bad bind %s:%s (absolute paths without ':' or ',')",
+					m->source ? m->source : "", m->target ? m->target : "");
+		if (!utf8_ok(m->source) || !utf8_ok(m->target))
+			return nerr_set(err, EINVAL, "bind is not valid UTF-8");
+	}
+	return 0;
+}
+
+/* The members in the order the engine has always been sent them:
+ * HostConfig, Labels, Image, Cmd, Env. */
+int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
+{
+	struct req_body b;
+	struct jw *w = &b.w;
+	int r;
+
+	r = create_check(spec, err);
+	if (r < 0)
+		return r;
+	body_begin(&b);
+	jw_key(w, "HostConfig");
+	jw_obj(w);
+	if (spec->privileged)
+		jw_kbool(w, "Privileged", true);
+	if (spec->may_mount) {
+		jw_key(w, "CapAdd");
+		jw_arr(w);
+		jw_str(w, "SYS_ADMIN");
+		jw_arr_end(w);
+		jw_key(w, "SecurityOpt");
+		jw_arr(w);
+		jw_str(w, "seccomp=unconfined");
+		jw_str(w, "apparmor=unconfined");
+		jw_arr_end(w);
 	}
 	if (spec->memory) {
-		if (spec->memory > INT64_MAX)
-			return nerr_set(err, EINVAL, "memory too large");
-		if (set_new(hc, "Memory", json_integer((json_int_t)spec->memory)) < 0 ||
-		    set_new(hc, "MemorySwap", json_integer((json_int_t)spec->memory)) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
+		jw_kint(w, "Memory", (long long)spec->memory);
+		jw_kint(w, "MemorySwap", (long long)spec->memory);
 	}
-	if (spec->cpus != 0) {
-		if (!(spec->cpus > 0) || !isfinite(spec->cpus) || spec->cpus > 1e6)
-			return nerr_set(err, EINVAL, "bad cpus %g", spec->cpus);
-		if (set_new(hc, "NanoCpus", json_integer((json_int_t)(spec->cpus * 1e9 + 0.5))) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-	}
-	if (spec->pids) {
-		if (spec->pids < 0)
-			return nerr_set(err, EINVAL, "bad pids %" PRId64, spec->pids);
-		if (set_new(hc, "PidsLimit", json_integer(spec->pids)) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-	}
+	if (spec->cpus != 0)
+		jw_kint(w, "NanoCpus", (long long)(spec->cpus * 1e9 + 0.5));
+	if (spec->pids)
+		jw_kint(w, "PidsLimit", spec->pids);
 	if (spec->nmounts) {
-		if (set_new(hc, "Binds", a = json_array()) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-		for (size_t i = 0; i < spec->nmounts; i++) {
-			const struct rt_mount *m = &spec->mounts[i];
-			_cleanup_free_ char *b = NULL;
-
-			if (!bind_path_ok(m->source) || !bind_path_ok(m->target))
-				return nerr_set(err, EINVAL, "bad bind %s:%s (absolute paths without ':' or ',')",
-						m->source ? m->source : "", m->target ? m->target : "");
-			if (!utf8_ok(m->source) || !utf8_ok(m->target))
-				return nerr_set(err, EINVAL, "bind is not valid UTF-8");
-			b = concat(m->source, ":", m->target,
-				   m->rshared ? (m->ro ? ":ro,rshared" : ":rw,rshared") : m->ro ? ":ro" : NULL);
-			if (!b || json_array_append_new(a, json_string(b)) < 0)
-				return nerr_set(err, ENOMEM, "out of memory");
-		}
+		jw_key(w, "Binds");
+		jw_arr(w);
+		for (size_t i = 0; i < spec->nmounts; i++)
+			bind_str(w, &spec->mounts[i]);
+		jw_arr_end(w);
 	}
-	s = dump(o);
-	if (!s)
-		return nerr_set(err, ENOMEM, "out of memory");
-	*ret = s;
-	return 0;
+	jw_obj_end(w);
+	jw_key(w, "Labels");
+	jw_obj(w);
+	jw_kstr(w, RT_OWNER_LABEL, "1");
+	jw_kstr(w, RT_NAME_LABEL, spec->name);
+	if (spec->instance)
+		jw_kstr(w, RT_INSTANCE_LABEL, spec->instance);
+	if (spec->role)
+		jw_kstr(w, RT_ROLE_LABEL, spec->role);
+	jw_obj_end(w);
+	jw_kstr(w, "Image", spec->image);
+	if (spec->argv && spec->argv[0])
+		jw_kstrv(w, "Cmd", spec->argv);
+	if (spec->nenv) {
+		jw_key(w, "Env");
+		jw_arr(w);
+		for (size_t i = 0; i < spec->nenv; i++)
+			concat_str(w, spec->env[i].key, "=", spec->env[i].val, NULL);
+		jw_arr_end(w);
+	}
+	return body_end(&b, ret, err);
 }
 
 int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
 {
-	json_auto_t *o = json_object();
-	char *s;
+	struct req_body b;
 
-	if (!o)
-		return nerr_set(err, ENOMEM, "out of memory");
 	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
 		return nerr_set(err, EINVAL, "update: nothing to change");
+	if ((lim->set & RT_LIMIT_MEMORY) && lim->memory > INT64_MAX)
+		return nerr_set(err, EINVAL, "memory too large");
+	if ((lim->set & RT_LIMIT_CPUS) && (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6))
+		return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
+	if ((lim->set & RT_LIMIT_PIDS) && lim->pids < 0)
+		return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+	body_begin(&b);
 	if (lim->set & RT_LIMIT_MEMORY) {
-		if (lim->memory > INT64_MAX)
-			return nerr_set(err, EINVAL, "memory too large");
 		/* 0 means unlimited; -1 swap follows it */
-		json_int_t m = (json_int_t)lim->memory;
-		if (set_new(o, "Memory", json_integer(m)) < 0 ||
-		    set_new(o, "MemorySwap", json_integer(m ? m : -1)) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
+		long long m = (long long)lim->memory;
+
+		jw_kint(&b.w, "Memory", m);
+		jw_kint(&b.w, "MemorySwap", m ? m : -1);
 	}
-	if (lim->set & RT_LIMIT_CPUS) {
-		if (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6)
-			return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
-		if (set_new(o, "NanoCpus", json_integer((json_int_t)(lim->cpus * 1e9 + 0.5))) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-	}
-	if (lim->set & RT_LIMIT_PIDS) {
-		if (lim->pids < 0)
-			return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
-		/* Docker: 0 or -1 both mean unlimited */
-		if (set_new(o, "PidsLimit", json_integer(lim->pids ? lim->pids : -1)) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
-	}
-	s = dump(o);
-	if (!s)
-		return nerr_set(err, ENOMEM, "out of memory");
-	*ret = s;
-	return 0;
+	if (lim->set & RT_LIMIT_CPUS)
+		jw_kint(&b.w, "NanoCpus", (long long)(lim->cpus * 1e9 + 0.5));
+	/* Docker: 0 or -1 both mean unlimited */
+	if (lim->set & RT_LIMIT_PIDS)
+		jw_kint(&b.w, "PidsLimit", lim->pids ? lim->pids : -1);
+	return body_end(&b, ret, err);
 }
 
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
 {
-	json_auto_t *o = json_object();
-	char *s;
-	int r;
+	struct req_body b;
 
-	if (!o)
-		return nerr_set(err, ENOMEM, "out of memory");
 	if (!argv || !argv[0] || !argv[0][0])
 		return nerr_set(err, EINVAL, "exec: empty command");
-	r = set_strv(o, "Cmd", argv, "exec: argument", err);
-	if (r < 0)
-		return r;
-	if (set_new(o, "AttachStdout", json_true()) < 0 ||
-	    set_new(o, "AttachStderr", json_true()) < 0 ||
-	    set_new(o, "AttachStdin", json_false()) < 0 ||
-	    set_new(o, "Tty", json_false()) < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	s = dump(o);
-	if (!s)
-		return nerr_set(err, ENOMEM, "out of memory");
-	*ret = s;
-	return 0;
+	for (char *const *v = argv; *v; v++)
+		if (!utf8_ok(*v))
+			return nerr_set(err, EINVAL, "exec: argument is not valid UTF-8");
+	body_begin(&b);
+	jw_kstrv(&b.w, "Cmd", argv);
+	jw_kbool(&b.w, "AttachStdout", true);
+	jw_kbool(&b.w, "AttachStderr", true);
+	jw_kbool(&b.w, "AttachStdin", false);
+	jw_kbool(&b.w, "Tty", false);
+	return body_end(&b, ret, err);
 }
 
 /* Parse a reply: 0, -ENOMEM, or -EBADMSG (*ret NULL on failure). */

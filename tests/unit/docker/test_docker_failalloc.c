@@ -7,8 +7,8 @@
  * fail cleanly or give exactly what a run without failures gives: a body
  * builder -ENOMEM ("out of memory" in its nerr), a parser -ENOMEM or, when
  * the failure hit inside jansson's lexer (which reports some of its own
- * allocation failures as parse errors), -EBADMSG. jansson also absorbs a
- * failure of its dumper's loop check and still writes the whole body.
+ * allocation failures as parse errors), -EBADMSG. The bodies are written
+ * with common/jw, whose buffer's allocation failures stick.
  */
 #include <criterion/criterion.h>
 #include <errno.h>

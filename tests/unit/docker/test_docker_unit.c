@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "docker-internal.h"
@@ -180,6 +181,63 @@ Test(json, create_body)
 	cr_assert_eq(json_object_size(json_object_get(o, "HostConfig")), 0);
 	json_decref(o);
 	free(body);
+}
+
+/* The body's exact text, as the engine has always been sent it (jansson's
+ * compact dump before the bodies moved to common/jw): member order,
+ * separators and every escape. */
+Test(json, create_body_text)
+{
+	char *argv[] = { "sh", "-c", "echo \"q\\\\\" \t\x01 \xc3\xa9 \xe2\x82\xac", NULL };
+	struct rt_kv env[] = { { "MODE", "test" }, { "EMPTY", "" }, { "U", "\xc3\xbcn\xc3\xaf\n" } };
+	struct rt_mount mounts[] = { { "/srv/data", "/data", true }, { "/mnt/x", "/x", false },
+				     { "/r", "/r", false, true }, { "/q", "/q", true, true } };
+	struct rt_spec spec = { .name = "web", .image = "nodefs-test/busybox", .argv = argv,
+				.env = env, .nenv = 3, .cpus = 0.5, .memory = 64u << 20,
+				.pids = 100, .mounts = mounts, .nmounts = 4 };
+	struct rt_spec plugin = { .name = "loc", .image = "img", .role = "plugin", .instance = "ab12",
+				  .may_mount = true, .privileged = true, .mounts = mounts,
+				  .nmounts = 2, .cpus = 1e6, .memory = 1 };
+	struct nerr err = { 0 };
+	char *body = NULL;
+
+	cr_assert_eq(docker_json_create_body(&spec, &body, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(body,
+		"{\"HostConfig\":{\"Memory\":67108864,\"MemorySwap\":67108864,\"NanoCpus\":500000000,"
+		"\"PidsLimit\":100,\"Binds\":[\"/srv/data:/data:ro\",\"/mnt/x:/x\",\"/r:/r:rw,rshared\","
+		"\"/q:/q:ro,rshared\"]},\"Labels\":{\"io.nodefs.managed\":\"1\",\"io.nodefs.name\":\"web\"},"
+		"\"Image\":\"nodefs-test/busybox\",\"Cmd\":[\"sh\",\"-c\","
+		"\"echo \\\"q\\\\\\\\\\\" \\t\\u0001 \xc3\xa9 \xe2\x82\xac\"],"
+		"\"Env\":[\"MODE=test\",\"EMPTY=\",\"U=\xc3\xbcn\xc3\xaf\\n\"]}");
+	free(body);
+	cr_assert_eq(docker_json_create_body(&plugin, &body, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(body,
+		"{\"HostConfig\":{\"Privileged\":true,\"CapAdd\":[\"SYS_ADMIN\"],"
+		"\"SecurityOpt\":[\"seccomp=unconfined\",\"apparmor=unconfined\"],\"Memory\":1,"
+		"\"MemorySwap\":1,\"NanoCpus\":1000000000000000,\"Binds\":[\"/srv/data:/data:ro\","
+		"\"/mnt/x:/x\"]},\"Labels\":{\"io.nodefs.managed\":\"1\",\"io.nodefs.name\":\"loc\","
+		"\"io.nodefs.instance\":\"ab12\",\"io.nodefs.role\":\"plugin\"},\"Image\":\"img\"}");
+	free(body);
+}
+
+/* A body past DOCKER_BODY_CAP is refused whole, as too big, not as out of
+ * memory. */
+Test(json, create_body_over_the_cap)
+{
+	struct rt_kv env[] = { { "BIG", NULL } };
+	struct rt_spec spec = { .name = "big", .image = "img", .env = env, .nenv = 1 };
+	struct nerr err = { 0 };
+	char *body = NULL, *big = malloc(DOCKER_BODY_CAP + 1);
+
+	cr_assert_not_null(big);
+	memset(big, 'x', DOCKER_BODY_CAP);
+	big[DOCKER_BODY_CAP] = '\0';
+	env[0].val = big;
+	cr_assert_eq(docker_json_create_body(&spec, &body, &err), -E2BIG);
+	cr_assert_eq(err.code, E2BIG);
+	cr_assert(strstr(err.msg, "over"), "%s", err.msg);
+	cr_assert_null(body);
+	free(big);
 }
 
 /* A plugin nodefs runs: its role label, the right to mount, rshared binds. */
