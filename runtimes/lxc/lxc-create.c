@@ -62,6 +62,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jw.h"
 #include "lxc-internal.h"
 #include "macro.h"
 #include "nerr.h"
@@ -630,22 +631,40 @@ static void fsync_dir(const char *dir)
 static int creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_name,
 			 const char *role, struct nerr *err)
 {
-	char path[PATH_MAX], rec[512];
-	int fd, n, r = 0;
+	char path[PATH_MAX];
+	struct sbuf rec = SBUF_INIT(512);
+	struct jw w;
+	int fd, r = 0;
 
 	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
 		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
 	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
 		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
-	n = snprintf(rec, sizeof(rec), "{\"%s\": \"true\", \"%s\": \"%s\", \"%s\": \"%s\", "
-		     "\"%s\": \"%s\", \"started_at\": %lld, \"pid\": %d}\n",
-		     RT_OWNER_LABEL, RT_NAME_LABEL, nodefs_name, RT_INSTANCE_LABEL, h->instance,
-		     RT_ROLE_LABEL, role ? role : "", (long long)time(NULL), (int)getpid());
+	jw_init(&w, &rec, 0);
+	jw_obj(&w);
+	jw_kstr(&w, RT_OWNER_LABEL, "true");
+	jw_kstr(&w, RT_NAME_LABEL, nodefs_name);
+	jw_kstr(&w, RT_INSTANCE_LABEL, h->instance);
+	jw_kstr(&w, RT_ROLE_LABEL, role ? role : "");
+	jw_kint(&w, "started_at", (long long)time(NULL));
+	jw_kint(&w, "pid", (long long)getpid());
+	jw_obj_end(&w);
+	r = jw_end(&w);
+	if (r == 0)
+		r = sbuf_addc(&rec, '\n');
+	if (r < 0) {
+		sbuf_free(&rec);
+		return nerr_set(err, -r, "lxc %s: cannot make its in-progress mark: %s", name,
+				strerror(-r));
+	}
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
+	if (fd < 0) {
+		sbuf_free(&rec);
 		return nerr_set(err, errno, "lxc %s: cannot write %s: %s", name, path, strerror(errno));
-	if (write(fd, rec, (size_t)n) != n || fsync(fd) < 0)
+	}
+	if (write(fd, rec.buf, rec.len) != (ssize_t)rec.len || fsync(fd) < 0)
 		r = errno ? -errno : -EIO;
+	sbuf_free(&rec);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r < 0) {

@@ -3,14 +3,14 @@
  * lxc-meta: the owner mark of a container nodefs made, and the record of its
  * last run, kept beside lxc's own config in LXCPATH/NAME/:
  *
- *   nodefs.json      {"io.nodefs.managed": "true", "io.nodefs.name": "box",
- *                     "io.nodefs.instance": ID, "created_at": T}
+ *   nodefs.json      {"io.nodefs.managed":"true","io.nodefs.name":"box",
+ *                     "created_at":T,"io.nodefs.instance":ID}
  *                    (ID: the nodefs instance that made it; absent in the
  *                    marks of an older nodefs; "io.nodefs.role": "plugin"
  *                    on a container nodefs runs for itself, which list()
  *                    leaves out)
- *   nodefs-run.json  {"started_at": T, "finished_at": T, "exit_code": N,
- *                     "oom_killed": false}   padded with blanks to 256 bytes
+ *   nodefs-run.json  {"started_at":T,"finished_at":T,"exit_code":N,
+ *                     "oom_killed":false}   padded with blanks to 256 bytes
  *
  * A container without the mark (made by lxc-create, by hand, by another
  * tool) is never listed, inspected or touched. The mark is written once, to
@@ -18,7 +18,8 @@
  * exit, so it is rewritten in place with one pwrite() of a fixed size: a
  * crashed writer leaves the old or the new record, and no replace-by-rename
  * (which ext4 turns into a synchronous flush, 4 ms here, on every start and
- * stop). No liblxc calls here.
+ * stop). Both are written with common/jw and read with jansson. No liblxc
+ * calls here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jw.h"
 #include "lxc-internal.h"
-#include "macro.h"
+#include "sbuf.h"
 
 #define RUN_FILE "nodefs-run.json"
 #define RUN_SIZE 256
@@ -138,56 +140,77 @@ static int write_all_at(int fd, const char *s, size_t len)
 
 static int run_write_locked(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m)
 {
-	char path[PATH_MAX], rec[RUN_SIZE + 1];
-	int fd, n, r;
+	char path[PATH_MAX];
+	struct sbuf rec = SBUF_INIT(RUN_SIZE);
+	struct jw w;
+	int fd, r;
 
 	if (rt_lxc_dir(h, name, RUN_FILE, path, sizeof(path)) < 0)
 		return -ENAMETOOLONG;
-	n = snprintf(rec, sizeof(rec),
-		     "{\"started_at\": %lld, \"finished_at\": %lld, \"exit_code\": %d, \"oom_killed\": %s}",
-		     (long long)m->started_at, (long long)m->finished_at, m->exit_code,
-		     m->oom_killed ? "true" : "false");
-	if (n < 0 || n >= RUN_SIZE)
-		return -E2BIG;
-	memset(rec + n, ' ', (size_t)(RUN_SIZE - 1 - n));
-	rec[RUN_SIZE - 1] = '\n';
+	jw_init(&w, &rec, 0);
+	jw_obj(&w);
+	jw_kint(&w, "started_at", (long long)m->started_at);
+	jw_kint(&w, "finished_at", (long long)m->finished_at);
+	jw_kint(&w, "exit_code", m->exit_code);
+	jw_kbool(&w, "oom_killed", m->oom_killed);
+	jw_obj_end(&w);
+	r = jw_end(&w);
+	/* blanks to a fixed size, and a newline (the size caps the JSON) */
+	while (r == 0 && rec.len < RUN_SIZE - 1)
+		r = sbuf_addc(&rec, ' ');
+	if (r == 0)
+		r = sbuf_addc(&rec, '\n');
+	if (r < 0) {
+		sbuf_free(&rec);
+		return r;
+	}
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		r = -errno;
+		sbuf_free(&rec);
+		return r;
+	}
 	/* One write of the whole fixed-size record over the old one. */
-	r = write_all_at(fd, rec, RUN_SIZE);
+	r = write_all_at(fd, rec.buf, RUN_SIZE);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
+	sbuf_free(&rec);
 	return r;
 }
 
 static int mark_write(struct rt_lxc *h, const char *name, const struct rt_lxc_meta *m)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	_cleanup_free_ char *s = NULL;
-	json_t *j;
+	struct sbuf s = SBUF_INIT(RT_LXC_META_CAP);
+	struct jw w;
 	int fd, r;
 
 	if (rt_lxc_dir(h, name, RT_LXC_META_FILE, path, sizeof(path)) < 0)
 		return -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	j = json_pack("{s:s, s:s, s:I}", RT_OWNER_LABEL, "true", RT_NAME_LABEL, m->name,
-		      "created_at", (json_int_t)m->created_at);
-	if (!j)
-		return -ENOMEM;
-	if ((m->instance[0] && json_object_set_new(j, RT_INSTANCE_LABEL, json_string(m->instance)) < 0) ||
-	    (m->role[0] && json_object_set_new(j, RT_ROLE_LABEL, json_string(m->role)) < 0)) {
-		json_decref(j);
-		return -ENOMEM;
+	jw_init(&w, &s, 0);
+	jw_obj(&w);
+	jw_kstr(&w, RT_OWNER_LABEL, "true");
+	jw_kstr(&w, RT_NAME_LABEL, m->name);
+	jw_kint(&w, "created_at", (long long)m->created_at);
+	if (m->instance[0])
+		jw_kstr(&w, RT_INSTANCE_LABEL, m->instance);
+	if (m->role[0])
+		jw_kstr(&w, RT_ROLE_LABEL, m->role);
+	jw_obj_end(&w);
+	r = jw_end(&w);
+	if (r < 0) {
+		sbuf_free(&s);
+		return r;
 	}
-	s = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	r = write_all_at(fd, s, strlen(s));
+	if (fd < 0) {
+		r = -errno;
+		sbuf_free(&s);
+		return r;
+	}
+	r = write_all_at(fd, s.buf, s.len);
+	sbuf_free(&s);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
