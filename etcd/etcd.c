@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * etcd: the v3 JSON gateway client (etcd.h). Requests are JSON bodies
- * POSTed to /v3/...; answers are JSON with int64s as strings. Knows nothing
- * of nodefs' objects: keys and values are opaque bytes here.
+ * POSTed to /v3/..., written with common/jw; answers are JSON with int64s
+ * as strings, parsed with jansson. Knows nothing of nodefs' objects: keys
+ * and values are opaque bytes here.
  */
 #include "etcd.h"
 
@@ -14,7 +15,9 @@
 #include "lazycurl.h"	/* libcurl, loaded on first need */
 #include <jansson.h>
 
+#include "jw.h"
 #include "nerr.h"
+#include "sbuf.h"
 
 #define ETCD_BODY_MAX (4u << 20)
 
@@ -351,26 +354,45 @@ static int post_one(struct etcd *e, size_t i, const char *path, const char *body
 	return 0;
 }
 
-/* POST with failover; *ret the parsed answer. */
-static int post(struct etcd *e, const char *path, json_t *req, json_t **ret, struct nerr *err)
-{
-	char *body = json_dumps(req, JSON_COMPACT);
-	int r = -EHOSTUNREACH;
+/* A request body, written with common/jw into an sbuf capped at
+ * ETCD_BODY_MAX: req_begin opens its object, post() closes it. */
+struct req {
+	struct sbuf sb;
+	struct jw w;
+};
 
-	json_decref(req);
-	if (!body)
+static void req_begin(struct req *q)
+{
+	sbuf_init(&q->sb, ETCD_BODY_MAX);
+	jw_init(&q->w, &q->sb, 0);
+	jw_obj(&q->w);
+}
+
+/* Close q and POST it with failover; *ret the parsed answer. Frees q. */
+static int post(struct etcd *e, const char *path, struct req *q, json_t **ret, struct nerr *err)
+{
+	int r;
+
+	jw_obj_end(&q->w);
+	r = jw_end(&q->w);
+	if (r < 0) {
+		sbuf_free(&q->sb);
+		if (r == -E2BIG)
+			return nerr_set(err, E2BIG, "%s: request over %u bytes", path, ETCD_BODY_MAX);
 		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	r = -EHOSTUNREACH;
 	for (size_t k = 0; k < e->nurls; k++) {
 		size_t i = (e->cur + k) % e->nurls;
 		struct body b = { 0 };
 
 		nerr_clear(err);
-		r = post_one(e, i, path, body, &b, e->timeout_ms, err);
+		r = post_one(e, i, path, q->sb.buf, &b, e->timeout_ms, err);
 		if (r == 0) {
 			json_error_t je;
 			json_t *j = json_loads(b.buf ? b.buf : "", 0, &je);
 			free(b.buf);
-			free(body);
+			sbuf_free(&q->sb);
 			e->cur = i;
 			if (!j)
 				return nerr_set(err, EPROTO, "%s%s: not JSON: %s", e->urls[i], path, je.text);
@@ -382,7 +404,7 @@ static int post(struct etcd *e, const char *path, json_t *req, json_t **ret, str
 		if (r != -EHOSTUNREACH && r != -ECONNRESET && r != -ETIMEDOUT && r != -EACCES)
 			break;
 	}
-	free(body);
+	sbuf_free(&q->sb);
 	return r;
 }
 
@@ -397,56 +419,86 @@ static int64_t jint(json_t *o, const char *k)
 	return 0;
 }
 
-static json_t *jb64(const char *s, size_t len)
-{
-	char *enc = NULL;
-	json_t *j;
-
-	if (etcd_b64_encode(s, len, &enc) < 0)
-		return NULL;
-	j = json_string(enc);
-	free(enc);
-	return j;
-}
-
-/* prefix's range end: the prefix with its last byte incremented */
-static json_t *range_end(const char *prefix)
+/* "range_end": prefix's range end, the prefix with its last byte
+ * incremented (its trailing 0xff bytes dropped first; "\0" when none is
+ * left: every key from the prefix on). */
+static void range_end(struct jw *w, const char *prefix)
 {
 	size_t l = strlen(prefix);
 	char *p = strdup(prefix);
-	json_t *j;
 
-	if (!p)
-		return NULL;
+	if (!p) {
+		jw_fail(w, -ENOMEM);
+		return;
+	}
 	while (l && (unsigned char)p[l - 1] == 0xff)
 		l--;
 	if (!l) {
-		free(p);
-		return jb64("\0", 1);
+		jw_kb64(w, "range_end", "\0", 1);
+	} else {
+		p[l - 1]++;
+		jw_kb64(w, "range_end", p, l);
 	}
-	p[l - 1]++;
-	j = jb64(p, l);
 	free(p);
-	return j;
 }
 
-static json_t *put_req(const char *key, const char *val, size_t vlen, int64_t lease)
+/* A put's members: key, value and its lease (when not 0). */
+static void put_req(struct jw *w, const char *key, const char *val, size_t vlen, int64_t lease)
 {
-	json_t *r = json_object();
-
-	json_object_set_new(r, "key", jb64(key, strlen(key)));
-	json_object_set_new(r, "value", jb64(val, vlen));
+	jw_kb64(w, "key", key, strlen(key));
+	jw_kb64(w, "value", val, vlen);
 	if (lease)
-		json_object_set_new(r, "lease", json_integer(lease));
-	return r;
+		jw_kint(w, "lease", lease);
+}
+
+/* {"requestPut":{put}} as an element of the current array. */
+static void request_put(struct jw *w, const char *key, const char *val, size_t vlen,
+			int64_t lease)
+{
+	jw_obj(w);
+	jw_key(w, "requestPut");
+	jw_obj(w);
+	put_req(w, key, val, vlen, lease);
+	jw_obj_end(w);
+	jw_obj_end(w);
+}
+
+/* {"NAME":{"key":key}} as an element of the current array. */
+static void request_key(struct jw *w, const char *name, const char *key)
+{
+	jw_obj(w);
+	jw_key(w, name);
+	jw_obj(w);
+	jw_kb64(w, "key", key, strlen(key));
+	jw_obj_end(w);
+	jw_obj_end(w);
+}
+
+/* "compare":[{"key":key,"target":TARGET,"result":"EQUAL",FIELD:val}] */
+static void compare(struct jw *w, const char *key, const char *target, const char *field,
+		    int64_t val)
+{
+	jw_key(w, "compare");
+	jw_arr(w);
+	jw_obj(w);
+	jw_kb64(w, "key", key, strlen(key));
+	jw_kstr(w, "target", target);
+	jw_kstr(w, "result", "EQUAL");
+	jw_kint(w, field, val);
+	jw_obj_end(w);
+	jw_arr_end(w);
 }
 
 int etcd_put(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t lease,
 	     int64_t *ret_rev, struct nerr *err)
 {
 	json_t *ans = NULL;
-	int r = post(e, "/v3/kv/put", put_req(key, val, vlen, lease), &ans, err);
+	struct req q;
+	int r;
 
+	req_begin(&q);
+	put_req(&q.w, key, val, vlen, lease);
+	r = post(e, "/v3/kv/put", &q, &ans, err);
 	if (r < 0)
 		return r;
 	if (ret_rev)
@@ -455,19 +507,23 @@ int etcd_put(struct etcd *e, const char *key, const char *val, size_t vlen, int6
 	return 0;
 }
 
+/* Put key = val (with lease) if key's field (of target) equals cmp_val: 0,
+ * 1 when the compare failed, or -errno. */
 static int txn(struct etcd *e, const char *key, const char *target, const char *field,
-	       int64_t val, json_t *put, int64_t *ret_rev, struct nerr *err)
+	       int64_t cmp_val, const char *val, size_t vlen, int64_t lease, int64_t *ret_rev,
+	       struct nerr *err)
 {
-	json_t *req = json_object(), *cmp = json_object(), *ans = NULL;
+	json_t *ans = NULL;
+	struct req q;
 	int r;
 
-	json_object_set_new(cmp, "key", jb64(key, strlen(key)));
-	json_object_set_new(cmp, "target", json_string(target));
-	json_object_set_new(cmp, "result", json_string("EQUAL"));
-	json_object_set_new(cmp, field, json_integer(val));
-	json_object_set_new(req, "compare", json_pack("[o]", cmp));
-	json_object_set_new(req, "success", json_pack("[{s:o}]", "requestPut", put));
-	r = post(e, "/v3/kv/txn", req, &ans, err);
+	req_begin(&q);
+	compare(&q.w, key, target, field, cmp_val);
+	jw_key(&q.w, "success");
+	jw_arr(&q.w);
+	request_put(&q.w, key, val, vlen, lease);
+	jw_arr_end(&q.w);
+	r = post(e, "/v3/kv/txn", &q, &ans, err);
 	if (r < 0)
 		return r;
 	r = json_is_true(json_object_get(ans, "succeeded")) ? 0 : 1;
@@ -480,7 +536,7 @@ static int txn(struct etcd *e, const char *key, const char *target, const char *
 int etcd_create(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t lease,
 		struct nerr *err)
 {
-	int r = txn(e, key, "CREATE", "create_revision", 0, put_req(key, val, vlen, lease), NULL, err);
+	int r = txn(e, key, "CREATE", "create_revision", 0, val, vlen, lease, NULL, err);
 
 	return r == 1 ? nerr_set(err, EEXIST, "%s exists", key) : r;
 }
@@ -488,62 +544,51 @@ int etcd_create(struct etcd *e, const char *key, const char *val, size_t vlen, i
 int etcd_put_if(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t rev,
 		int64_t *ret_rev, struct nerr *err)
 {
-	int r = txn(e, key, "MOD", "mod_revision", rev, put_req(key, val, vlen, 0), ret_rev, err);
+	int r = txn(e, key, "MOD", "mod_revision", rev, val, vlen, 0, ret_rev, err);
 
 	return r == 1 ? nerr_set(err, ESTALE, "%s changed since revision %" PRId64, key, rev) : r;
 }
 
 int etcd_delete(struct etcd *e, const char *key, struct nerr *err)
 {
-	json_t *req = json_object(), *ans = NULL;
+	json_t *ans = NULL;
+	struct req q;
 	int r;
 
-	json_object_set_new(req, "key", jb64(key, strlen(key)));
-	r = post(e, "/v3/kv/deleterange", req, &ans, err);
+	req_begin(&q);
+	jw_kb64(&q.w, "key", key, strlen(key));
+	r = post(e, "/v3/kv/deleterange", &q, &ans, err);
 	json_decref(ans);
 	return r;
 }
 
-/* ops as a transaction branch's JSON array; NULL on OOM. */
-static json_t *ops_json(const struct etcd_op *ops, size_t n)
+/* ops as the elements of a transaction branch's array. */
+static void ops_json(struct jw *w, const struct etcd_op *ops, size_t n)
 {
-	json_t *arr = json_array();
-
-	for (size_t i = 0; arr && i < n; i++) {
-		json_t *op;
-
+	for (size_t i = 0; i < n; i++) {
 		if (ops[i].del)
-			op = json_pack("{s:{s:o}}", "requestDeleteRange", "key",
-				       jb64(ops[i].key, strlen(ops[i].key)));
+			request_key(w, "requestDeleteRange", ops[i].key);
 		else
-			op = json_pack("{s:o}", "requestPut",
-				       put_req(ops[i].key, ops[i].val, ops[i].vlen, ops[i].lease));
-		if (!op || json_array_append_new(arr, op) < 0) {
-			json_decref(arr);
-			return NULL;
-		}
+			request_put(w, ops[i].key, ops[i].val, ops[i].vlen, ops[i].lease);
 	}
-	return arr;
 }
 
 int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_rev,
 	     struct nerr *err)
 {
-	json_t *req, *succ, *ans = NULL;
+	json_t *ans = NULL;
+	struct req q;
 	int r;
 
 	if (n > ETCD_TXN_MAX)
 		return nerr_set(err, E2BIG, "%zu operations in one transaction (at most %d)", n,
 				ETCD_TXN_MAX);
-	req = json_object();
-	succ = ops_json(ops, n);
-	if (!req || !succ) {
-		json_decref(req);
-		json_decref(succ);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	json_object_set_new(req, "success", succ);
-	r = post(e, "/v3/kv/txn", req, &ans, err);
+	req_begin(&q);
+	jw_key(&q.w, "success");
+	jw_arr(&q.w);
+	ops_json(&q.w, ops, n);
+	jw_arr_end(&q.w);
+	r = post(e, "/v3/kv/txn", &q, &ans, err);
 	if (r < 0)
 		return r;
 	if (ret_rev)
@@ -555,37 +600,28 @@ int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_r
 int etcd_create_and(struct etcd *e, const char *key, const char *val, size_t vlen,
 		    const struct etcd_op *also, size_t nalso, struct nerr *err)
 {
-	json_t *req, *cmp, *succ, *fail, *ans = NULL;
+	json_t *ans = NULL;
+	struct req q;
 	int r;
 
 	if (nalso + 1 > ETCD_TXN_MAX)
 		return nerr_set(err, E2BIG, "%zu operations in one transaction (at most %d)",
 				nalso + 1, ETCD_TXN_MAX);
-	req = json_object();
-	cmp = json_object();
-	succ = ops_json(also, nalso);
-	fail = ops_json(also, nalso);
-	if (!req || !cmp || !succ || !fail ||
-	    json_array_append_new(succ, json_pack("{s:o}", "requestPut",
-						  put_req(key, val, vlen, 0))) < 0) {
-		json_decref(req);
-		json_decref(cmp);
-		json_decref(succ);
-		json_decref(fail);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
+	req_begin(&q);
+	compare(&q.w, key, "CREATE", "create_revision", 0);
+	jw_key(&q.w, "success");
+	jw_arr(&q.w);
+	ops_json(&q.w, also, nalso);
+	request_put(&q.w, key, val, vlen, 0);
+	jw_arr_end(&q.w);
 	/* the failure branch reads the key back: a create retried on
 	 * another member after a lost answer finds its own record there */
-	json_array_append_new(fail, json_pack("{s:{s:o}}", "requestRange", "key",
-					      jb64(key, strlen(key))));
-	json_object_set_new(cmp, "key", jb64(key, strlen(key)));
-	json_object_set_new(cmp, "target", json_string("CREATE"));
-	json_object_set_new(cmp, "result", json_string("EQUAL"));
-	json_object_set_new(cmp, "create_revision", json_integer(0));
-	json_object_set_new(req, "compare", json_pack("[o]", cmp));
-	json_object_set_new(req, "success", succ);
-	json_object_set_new(req, "failure", fail);
-	r = post(e, "/v3/kv/txn", req, &ans, err);
+	jw_key(&q.w, "failure");
+	jw_arr(&q.w);
+	ops_json(&q.w, also, nalso);
+	request_key(&q.w, "requestRange", key);
+	jw_arr_end(&q.w);
+	r = post(e, "/v3/kv/txn", &q, &ans, err);
 	if (r < 0)
 		return r;
 	if (!json_is_true(json_object_get(ans, "succeeded"))) {
@@ -629,14 +665,16 @@ static int kv_of(json_t *kv, struct etcd_kv *out)
 int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *ret_n,
 	      int64_t *ret_rev, struct nerr *err)
 {
-	json_t *req = json_object(), *ans = NULL, *kvs;
+	json_t *ans = NULL, *kvs;
 	struct etcd_kv *v;
+	struct req q;
 	size_t n = 0;
 	int r;
 
-	json_object_set_new(req, "key", jb64(prefix, strlen(prefix)));
-	json_object_set_new(req, "range_end", range_end(prefix));
-	r = post(e, "/v3/kv/range", req, &ans, err);
+	req_begin(&q);
+	jw_kb64(&q.w, "key", prefix, strlen(prefix));
+	range_end(&q.w, prefix);
+	r = post(e, "/v3/kv/range", &q, &ans, err);
 	if (r < 0)
 		return r;
 	kvs = json_object_get(ans, "kvs");
@@ -658,8 +696,12 @@ int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *
 int etcd_lease_grant(struct etcd *e, long ttl_s, int64_t *ret_id, struct nerr *err)
 {
 	json_t *ans = NULL;
-	int r = post(e, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t)ttl_s), &ans, err);
+	struct req q;
+	int r;
 
+	req_begin(&q);
+	jw_kint(&q.w, "TTL", ttl_s);
+	r = post(e, "/v3/lease/grant", &q, &ans, err);
 	if (r < 0)
 		return r;
 	*ret_id = jint(ans, "ID");
@@ -670,9 +712,13 @@ int etcd_lease_grant(struct etcd *e, long ttl_s, int64_t *ret_id, struct nerr *e
 int etcd_lease_keepalive(struct etcd *e, int64_t id, long *ret_ttl, struct nerr *err)
 {
 	json_t *ans = NULL;
-	int r = post(e, "/v3/lease/keepalive", json_pack("{s:I}", "ID", (json_int_t)id), &ans, err);
+	struct req q;
 	long ttl;
+	int r;
 
+	req_begin(&q);
+	jw_kint(&q.w, "ID", id);
+	r = post(e, "/v3/lease/keepalive", &q, &ans, err);
 	if (r < 0)
 		return r;
 	ttl = (long)jint(json_object_get(ans, "result"), "TTL");
@@ -821,33 +867,41 @@ int etcd_wparse_feed(struct etcd_wparse *p, const char *data, size_t len,
 int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
 	       const struct etcd_watch_cb *cb, int64_t *ret_compact, struct nerr *err)
 {
-	json_t *cr = json_object();
 	struct etcd_wparse wp = { 0 };
-	char *body;
-	int r = -EHOSTUNREACH;
+	struct sbuf body = SBUF_INIT(ETCD_BODY_MAX);
+	struct jw w;
+	int r;
 
-	json_object_set_new(cr, "key", jb64(prefix, strlen(prefix)));
-	json_object_set_new(cr, "range_end", range_end(prefix));
-	json_object_set_new(cr, "start_revision", json_integer(from_rev));
-	json_object_set_new(cr, "progress_notify", json_true());
-	json_t *req = json_pack("{s:o}", "create_request", cr);
-	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	json_decref(req);
-	if (!body)
-		return nerr_set(err, ENOMEM, "out of memory");
+	jw_init(&w, &body, 0);
+	jw_obj(&w);
+	jw_key(&w, "create_request");
+	jw_obj(&w);
+	jw_kb64(&w, "key", prefix, strlen(prefix));
+	range_end(&w, prefix);
+	jw_kint(&w, "start_revision", from_rev);
+	jw_kbool(&w, "progress_notify", true);
+	jw_obj_end(&w);
+	jw_obj_end(&w);
+	r = jw_end(&w);
+	if (r < 0) {
+		sbuf_free(&body);
+		return r == -E2BIG ? nerr_set(err, E2BIG, "watch: request over %u bytes", ETCD_BODY_MAX)
+				   : nerr_set(err, ENOMEM, "out of memory");
+	}
+	r = -EHOSTUNREACH;
 	for (size_t k = 0; k < e->nurls; k++) {
 		size_t i = (e->cur + k) % e->nurls;
 		struct body b = { .wp = &wp, .cb = cb, .werr = err };
 
 		nerr_clear(err);
 		e->cur = i;	/* etcd_current() while it runs */
-		r = post_one(e, i, "/v3/watch", body, &b, 0, err);
+		r = post_one(e, i, "/v3/watch", body.buf, &b, 0, err);
 		if (r != -EHOSTUNREACH && r != -EACCES)
 			break;
 	}
 	if (r == -ERANGE && ret_compact)
 		*ret_compact = wp.compact;
 	etcd_wparse_free(&wp);
-	free(body);
+	sbuf_free(&body);
 	return r;
 }
