@@ -48,6 +48,8 @@ import voltest  # noqa: E402
 CONNS = "/sys/fs/fuse/connections"
 KILLS = int(os.environ.get("NODEFS_STUCK_KILLS", "50"))
 SEED = int(os.environ.get("NODEFS_STUCK_SEED", str(int(time.time()))))
+# a container command that ends at once on TERM (pid 1 has the handler)
+CMD = "sh -c \"trap 'exit 0' TERM; while :; do sleep 0.2; done\""
 
 WRITER = r'''
 import errno, os, sys
@@ -273,8 +275,7 @@ class Load:
                     pass
 
     def start(self):
-        for fn, args in ((self.reader, ()), (self.reader, ()),
-                         (self.writer, (0,)), (self.writer, (1,))):
+        for fn, args in ((self.reader, ()), (self.reader, ()), (self.writer, (0,))):
             t = threading.Thread(target=fn, args=args, daemon=True)
             t.start()
             self.threads.append(t)
@@ -291,12 +292,14 @@ class KillLoopTest(unittest.TestCase):
 
     def clear(self, env):
         """Destroy what earlier iterations left (recovery finished or
-        dropped their commands)."""
-        for d in ("volumes", "containers"):
-            for n in env.fs.listdir(d):
-                if n in ("ctl", "error"):
-                    continue
-                nt.write_line(env.fs.path(d, n, "ctl"), "destroy")
+        dropped their commands), all at once."""
+        ws = [threading.Thread(target=nt.write_line, args=(env.fs.path(d, n, "ctl"), "destroy"))
+              for d in ("volumes", "containers") for n in env.fs.listdir(d)
+              if n not in ("ctl", "error")]
+        for w in ws:
+            w.start()
+        for w in ws:
+            w.join()
 
     def test_kill_loop(self):
         rnd = random.Random(SEED)
@@ -314,14 +317,15 @@ class KillLoopTest(unittest.TestCase):
                         n = "%s-v%d" % (tag, j)
                         env.must("volumes/ctl", "create %s size=1M" % n)
                         objs.append("volumes/%s/ctl" % n)
-                    if i % 5 == 1:
+                    if i % 10 == 1:
                         n = "%s-d" % tag
-                        env.run(n, "runtime=docker image=%s cmd='sleep 60' memory=32M"
-                                % ctest.IMAGE)
+                        env.run(n, "runtime=docker image=%s cmd=%s memory=32M"
+                                % (ctest.IMAGE, ctest._shq(CMD)))
                         objs.append("containers/%s/ctl" % n)
-                    if i % 10 == 3:
+                    if i % 25 == 3:
                         n = "%s-l" % tag
-                        env.run(n, "runtime=lxc template=busybox cmd='sleep 60' memory=64M")
+                        env.run(n, "runtime=lxc template=busybox cmd=%s memory=64M"
+                                % ctest._shq(CMD))
                         objs.append("containers/%s/ctl" % n)
                     load = Load(env.fs, rnd, tag)
                     load.start()
@@ -354,6 +358,8 @@ class KillLoopTest(unittest.TestCase):
                                      "stuck: the test aborted its connection" % (i + 1))
                     took_restart = time.monotonic() - t0
                     restarts.append(took_restart)
+                    print("kill %d: READY %.2f s after the kill" % (i + 1, took_restart),
+                          file=sys.stderr)
                     load.end()
                     for w in writers:
                         w.join(nt.scaled(10))
