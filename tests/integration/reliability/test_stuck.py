@@ -306,6 +306,7 @@ class KillLoopTest(unittest.TestCase):
         olds = []
         restarts = []
         stuck = 0
+        cut = done = 0     # destroys the kill cut short (their writer's errno), or done
         gone_times = []
         with ctest.Env(csi=True, stop_timeout="1s") as env:
             try:
@@ -329,9 +330,10 @@ class KillLoopTest(unittest.TestCase):
                         objs.append("containers/%s/ctl" % n)
                     load = Load(env.fs, rnd, tag)
                     load.start()
-                    writers = [threading.Thread(target=nt.write_line,
-                                                args=(env.fs.path(o), "destroy"),
-                                                daemon=True) for o in objs]
+                    results = []
+                    writers = [threading.Thread(
+                        target=lambda p: results.append(nt.write_line(p, "destroy")),
+                        args=(env.fs.path(o),), daemon=True) for o in objs]
                     for w in writers:
                         w.start()
                     # kill around the destroys: before, during or after them
@@ -363,6 +365,11 @@ class KillLoopTest(unittest.TestCase):
                     load.end()
                     for w in writers:
                         w.join(nt.scaled(10))
+                    self.assertEqual(len(results), len(writers),
+                                     "kill %d: a destroy's writer is still blocked" % (i + 1))
+                    cut += sum(1 for ok, e in results
+                               if not ok and e in (errno.ECONNABORTED, errno.ENOTCONN))
+                    done += sum(1 for ok, _ in results if ok)
                     self.assertTrue(nt.wait_until(lambda: old.poll() is not None,
                                                   nt.scaled(5)),
                                     "kill %d: the killed nodefs is still there after the "
@@ -378,10 +385,10 @@ class KillLoopTest(unittest.TestCase):
         conns_left = leftover(c for _, c in olds)
         print("kill-loop: seed %d; %d kills; restart to READY median %.2f s, max %.2f s; "
               "killed process gone in median %.3f s, max %.3f s; stuck %d "
-              "(ended by the next start)"
+              "(ended by the next start); destroys cut by a kill %d, done before it %d"
               % (SEED, len(restarts), statistics.median(restarts), max(restarts),
                  statistics.median(gone_times) if gone_times else 0,
-                 max(gone_times) if gone_times else 0, stuck))
+                 max(gone_times) if gone_times else 0, stuck, cut, done))
         self.assertEqual(len(restarts), KILLS)
         self.assertEqual(left, [], "processes of earlier nodefs remain")
         self.assertEqual(conns_left, [], "FUSE connections left")
