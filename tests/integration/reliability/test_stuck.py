@@ -18,6 +18,14 @@ its errno (ECONNABORTED or ENOTCONN). With the old reaper the process
 stays (its reaper thread in D state), and the restart fails with "state
 dir ... is in use".
 
+StuckEnded: the same with NODEFS_TEST_REAP_UNSAFE, which makes the
+reaper delete without waiting, as it once did: the killed nodefs stays,
+stuck. `nodefs --abort-stale STATE_DIR` (and, the second time, the next
+start itself) must abort its connection, log a warning naming it, and the
+process must end, the writer get its errno, the restart reach READY.
+`--abort-stale` on a live nodefs's state dir, or on a dir with no record,
+does nothing, quietly, and exits 0.
+
 KillLoop: 50 kill -9s timed around destroys under load (volume creates
 and destroys, Docker and LXC containers, readers walking the tree). After
 each, nodefs restarts on the same state dir and must answer READY within
@@ -95,8 +103,15 @@ def mounted_conns():
 
 def leftover(conns):
     """Those of conns still in /sys/fs/fuse/connections with no mount of
-    that number (a number a later mount took again is not left over)."""
-    return sorted(set(conns) & (connections() - mounted_conns()))
+    that number (a number a later mount took again is not left over),
+    given a moment: the kernel tears a detached mount down once its last
+    user has gone, a little after."""
+    conns = set(conns)
+
+    def left():
+        return sorted(conns & (connections() - mounted_conns()))
+    nt.wait_until(lambda: not left(), nt.scaled(5))
+    return left()
 
 
 def abort_conn(conn):
@@ -237,6 +252,74 @@ class ReaperKillTest(unittest.TestCase):
                 if writer.poll() is None:
                     writer.kill()
                     writer.wait()
+
+
+class StuckEndedTest(unittest.TestCase):
+    def setUp(self):
+        nt.requires("mount", "hooks")
+
+    def abort_stale(self, state_dir):
+        return subprocess.run([nt.NODEFS_BIN, "--abort-stale", state_dir],
+                              capture_output=True, text=True, timeout=nt.scaled(30))
+
+    def test_abort_stale_and_start_end_a_stuck_nodefs(self):
+        with voltest.VolEnv() as env:
+            # nothing to end: quiet, 0, and the live daemon untouched
+            for d in (env.state_dir, os.path.join(env.tmp, "no-such-dir")):
+                p = self.abort_stale(d)
+                self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""), d)
+            self.assertIsNone(env.fs.proc.poll())
+            for k, how in enumerate(("--abort-stale", "the next start")):
+                name = "cv%d" % k
+                ok, err = env.ctl("volumes/ctl", "create %s size=1M" % name)
+                self.assertTrue(ok, err)
+                env.fs.env = {"NODEFS_TEST_REAP_HOLD_MS": "20000",
+                              "NODEFS_TEST_REAP_UNSAFE": "1"}
+                env.fs.restart()
+                env.wait_plugin_ready()
+                conn = mount_conn(env.fs.mnt)
+                old = env.fs.proc
+                writer = subprocess.Popen([sys.executable, "-c", WRITER,
+                                           env.fs.path("volumes", name, "ctl"), "destroy"],
+                                          stdout=subprocess.PIPE, text=True)
+                try:
+                    self.assertTrue(nt.wait_until(lambda: "test hook: reaping" in env.fs.log(),
+                                                  nt.scaled(30)), env.fs.log())
+                    time.sleep(0.3)
+                    took = kill9(env.fs)
+                    self.assertIsNone(took, "the unsafe reaper did not leave nodefs stuck "
+                                      "(gone in %s s)" % took)
+                    stuck = threads(old.pid)
+                    env.fs.env = None
+                    guard = Guard(old, conn, nt.scaled(15))
+                    try:
+                        if how == "--abort-stale":
+                            p = self.abort_stale(env.state_dir)
+                            self.assertEqual(p.returncode, 0, p.stderr)
+                            said = p.stderr
+                        env.fs.start()
+                        if how != "--abort-stale":
+                            said = env.fs.log()
+                    finally:
+                        guard.cancel()
+                    self.assertFalse(guard.fired, "%s did not end the stuck nodefs (%s)"
+                                     % (how, stuck))
+                    self.assertIn("aborted the connection (/sys/fs/fuse/connections/%s/abort)"
+                                  % conn, said)
+                    self.assertIn("nodefs %d was killed" % old.pid, said)
+                    self.assertTrue(nt.wait_until(lambda: old.poll() is not None,
+                                                  nt.scaled(5)), threads(old.pid))
+                    env.wait_plugin_ready()
+                    out, _ = writer.communicate(timeout=nt.scaled(10))
+                    self.assertIn(out.strip(), ("ECONNABORTED", "ENOTCONN"))
+                    self.assertEqual(leftover([conn]), [])
+                    print("stuck-ended by %s: threads of the killed nodefs %s; writer %s"
+                          % (how, stuck, out.strip()))
+                finally:
+                    end_stuck([(old, conn)])
+                    if writer.poll() is None:
+                        writer.kill()
+                        writer.wait()
 
 
 class Load:
