@@ -138,6 +138,13 @@ def threads(pid):
     return out
 
 
+def log_since(fs, off):
+    """The daemon's log from byte off on."""
+    with open(fs.log_path, "rb") as f:
+        f.seek(off)
+        return f.read().decode(errors="replace")
+
+
 def kill9(fs):
     """SIGKILL the daemon; seconds until the process is gone (waited for
     at most scaled(1)), or None when it is still there (stuck)."""
@@ -279,12 +286,15 @@ class StuckEndedTest(unittest.TestCase):
                 env.wait_plugin_ready()
                 conn = mount_conn(env.fs.mnt)
                 old = env.fs.proc
+                # the log is one file across restarts: wait for this round's line
+                off = os.path.getsize(env.fs.log_path)
                 writer = subprocess.Popen([sys.executable, "-c", WRITER,
                                            env.fs.path("volumes", name, "ctl"), "destroy"],
                                           stdout=subprocess.PIPE, text=True)
                 try:
-                    self.assertTrue(nt.wait_until(lambda: "test hook: reaping" in env.fs.log(),
-                                                  nt.scaled(30)), env.fs.log())
+                    self.assertTrue(nt.wait_until(
+                        lambda: "test hook: reaping" in log_since(env.fs, off),
+                        nt.scaled(30)), env.fs.log())
                     time.sleep(0.3)
                     took = kill9(env.fs)
                     self.assertIsNone(took, "the unsafe reaper did not leave nodefs stuck "
@@ -299,7 +309,7 @@ class StuckEndedTest(unittest.TestCase):
                             said = p.stderr
                         env.fs.start()
                         if how != "--abort-stale":
-                            said = env.fs.log()
+                            said = log_since(env.fs, off)
                     finally:
                         guard.cancel()
                     self.assertFalse(guard.fired, "%s did not end the stuck nodefs (%s)"
