@@ -26,6 +26,7 @@
 #include "backend.h"
 #include "config.h"
 #include "fs.h"
+#include "fusectl.h"
 #include "log.h"
 #include "nerr.h"
 #include "nodefs-config.h"
@@ -111,6 +112,8 @@ static void usage(FILE *out)
 		"  --config FILE      config file (default " DEFAULT_CONFIG "; a missing\n"
 		"                     default file means built-in defaults)\n"
 		"  --state-dir DIR    where checkpoints live (default /var/lib/nodefs)\n"
+		"  --abort-stale DIR  abort the FUSE connection a killed nodefs of state dir\n"
+		"                     DIR left stuck, and exit (nodefs(8) CRASHES)\n"
 		"  -h, --help         show this help\n"
 		"  -V, --version      show the version\n"
 		"\n"
@@ -143,6 +146,7 @@ struct options {
 	const char *config;
 	const char *state_dir;
 	const char *mountpoint;
+	const char *abort_stale;	/* --abort-stale: a state dir */
 	char fuse_opts[4096];
 };
 
@@ -151,6 +155,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 's' },
+		{ "abort-stale", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
@@ -181,6 +186,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 's':
 			o->state_dir = optarg;
 			break;
+		case 'A':
+			o->abort_stale = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -194,6 +202,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			return 2;
 		}
 	}
+	if (o->abort_stale && optind == argc)
+		return 0;	/* no mountpoint: it only cleans up */
 	if (optind != argc - 1) {
 		fprintf(stderr, "nodefs: %s\n", optind >= argc ? "missing MOUNTPOINT" : "too many arguments");
 		usage(stderr);
@@ -376,7 +386,7 @@ int main(int argc, char **argv)
 				   .reload = daemon_reload, .ctx = &d };
 	struct notify *sd = NULL;
 	struct sigaction hup = { .sa_handler = on_sighup };
-	char mopts[4200];
+	char mopts[4200], state_dir[4096];
 	sigset_t block, oldmask;
 	int r, status = 1;
 
@@ -391,6 +401,12 @@ int main(int argc, char **argv)
 	if (r)
 		return r;
 	log_setup(o.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO, false);
+	if (o.abort_stale) {	/* ExecStopPost: finding nothing is a success */
+		r = fusectl_abort_stale(o.abort_stale, 5000, &err);
+		if (r < 0)
+			fprintf(stderr, "nodefs: %s\n", err.msg);
+		return r < 0 ? 1 : 0;
+	}
 
 	r = config_load(o.config ? o.config : DEFAULT_CONFIG, o.config == NULL, &cfg, &err);
 	if (r < 0) {
@@ -417,6 +433,10 @@ int main(int argc, char **argv)
 	fo.cache_max_age_ms = cfg->cache_max_age_ms;
 	fo.redact = (const char *const *)cfg->redact_keys;
 
+	/* a killed nodefs stuck in the kernel holds the lock: end it first */
+	snprintf(state_dir, sizeof(state_dir), "%s", cfg->state_dir);
+	if (fusectl_abort_stale(state_dir, 5000, &err) < 0)
+		log_warn("%s", err.msg);
 	r = backend_new(cfg, &b, &err);	/* takes cfg */
 	if (r < 0) {
 		fprintf(stderr, "nodefs: %s\n", err.msg);
@@ -461,6 +481,8 @@ int main(int argc, char **argv)
 			goto out;
 		log_setup(log_get_level(), true);
 	}
+	if (fusectl_record(state_dir, o.mountpoint, &err) < 0)
+		log_warn("%s (a start after a crash cannot end a stuck connection)", err.msg);
 	d.b = b;
 	d.mountpoint = o.mountpoint;
 	r = notify_new(&nh, &sd, &err);

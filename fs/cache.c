@@ -19,12 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inflight.h"
 #include "inode.h"
 #include "sbuf.h"
 #include "tree.h"
 
 #define TOLD_LOCKS 64
 #define CACHE_TEXT_CAP (16u << 20)	/* as fs.c's snapshots */
+/* how long the notifier waits for the READs of a file it invalidates
+ * before it lets the kernel wait for them (a READ never waits on it) */
+#define READ_WAIT_MS 2000
 
 struct told {
 	uint64_t version;	/* of the node, loaded before the render */
@@ -178,10 +182,17 @@ out:
 /* A flushed change of i's node at version v: unless its text is unchanged,
  * the kernel drops what it holds of i, and only then the told text goes
  * (cache.h). The notifier; i pinned. */
-static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_session *se, uint64_t v)
+static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_session *se,
+		      struct inflight *inf, uint64_t v)
 {
 	size_t k = i->ino % TOLD_LOCKS;
 	struct fs_inode_ext *x;
+	uint64_t ino = i->ino;
+
+	/* the page locks a READ in flight holds: wait for its answer here,
+	 * where a SIGKILL ends the wait, not in the kernel (inflight.h) */
+	if (se)
+		inflight_wait_clear(inf, &ino, 1, INFL_PAGES, READ_WAIT_MS);
 
 	pthread_mutex_lock(&c->attr_lock[k]);
 	if (text_unchanged(c, i, atomic_load(&i->ext), v)) {
@@ -203,7 +214,7 @@ static void drop_told(struct fs_cache *c, struct fs_inode *i, struct fuse_sessio
 }
 
 void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session *se,
-		 struct inode_table *t)
+		 struct inode_table *t, struct inflight *inf)
 {
 	for (struct bnode *n = b->head; n; n = n->bnext) {
 		/* every change of n numbered up to b->seq bumped its version
@@ -222,7 +233,7 @@ void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session 
 				continue;
 			i = inode_pin(t, n->serial, (int)k);
 			if (i) {
-				drop_told(c, i, se, v);
+				drop_told(c, i, se, inf, v);
 				inode_unpin(t, i);
 			}
 		}

@@ -17,7 +17,9 @@
  * Invalidation may block on the kernel's page locks, held while a READ of
  * that file is being answered: it runs on the notifier thread, never in a
  * FUSE handler, holding only the file's attribute lock, which no READ
- * takes.
+ * takes. It first waits, in user space, for the READs of that file that
+ * nodefs has read and not answered (inflight.h, bounded): a SIGKILL then
+ * finds the notifier outside the kernel.
  *
  * Must not know: CSI, Docker, LXC, the config.
  */
@@ -31,6 +33,7 @@
 struct bnode;
 struct fuse_session;
 struct inode_table;
+struct inflight;
 struct fs_cache;
 
 /* The queue. NULL on OOM. */
@@ -58,7 +61,7 @@ void cache_take(struct fs_cache *c, struct cache_batch *b);
  * text a render shows unchanged keeps both), then mark their changes flushed and release them. The
  * notifier thread only, holding no lock. se may be NULL (not mounted). */
 void cache_flush(struct fs_cache *c, struct cache_batch *b, struct fuse_session *se,
-		 struct inode_table *t);
+		 struct inode_table *t, struct inflight *inf);
 
 /*
  * The text of a cached file, as the kernel sees it. The kernel takes a

@@ -129,6 +129,9 @@ struct fs {
 	bool no_opendir;	/* the kernel opens directories itself (fs_init) */
 
 	struct inode_table *inodes;
+	/* requests read and not answered that hold a kernel lock: no
+	 * notification that takes that lock is sent meanwhile (inflight.h) */
+	struct inflight *inflight;
 
 	/* the notifier: watched files (pollers, parked readers) and removals */
 	pthread_mutex_t wlock;

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +47,7 @@
 #include "fs-internal.h"
 #include "fs-ops.h"
 #include "hist.h"
+#include "inflight.h"
 #include "inode.h"
 #include "log.h"
 #include "nerr.h"
@@ -165,6 +167,14 @@ static void notify_removed(void *ctx, struct bnode *parent, struct bnode *n)
 	pthread_mutex_unlock(&f->wlock);
 }
 
+/* How long the notifier waits, in user space, for the requests holding a
+ * lock it is about to take (none of them waits on the notifier: lookups,
+ * readdirs, mkdir, rmdir, READs), and how long the reaper waits for a
+ * removed node's writers (answered by the notifier's round, or when their
+ * action ends) before it leaves that name to the kernel's own reclaim. */
+#define NOTIFY_WAIT_MS 2000
+#define REAP_WAIT_MS 30000
+
 /*
  * A removed node, in the notifier's round: what the kernel holds of it is
  * invalidated (its directory's and files' attributes, or its name when
@@ -172,6 +182,13 @@ static void notify_removed(void *ctx, struct bnode *parent, struct bnode *n)
  * after the write that removed it asks again and gets ENOENT. Inodes the
  * kernel holds are then deleted by the reaper (reap_removed). Returns
  * whether rm goes to the reaper.
+ *
+ * The name's invalidation takes the parent's i_rwsem, which a lookup,
+ * readdir, mkdir or rmdir in flight there holds: those are waited for
+ * here first, in user space (docs/design.md, the lock table). A file's
+ * invalidation takes no lock but the pages of a keep_cache file, which a
+ * READ in flight holds; other files are direct_io and have no pages, so
+ * only their attributes are invalidated (offset -1: no lock at all).
  */
 static bool tell_removed(struct fs *f, const struct fs_removal *rm)
 {
@@ -181,17 +198,48 @@ static bool tell_removed(struct fs *f, const struct fs_removal *rm)
 	if (!pino)
 		return false;	/* the kernel has no name under it */
 	if (!dino) {
+		uint64_t held = pino;
+
+		inflight_wait_clear(f->inflight, &held, 1, INFL_RWSEM, NOTIFY_WAIT_MS);
 		fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
 		return false;
 	}
+	/* a directory's pages (its kept listing) are locked only while a
+	 * READDIR's answer is copied in, never across the request */
 	fuse_lowlevel_notify_inval_inode(f->se, dino, 0, 0);
 	for (size_t k = 0; k < rm->type->nattrs && k < INODE_MAX_ATTRS; k++) {
 		fuse_ino_t cino = inode_of(f->inodes, rm->serial, (int)k);
+		uint64_t held = cino;
 
-		if (cino)
+		if (!cino)
+			continue;
+		if (rm->type->attrs[k].flags & BATTR_CACHE) {
+			inflight_wait_clear(f->inflight, &held, 1, INFL_PAGES, NOTIFY_WAIT_MS);
 			fuse_lowlevel_notify_inval_inode(f->se, cino, 0, 0);
+		} else {
+			fuse_lowlevel_notify_inval_inode(f->se, cino, -1, 0);
+		}
 	}
 	return true;
+}
+
+/*
+ * Wait until no request in flight holds the i_rwsem of a or b: false when
+ * one still does after REAP_WAIT_MS, or the session ended (the name is
+ * then left to the kernel).
+ */
+static bool reap_may_lock(struct fs *f, fuse_ino_t a, fuse_ino_t b)
+{
+	uint64_t held[2] = { a, b };
+
+#if NODEFS_TEST_HOOKS
+	/* test builds: NODEFS_TEST_REAP_UNSAFE=1 deletes without waiting, as
+	 * the reaper once did, so a test can leave a killed nodefs stuck and
+	 * see a start (or --abort-stale) end it */
+	if (getenv("NODEFS_TEST_REAP_UNSAFE"))
+		return true;
+#endif
+	return inflight_wait_clear(f->inflight, held, 2, INFL_RWSEM, REAP_WAIT_MS);
 }
 
 /*
@@ -199,11 +247,17 @@ static bool tell_removed(struct fs *f, const struct fs_removal *rm)
  * (notify_delete), files first, then the directory. The kernel then drops
  * each inode once nothing has it open, rather than keeping it cached until
  * memory runs short, and its FORGET frees the entry here and the node it
- * holds. A delete takes the inode lock of the file, which the writer of a
- * ctl file holds until its answer; that answer may wait on the notifier's
- * round, so deletes are made here, on a thread nothing waits on, never by
- * the notifier. A directory that cannot be deleted (a file of it still
- * open, or the kernel dropped its name meanwhile) has its name invalidated.
+ * holds. A delete takes the i_rwsem of the directory and of the file; the
+ * writer of a ctl file holds the file's until its answer, which comes
+ * after the notifier's round (or when its action ends). So before each
+ * delete the reaper waits, in user space, until no request nodefs has read
+ * holds either lock (inflight.h): were it to wait in the kernel instead, a
+ * SIGKILL of nodefs would leave it there for ever, keeping /dev/fuse open,
+ * so that nothing would ever fail the writer's request and free the lock
+ * (docs/design.md, the lock table). Deletes are made here, on a thread
+ * nothing waits on, never by the notifier. A directory that cannot be
+ * deleted (a file of it still open, or the kernel dropped its name
+ * meanwhile) has its name invalidated.
  */
 static void reap_removed(struct fs *f, const struct fs_removal *rm)
 {
@@ -216,9 +270,17 @@ static void reap_removed(struct fs *f, const struct fs_removal *rm)
 		fuse_ino_t cino = inode_of(f->inodes, rm->serial, (int)k);
 		const char *name = rm->type->attrs[k].name;
 
-		if (cino)
-			fuse_lowlevel_notify_delete(f->se, dino, cino, name, strlen(name));
+		if (!cino)
+			continue;
+		if (!reap_may_lock(f, dino, cino)) {
+			log_debug("%s/%s: a request holding its lock is still unanswered: "
+				  "left to the kernel", rm->name, name);
+			continue;
+		}
+		fuse_lowlevel_notify_delete(f->se, dino, cino, name, strlen(name));
 	}
+	if (!reap_may_lock(f, pino, dino))
+		return;
 	if (fuse_lowlevel_notify_delete(f->se, pino, dino, rm->name, strlen(rm->name)) != 0)
 		fuse_lowlevel_notify_inval_entry(f->se, pino, rm->name, strlen(rm->name));
 }
@@ -306,7 +368,7 @@ static void *notifier_main(void *arg)
 			}
 			rm = next;
 		}
-		cache_flush(f->cache, &b, f->se, f->inodes);
+		cache_flush(f->cache, &b, f->se, f->inodes, f->inflight);
 		pthread_mutex_lock(&f->wlock);
 		if (reap) {	/* after the round's invalidations: see reap_removed */
 			struct fs_removal **tail = &reap;
@@ -316,6 +378,19 @@ static void *notifier_main(void *arg)
 			*tail = f->reaps;
 			f->reaps = reap;
 			pthread_cond_signal(&f->rcond);
+#if NODEFS_TEST_HOOKS
+			/* test builds: NODEFS_TEST_REAP_HOLD_MS=N holds this
+			 * round's write answers (a destroy's writer) N ms
+			 * while the reaper goes to its deletes: a SIGKILL
+			 * then meets the reaper waiting on the writer */
+			const char *hold = getenv("NODEFS_TEST_REAP_HOLD_MS");
+			if (hold) {
+				pthread_mutex_unlock(&f->wlock);
+				log_warn("test hook: reaping; write answers held %s ms", hold);
+				usleep((useconds_t)atoi(hold) * 1000);
+				pthread_mutex_lock(&f->wlock);
+			}
+#endif
 		}
 		for (struct fs_file *h = f->watchers, *next; h; h = next) {
 			next = h->wnext;
@@ -450,7 +525,8 @@ int fs_new(struct bnode *root, const struct fs_opts *o, struct fuse_args *args,
 		pthread_mutex_init(&f->share_lock[k], NULL);
 	f->pending = fs_pending_new();
 	f->cache = cache_new();
-	if (!f->pending || !f->cache)
+	f->inflight = inflight_new();
+	if (!f->pending || !f->cache || !f->inflight)
 		goto oom;
 	cache_set_render(f->cache, fs_cache_render, f);
 	/* the generation tells this mount's inodes from an earlier mount's
@@ -476,11 +552,46 @@ oom:
 	return nerr_set(err, ENOMEM, "out of memory");
 }
 
+/* The session's device I/O (libfuse's custom io): every request read and
+ * every answer written passes inflight (inflight.h). errno is kept. */
+static ssize_t fs_io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct fs *f = userdata;
+	ssize_t r = read(fd, buf, len);
+
+	if (r > 0)
+		inflight_received(f->inflight, buf, (size_t)r);
+	return r;
+}
+
+static ssize_t fs_io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fs *f = userdata;
+	ssize_t r = writev(fd, iov, count);
+	int e = errno;
+
+	/* after the write: until the kernel has the answer the request holds
+	 * its lock; a notification (unique 0) answers nothing */
+	if (count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		const struct fuse_out_header *out = iov[0].iov_base;
+
+		if (out->unique)
+			inflight_answered(f->inflight, out->unique);
+	}
+	errno = e;
+	return r;
+}
+
 int fs_mount(struct fs *f, const char *mnt, struct nerr *err)
 {
+	static const struct fuse_custom_io io = { .read = fs_io_read, .writev = fs_io_writev };
+
 	if (fuse_session_mount(f->se, mnt) != 0)
 		return nerr_set(err, EIO, "cannot mount on %s", mnt);
 	f->mounted = true;
+	/* the same device, its reads and writes seen (inflight.h) */
+	if (fuse_session_custom_io(f->se, &io, fuse_session_fd(f->se)) != 0)
+		return nerr_set(err, EIO, "cannot hook the FUSE device of %s", mnt);
 	/* from now on a signal must unmount, even before fs_loop: it ends the
 	 * session, and fs_loop then returns at once */
 	if (fuse_set_signal_handlers(f->se) == 0)
@@ -521,6 +632,7 @@ int fs_loop(struct fs *f)
 	 * the handlers stay until fs_free, so a second SIGTERM while the
 	 * backend stops does not kill the daemon and leave a dead mount */
 	r = fs_serve(f->se, fs_may_wait, f, 256, 8);
+	inflight_close(f->inflight);	/* nothing waits for answers any more */
 	pthread_mutex_lock(&f->wlock);
 	/* reads parked on streams get an answer, so libfuse frees them */
 	for (struct fs_file *h = f->watchers; h; h = h->wnext)
@@ -559,6 +671,7 @@ void fs_free(struct fs *f)
 		fuse_session_destroy(f->se);
 	}
 	cache_free(f->cache);
+	inflight_free(f->inflight);
 	while (f->files)	/* open when the session ended: no RELEASE will come */
 		fs_file_free(f, f->files);	/* before the inodes their renders point from */
 	inode_table_free(f->inodes);

@@ -71,6 +71,7 @@ class ExamplesTest(unittest.TestCase):
             unit = f.read()
         for want in ("ExecStart=/usr/local/bin/nodefs",
                      "ExecStopPost=-/usr/bin/fusermount3 -uz /run/nodefs",
+                     "ExecStopPost=-/usr/local/bin/nodefs --abort-stale /var/lib/nodefs",
                      "Restart=on-failure", "Type=notify", "NotifyAccess=main",
                      "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID"):
             self.assertIn(want, unit)
