@@ -279,12 +279,28 @@ int dk_ensure_version(struct docker *d, char *api, size_t n, struct nerr *err)
 	}
 	pthread_mutex_lock(&d->lock);
 	snprintf(d->api, sizeof(d->api), "%s", neg);
+	d->podman = docker_json_is_podman(body.buf, body.len);
 	d->negotiated = true;
 	pthread_mutex_unlock(&d->lock);
 	snprintf(api, n, "%s", neg);
 out:
 	sbuf_free(&body);
 	return r;
+}
+
+int dk_is_podman(struct docker *d, struct nerr *err)
+{
+	char api[16];
+	bool p;
+	int r;
+
+	r = dk_ensure_version(d, api, sizeof(api), err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&d->lock);
+	p = d->podman;
+	pthread_mutex_unlock(&d->lock);
+	return p;
 }
 
 /* Engine ids and names in a URL path: nothing to escape, so refuse the rest. */

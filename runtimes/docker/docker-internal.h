@@ -87,6 +87,13 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 /* Body of POST /containers/{id}/update for the fields set in lim. */
 int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err);
 
+/* Body of Podman's POST /libpod/containers/{id}/update (its Engine API has
+ * no /containers/{id}/update before Podman 5): an OCI LinuxResources object,
+ * {"memory": {"limit", "swap"}, "cpu": {"quota", "period"}, "pids":
+ * {"limit"}}, each for a field set in lim, -1 for unlimited (0 in lim).
+ * *ret is malloc'd. -EINVAL (with a message), -ENOMEM. */
+int docker_json_libpod_update_body(const struct rt_limits *lim, char **ret, struct nerr *err);
+
 /* Body of POST /containers/{id}/exec for argv (stdout and stderr attached). */
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err);
 
@@ -124,12 +131,17 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 int docker_json_parse_list_of(const char *body, size_t len, const char *instance,
 			      struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 
-/* Docker's State.Status words ("running", "exited", ...) to rt_state. */
+/* Whether a GET /version reply is Podman's (a component named "Podman
+ * Engine"): false for Docker's and for anything that does not parse. */
+bool docker_json_is_podman(const char *body, size_t len);
+
+/* Docker's State.Status words ("running", "exited", ...), and Podman's
+ * ("stopped", "stopping", "configured", "initialized"), to rt_state. */
 enum rt_state docker_state_from_string(const char *s);
 
 /* One /events object. Returns 1 and fills ret (ret->id points into ret_id,
  * of size n) when it maps to an rt_event (start, die with exitCode, oom,
- * pause, unpause, destroy of a container), 0 for events we ignore,
+ * pause, unpause, destroy of a container; Podman's remove is a destroy), 0 for events we ignore,
  * -EBADMSG for malformed JSON, -ENOMEM. */
 int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 			    char *ret_id, size_t n);

@@ -441,6 +441,52 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 	return 0;
 }
 
+/* Podman's libpod update takes an OCI LinuxResources object: CPUs as a
+ * quota over a period, and -1 for unlimited where Docker's body says 0. */
+#define LIBPOD_CPU_PERIOD 100000
+
+int docker_json_libpod_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
+{
+	json_auto_t *o = json_object();
+	char *s;
+
+	if (!o)
+		return nerr_set(err, ENOMEM, "out of memory");
+	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
+		return nerr_set(err, EINVAL, "update: nothing to change");
+	if (lim->set & RT_LIMIT_MEMORY) {
+		if (lim->memory > INT64_MAX)
+			return nerr_set(err, EINVAL, "memory too large");
+		json_int_t m = lim->memory ? (json_int_t)lim->memory : -1;
+		json_t *mem = json_pack("{sIsI}", "limit", m, "swap", m);
+
+		if (set_new(o, "memory", mem) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	if (lim->set & RT_LIMIT_CPUS) {
+		if (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6)
+			return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
+		json_int_t q = lim->cpus > 0 ? (json_int_t)(lim->cpus * LIBPOD_CPU_PERIOD + 0.5) : -1;
+		json_t *cpu = json_pack("{sIsI}", "quota", q, "period", (json_int_t)LIBPOD_CPU_PERIOD);
+
+		if (set_new(o, "cpu", cpu) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	if (lim->set & RT_LIMIT_PIDS) {
+		if (lim->pids < 0)
+			return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+		json_t *pids = json_pack("{sI}", "limit", (json_int_t)(lim->pids ? lim->pids : -1));
+
+		if (set_new(o, "pids", pids) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	s = dump(o);
+	if (!s)
+		return nerr_set(err, ENOMEM, "out of memory");
+	*ret = s;
+	return 0;
+}
+
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
 {
 	json_auto_t *o = json_object();
@@ -551,6 +597,24 @@ int docker_json_parse_version(const char *body, size_t len, char *ret_api, char 
 	return 0;
 }
 
+bool docker_json_is_podman(const char *body, size_t len)
+{
+	json_auto_t *o = NULL;
+	json_t *comps, *c;
+	size_t i;
+
+	if (load(body, len, &o) < 0)
+		return false;
+	comps = json_object_get(o, "Components");
+	json_array_foreach(comps, i, c) {
+		const char *name = json_string_value(json_object_get(c, "Name"));
+
+		if (name && strcmp(name, "Podman Engine") == 0)
+			return true;
+	}
+	return false;
+}
+
 enum rt_state docker_state_from_string(const char *s)
 {
 	static const struct {
@@ -564,6 +628,15 @@ enum rt_state docker_state_from_string(const char *s)
 		{ "exited", RT_STATE_EXITED },
 		{ "dead", RT_STATE_EXITED },
 		{ "removing", RT_STATE_EXITED },
+		/* Podman's own words, which its Engine API passes on:
+		 * "stopped" is exited and not yet cleaned up (the state until
+		 * its conmon's exit command has run), "stopping" still has its
+		 * processes, "configured" and "initialized" are a create that
+		 * has not run yet */
+		{ "stopped", RT_STATE_EXITED },
+		{ "stopping", RT_STATE_RUNNING },
+		{ "configured", RT_STATE_CREATED },
+		{ "initialized", RT_STATE_CREATED },
 	};
 
 	if (s)
@@ -751,6 +824,7 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 		{ "pause", RT_EV_PAUSE },
 		{ "unpause", RT_EV_UNPAUSE },
 		{ "destroy", RT_EV_DESTROY },
+		{ "remove", RT_EV_DESTROY },	/* Podman's word for destroy */
 	};
 	json_auto_t *o = NULL;
 	const char *type, *action, *id;

@@ -3,7 +3,8 @@
  * Unit tests of docker-internal.h: the HTTP status and curl tables, API
  * version negotiation, timestamps, every JSON body built or parsed, image
  * references, and the multiplexed log/exec stream decoder with its tail
- * sink. Bodies are shaped as Docker 20.10 (API 1.41) sends them.
+ * sink. Bodies are shaped as Docker 20.10 (API 1.41) sends them; the
+ * podman suite's as Podman 4.3's Engine API does.
  */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
@@ -274,6 +275,109 @@ Test(json, update_and_exec_bodies)
 	char *empty[] = { NULL };
 	cr_assert_eq(docker_json_exec_body(empty, &body, &err), -EINVAL);
 	cr_assert_eq(docker_json_exec_body(NULL, &body, &err), -EINVAL);
+}
+
+/* Podman 4.3's own update (its Engine API has none): an OCI
+ * LinuxResources object, -1 for unlimited */
+Test(podman, libpod_update_body)
+{
+	struct rt_limits lim = { .memory = 128u << 20, .cpus = 1, .pids = 7,
+				 .set = RT_LIMIT_MEMORY | RT_LIMIT_CPUS | RT_LIMIT_PIDS };
+	struct nerr err = { 0 };
+	char *body = NULL;
+
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"memory\":{\"limit\":134217728,\"swap\":134217728},"
+			       "\"cpu\":{\"quota\":100000,\"period\":100000},\"pids\":{\"limit\":7}}");
+	free(body);
+	lim = (struct rt_limits){ .cpus = 0.5, .set = RT_LIMIT_CPUS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"cpu\":{\"quota\":50000,\"period\":100000}}");
+	free(body);
+	lim = (struct rt_limits){ .set = RT_LIMIT_MEMORY | RT_LIMIT_CPUS | RT_LIMIT_PIDS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"memory\":{\"limit\":-1,\"swap\":-1},"
+			       "\"cpu\":{\"quota\":-1,\"period\":100000},\"pids\":{\"limit\":-1}}");
+	free(body);
+	lim = (struct rt_limits){ .set = 0 };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .cpus = -2, .set = RT_LIMIT_CPUS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .pids = -3, .set = RT_LIMIT_PIDS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .memory = UINT64_MAX, .set = RT_LIMIT_MEMORY };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+}
+
+/* GET /version: Podman's names its engine among the components */
+Test(podman, version_says_podman)
+{
+	static const char podman[] =
+		"{\"Platform\":{\"Name\":\"linux/amd64/debian-12\"},\"Components\":[{\"Name\":"
+		"\"Podman Engine\",\"Version\":\"4.3.1\",\"Details\":{\"APIVersion\":\"4.3.1\","
+		"\"MinAPIVersion\":\"4.0.0\"}},{\"Name\":\"Conmon\",\"Version\":\"conmon version "
+		"2.1.6\"},{\"Name\":\"OCI Runtime (runc)\",\"Version\":\"runc version 1.1.5\"}],"
+		"\"Version\":\"4.3.1\",\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.24\"}";
+	static const char docker[] =
+		"{\"Platform\":{\"Name\":\"\"},\"Components\":[{\"Name\":\"Engine\",\"Version\":"
+		"\"20.10.24+dfsg1\"},{\"Name\":\"containerd\",\"Version\":\"1.6.20~ds1\"}],"
+		"\"Version\":\"20.10.24+dfsg1\",\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.12\"}";
+	char api[16], min[16];
+	struct nerr err = { 0 };
+
+	cr_assert(docker_json_is_podman(podman, strlen(podman)));
+	cr_assert_eq(docker_json_parse_version(podman, strlen(podman), api, min, 16, &err), 0);
+	cr_assert_str_eq(api, "1.41");
+	cr_assert_not(docker_json_is_podman(docker, strlen(docker)));
+	cr_assert_not(docker_json_is_podman("{\"Components\":3}", 16));
+	cr_assert_not(docker_json_is_podman("{", 1));
+	cr_assert_not(docker_json_is_podman("", 0));
+}
+
+/* Podman's State.Status words: "stopped" (exited, before its cleanup) was
+ * UNKNOWN, so a container that ended stayed STARTING or RUNNING */
+Test(podman, states)
+{
+	cr_assert_eq(docker_state_from_string("stopped"), RT_STATE_EXITED);
+	cr_assert_eq(docker_state_from_string("stopping"), RT_STATE_RUNNING);
+	cr_assert_eq(docker_state_from_string("configured"), RT_STATE_CREATED);
+	cr_assert_eq(docker_state_from_string("initialized"), RT_STATE_CREATED);
+}
+
+/* Podman's events, as its Engine API sends them: "remove" where Docker
+ * says "destroy"; its own actions (init, cleanup, kill) ignored */
+Test(podman, events)
+{
+	static const char die[] =
+		"{\"status\":\"die\",\"id\":\"506f3b9055d0\",\"from\":\"localhost/nodefs-test/"
+		"busybox:latest\",\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{\"ID\":"
+		"\"506f3b9055d0\",\"Attributes\":{\"containerExitCode\":\"137\",\"exitCode\":"
+		"\"137\",\"image\":\"localhost/nodefs-test/busybox:latest\",\"io.nodefs.managed\":"
+		"\"1\",\"name\":\"tl\",\"podId\":\"\"}},\"scope\":\"local\",\"time\":1796618319,"
+		"\"timeNano\":1796618319879156612}";
+	static const char remove[] =
+		"{\"status\":\"remove\",\"id\":\"506f3b9055d0\",\"Type\":\"container\",\"Action\":"
+		"\"remove\",\"Actor\":{\"ID\":\"506f3b9055d0\",\"Attributes\":{\"containerExitCode\":"
+		"\"0\",\"io.nodefs.managed\":\"1\",\"name\":\"tl\",\"podId\":\"\"}},\"scope\":"
+		"\"local\",\"time\":1796618323,\"timeNano\":1796618323637357700}";
+	struct rt_event ev;
+	char id[80];
+
+	cr_assert_eq(docker_json_parse_event(die, strlen(die), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_DIE);
+	cr_assert_eq(ev.exit_code, 137);
+	cr_assert_str_eq(ev.id, "506f3b9055d0");
+	cr_assert_eq(docker_json_parse_event(remove, strlen(remove), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_DESTROY);
+	cr_assert_eq(ev.time, 1796618323);
+	const char *ignored[] = { "init", "cleanup", "kill", "create", "attach" };
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++) {
+		char line[200];
+
+		snprintf(line, sizeof(line), "{\"Type\":\"container\",\"Action\":\"%s\","
+			 "\"Actor\":{\"ID\":\"x\",\"Attributes\":{}}}", ignored[i]);
+		cr_assert_eq(docker_json_parse_event(line, strlen(line), &ev, id, sizeof(id)), 0);
+	}
 }
 
 Test(json, error_message)
