@@ -471,8 +471,9 @@ static int dk_update(void *h, const char *id, const struct rt_limits *lim, struc
 		return podman;
 	/* Podman 4 has no /containers/{id}/update in its Engine API (404):
 	 * its own API's update takes the same limits. It changes the cgroup
-	 * only: Podman's inspect keeps the create's limits, and the next start
-	 * goes back to them (nodefs(5), PODMAN) */
+	 * only: Podman's inspect keeps the create's limits, and the next
+	 * start goes back to them (nodefs(5), "Podman as the Docker
+	 * engine") */
 	r = podman ? docker_json_libpod_update_body(lim, &json, err)
 		   : docker_json_update_body(lim, &json, err);
 	if (r < 0)
