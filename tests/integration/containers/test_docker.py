@@ -419,8 +419,8 @@ class Docker(contract.Contract, unittest.TestCase):
             n = drun(env, "oom", "sh -c 'x=y; while :; do x=$x$x$x$x; done'",
                      "memory=8M")
             if PODMAN:
-                # Podman 4.3 on a cgroup v1 host says neither: no oom
-                # event, OOMKilled false (nodefs(5), "Podman as the
+                # Podman 4.3 with Debian 12's conmon says neither: no
+                # oom event, OOMKilled false (nodefs(5), "Podman as the
                 # Docker engine"); nodefs says what the engine says, and
                 # the kill's exit code
                 line = env.cread(n, "wait")
