@@ -131,6 +131,13 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 int docker_json_parse_list_of(const char *body, size_t len, const char *instance,
 			      struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 
+/* Whether an error reply is Podman's for a command on a container in the
+ * wrong state ({"cause": "container state improper", ...}, with HTTP 500:
+ * pause of a paused or stopped container, unpause of a running one, kill
+ * or exec of a stopped one), where Docker answers 409 or 304: the caller
+ * makes it EBUSY, as Docker's 409. False for anything else. */
+bool docker_json_state_improper(const char *body, size_t len);
+
 /* Whether a GET /version reply is Podman's (a component named "Podman
  * Engine"): false for Docker's and for anything that does not parse. */
 bool docker_json_is_podman(const char *body, size_t len);

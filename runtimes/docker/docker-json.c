@@ -597,6 +597,17 @@ int docker_json_parse_version(const char *body, size_t len, char *ret_api, char 
 	return 0;
 }
 
+bool docker_json_state_improper(const char *body, size_t len)
+{
+	json_auto_t *o = NULL;
+	const char *cause;
+
+	if (load(body, len, &o) < 0)
+		return false;
+	cause = json_string_value(json_object_get(o, "cause"));
+	return cause && strcmp(cause, "container state improper") == 0;
+}
+
 bool docker_json_is_podman(const char *body, size_t len)
 {
 	json_auto_t *o = NULL;

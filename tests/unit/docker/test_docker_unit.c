@@ -334,6 +334,33 @@ Test(podman, version_says_podman)
 	cr_assert_not(docker_json_is_podman("", 0));
 }
 
+/* Podman's 500 for a command on a container in the wrong state (Docker's
+ * 409): told by its cause, as Podman 4.3 sends it */
+Test(podman, state_improper)
+{
+	static const char paused[] =
+		"{\"cause\":\"container state improper\",\"message\":\"\\\"6097697fe25b\\\" is "
+		"already paused: container state improper\",\"response\":500}";
+	static const char kill[] =
+		"{\"cause\":\"container state improper\",\"message\":\"can only kill running "
+		"containers. 6097697fe25b is in state exited: container state improper\","
+		"\"response\":500}";
+	static const char runc[] =
+		"{\"cause\":\"`/usr/bin/runc update --resources=/tmp/p 6097697fe25b` failed: exit "
+		"status 1\",\"message\":\"`/usr/bin/runc update` failed\",\"response\":500}";
+	static const char docker[] = "{\"message\":\"Container 6097697fe25b is not paused\"}";
+	char msg[256];
+
+	cr_assert(docker_json_state_improper(paused, strlen(paused)));
+	cr_assert(docker_json_state_improper(kill, strlen(kill)));
+	docker_json_error_message(kill, strlen(kill), msg, sizeof(msg));
+	cr_assert(strstr(msg, "can only kill running containers") == msg, "%s", msg);
+	cr_assert_not(docker_json_state_improper(runc, strlen(runc)));
+	cr_assert_not(docker_json_state_improper(docker, strlen(docker)));
+	cr_assert_not(docker_json_state_improper("container state improper", 24));
+	cr_assert_not(docker_json_state_improper("", 0));
+}
+
 /* Podman's State.Status words: "stopped" (exited, before its cleanup) was
  * UNKNOWN, so a container that ended stayed STARTING or RUNNING */
 Test(podman, states)
