@@ -87,6 +87,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 3: {
 		char api[16], min[16], neg[16];
 
+		/* Podman's marks, read from the same replies (any answer) */
+		(void)docker_json_is_podman(body, len);
+		(void)docker_json_state_improper(body, len);
 		if (docker_json_parse_version(body, len, api, min, sizeof(api), &err) == 0 &&
 		    docker_version_negotiate(api, min, neg, sizeof(neg)) == 0) {
 			unsigned ma, mi;
