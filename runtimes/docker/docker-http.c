@@ -237,9 +237,13 @@ int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long *ret_st
 	if (ret_status)
 		*ret_status = status;
 	r = docker_status_to_errno(status, rq->call);
-	/* Podman's 500 for a wrong state is Docker's 409 */
-	if (r == EIO && docker_json_state_improper(body->buf, body->len))
-		r = EBUSY;
+	/* Podman's 500 where Docker has a status of its own */
+	if (r == EIO) {
+		int pr = docker_json_podman_cause(body->buf, body->len, rq->call);
+
+		if (pr)
+			r = pr;
+	}
 	if (r) {
 		char msg[NERR_MSG_MAX];
 

@@ -131,12 +131,20 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 int docker_json_parse_list_of(const char *body, size_t len, const char *instance,
 			      struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 
-/* Whether an error reply is Podman's for a command on a container in the
- * wrong state ({"cause": "container state improper", ...}, with HTTP 500:
- * pause of a paused or stopped container, unpause of a running one, kill
- * or exec of a stopped one), where Docker answers 409 or 304: the caller
- * makes it EBUSY, as Docker's 409. False for anything else. */
-bool docker_json_state_improper(const char *body, size_t len);
+/* head then tail into buf (n bytes, always NUL-terminated); when both do
+ * not fit, head whole (cut at n - 1) and the end of tail after "...": an
+ * engine's message chains its causes with the most telling last (Podman:
+ * "initializing source ...: pinging container registry ...: Get ...: dial
+ * tcp ...: connect: connection refused"). */
+void docker_msg_join_tail(char *buf, size_t n, const char *head, const char *tail);
+
+/* Podman answers 500 where Docker has a status of its own, and names the
+ * condition in the body's "cause": "container state improper" (pause of a
+ * paused or stopped container, unpause of a running one, kill or exec of
+ * a stopped one; Docker 409 or 304) is EBUSY; "that name is already in
+ * use" (Docker 409) is EEXIST for a create, else EBUSY. The errno Docker's
+ * status would give, or 0 for any other body. */
+int docker_json_podman_cause(const char *body, size_t len, enum docker_call call);
 
 /* Whether a GET /version reply is Podman's (a component named "Podman
  * Engine"): false for Docker's and for anything that does not parse. */

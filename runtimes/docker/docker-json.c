@@ -597,15 +597,48 @@ int docker_json_parse_version(const char *body, size_t len, char *ret_api, char 
 	return 0;
 }
 
-bool docker_json_state_improper(const char *body, size_t len)
+void docker_msg_join_tail(char *buf, size_t n, const char *head, const char *tail)
 {
+	size_t hl, tl, room;
+
+	if (n == 0)
+		return;
+	hl = strnlen(head, n - 1);
+	memcpy(buf, head, hl);
+	tl = strlen(tail);
+	room = n - 1 - hl;
+	if (tl <= room) {
+		memcpy(buf + hl, tail, tl);
+		buf[hl + tl] = '\0';
+	} else if (room > 3) {
+		/* the end of an engine's chain of causes says the most */
+		memcpy(buf + hl, "...", 3);
+		memcpy(buf + hl + 3, tail + tl - (room - 3), room - 3);
+		buf[n - 1] = '\0';
+	} else {
+		buf[hl] = '\0';
+	}
+}
+
+int docker_json_podman_cause(const char *body, size_t len, enum docker_call call)
+{
+	static const struct {
+		const char *cause;
+		int create, other;	/* Docker's status for it, as an errno */
+	} tab[] = {
+		{ "container state improper", EBUSY, EBUSY },		/* 409, 304 */
+		{ "that name is already in use", EEXIST, EBUSY },	/* 409 */
+	};
 	json_auto_t *o = NULL;
 	const char *cause;
 
 	if (load(body, len, &o) < 0)
-		return false;
+		return 0;
 	cause = json_string_value(json_object_get(o, "cause"));
-	return cause && strcmp(cause, "container state improper") == 0;
+	for (size_t i = 0; cause && i < ARRAY_SIZE(tab); i++)
+		if (strcmp(cause, tab[i].cause) == 0)
+			return call == DOCKER_CALL_CREATE ? tab[i].create : tab[i].other;
+	return 0;
 }
 
 bool docker_json_is_podman(const char *body, size_t len)

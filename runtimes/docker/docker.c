@@ -253,9 +253,13 @@ static int pull_image(struct docker *d, const char *image, struct rt_progress *p
 		return nerr_set(err, -r, "%s", e.msg);
 	if (r == 0 && !pc->error[0])
 		return 0;
-	/* the engine's reason: from the stream, else from the reply */
-	return nerr_set(err, ENOENT, "image %s not found locally and cannot be pulled: %s", image,
-			pc->error[0] ? pc->error : e.msg);
+	/* the engine's reason: from the stream, else from the reply; its end
+	 * kept when the whole does not fit (Podman's run long) */
+	char head[NERR_MSG_MAX], msg[NERR_MSG_MAX];
+
+	snprintf(head, sizeof(head), "image %s not found locally and cannot be pulled: ", image);
+	docker_msg_join_tail(msg, sizeof(msg), head, pc->error[0] ? pc->error : e.msg);
+	return nerr_set(err, ENOENT, "%s", msg);
 }
 
 static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *prog, char **ret_id,

@@ -89,7 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		/* Podman's marks, read from the same replies (any answer) */
 		(void)docker_json_is_podman(body, len);
-		(void)docker_json_state_improper(body, len);
+		if (docker_json_podman_cause(body, len, DOCKER_CALL_CREATE) < 0)
+			abort();
 		if (docker_json_parse_version(body, len, api, min, sizeof(api), &err) == 0 &&
 		    docker_version_negotiate(api, min, neg, sizeof(neg)) == 0) {
 			unsigned ma, mi;

@@ -487,6 +487,17 @@ class Docker(contract.Contract, unittest.TestCase):
             self.assertEqual(err, "ENOENT")
             ok, err = env.ctl("containers/%s/ctl" % taken, "frobnicate")
             self.assertEqual((ok, err), (False, "EINVAL"))
+            # a name the engine has for a container nodefs does not know:
+            # EEXIST (Docker's 409; Podman's 500 "that name is already in
+            # use"), and the engine's container is left alone
+            clash = env.name("clash")
+            docker("create", "--name", env.prefix + clash, IMAGE, "true", check=True)
+            ok, err = env.ctl("containers/ctl", "run %s runtime=docker image=%s" % (clash, IMAGE))
+            self.assertEqual((ok, err), (False, "EEXIST"))
+            self.assertIn("name taken", env.read("containers", "error"))
+            self.assertNotIn(clash, env.containers())
+            self.assertEqual(docker("inspect", "-f", "{{.State.Status}}", env.prefix + clash)
+                             .stdout.strip(), "created")
 
     def test_bad_value_on_a_later_line_changes_nothing(self):
         """Every value of every line of a write is checked before the first

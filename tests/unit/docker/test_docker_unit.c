@@ -334,9 +334,9 @@ Test(podman, version_says_podman)
 	cr_assert_not(docker_json_is_podman("", 0));
 }
 
-/* Podman's 500 for a command on a container in the wrong state (Docker's
- * 409): told by its cause, as Podman 4.3 sends it */
-Test(podman, state_improper)
+/* Podman's 500s where Docker has a status of its own, told by their
+ * cause, as Podman 4.3 sends them */
+Test(podman, causes)
 {
 	static const char paused[] =
 		"{\"cause\":\"container state improper\",\"message\":\"\\\"6097697fe25b\\\" is "
@@ -345,20 +345,57 @@ Test(podman, state_improper)
 		"{\"cause\":\"container state improper\",\"message\":\"can only kill running "
 		"containers. 6097697fe25b is in state exited: container state improper\","
 		"\"response\":500}";
+	static const char taken[] =
+		"{\"cause\":\"that name is already in use\",\"message\":\"container create: "
+		"creating container storage: the container name \\\"tn\\\" is already in use by "
+		"6e2ed46cf33f. You have to remove that container to be able to reuse that name: "
+		"that name is already in use\",\"response\":500}";
 	static const char runc[] =
 		"{\"cause\":\"`/usr/bin/runc update --resources=/tmp/p 6097697fe25b` failed: exit "
 		"status 1\",\"message\":\"`/usr/bin/runc update` failed\",\"response\":500}";
 	static const char docker[] = "{\"message\":\"Container 6097697fe25b is not paused\"}";
 	char msg[256];
 
-	cr_assert(docker_json_state_improper(paused, strlen(paused)));
-	cr_assert(docker_json_state_improper(kill, strlen(kill)));
+	cr_assert_eq(docker_json_podman_cause(paused, strlen(paused), DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_json_podman_cause(kill, strlen(kill), DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_json_podman_cause(kill, strlen(kill), DOCKER_CALL_STARTSTOP), EBUSY);
 	docker_json_error_message(kill, strlen(kill), msg, sizeof(msg));
 	cr_assert(strstr(msg, "can only kill running containers") == msg, "%s", msg);
-	cr_assert_not(docker_json_state_improper(runc, strlen(runc)));
-	cr_assert_not(docker_json_state_improper(docker, strlen(docker)));
-	cr_assert_not(docker_json_state_improper("container state improper", 24));
-	cr_assert_not(docker_json_state_improper("", 0));
+	cr_assert_eq(docker_json_podman_cause(taken, strlen(taken), DOCKER_CALL_CREATE), EEXIST);
+	cr_assert_eq(docker_json_podman_cause(taken, strlen(taken), DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_json_podman_cause(runc, strlen(runc), DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_json_podman_cause(docker, strlen(docker), DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_json_podman_cause("container state improper", 24, DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_json_podman_cause("", 0, DOCKER_CALL_CREATE), 0);
+}
+
+/* A pull error: the engine's message ends with its cause, kept when the
+ * whole is too long (Podman 4.3's for an unreachable registry, 182 bytes
+ * after nodefs's 89, was cut at "connect: connectio") */
+Test(podman, pull_error_keeps_its_end)
+{
+	static const char head[] =
+		"image 127.0.0.1:1/nodefs/missing:latest not found locally and cannot be pulled: ";
+	static const char podman[] =
+		"initializing source docker://127.0.0.1:1/nodefs/missing:latest: pinging container "
+		"registry 127.0.0.1:1: Get \"https://127.0.0.1:1/v2/\": dial tcp 127.0.0.1:1: connect: "
+		"connection refused";
+	char buf[256], small[16];
+
+	docker_msg_join_tail(buf, sizeof(buf), head, podman);
+	cr_assert_eq(strlen(buf), sizeof(buf) - 1);
+	cr_assert(strncmp(buf, head, strlen(head)) == 0, "%s", buf);
+	cr_assert(strstr(buf, "...") == buf + strlen(head), "%s", buf);
+	cr_assert(strstr(buf, "dial tcp 127.0.0.1:1: connect: connection refused") != NULL, "%s", buf);
+	docker_msg_join_tail(buf, sizeof(buf), head, "manifest unknown");
+	cr_assert_eq(strlen(buf), strlen(head) + strlen("manifest unknown"));
+	cr_assert(strstr(buf, "...") == NULL);
+	docker_msg_join_tail(small, sizeof(small), "a long head beyond", "tail");
+	cr_assert_str_eq(small, "a long head bey");
+	docker_msg_join_tail(small, sizeof(small), "0123456789", "abcdefghij");
+	cr_assert_str_eq(small, "0123456789...ij");
+	docker_msg_join_tail(small, sizeof(small), "", "");
+	cr_assert_str_eq(small, "");
 }
 
 /* Podman's State.Status words: "stopped" (exited, before its cleanup) was
