@@ -146,9 +146,13 @@ void docker_msg_join_tail(char *buf, size_t n, const char *head, const char *tai
  * status would give, or 0 for any other body. */
 int docker_json_podman_cause(const char *body, size_t len, enum docker_call call);
 
-/* Whether a GET /version reply is Podman's (a component named "Podman
- * Engine"): false for Docker's and for anything that does not parse. */
-bool docker_json_is_podman(const char *body, size_t len);
+/* One header line of a GET /_ping reply (as curl hands it: "Name: value"
+ * and its CRLF). "Api-Version: 1.41" (any case) copies the version into
+ * ret_api (n bytes) and returns 1; "Libpod-Api-Version: ..." sets
+ * *ret_podman (Podman's Engine API) and returns 0; any other line 0; an
+ * Api-Version that is empty, not digits and dots, or does not fit
+ * -EBADMSG. */
+int docker_ping_header(const char *line, size_t len, char *ret_api, size_t n, bool *ret_podman);
 
 /* Docker's State.Status words ("running", "exited", ...), and Podman's
  * ("stopped", "stopping", "configured", "initialized"), to rt_state. */

@@ -8,6 +8,7 @@
  */
 #include "docker-internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "macro.h"
 #include "nerr.h"
@@ -641,22 +643,32 @@ int docker_json_podman_cause(const char *body, size_t len, enum docker_call call
 	return 0;
 }
 
-bool docker_json_is_podman(const char *body, size_t len)
+int docker_ping_header(const char *line, size_t len, char *ret_api, size_t n, bool *ret_podman)
 {
-	json_auto_t *o = NULL;
-	json_t *comps, *c;
-	size_t i;
+	static const char api[] = "api-version:", libpod[] = "libpod-api-version:";
+	const char *v, *end = line + len;
+	size_t k;
 
-	if (load(body, len, &o) < 0)
-		return false;
-	comps = json_object_get(o, "Components");
-	json_array_foreach(comps, i, c) {
-		const char *name = json_string_value(json_object_get(c, "Name"));
-
-		if (name && strcmp(name, "Podman Engine") == 0)
-			return true;
+	if (len > sizeof(libpod) - 1 && strncasecmp(line, libpod, sizeof(libpod) - 1) == 0) {
+		*ret_podman = true;
+		return 0;
 	}
-	return false;
+	if (len <= sizeof(api) - 1 || strncasecmp(line, api, sizeof(api) - 1) != 0)
+		return 0;
+	v = line + sizeof(api) - 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	k = (size_t)(end - v);
+	if (k == 0 || k >= n)
+		return -EBADMSG;
+	for (size_t i = 0; i < k; i++)
+		if (!isdigit((unsigned char)v[i]) && v[i] != '.')
+			return -EBADMSG;
+	memcpy(ret_api, v, k);
+	ret_api[k] = '\0';
+	return 1;
 }
 
 enum rt_state docker_state_from_string(const char *s)

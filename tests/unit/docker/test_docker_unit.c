@@ -309,29 +309,34 @@ Test(podman, libpod_update_body)
 	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
 }
 
-/* GET /version: Podman's names its engine among the components */
-Test(podman, version_says_podman)
+/* GET /_ping's headers, as curl hands them: Podman says it is by its
+ * Libpod-Api-Version, and both engines give their API version */
+Test(podman, ping_headers)
 {
-	static const char podman[] =
-		"{\"Platform\":{\"Name\":\"linux/amd64/debian-12\"},\"Components\":[{\"Name\":"
-		"\"Podman Engine\",\"Version\":\"4.3.1\",\"Details\":{\"APIVersion\":\"4.3.1\","
-		"\"MinAPIVersion\":\"4.0.0\"}},{\"Name\":\"Conmon\",\"Version\":\"conmon version "
-		"2.1.6\"},{\"Name\":\"OCI Runtime (runc)\",\"Version\":\"runc version 1.1.5\"}],"
-		"\"Version\":\"4.3.1\",\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.24\"}";
-	static const char docker[] =
-		"{\"Platform\":{\"Name\":\"\"},\"Components\":[{\"Name\":\"Engine\",\"Version\":"
-		"\"20.10.24+dfsg1\"},{\"Name\":\"containerd\",\"Version\":\"1.6.20~ds1\"}],"
-		"\"Version\":\"20.10.24+dfsg1\",\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.12\"}";
-	char api[16], min[16];
-	struct nerr err = { 0 };
+	char api[16] = "";
+	bool podman = false;
 
-	cr_assert(docker_json_is_podman(podman, strlen(podman)));
-	cr_assert_eq(docker_json_parse_version(podman, strlen(podman), api, min, 16, &err), 0);
+	cr_assert_eq(docker_ping_header("HTTP/1.1 200 OK\r\n", 17, api, sizeof(api), &podman), 0);
+	cr_assert_eq(docker_ping_header("Api-Version: 1.41\r\n", 19, api, sizeof(api), &podman), 1);
 	cr_assert_str_eq(api, "1.41");
-	cr_assert_not(docker_json_is_podman(docker, strlen(docker)));
-	cr_assert_not(docker_json_is_podman("{\"Components\":3}", 16));
-	cr_assert_not(docker_json_is_podman("{", 1));
-	cr_assert_not(docker_json_is_podman("", 0));
+	cr_assert_not(podman);
+	cr_assert_eq(docker_ping_header("Libpod-Api-Version: 4.3.1\r\n", 27, api, sizeof(api),
+					&podman), 0);
+	cr_assert(podman);
+	cr_assert_str_eq(api, "1.41");
+	cr_assert_eq(docker_ping_header("API-VERSION:1.52\n", 17, api, sizeof(api), &podman), 1);
+	cr_assert_str_eq(api, "1.52");
+	cr_assert_eq(docker_ping_header("Server: Libpod/4.3.1 (linux)\r\n", 30, api, sizeof(api),
+					&podman), 0);
+	cr_assert_eq(docker_ping_header("Api-Version: \r\n", 15, api, sizeof(api), &podman),
+		     -EBADMSG);
+	cr_assert_eq(docker_ping_header("Api-Version: 1.41; x\r\n", 22, api, sizeof(api), &podman),
+		     -EBADMSG);
+	cr_assert_eq(docker_ping_header("Api-Version: 1.4111111111111111\r\n", 33, api,
+					sizeof(api), &podman), -EBADMSG);
+	cr_assert_str_eq(api, "1.52");
+	cr_assert_eq(docker_ping_header("Api-Version", 11, api, sizeof(api), &podman), 0);
+	cr_assert_eq(docker_ping_header("", 0, api, sizeof(api), &podman), 0);
 }
 
 /* Podman's 500s where Docker has a status of its own, told by their
