@@ -56,7 +56,7 @@ struct docker {
 	pthread_mutex_t lock;	/* api, negotiated, podman, pool */
 	char api[16];
 	bool negotiated;
-	bool podman;		/* the engine is Podman (its /version says so) */
+	bool podman;		/* the engine is Podman (its /_ping says so) */
 	CURL *idle[DK_POOL_MAX];
 	size_t nidle;
 	/* what is known of containers' last runs that the engine's OOMKilled
