@@ -57,16 +57,22 @@ static bool is_dir(const char *p)
 }
 
 /* Where the engine put the container's cgroups, from what it usually does
- * (cgroupfs driver: <ctrl>/docker/<id>; systemd driver: system.slice/
- * docker-<id>.scope), else from /proc/<pid>/cgroup of its init (pid 0:
+ * (Docker's cgroupfs driver: <ctrl>/docker/<id>; its systemd driver:
+ * system.slice/docker-<id>.scope; Podman's cgroupfs manager:
+ * libpod_parent/libpod-<id>; its systemd manager: machine.slice/
+ * libpod-<id>.scope), else from /proc/<pid>/cgroup of its init (pid 0:
  * unknown, -EBUSY). No Engine API call: stats() runs on FUSE threads. */
 static int cg_resolve(struct docker *d, const char *id, pid_t pid, struct dk_cgpath *cg,
 		      struct nerr *err)
 {
 	static const char *const v2_fmt[] = { "/sys/fs/cgroup/system.slice/docker-%s.scope",
-					      "/sys/fs/cgroup/docker/%s" };
+					      "/sys/fs/cgroup/docker/%s",
+					      "/sys/fs/cgroup/machine.slice/libpod-%s.scope",
+					      "/sys/fs/cgroup/libpod_parent/libpod-%s" };
 	static const char *const v1_fmt[] = { "/sys/fs/cgroup/%s/docker/%s",
-					      "/sys/fs/cgroup/%s/system.slice/docker-%s.scope" };
+					      "/sys/fs/cgroup/%s/system.slice/docker-%s.scope",
+					      "/sys/fs/cgroup/%s/libpod_parent/libpod-%s",
+					      "/sys/fs/cgroup/%s/machine.slice/libpod-%s.scope" };
 	char path[DK_CG_PATH], buf[4096];
 	int r;
 

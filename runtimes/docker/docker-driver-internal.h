@@ -53,9 +53,10 @@ struct docker {
 	int stop_timeout;
 	bool cgroup_v2;		/* the host is unified-only */
 
-	pthread_mutex_t lock;	/* api, negotiated, pool */
+	pthread_mutex_t lock;	/* api, negotiated, podman, pool */
 	char api[16];
 	bool negotiated;
+	bool podman;		/* the engine is Podman (its /_ping says so) */
 	CURL *idle[DK_POOL_MAX];
 	size_t nidle;
 	/* what is known of containers' last runs that the engine's OOMKilled
@@ -116,6 +117,9 @@ int dk_call(struct docker *d, struct dk_req *rq, struct sbuf *body, long *ret_st
 	    struct nerr *err);
 /* The negotiated API version into api (negotiating it first if needed). */
 int dk_ensure_version(struct docker *d, char *api, size_t n, struct nerr *err);
+/* Whether the engine is Podman (negotiating first if needed): 1 yes, 0
+ * no, or -errno as dk_ensure_version. */
+int dk_is_podman(struct docker *d, struct nerr *err);
 /* The engine went away: negotiate again at the next call. */
 void dk_forget_version(struct docker *d);
 /* Engine ids and names in a URL path: nothing to escape, so refuse the

@@ -89,6 +89,13 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 /* Body of POST /containers/{id}/update for the fields set in lim. */
 int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err);
 
+/* Body of Podman's POST /libpod/containers/{id}/update (its Engine API has
+ * no /containers/{id}/update before Podman 5): an OCI LinuxResources object,
+ * {"memory": {"limit", "swap"}, "cpu": {"quota", "period"}, "pids":
+ * {"limit"}}, each for a field set in lim, -1 for unlimited (0 in lim).
+ * *ret is malloc'd. -EINVAL (with a message), -ENOMEM. */
+int docker_json_libpod_update_body(const struct rt_limits *lim, char **ret, struct nerr *err);
+
 /* Body of POST /containers/{id}/exec for argv (stdout and stderr attached). */
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err);
 
@@ -126,12 +133,36 @@ int docker_json_parse_list(const char *body, size_t len, struct rt_listing **ret
 int docker_json_parse_list_of(const char *body, size_t len, const char *instance,
 			      struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 
-/* Docker's State.Status words ("running", "exited", ...) to rt_state. */
+/* head then tail into buf (n bytes, always NUL-terminated); when both do
+ * not fit, head whole (cut at n - 1) and the end of tail after "...": an
+ * engine's message chains its causes with the most telling last (Podman:
+ * "initializing source ...: pinging container registry ...: Get ...: dial
+ * tcp ...: connect: connection refused"). */
+void docker_msg_join_tail(char *buf, size_t n, const char *head, const char *tail);
+
+/* Podman answers 500 where Docker has a status of its own, and names the
+ * condition in the body's "cause": "container state improper" (pause of a
+ * paused or stopped container, unpause of a running one, kill or exec of
+ * a stopped one; Docker 409 or 304) is EBUSY; "that name is already in
+ * use" (Docker 409) is EEXIST for a create, else EBUSY. The errno Docker's
+ * status would give, or 0 for any other body. */
+int docker_json_podman_cause(const char *body, size_t len, enum docker_call call);
+
+/* One header line of a GET /_ping reply (as curl hands it: "Name: value"
+ * and its CRLF). "Api-Version: 1.41" (any case) copies the version into
+ * ret_api (n bytes) and returns 1; "Libpod-Api-Version: ..." sets
+ * *ret_podman (Podman's Engine API) and returns 0; any other line 0; an
+ * Api-Version that is empty, not digits and dots, or does not fit
+ * -EBADMSG. */
+int docker_ping_header(const char *line, size_t len, char *ret_api, size_t n, bool *ret_podman);
+
+/* Docker's State.Status words ("running", "exited", ...), and Podman's
+ * ("stopped", "stopping", "configured", "initialized"), to rt_state. */
 enum rt_state docker_state_from_string(const char *s);
 
 /* One /events object. Returns 1 and fills ret (ret->id points into ret_id,
  * of size n) when it maps to an rt_event (start, die with exitCode, oom,
- * pause, unpause, destroy of a container), 0 for events we ignore,
+ * pause, unpause, destroy of a container; Podman's remove is a destroy), 0 for events we ignore,
  * -EBADMSG for malformed JSON, -ENOMEM. */
 int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 			    char *ret_id, size_t n);

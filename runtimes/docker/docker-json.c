@@ -8,6 +8,7 @@
  */
 #include "docker-internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "jw.h"
 #include "macro.h"
@@ -434,6 +436,52 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 	return body_end(&b, ret, err);
 }
 
+/* Podman's libpod update takes an OCI LinuxResources object: CPUs as a
+ * quota over a period, and -1 for unlimited where Docker's body says 0. */
+#define LIBPOD_CPU_PERIOD 100000
+
+int docker_json_libpod_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
+{
+	json_auto_t *o = json_object();
+	char *s;
+
+	if (!o)
+		return nerr_set(err, ENOMEM, "out of memory");
+	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
+		return nerr_set(err, EINVAL, "update: nothing to change");
+	if (lim->set & RT_LIMIT_MEMORY) {
+		if (lim->memory > INT64_MAX)
+			return nerr_set(err, EINVAL, "memory too large");
+		json_int_t m = lim->memory ? (json_int_t)lim->memory : -1;
+		json_t *mem = json_pack("{sIsI}", "limit", m, "swap", m);
+
+		if (set_new(o, "memory", mem) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	if (lim->set & RT_LIMIT_CPUS) {
+		if (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6)
+			return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
+		json_int_t q = lim->cpus > 0 ? (json_int_t)(lim->cpus * LIBPOD_CPU_PERIOD + 0.5) : -1;
+		json_t *cpu = json_pack("{sIsI}", "quota", q, "period", (json_int_t)LIBPOD_CPU_PERIOD);
+
+		if (set_new(o, "cpu", cpu) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	if (lim->set & RT_LIMIT_PIDS) {
+		if (lim->pids < 0)
+			return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+		json_t *pids = json_pack("{sI}", "limit", (json_int_t)(lim->pids ? lim->pids : -1));
+
+		if (set_new(o, "pids", pids) < 0)
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	s = dump(o);
+	if (!s)
+		return nerr_set(err, ENOMEM, "out of memory");
+	*ret = s;
+	return 0;
+}
+
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
 {
 	struct req_body b;
@@ -537,6 +585,78 @@ int docker_json_parse_version(const char *body, size_t len, char *ret_api, char 
 	return 0;
 }
 
+void docker_msg_join_tail(char *buf, size_t n, const char *head, const char *tail)
+{
+	size_t hl, tl, room;
+
+	if (n == 0)
+		return;
+	hl = strnlen(head, n - 1);
+	memcpy(buf, head, hl);
+	tl = strlen(tail);
+	room = n - 1 - hl;
+	if (tl <= room) {
+		memcpy(buf + hl, tail, tl);
+		buf[hl + tl] = '\0';
+	} else if (room > 3) {
+		/* the end of an engine's chain of causes says the most */
+		memcpy(buf + hl, "...", 3);
+		memcpy(buf + hl + 3, tail + tl - (room - 3), room - 3);
+		buf[n - 1] = '\0';
+	} else {
+		buf[hl] = '\0';
+	}
+}
+
+int docker_json_podman_cause(const char *body, size_t len, enum docker_call call)
+{
+	static const struct {
+		const char *cause;
+		int create, other;	/* Docker's status for it, as an errno */
+	} tab[] = {
+		{ "container state improper", EBUSY, EBUSY },		/* 409, 304 */
+		{ "that name is already in use", EEXIST, EBUSY },	/* 409 */
+	};
+	json_auto_t *o = NULL;
+	const char *cause;
+
+	if (load(body, len, &o) < 0)
+		return 0;
+	cause = json_string_value(json_object_get(o, "cause"));
+	for (size_t i = 0; cause && i < ARRAY_SIZE(tab); i++)
+		if (strcmp(cause, tab[i].cause) == 0)
+			return call == DOCKER_CALL_CREATE ? tab[i].create : tab[i].other;
+	return 0;
+}
+
+int docker_ping_header(const char *line, size_t len, char *ret_api, size_t n, bool *ret_podman)
+{
+	static const char api[] = "api-version:", libpod[] = "libpod-api-version:";
+	const char *v, *end = line + len;
+	size_t k;
+
+	if (len > sizeof(libpod) - 1 && strncasecmp(line, libpod, sizeof(libpod) - 1) == 0) {
+		*ret_podman = true;
+		return 0;
+	}
+	if (len <= sizeof(api) - 1 || strncasecmp(line, api, sizeof(api) - 1) != 0)
+		return 0;
+	v = line + sizeof(api) - 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	k = (size_t)(end - v);
+	if (k == 0 || k >= n)
+		return -EBADMSG;
+	for (size_t i = 0; i < k; i++)
+		if (!isdigit((unsigned char)v[i]) && v[i] != '.')
+			return -EBADMSG;
+	memcpy(ret_api, v, k);
+	ret_api[k] = '\0';
+	return 1;
+}
+
 enum rt_state docker_state_from_string(const char *s)
 {
 	static const struct {
@@ -550,6 +670,15 @@ enum rt_state docker_state_from_string(const char *s)
 		{ "exited", RT_STATE_EXITED },
 		{ "dead", RT_STATE_EXITED },
 		{ "removing", RT_STATE_EXITED },
+		/* Podman's own words, which its Engine API passes on:
+		 * "stopped" is exited and not yet cleaned up (the state until
+		 * its conmon's exit command has run), "stopping" still has its
+		 * processes, "configured" and "initialized" are a create that
+		 * has not run yet */
+		{ "stopped", RT_STATE_EXITED },
+		{ "stopping", RT_STATE_RUNNING },
+		{ "configured", RT_STATE_CREATED },
+		{ "initialized", RT_STATE_CREATED },
 	};
 
 	if (s)
@@ -737,6 +866,7 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 		{ "pause", RT_EV_PAUSE },
 		{ "unpause", RT_EV_UNPAUSE },
 		{ "destroy", RT_EV_DESTROY },
+		{ "remove", RT_EV_DESTROY },	/* Podman's word for destroy */
 	};
 	json_auto_t *o = NULL;
 	const char *type, *action, *id;

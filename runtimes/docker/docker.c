@@ -253,9 +253,13 @@ static int pull_image(struct docker *d, const char *image, struct rt_progress *p
 		return nerr_set(err, -r, "%s", e.msg);
 	if (r == 0 && !pc->error[0])
 		return 0;
-	/* the engine's reason: from the stream, else from the reply */
-	return nerr_set(err, ENOENT, "image %s not found locally and cannot be pulled: %s", image,
-			pc->error[0] ? pc->error : e.msg);
+	/* the engine's reason: from the stream, else from the reply; its end
+	 * kept when the whole does not fit (Podman's run long) */
+	char head[NERR_MSG_MAX], msg[NERR_MSG_MAX];
+
+	snprintf(head, sizeof(head), "image %s not found locally and cannot be pulled: ", image);
+	docker_msg_join_tail(msg, sizeof(msg), head, pc->error[0] ? pc->error : e.msg);
+	return nerr_set(err, ENOENT, "%s", msg);
 }
 
 static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *prog, char **ret_id,
@@ -367,7 +371,11 @@ static int dk_start(void *h, const char *id, struct nerr *err)
 		struct nerr e2 = { 0 };
 		struct rt_status st;
 
-		/* stats() learns nothing by itself: its cgroups now, here */
+		/* stats() learns nothing by itself: its cgroups now, here. The
+		 * files of the last run are stale (the engine made the cgroup
+		 * anew): a kept entry would stop the inspect from learning,
+		 * and stats() could then find the new one only by its path */
+		dk_cg_forget(h, id);
 		(void)dk_inspect(h, id, &st, &e2);
 	}
 	return r;
@@ -450,19 +458,34 @@ static int dk_resume(void *h, const char *id, struct nerr *err)
 	return wrong_state(h, id, dk_simple_post(h, path, DOCKER_CALL_OTHER, 0, err), true, err);
 }
 
+/* The version of Podman's own API its update is asked in: the oldest
+ * Podman 4 takes (Podman 4.3 serves 4.0.0 to 4.3.1). */
+#define LIBPOD_API "4.0.0"
+
 static int dk_update(void *h, const char *id, const struct rt_limits *lim, struct nerr *err)
 {
 	_cleanup_free_ char *json = NULL;
 	char path[200];
-	int r;
+	int podman, r;
 
 	if (dk_check_id(id, err) < 0)
 		return -EINVAL;
-	r = docker_json_update_body(lim, &json, err);
+	podman = dk_is_podman(h, err);
+	if (podman < 0)
+		return podman;
+	/* Podman 4 has no /containers/{id}/update in its Engine API (404):
+	 * its own API's update takes the same limits. It changes the cgroup
+	 * only: Podman's inspect keeps the create's limits, and the next
+	 * start goes back to them (nodefs(5), "Podman as the Docker
+	 * engine") */
+	r = podman ? docker_json_libpod_update_body(lim, &json, err)
+		   : docker_json_update_body(lim, &json, err);
 	if (r < 0)
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
-	snprintf(path, sizeof(path), "/containers/%s/update", id);
-	struct dk_req rq = { .method = "POST", .path = path, .body = json };
+	snprintf(path, sizeof(path), podman ? "/v" LIBPOD_API "/libpod/containers/%s/update"
+		 : "/containers/%s/update", id);
+	struct dk_req rq = { .method = "POST", .path = path, .body = json,
+			     .unversioned = podman };
 	return wrong_state(h, id, dk_call(h, &rq, NULL, NULL, err), false, err);
 }
 

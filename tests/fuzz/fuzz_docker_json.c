@@ -87,6 +87,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 3: {
 		char api[16], min[16], neg[16];
 
+		/* Podman's marks, read from the same replies (any answer) */
+		{
+			char papi[16];
+			bool podman = false;
+			int pr = docker_ping_header(body, len, papi, sizeof(papi), &podman);
+
+			if (pr < -EBADMSG || pr > 1 || (pr == 1 && strlen(papi) >= sizeof(papi)))
+				abort();
+		}
+		if (docker_json_podman_cause(body, len, DOCKER_CALL_CREATE) < 0)
+			abort();
 		if (docker_json_parse_version(body, len, api, min, sizeof(api), &err) == 0 &&
 		    docker_version_negotiate(api, min, neg, sizeof(neg)) == 0) {
 			unsigned ma, mi;

@@ -81,6 +81,15 @@ NODEFS_SRC = os.environ.get("NODEFS_SRC", os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 NODEFS_BUILD = os.environ.get("NODEFS_BUILD", "")
 
+# The Docker runtime's tests run against a second engine when meson says
+# so (tests/integration/containers/meson.build, containers-podman-K):
+# NODEFS_TEST_ENGINE=podman points them at the run's Podman
+# (tests/fixtures/podman.sh, NODEFS_TEST_PODMAN_HOST) instead of its
+# dockerd; the harness, the docker CLI checks and nodefs's config follow.
+ENGINE = os.environ.get("NODEFS_TEST_ENGINE", "docker")
+if ENGINE == "podman":
+    os.environ["NODEFS_TEST_DOCKER_HOST"] = os.environ.get("NODEFS_TEST_PODMAN_HOST", "")
+
 # Wall-clock bounds scale with the build: scripts/test.sh exports
 # NODEFS_TIME_SCALE (4 for the sanitizer build, as meson's
 # --timeout-multiplier; 1 otherwise). Every upper bound a test asserts on
@@ -173,6 +182,9 @@ def _why_hooks():
 @_memoized
 def _why_docker():
     """the run's dockerd (tests/fixtures/dockerd.sh), answering"""
+    if ENGINE == "podman" and not os.environ.get("NODEFS_TEST_DOCKER_HOST"):
+        return ("NODEFS_TEST_PODMAN_HOST unset: tests/fixtures/podman.sh "
+                "starts a Podman service for the run (scripts/test.sh)")
     if not os.environ.get("NODEFS_TEST_DOCKER_HOST"):
         return ("NODEFS_TEST_DOCKER_HOST unset: tests/fixtures/dockerd.sh "
                 "starts a dockerd for the run (scripts/test.sh)")

@@ -98,6 +98,14 @@ static int op_update(void *ctx, struct nerr *err, void **ret)
 	return docker_json_update_body(&lim, (char **)ret, err);
 }
 
+static int op_libpod_update(void *ctx, struct nerr *err, void **ret)
+{
+	struct rt_limits lim = { .cpus = 1, .memory = 1u << 27, .pids = 5,
+				 .set = RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS };
+
+	return docker_json_libpod_update_body(&lim, (char **)ret, err);
+}
+
 static int op_exec(void *ctx, struct nerr *err, void **ret)
 {
 	static char *argv[] = { "printenv", "MODE", NULL };
@@ -206,6 +214,7 @@ Test(failalloc, bodies)
 {
 	run("create body", op_create, NULL, free_str, true);
 	run("update body", op_update, NULL, free_str, true);
+	run("libpod update body", op_libpod_update, NULL, free_str, true);
 	run("exec body", op_exec, NULL, free_str, true);
 }
 

@@ -3,7 +3,8 @@
  * Unit tests of docker-internal.h: the HTTP status and curl tables, API
  * version negotiation, timestamps, every JSON body built or parsed, image
  * references, and the multiplexed log/exec stream decoder with its tail
- * sink. Bodies are shaped as Docker 20.10 (API 1.41) sends them.
+ * sink. Bodies are shaped as Docker 20.10 (API 1.41) sends them; the
+ * podman suite's as Podman 4.3's Engine API does.
  */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
@@ -332,6 +333,178 @@ Test(json, update_and_exec_bodies)
 	char *empty[] = { NULL };
 	cr_assert_eq(docker_json_exec_body(empty, &body, &err), -EINVAL);
 	cr_assert_eq(docker_json_exec_body(NULL, &body, &err), -EINVAL);
+}
+
+/* Podman 4.3's own update (its Engine API has none): an OCI
+ * LinuxResources object, -1 for unlimited */
+Test(podman, libpod_update_body)
+{
+	struct rt_limits lim = { .memory = 128u << 20, .cpus = 1, .pids = 7,
+				 .set = RT_LIMIT_MEMORY | RT_LIMIT_CPUS | RT_LIMIT_PIDS };
+	struct nerr err = { 0 };
+	char *body = NULL;
+
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"memory\":{\"limit\":134217728,\"swap\":134217728},"
+			       "\"cpu\":{\"quota\":100000,\"period\":100000},\"pids\":{\"limit\":7}}");
+	free(body);
+	lim = (struct rt_limits){ .cpus = 0.5, .set = RT_LIMIT_CPUS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"cpu\":{\"quota\":50000,\"period\":100000}}");
+	free(body);
+	lim = (struct rt_limits){ .set = RT_LIMIT_MEMORY | RT_LIMIT_CPUS | RT_LIMIT_PIDS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), 0);
+	cr_assert_str_eq(body, "{\"memory\":{\"limit\":-1,\"swap\":-1},"
+			       "\"cpu\":{\"quota\":-1,\"period\":100000},\"pids\":{\"limit\":-1}}");
+	free(body);
+	lim = (struct rt_limits){ .set = 0 };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .cpus = -2, .set = RT_LIMIT_CPUS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .pids = -3, .set = RT_LIMIT_PIDS };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+	lim = (struct rt_limits){ .memory = UINT64_MAX, .set = RT_LIMIT_MEMORY };
+	cr_assert_eq(docker_json_libpod_update_body(&lim, &body, &err), -EINVAL);
+}
+
+/* GET /_ping's headers, as curl hands them: Podman says it is by its
+ * Libpod-Api-Version, and both engines give their API version */
+Test(podman, ping_headers)
+{
+	char api[16] = "";
+	bool podman = false;
+
+	cr_assert_eq(docker_ping_header("HTTP/1.1 200 OK\r\n", 17, api, sizeof(api), &podman), 0);
+	cr_assert_eq(docker_ping_header("Api-Version: 1.41\r\n", 19, api, sizeof(api), &podman), 1);
+	cr_assert_str_eq(api, "1.41");
+	cr_assert_not(podman);
+	cr_assert_eq(docker_ping_header("Libpod-Api-Version: 4.3.1\r\n", 27, api, sizeof(api),
+					&podman), 0);
+	cr_assert(podman);
+	cr_assert_str_eq(api, "1.41");
+	cr_assert_eq(docker_ping_header("API-VERSION:1.52\n", 17, api, sizeof(api), &podman), 1);
+	cr_assert_str_eq(api, "1.52");
+	cr_assert_eq(docker_ping_header("Server: Libpod/4.3.1 (linux)\r\n", 30, api, sizeof(api),
+					&podman), 0);
+	cr_assert_eq(docker_ping_header("Api-Version: \r\n", 15, api, sizeof(api), &podman),
+		     -EBADMSG);
+	cr_assert_eq(docker_ping_header("Api-Version: 1.41; x\r\n", 22, api, sizeof(api), &podman),
+		     -EBADMSG);
+	cr_assert_eq(docker_ping_header("Api-Version: 1.4111111111111111\r\n", 33, api,
+					sizeof(api), &podman), -EBADMSG);
+	cr_assert_str_eq(api, "1.52");
+	cr_assert_eq(docker_ping_header("Api-Version", 11, api, sizeof(api), &podman), 0);
+	cr_assert_eq(docker_ping_header("", 0, api, sizeof(api), &podman), 0);
+}
+
+/* Podman's 500s where Docker has a status of its own, told by their
+ * cause, as Podman 4.3 sends them */
+Test(podman, causes)
+{
+	static const char paused[] =
+		"{\"cause\":\"container state improper\",\"message\":\"\\\"6097697fe25b\\\" is "
+		"already paused: container state improper\",\"response\":500}";
+	static const char kill[] =
+		"{\"cause\":\"container state improper\",\"message\":\"can only kill running "
+		"containers. 6097697fe25b is in state exited: container state improper\","
+		"\"response\":500}";
+	static const char taken[] =
+		"{\"cause\":\"that name is already in use\",\"message\":\"container create: "
+		"creating container storage: the container name \\\"tn\\\" is already in use by "
+		"6e2ed46cf33f. You have to remove that container to be able to reuse that name: "
+		"that name is already in use\",\"response\":500}";
+	static const char runc[] =
+		"{\"cause\":\"`/usr/bin/runc update --resources=/tmp/p 6097697fe25b` failed: exit "
+		"status 1\",\"message\":\"`/usr/bin/runc update` failed\",\"response\":500}";
+	static const char docker[] = "{\"message\":\"Container 6097697fe25b is not paused\"}";
+	char msg[256];
+
+	cr_assert_eq(docker_json_podman_cause(paused, strlen(paused), DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_json_podman_cause(kill, strlen(kill), DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_json_podman_cause(kill, strlen(kill), DOCKER_CALL_STARTSTOP), EBUSY);
+	docker_json_error_message(kill, strlen(kill), msg, sizeof(msg));
+	cr_assert(strstr(msg, "can only kill running containers") == msg, "%s", msg);
+	cr_assert_eq(docker_json_podman_cause(taken, strlen(taken), DOCKER_CALL_CREATE), EEXIST);
+	cr_assert_eq(docker_json_podman_cause(taken, strlen(taken), DOCKER_CALL_OTHER), EBUSY);
+	cr_assert_eq(docker_json_podman_cause(runc, strlen(runc), DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_json_podman_cause(docker, strlen(docker), DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_json_podman_cause("container state improper", 24, DOCKER_CALL_OTHER), 0);
+	cr_assert_eq(docker_json_podman_cause("", 0, DOCKER_CALL_CREATE), 0);
+}
+
+/* A pull error: the engine's message ends with its cause, kept when the
+ * whole is too long (Podman 4.3's for an unreachable registry, 182 bytes
+ * after nodefs's 89, was cut at "connect: connectio") */
+Test(podman, pull_error_keeps_its_end)
+{
+	static const char head[] =
+		"image 127.0.0.1:1/nodefs/missing:latest not found locally and cannot be pulled: ";
+	static const char podman[] =
+		"initializing source docker://127.0.0.1:1/nodefs/missing:latest: pinging container "
+		"registry 127.0.0.1:1: Get \"https://127.0.0.1:1/v2/\": dial tcp 127.0.0.1:1: connect: "
+		"connection refused";
+	char buf[256], small[16];
+
+	docker_msg_join_tail(buf, sizeof(buf), head, podman);
+	cr_assert_eq(strlen(buf), sizeof(buf) - 1);
+	cr_assert(strncmp(buf, head, strlen(head)) == 0, "%s", buf);
+	cr_assert(strstr(buf, "...") == buf + strlen(head), "%s", buf);
+	cr_assert(strstr(buf, "dial tcp 127.0.0.1:1: connect: connection refused") != NULL, "%s", buf);
+	docker_msg_join_tail(buf, sizeof(buf), head, "manifest unknown");
+	cr_assert_eq(strlen(buf), strlen(head) + strlen("manifest unknown"));
+	cr_assert(strstr(buf, "...") == NULL);
+	docker_msg_join_tail(small, sizeof(small), "a long head beyond", "tail");
+	cr_assert_str_eq(small, "a long head bey");
+	docker_msg_join_tail(small, sizeof(small), "0123456789", "abcdefghij");
+	cr_assert_str_eq(small, "0123456789...ij");
+	docker_msg_join_tail(small, sizeof(small), "", "");
+	cr_assert_str_eq(small, "");
+}
+
+/* Podman's State.Status words: "stopped" (exited, before its cleanup) was
+ * UNKNOWN, so a container that ended stayed STARTING or RUNNING */
+Test(podman, states)
+{
+	cr_assert_eq(docker_state_from_string("stopped"), RT_STATE_EXITED);
+	cr_assert_eq(docker_state_from_string("stopping"), RT_STATE_RUNNING);
+	cr_assert_eq(docker_state_from_string("configured"), RT_STATE_CREATED);
+	cr_assert_eq(docker_state_from_string("initialized"), RT_STATE_CREATED);
+}
+
+/* Podman's events, as its Engine API sends them: "remove" where Docker
+ * says "destroy"; its own actions (init, cleanup, kill) ignored */
+Test(podman, events)
+{
+	static const char die[] =
+		"{\"status\":\"die\",\"id\":\"506f3b9055d0\",\"from\":\"localhost/nodefs-test/"
+		"busybox:latest\",\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{\"ID\":"
+		"\"506f3b9055d0\",\"Attributes\":{\"containerExitCode\":\"137\",\"exitCode\":"
+		"\"137\",\"image\":\"localhost/nodefs-test/busybox:latest\",\"io.nodefs.managed\":"
+		"\"1\",\"name\":\"tl\",\"podId\":\"\"}},\"scope\":\"local\",\"time\":1796618319,"
+		"\"timeNano\":1796618319879156612}";
+	static const char remove[] =
+		"{\"status\":\"remove\",\"id\":\"506f3b9055d0\",\"Type\":\"container\",\"Action\":"
+		"\"remove\",\"Actor\":{\"ID\":\"506f3b9055d0\",\"Attributes\":{\"containerExitCode\":"
+		"\"0\",\"io.nodefs.managed\":\"1\",\"name\":\"tl\",\"podId\":\"\"}},\"scope\":"
+		"\"local\",\"time\":1796618323,\"timeNano\":1796618323637357700}";
+	struct rt_event ev;
+	char id[80];
+
+	cr_assert_eq(docker_json_parse_event(die, strlen(die), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_DIE);
+	cr_assert_eq(ev.exit_code, 137);
+	cr_assert_str_eq(ev.id, "506f3b9055d0");
+	cr_assert_eq(docker_json_parse_event(remove, strlen(remove), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_DESTROY);
+	cr_assert_eq(ev.time, 1796618323);
+	const char *ignored[] = { "init", "cleanup", "kill", "create", "attach" };
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++) {
+		char line[200];
+
+		snprintf(line, sizeof(line), "{\"Type\":\"container\",\"Action\":\"%s\","
+			 "\"Actor\":{\"ID\":\"x\",\"Attributes\":{}}}", ignored[i]);
+		cr_assert_eq(docker_json_parse_event(line, strlen(line), &ev, id, sizeof(id)), 0);
+	}
 }
 
 Test(json, error_message)
