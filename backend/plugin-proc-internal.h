@@ -95,6 +95,9 @@ struct pproc {
 	uint64_t rng, deadline_ms, up_since_ms, probe_sent_ms;
 	time_t last_log;
 	unsigned unlogged;
+	/* the exit a backoff follows, logged when the restart comes (a
+	 * daemon that stops meanwhile logs it as part of its stop) */
+	char exit_note[160];
 	/* the record of a previous run, for adoption */
 	pid_t rec_pid, rec_pgid;
 	unsigned long long rec_start;
