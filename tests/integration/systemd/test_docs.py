@@ -14,6 +14,8 @@ each .TP a key). Checked against it:
   entry in its section, and every entry is a key a parser accepts;
 - `nodefs --help` lists the same keys per section, once each, and the
   daemon's files, which nodefs(8) FILES lists too.
+The README's tour shows each refused command's error line as the daemon
+writes it (time aside).
 Root and FUSE for the live tree; exit 77 otherwise.
 """
 
@@ -250,6 +252,41 @@ class Tree(unittest.TestCase):
                 self.assertTrue([p for p in found if p.startswith(kind)], kind)
         finally:
             subprocess.run(["rm", "-rf", "--one-file-system", tmp])
+
+
+def readme_refusals():
+    """The README tour's refused commands: (ctl dir, line written, the
+    error line it shows without its time), in the order of the tour. A
+    refusal is an `# echo LINE > /run/nodefs/DIR/ctl` answered with a write
+    error, then `# cat /run/nodefs/DIR/error` and its one line."""
+    with open(os.path.join(SRC, "README.md")) as f:
+        lines = f.read().splitlines()
+    out, last = [], {}
+    for i, line in enumerate(lines):
+        m = re.match(r"\s+# echo (.+) > /run/nodefs/(\S+)/ctl$", line)
+        if m and i + 1 < len(lines) and "write error" in lines[i + 1]:
+            last[m.group(2)] = shlex.split(m.group(1))[0]
+            continue
+        m = re.match(r"\s+# cat /run/nodefs/(\S+)/error$", line)
+        if m and m.group(1) in last and i + 1 < len(lines):
+            shown = lines[i + 1].strip().split(" ", 1)[1]
+            out.append((m.group(1), last.pop(m.group(1)), shown))
+    return out
+
+
+class Readme(unittest.TestCase):
+
+    def test_tour_errors_are_what_the_daemon_says(self):
+        nt.requires("mount")
+        refusals = readme_refusals()
+        self.assertGreaterEqual(len(refusals), 2, "the tour's refused commands")
+        with nt.Nodefs(nt.offline_config()) as fs:
+            for d, line, shown in refusals:
+                ok, err = fs.write_ctl(os.path.join(d, "ctl"), line + "\n")
+                self.assertFalse(ok, line)
+                real = fs.read(d, "error").strip().split(" ", 1)[1]
+                self.assertEqual(shown, real, "README.md shows another error line "
+                                 "for %r than the daemon writes" % line)
 
 
 if __name__ == "__main__":
