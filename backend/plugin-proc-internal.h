@@ -97,7 +97,8 @@ struct pproc {
 	unsigned unlogged;
 	/* the exit a backoff follows, logged when the restart comes (a
 	 * daemon that stops meanwhile logs it as part of its stop) */
-	char exit_note[160];
+	char exit_note[160];		/* "pid N exit status S" */
+	uint64_t exit_delay_ms;
 	/* the record of a previous run, for adoption */
 	pid_t rec_pid, rec_pgid;
 	unsigned long long rec_start;

@@ -293,7 +293,8 @@ static void on_backoff_done(struct loop *l, struct loop_timer *t, void *ud)
 
 	pp->timer = NULL;
 	if (pp->exit_note[0]) {
-		log_event(pp, "%s; restarting", pp->exit_note);
+		log_event(pp, "%s; restarted after %llu ms", pp->exit_note,
+			  (unsigned long long)pp->exit_delay_ms);
 		pp->exit_note[0] = '\0';
 	}
 	try_spawn(pp);
@@ -406,6 +407,7 @@ void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
 		return;
 	}
 	pid_t pgid = pp->runtime ? 0 : pid;
+	pp->exit_note[0] = '\0';	/* started again, by whatever path */
 	plugin_proc_stat(pid, &start, NULL);
 	pp->child = !pp->runtime;
 	pp->gen++;
@@ -546,8 +548,8 @@ void pp_on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
 	/* A failure, but the daemon may be stopping and not know it yet (the
 	 * same SIGTERM, to the daemon and its plugins at once): the warning
 	 * waits for the restart, and a stop before then ends it quietly. */
-	snprintf(pp->exit_note, sizeof(pp->exit_note), "pid %d %s after %llu ms", (int)pid, what,
-		 (unsigned long long)ms);
+	snprintf(pp->exit_note, sizeof(pp->exit_note), "pid %d %s", (int)pid, what);
+	pp->exit_delay_ms = ms;
 	set_why(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
 	pp->st = PP_BACKOFF;
 	arm(pp, ms, on_backoff_done);
