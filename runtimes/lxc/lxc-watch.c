@@ -214,12 +214,14 @@ static void remove_locked(struct rt_lxc_watch *w, struct wentry *e)
  * none. A level-triggered epoll on it that is never read returns at once,
  * forever (one CPU at 100%). Reading it from offset 0 through the same
  * descriptor re-arms it; what it says is read by check_oom_locked. */
-static void kernfs_rearm(int fd)
+static int kernfs_rearm(int fd)
 {
 	char buf[512];
+	ssize_t n;
 
-	while (pread(fd, buf, sizeof(buf), 0) < 0 && errno == EINTR)
+	while ((n = pread(fd, buf, sizeof(buf), 0)) < 0 && errno == EINTR)
 		;
+	return n < 0 ? -errno : 0;
 }
 
 /* Subscribe to the container's memory events; best effort (-1 if none). */
@@ -235,7 +237,7 @@ static int oom_subscribe(struct rt_lxc_watch *w, struct wentry *e)
 		snprintf(path, sizeof(path), "%s/%s", e->cgp.unified, w->v2_events);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0)
-			kernfs_rearm(fd);	/* or the first epoll_wait returns at once */
+			(void)kernfs_rearm(fd);	/* or the first epoll_wait returns at once */
 		return fd;
 	}
 	int cfd, ctl, efd;
@@ -670,8 +672,15 @@ static void *watch_main(void *arg)
 					 * init died and this entry went away;
 					 * while init lives it is an OOM. */
 					check_oom_locked(w, e, true);
+				} else if (kernfs_rearm(e->oom_fd) < 0) {
+					/* the cgroup is gone (init died, the
+					 * monitor removed it): its file polls
+					 * as an event for good and reads
+					 * ENODEV; the pidfd tells the rest */
+					epoll_ctl(w->epfd, EPOLL_CTL_DEL, e->oom_fd, NULL);
+					close(e->oom_fd);
+					e->oom_fd = -1;
 				} else {
-					kernfs_rearm(e->oom_fd);
 					check_oom_locked(w, e, false);
 				}
 			}
