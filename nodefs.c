@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <malloc.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -85,12 +87,29 @@ static unsigned stop_grace_ms(void)
  * returns only when the tunables are set, or cannot be. */
 static void malloc_setup(char **argv)
 {
-	if (getenv(TUNED_MARK)) {
-		/* the second exec: the loader has read them */
+	const char *mark = getenv(TUNED_MARK);
+	char comm[16] = "", exe[PATH_MAX];
+	ssize_t n;
+
+	if (mark) {
+		/* the second exec: the loader has read them. The mark carries
+		 * the first exec's name (comm), which an exec through
+		 * /proc/self/exe would have turned into "exe". */
+		if (*mark && strcmp(mark, "1") != 0)
+			(void)prctl(PR_SET_NAME, mark, 0, 0, 0);
 		unsetenv(TUNED_MARK);
 		unsetenv("GLIBC_TUNABLES");
 	} else if (!getenv("GLIBC_TUNABLES") && setenv("GLIBC_TUNABLES", TUNABLES, 1) == 0 &&
-		   setenv(TUNED_MARK, "1", 1) == 0) {
+		   prctl(PR_GET_NAME, comm, 0, 0, 0) == 0 &&
+		   setenv(TUNED_MARK, comm[0] ? comm : "1", 1) == 0) {
+		/* the resolved path keeps the name in ps, pgrep and systemd's
+		 * status; /proc/self/exe (the binary was replaced) as the
+		 * fallback, the mark then restores the name */
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = '\0';
+			execv(exe, argv);
+		}
 		execv("/proc/self/exe", argv);
 		/* no /proc: go on with the caches */
 		unsetenv(TUNED_MARK);

@@ -29,6 +29,7 @@
 
 #include "backend-internal.h"
 #include "loop.h"
+#include "macro.h"
 #include "sbuf.h"
 
 extern char **environ;
@@ -138,18 +139,71 @@ static char **plugin_env(struct pproc *pp)
 	return env;
 }
 
+bool pp_systemd_booted(void)
+{
+	const char *dir = "/run/systemd/system";
+	struct stat st;
+
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * A plugin with keep_running = yes must outlive the daemon's stop and its
+ * crash. Under systemd every process the daemon starts is in the unit's
+ * control group, which systemd kills when the unit stops (the unit's
+ * KillMode=mixed: SIGTERM to the daemon, then SIGKILL to what is left of
+ * the group; a crash or a watchdog kill likewise). A kept plugin is
+ * therefore started in a transient scope unit of its own,
+ * nodefs-plugin-NAME.scope, by systemd-run --scope, which asks systemd
+ * (StartTransientUnit) to move it there and then execs the command in
+ * place: the pid is the plugin's, nodefs's child, in the process group the
+ * spawn made, as without systemd. --collect: the scope goes away with the
+ * plugin's last process, so the next start may use the name again.
+ */
+int pp_scope_argv(const char *name, char *const *argv, bool keep, bool systemd,
+		  char ***ret)
+{
+	static const char *const pre[] = { "systemd-run", "--scope", NULL /* --unit= */,
+					   "--collect", "--quiet", "--" };
+	bool scope = keep && systemd;
+	size_t n = 0, npre = scope ? ARRAY_SIZE(pre) : 0, unit_len;
+	char **v, *unit;
+
+	while (argv[n])
+		n++;
+	unit_len = strlen("--unit=nodefs-plugin-.scope") + strlen(name) + 1;
+	v = malloc((npre + n + 1) * sizeof(*v) + (scope ? unit_len : 0));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < npre; i++)
+		v[i] = (char *)pre[i];
+	if (scope) {
+		unit = (char *)(v + npre + n + 1);
+		snprintf(unit, unit_len, "--unit=nodefs-plugin-%s.scope", name);
+		v[2] = unit;
+	}
+	for (size_t i = 0; i <= n; i++)
+		v[npre + i] = argv[i];
+	*ret = v;
+	return 0;
+}
+
 int pp_spawn(struct pproc *pp, pid_t *ret_pid, struct nerr *err)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, def;
-	char **env;
+	char **env, **argv;
 	pid_t pid;
 	int r;
 
-	env = plugin_env(pp);
-	if (!env)
+	if (pp_scope_argv(pp->name, pp->argv, pp->keep_running, pp_systemd_booted(), &argv) < 0)
 		return nerr_set(err, ENOMEM, "out of memory");
+	env = plugin_env(pp);
+	if (!env) {
+		free(argv);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
 	sigemptyset(&none);
 	sigfillset(&def);
 	sigdelset(&def, SIGKILL);
@@ -166,15 +220,19 @@ int pp_spawn(struct pproc *pp, pid_t *ret_pid, struct nerr *err)
 	 * never meet EPIPE while nodefs is away (they wait in the pipe) */
 	posix_spawn_file_actions_addopen(&fa, 1, pp->fifo, O_RDWR, 0);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	r = posix_spawnp(&pid, pp->argv[0], &fa, &at, pp->argv, env);
+	r = posix_spawnp(&pid, argv[0], &fa, &at, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	for (size_t i = 0; env[i]; i++)
 		if (strncmp(env[i], "CSI_ENDPOINT=", 13) == 0 || strncmp(env[i], "NODEFS_PLUGIN=", 14) == 0)
 			free(env[i]);
 	free(env);
-	if (r != 0)
-		return nerr_set(err, r, "cannot execute '%s': %s", pp->argv[0], strerror(r));
+	if (r != 0) {
+		nerr_set(err, r, "cannot execute '%s': %s", argv[0], strerror(r));
+		free(argv);
+		return -r;
+	}
+	free(argv);
 	*ret_pid = pid;
 	return 0;
 }

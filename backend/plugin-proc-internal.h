@@ -95,6 +95,10 @@ struct pproc {
 	uint64_t rng, deadline_ms, up_since_ms, probe_sent_ms;
 	time_t last_log;
 	unsigned unlogged;
+	/* the exit a backoff follows, logged when the restart comes (a
+	 * daemon that stops meanwhile logs it as part of its stop) */
+	char exit_note[160];		/* "pid N exit status S" */
+	uint64_t exit_delay_ms;
 	/* the record of a previous run, for adoption */
 	pid_t rec_pid, rec_pgid;
 	unsigned long long rec_start;
@@ -109,8 +113,19 @@ void pp_close_fifo(struct pproc *pp);			/* drains it first */
 /* Watch pid through a pidfd: its exit calls pp_on_exit_fd (plugin-proc.c). */
 int pp_watch_pid(struct pproc *pp, pid_t pid, struct nerr *err);
 void pp_on_exit_fd(struct loop *l, int fd, unsigned events, void *ud);
-/* Spawn argv in its own process group, stdout and stderr to the FIFO. */
+/* Spawn argv in its own process group, stdout and stderr to the FIFO; a
+ * kept plugin under systemd in a scope of its own (pp_scope_argv). */
 int pp_spawn(struct pproc *pp, pid_t *ret_pid, struct nerr *err);
+/* Whether the host runs systemd as its init (sd_booted()'s test:
+ * /run/systemd/system exists). */
+bool pp_systemd_booted(void);
+/* The command line that starts argv (NULL-ended) for plugin name: argv
+ * itself (a copy of the vector) unless kept under systemd, then
+ * `systemd-run --scope --unit=nodefs-plugin-NAME --collect --quiet --`
+ * before it. One allocation, the vector and the unit's name: free() it.
+ * The strings of argv are borrowed. -ENOMEM. */
+int pp_scope_argv(const char *name, char *const *argv, bool keep, bool systemd,
+		  char ***ret);
 int pp_make_sock_dir(struct pproc *pp, struct nerr *err);
 /* 0: nobody serves the socket (a stale one is removed); -EADDRINUSE with
  * the server's pid (0: unknown) in *ret_pid. */

@@ -292,6 +292,11 @@ static void on_backoff_done(struct loop *l, struct loop_timer *t, void *ud)
 	struct pproc *pp = ud;
 
 	pp->timer = NULL;
+	if (pp->exit_note[0]) {
+		log_event(pp, "%s; restarted after %llu ms", pp->exit_note,
+			  (unsigned long long)pp->exit_delay_ms);
+		pp->exit_note[0] = '\0';
+	}
 	try_spawn(pp);
 }
 
@@ -402,6 +407,7 @@ void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
 		return;
 	}
 	pid_t pgid = pp->runtime ? 0 : pid;
+	pp->exit_note[0] = '\0';	/* started again, by whatever path */
 	plugin_proc_stat(pid, &start, NULL);
 	pp->child = !pp->runtime;
 	pp->gen++;
@@ -528,14 +534,22 @@ void pp_on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
 	pthread_mutex_unlock(&pp->lock);
 	tally(pp, "nodefs_csi_plugin_terminations_total", 1);
 	events_emit(pp->b->events, "plugin", pp->name, NULL, "exited", NULL, what);
-	if (pp->stopping) {
+	/* The daemon stops: whoever ended the plugin (nodefs, or a service
+	 * manager signalling the daemon's whole group at once, before
+	 * plugins_proc_stop), it is not a failure and there is no restart. */
+	if (pp->stopping || atomic_load(&pp->b->state) == BACKEND_STOPPING) {
 		log_info("plugin %s (pid %d): %s", pp->name, (int)pid, what);
+		pp->stopping = true;
 		gone(pp);
 		return;
 	}
 	uint64_t ms = next_delay(pp);
 
-	log_event(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
+	/* A failure, but the daemon may be stopping and not know it yet (the
+	 * same SIGTERM, to the daemon and its plugins at once): the warning
+	 * waits for the restart, and a stop before then ends it quietly. */
+	snprintf(pp->exit_note, sizeof(pp->exit_note), "pid %d %s", (int)pid, what);
+	pp->exit_delay_ms = ms;
 	set_why(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
 	pp->st = PP_BACKOFF;
 	arm(pp, ms, on_backoff_done);
@@ -841,6 +855,9 @@ static void do_stop_all(struct loop *l, void *ud)
 				pp->pidfd = -1;
 				gone(pp);
 			} else if (pp->st != PP_KILLING && pp->st != PP_SPAWNING) {
+				if (pp->exit_note[0])	/* a backoff: no restart now */
+					log_info("plugin %s: %s; not restarted: stopping", pp->name,
+						 pp->exit_note);
 				end_process(pp, SIGTERM, s->grace_ms);
 			}
 		}

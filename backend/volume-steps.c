@@ -285,6 +285,45 @@ static int do_unstage(struct vctx *x, struct nerr *err)
 	return r;
 }
 
+/* After a reboot the plugin answered a publish "done" from its records
+ * and nothing is mounted at the target (err says so): make it forget them
+ * (NodeUnpublish, NodeUnstage) and do it again (NodeStage, NodePublish),
+ * once. Still no mount: the error stands, and the volume is not
+ * published. */
+static int republish(struct vctx *x, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct storage_req rq = req_of(x);
+	struct storage_result res = { 0 };
+	struct nerr e = { 0 };
+	bool stage = v->staged && HAS_NODE(x, STAGE_UNSTAGE_VOLUME);
+	int r;
+
+	log_info("volume %s: unpublished%s and published again", v->name,
+		 stage ? ", unstaged, staged" : "");
+	r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, &e);
+	if (r >= 0 && stage) {
+		r = x->ops->unstage(x->h, &rq, retry_note, x, &res, &e);
+		if (r >= 0)
+			r = x->ops->stage(x->h, &rq, retry_note, x, &res, &e);
+	}
+	if (r >= 0)
+		r = x->ops->publish(x->h, &rq, retry_note, x, &res, &e);
+	note_result(x, &res);
+	if (r < 0) {
+		nerr_prefix(&e, "%s; redoing it", err->msg);
+		*err = e;
+		return r;
+	}
+	memset(err, 0, sizeof(*err));
+	r = volume_check_mounted_after_reboot(v, v->target, err);
+	if (r < 0)
+		nerr_set(err, -r, "after a reboot NodePublishVolume answered OK twice (the second "
+			 "after NodeUnpublish%s), but %s is not a mount point: not published (see "
+			 "the plugin's log)", stage ? ", NodeUnstage and NodeStage" : "", v->target);
+	return r;
+}
+
 static int do_publish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
@@ -305,6 +344,8 @@ static int do_publish(struct vctx *x, struct nerr *err)
 	rq = req_of(x);
 	r = x->ops->publish(x->h, &rq, retry_note, x, &res, err);
 	note_result(x, &res);
+	if (r >= 0 && volume_check_mounted_after_reboot(v, v->target, err) < 0)
+		r = republish(x, err);
 	return r;
 }
 

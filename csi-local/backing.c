@@ -428,6 +428,96 @@ int backing_is_mount(const char *path)
 	return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* Is the loop device dev attached to the file at path? */
+static bool loop_holds(const char *dev, const char *path)
+{
+	struct loop_info64 li;
+	struct stat st;
+	int fd;
+	bool r;
+
+	if (!dev[0] || stat(path, &st) < 0)
+		return false;
+	fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	r = ioctl(fd, LOOP_GET_STATUS64, &li) == 0 && li.lo_device == st.st_dev &&
+	    li.lo_inode == st.st_ino;
+	close(fd);
+	return r;
+}
+
+/* The device a block node names (its st_rdev), or 0. */
+static dev_t rdev_of(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISBLK(st.st_mode) ? st.st_rdev : 0;
+}
+
+int backing_stage_check(struct plugin *p, const struct vol *v)
+{
+	char file[PATH_CAP + 1];
+	struct stat st;
+
+	if (!v->staged)
+		return STAGE_GONE;
+	backing_path(p, v->id, v->backing, file, sizeof(file));
+	if (v->backing == BACKING_DIR)
+		return backing_is_mount(v->staged) > 0 && same_file(v->staged, file) ? STAGE_PRESENT
+										: STAGE_MOUNT_GONE;
+	if (!loop_holds(v->loopdev, file))
+		return STAGE_GONE;
+	if (v->stage_block)
+		return STAGE_PRESENT;	/* a block stage is the attached device alone */
+	return backing_is_mount(v->staged) > 0 && stat(v->staged, &st) == 0 &&
+	       st.st_dev == rdev_of(v->loopdev) ? STAGE_PRESENT : STAGE_MOUNT_GONE;
+}
+
+int backing_stage_remount(struct plugin *p, const struct vol *v, unsigned long msflags,
+			  const char *data, char *err, size_t errsz)
+{
+	char file[PATH_CAP + 1];
+	struct stat st;
+
+	backing_path(p, v->id, v->backing, file, sizeof(file));
+	if (v->backing == BACKING_DIR)
+		return backing_bind(file, v->staged, false, false, msflags, err, errsz);
+	if (lstat(v->staged, &st) < 0 && mkdir(v->staged, 0750) < 0)
+		return snprintf(err, errsz, "create %s: %s", v->staged, strerror(errno)), -errno;
+	/* the device already attached: a second loop device on the same
+	 * image would mount its filesystem twice */
+	if (mount(v->loopdev, v->staged, v->fs_type, msflags, data[0] ? data : NULL) < 0)
+		return snprintf(err, errsz, "mount %s (%s) at %s: %s", v->loopdev, v->fs_type,
+				v->staged, strerror(errno)), -errno;
+	return 0;
+}
+
+bool backing_target_present(struct plugin *p, const struct vol *v, const struct target *t)
+{
+	char file[PATH_CAP + 1];
+	struct stat st;
+
+	if (backing_is_mount(t->path) <= 0 || stat(t->path, &st) < 0)
+		return false;
+	backing_path(p, v->id, v->backing, file, sizeof(file));
+	if (v->backing == BACKING_DIR)
+		return same_file(t->path, file);
+	if (!loop_holds(v->loopdev, file) || !rdev_of(v->loopdev))
+		return false;
+	if (t->block)
+		return S_ISBLK(st.st_mode) && st.st_rdev == rdev_of(v->loopdev);
+	return st.st_dev == rdev_of(v->loopdev);
+}
+
 int backing_unmount(const char *path, bool remove, char *err, size_t errsz)
 {
 	int m = backing_is_mount(path);

@@ -6,7 +6,9 @@
  * block access, readonly and mount flags applied), their undoing, stats
  * with the volume's condition, and growing a filesystem online. Checks
  * come first; the object is busy while its mounts change; the record
- * names every staged and published path so a restarted plugin knows them.
+ * names every staged and published path so a restarted plugin knows them,
+ * and a stage or publish the record says is done is checked against the
+ * mount table first (a reboot leaves the records and takes the mounts).
  * It knows records and backings, not the wire.
  */
 #include <errno.h>
@@ -81,6 +83,47 @@ static int take(struct plugin *p, const char *id, struct vol **ret_v, struct rst
 	return GRPC_OK;
 }
 
+/* ---- records against the mount table ---- */
+
+/* The record names mounts that are not there (a reboot took them, or an
+ * unmount behind the plugin's back): a stage or publish must not answer
+ * "done" on the record's word. Targets that are not mounts of the
+ * volume's data are dropped from the record; a stage of which nothing is
+ * left (STAGE_GONE) too, so the call makes it anew. Saved when it
+ * changed. Called with mu held, v taken. */
+static void forget_what_is_gone(struct plugin *p, struct vol *v, int stage)
+{
+	bool changed = false;
+
+	for (unsigned i = 0; i < v->ntargets;) {
+		struct target *t = &v->targets[i];
+
+		if (backing_target_present(p, v, t)) {
+			i++;
+			continue;
+		}
+		fprintf(stderr, "nodefs-csi-local: volume %s: recorded as published at %s, but "
+			"that is not a mount of it (a reboot?): forgotten, published again on request\n",
+			v->id, t->path);
+		free(t->path);
+		*t = v->targets[--v->ntargets];
+		changed = true;
+	}
+	if (v->staged && stage == STAGE_GONE) {
+		fprintf(stderr, "nodefs-csi-local: volume %s: recorded as staged at %s, but nothing of "
+			"that stage is left (a reboot?): forgotten, staged again on request\n",
+			v->id, v->staged);
+		free(v->staged);
+		v->staged = NULL;
+		v->loopdev[0] = '\0';
+		v->access_mode = 0;
+		v->stage_block = false;
+		changed = true;
+	}
+	if (changed && store_save_vol(p, v) < 0)
+		fprintf(stderr, "nodefs-csi-local: volume %s: cannot write its record\n", v->id);
+}
+
 static void *empty(struct arena *a, size_t n, void (*init)(void *))
 {
 	void *m = arena_alloc(a, n);
@@ -118,11 +161,27 @@ int rpc_node_stage_volume(struct plugin *p, const ProtobufCMessage *m, struct ar
 	if (v->backing == BACKING_IMAGE
 	    && (code = check_capability("volume_capability", cap, v->backing, is_block(cap) ? NULL : v->fs_type, st)))
 		goto out;
+	int present = backing_stage_check(p, v);
+
+	forget_what_is_gone(p, v, present);
 	if (v->staged) {
 		if (strcmp(v->staged, req->staging_target_path) != 0)
 			code = rfail(st, GRPC_ALREADY_EXISTS, "volume %s is staged at %s", v->id, v->staged);
 		else if (v->stage_block != is_block(cap) || v->access_mode != (int)cap->access_mode->mode)
 			code = rfail(st, GRPC_ALREADY_EXISTS, "volume %s is staged there with another capability", v->id);
+		else if (present == STAGE_MOUNT_GONE) {
+			/* what it mounted is still there: the same mount again
+			 * (an image through its loop device still attached) */
+			fprintf(stderr, "nodefs-csi-local: volume %s: recorded as staged at %s, but not "
+				"mounted there: mounted again\n", v->id, v->staged);
+			v->busy = true;
+			pthread_mutex_unlock(&p->mu);
+			int r = backing_stage_remount(p, v, f, data, err, sizeof(err));
+			pthread_mutex_lock(&p->mu);
+			v->busy = false;
+			if (r < 0)
+				code = rfail(st, GRPC_INTERNAL, "stage %s again: %s", v->id, err);
+		}
 		goto out;	/* else: staged already, the idempotent OK */
 	}
 	v->busy = true;
@@ -193,6 +252,8 @@ int rpc_node_unstage_volume(struct plugin *p, const ProtobufCMessage *m, struct 
 		goto out;
 	if (!v->staged || strcmp(v->staged, req->staging_target_path) != 0)
 		goto out;	/* not staged there: the idempotent OK */
+	if (backing_stage_check(p, v) == STAGE_GONE)
+		v->loopdev[0] = '\0';	/* after a reboot the number may be another's */
 	if (v->ntargets) {
 		code = rfail(st, GRPC_FAILED_PRECONDITION, "volume %s is still published at %s",
 			     v->id, v->targets[0].path);
@@ -260,6 +321,16 @@ int rpc_node_publish_volume(struct plugin *p, const ProtobufCMessage *m, struct 
 	pthread_mutex_lock(&p->mu);
 	if ((code = take(p, req->volume_id, &v, st)))
 		goto out;
+	int present = backing_stage_check(p, v);
+	bool recorded = v->staged && strcmp(v->staged, req->staging_target_path) == 0;
+
+	forget_what_is_gone(p, v, present);
+	if (recorded && present != STAGE_PRESENT) {
+		code = rfail(st, GRPC_FAILED_PRECONDITION, "volume %s is recorded as staged at %s, but "
+			     "that is not mounted (a reboot, or an unmount behind the plugin's back): "
+			     "stage it again", v->id, req->staging_target_path);
+		goto out;
+	}
 	if (!v->staged || strcmp(v->staged, req->staging_target_path) != 0) {
 		code = rfail(st, GRPC_FAILED_PRECONDITION, "volume %s is not staged at %s", v->id,
 			     req->staging_target_path);

@@ -207,6 +207,25 @@ int backing_freeze(const char *path);
 void backing_thaw(int fd);
 /* Is path the root of a mount? 1, 0, -errno. */
 int backing_is_mount(const char *path);
+/* Is what v's record says of its stage really in place: a mount at the
+ * staging path (the mount table's word, through statx) of the volume's
+ * own data (the device and inode of the path against the backing
+ * directory, or the loop device attached to the volume's image)? A
+ * reboot, or an unmount behind the plugin's back, leaves records that name
+ * mounts no longer there. STAGE_MOUNT_GONE: the staging path's mount went,
+ * but what it mounted is still there (the directory; the image's loop
+ * device, which other mounts may still use): backing_stage_remount makes
+ * the same mount again. STAGE_GONE: nothing of it is left (an image whose
+ * loop device went with a reboot), or the record says not staged. */
+enum { STAGE_PRESENT, STAGE_MOUNT_GONE, STAGE_GONE };
+int backing_stage_check(struct plugin *p, const struct vol *v);
+int backing_stage_remount(struct plugin *p, const struct vol *v, unsigned long msflags,
+			  const char *data, char *err, size_t errsz);
+/* Is target t, as v's record names it, a mount of the volume's data? */
+bool backing_target_present(struct plugin *p, const struct vol *v, const struct target *t);
+/* Detach v's recorded loop device if it still holds v's image (a stage
+ * whose mount went); else leave it alone. */
+void backing_loop_release(struct plugin *p, const struct vol *v);
 int backing_min_size(enum backing b, const char *fs_type, int64_t *ret);
 
 #endif

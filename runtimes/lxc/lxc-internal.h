@@ -286,6 +286,10 @@ int rt_lxc_meta_finished(struct rt_lxc *h, const char *name, time_t t, int exit_
 int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret);
 void rt_lxc_watch_free(struct rt_lxc_watch *w);
 void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx);
+/* How many times the watcher thread has woken (epoll_wait returned) since
+ * rt_lxc_watch_new: what a test counts to tell a quiet watcher from a
+ * spinning one. Any thread. */
+uint64_t rt_lxc_watch_wakeups(struct rt_lxc_watch *w);
 /* Start watching a running container; takes ownership of pidfd and of
  * gate_fd (-1 if none), which stays open until init dies. */
 int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t pid,

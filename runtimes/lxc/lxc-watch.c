@@ -5,7 +5,8 @@
  *     init becomes a zombie, one when lxc's monitor reaps it),
  *   - each container's memory events (v1: an eventfd registered through
  *     cgroup.event_control on memory.oom_control; v2: memory.events, which
- *     signals EPOLLPRI on change),
+ *     signals EPOLLPRI on change; see kernfs_rearm for why it is read
+ *     through that very descriptor at every wake-up),
  *   - an eventfd other threads use to post events and to stop it.
  * It never polls on a timer and never calls liblxc (c->wait() would hold the
  * container lock for as long as it waits).
@@ -120,6 +121,8 @@ struct rt_lxc_watch {
 	bool stop;
 	bool exit_info;		/* kernel >= 6.15: PIDFD_INFO_EXIT after reap */
 	int procfd;		/* proc connector (older kernels); -1 */
+	const char *v2_events;	/* the v2 file watched: "memory.events" */
+	uint64_t wakeups;	/* epoll_wait returns, for tests */
 };
 
 static uint64_t mono_ms(void)
@@ -204,6 +207,23 @@ static void remove_locked(struct rt_lxc_watch *w, struct wentry *e)
 	pthread_cond_broadcast(&w->gone);
 }
 
+/* A kernfs file (cgroup v2 memory.events) polled for EPOLLPRI reports an
+ * event for as long as the descriptor that polls it has not read the file
+ * since the last change: kernfs compares the file's event count with the
+ * one the descriptor saw at its last read, and a new descriptor has seen
+ * none. A level-triggered epoll on it that is never read returns at once,
+ * forever (one CPU at 100%). Reading it from offset 0 through the same
+ * descriptor re-arms it; what it says is read by check_oom_locked. */
+static int kernfs_rearm(int fd)
+{
+	char buf[512];
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), 0)) < 0 && errno == EINTR)
+		;
+	return n < 0 ? -errno : 0;
+}
+
 /* Subscribe to the container's memory events; best effort (-1 if none). */
 static int oom_subscribe(struct rt_lxc_watch *w, struct wentry *e)
 {
@@ -214,8 +234,11 @@ static int oom_subscribe(struct rt_lxc_watch *w, struct wentry *e)
 	if (!e->have_cgp)
 		return -1;
 	if (cg->mode == RT_LXC_CG_V2) {
-		snprintf(path, sizeof(path), "%s/memory.events", e->cgp.unified);
-		return open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "%s/%s", e->cgp.unified, w->v2_events);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			(void)kernfs_rearm(fd);	/* or the first epoll_wait returns at once */
+		return fd;
 	}
 	int cfd, ctl, efd;
 	char line[64];
@@ -386,6 +409,16 @@ int rt_lxc_watch_stats(struct rt_lxc_watch *w, const char *name, struct rt_stats
 		r = rt_lxc_cg_stats(&w->h->cg, &p, ret);
 	/* the cgroup went with init, before the watcher saw the death */
 	return r == -ENOENT || r == -ENODEV ? -ESRCH : r;
+}
+
+uint64_t rt_lxc_watch_wakeups(struct rt_lxc_watch *w)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&w->lock);
+	n = w->wakeups;
+	pthread_mutex_unlock(&w->lock);
+	return n;
 }
 
 void rt_lxc_watch_set_fn(struct rt_lxc_watch *w, rt_event_fn fn, void *ctx)
@@ -609,6 +642,7 @@ static void *watch_main(void *arg)
 		if (n < 0 && errno != EINTR)
 			break;
 		pthread_mutex_lock(&w->lock);
+		w->wakeups++;
 		for (int i = 0; i < n; i++) {
 			uint64_t tok = evs[i].data.u64;
 			struct wentry *e;
@@ -638,6 +672,14 @@ static void *watch_main(void *arg)
 					 * init died and this entry went away;
 					 * while init lives it is an OOM. */
 					check_oom_locked(w, e, true);
+				} else if (kernfs_rearm(e->oom_fd) < 0) {
+					/* the cgroup is gone (init died, the
+					 * monitor removed it): its file polls
+					 * as an event for good and reads
+					 * ENODEV; the pidfd tells the rest */
+					epoll_ctl(w->epfd, EPOLL_CTL_DEL, e->oom_fd, NULL);
+					close(e->oom_fd);
+					e->oom_fd = -1;
 				} else {
 					check_oom_locked(w, e, false);
 				}
@@ -739,10 +781,16 @@ int rt_lxc_watch_new(struct rt_lxc *h, struct rt_lxc_watch **ret)
 	w->h = h;
 	w->qtail = &w->qhead;
 	w->exit_info = kernel_at_least(6, 15);
+	w->v2_events = "memory.events";
 #if NODEFS_TEST_HOOKS
 	/* Exercise the pre-6.15 path on a new kernel. */
 	if (getenv("NODEFS_LXC_NO_PIDFD_EXIT"))
 		w->exit_info = false;
+	/* Watch another kernfs file of the same cgroup (cgroup.events): a v1
+	 * host's cgroup2 mount has no memory controller, and its
+	 * cgroup.events polls as memory.events does. */
+	if (getenv("NODEFS_LXC_V2_EVENTS_FILE"))
+		w->v2_events = getenv("NODEFS_LXC_V2_EVENTS_FILE");
 #endif
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -9,6 +9,7 @@ requires."""
 
 import errno
 import os
+import subprocess
 import sys
 import threading
 import unittest
@@ -496,6 +497,51 @@ class Volumes(unittest.TestCase):
             pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
             pl.ok("Controller", "DeleteVolume", volume_id=vid)
             self.assertEqual(pl.mounts(), [])
+
+    def test_mounts_gone_behind_its_back(self):
+        # What a reboot does: the mounts go, the records stay. A stage or a
+        # publish the records call done is checked against the mount
+        # table: publish refuses while the stage is not mounted, stage
+        # mounts it again, publish binds again, and the data is there.
+        # image: with its loop device kept (an unmount alone) and gone (a
+        # reboot: a new one is attached).
+        for detach in ((False, True) if BACKING == "image" else (False,)):
+            with self.local() as pl:
+                vid = self.create(pl, "g")[1].volume.volume_id
+                (code, _), stg = self.stage(pl, vid)
+                self.assertEqual(code, "OK")
+                t = os.path.join(pl.pub, "t")
+                self.assertEqual(self.publish(pl, vid, stg, t)[0], "OK")
+                with open(os.path.join(t, "f"), "w") as f:
+                    f.write("kept")
+                loops = cl.loops_of(pl.base)
+                for path in (t, stg):
+                    subprocess.run(["umount", path], check=True)
+                if detach:
+                    for dev in loops:
+                        subprocess.run(["losetup", "-d", dev], check=True)
+                    self.assertTrue(cl.wait_loops_gone(pl.base))
+                self.assertEqual(pl.mounts(), [])
+                code, msg = self.publish(pl, vid, stg, t)
+                self.assertEqual(code, "FAILED_PRECONDITION", "publish on the record's word")
+                self.assertIn("stage it again", str(msg))
+                self.assertEqual(self.stage(pl, vid, stg)[0][0], "OK")
+                self.assertTrue(nt.is_mounted(stg))
+                self.assertEqual(self.publish(pl, vid, stg, t)[0], "OK")
+                self.assertTrue(nt.is_mounted(t))
+                with open(os.path.join(t, "f")) as f:
+                    self.assertEqual(f.read(), "kept")
+                # written at the target, seen at the stage: one volume
+                with open(os.path.join(t, "g"), "w") as f:
+                    f.write("new")
+                with open(os.path.join(stg, "g")) as f:
+                    self.assertEqual(f.read(), "new")
+                if BACKING == "image":
+                    self.assertEqual(len(cl.loops_of(pl.base)), 1, "one loop device")
+                pl.ok("Node", "NodeUnpublishVolume", volume_id=vid, target_path=t)
+                pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+                pl.ok("Controller", "DeleteVolume", volume_id=vid)
+                self.assertEqual(pl.mounts(), [])
 
     def test_concurrent_calls(self):
         with self.local() as pl:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The daemon's command line: --help and --version without root, a config
 error refused at start with FILE:LINE, --config and --state-dir honoured,
--o passed to FUSE, -d. Each refused start is checked to leave no mount and
+-o passed to FUSE, -d; the running daemon keeps its name (comm and argv[0])
+across its re-exec. Each refused start is checked to leave no mount and
 no process behind.
 """
 
@@ -153,6 +154,24 @@ class CliTest(unittest.TestCase):
             if "health" in fs.listdir("plugins", "p1"):
                 self.assertNotRegex(fs.read("plugins", "p1", "health"),
                                     r"^READY\b")
+
+    def test_process_keeps_its_name(self):
+        # The daemon re-executes itself once (malloc tunables): its name
+        # (comm: ps, pgrep -x, systemctl status) and argv[0] stay nodefs's,
+        # not "exe" from /proc/self/exe.
+        with nt.Nodefs("[nodefs]\n") as fs:
+            pid = fs.proc.pid
+            with open("/proc/%d/comm" % pid) as f:
+                comm = f.read().strip()
+            self.assertEqual(comm, os.path.basename(nt.NODEFS_BIN)[:15])
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode()
+            self.assertEqual(argv0, nt.NODEFS_BIN)
+            p = subprocess.run(["pgrep", "-x", comm], capture_output=True, text=True)
+            self.assertIn(str(pid), p.stdout.split())
+            # it did re-execute (the tunables reached the loader)
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                self.assertIn(b"GLIBC_TUNABLES=", f.read())
 
     def test_second_daemon_on_a_state_dir_refused(self):
         # Two daemons would write the same checkpoints: the second is

@@ -17,8 +17,20 @@
 #include <string.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include "lxc_test.h"
+
+/* The inode of /proc/PID/ns/NAME: which namespace pid is in. */
+static ino_t ns_of(pid_t pid, const char *name)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, name);
+	cr_assert_eq(stat(path, &st), 0, "stat %s", path);
+	return st.st_ino;
+}
 
 Test(lxc, lifecycle_exec_stop_destroy)
 {
@@ -49,6 +61,10 @@ Test(lxc, lifecycle_exec_stop_destroy)
 	cr_assert_gt(st.started_at, 0);
 	cr_assert_geq(wait_event(RT_EV_START, "life", 2), 0);
 	cr_assert_eq(ops->start(H, "life", &err), -EBUSY);
+	/* network_type = none (the default): the host's network namespace,
+	 * as nodefs(5) says; its own pid namespace */
+	cr_assert_eq(ns_of(st.pid, "net"), ns_of(getpid(), "net"));
+	cr_assert_neq(ns_of(st.pid, "pid"), ns_of(getpid(), "pid"));
 
 	cr_assert_eq(exec_in("life", echo, &out), 0);
 	cr_assert_str_eq(out.buf, "hi\n");

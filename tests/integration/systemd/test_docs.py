@@ -14,6 +14,8 @@ each .TP a key). Checked against it:
   entry in its section, and every entry is a key a parser accepts;
 - `nodefs --help` lists the same keys per section, once each, and the
   daemon's files, which nodefs(8) FILES lists too.
+The README's tour shows each refused command's error line as the daemon
+writes it (time aside).
 Root and FUSE for the live tree; exit 77 otherwise.
 """
 
@@ -251,6 +253,111 @@ class Tree(unittest.TestCase):
         finally:
             subprocess.run(["rm", "-rf", "--one-file-system", tmp])
 
+
+def readme_refusals():
+    """The README tour's refused commands: (ctl dir, line written, the
+    error line it shows without its time), in the order of the tour. A
+    refusal is an `# echo LINE > /run/nodefs/DIR/ctl` answered with a write
+    error, then `# cat /run/nodefs/DIR/error` and its one line."""
+    with open(os.path.join(SRC, "README.md")) as f:
+        lines = f.read().splitlines()
+    out, last = [], {}
+    for i, line in enumerate(lines):
+        m = re.match(r"\s+# echo (.+) > /run/nodefs/(\S+)/ctl$", line)
+        if m and i + 1 < len(lines) and "write error" in lines[i + 1]:
+            last[m.group(2)] = shlex.split(m.group(1))[0]
+            continue
+        m = re.match(r"\s+# cat /run/nodefs/(\S+)/error$", line)
+        if m and m.group(1) in last and i + 1 < len(lines):
+            shown = lines[i + 1].strip().split(" ", 1)[1]
+            out.append((m.group(1), last.pop(m.group(1)), shown))
+    return out
+
+
+class Readme(unittest.TestCase):
+
+    def test_tour_errors_are_what_the_daemon_says(self):
+        nt.requires("mount")
+        refusals = readme_refusals()
+        self.assertGreaterEqual(len(refusals), 2, "the tour's refused commands")
+        with nt.Nodefs(nt.offline_config()) as fs:
+            for d, line, shown in refusals:
+                ok, err = fs.write_ctl(os.path.join(d, "ctl"), line + "\n")
+                self.assertFalse(ok, line)
+                real = fs.read(d, "error").strip().split(" ", 1)[1]
+                self.assertEqual(shown, real, "README.md shows another error line "
+                                 "for %r than the daemon writes" % line)
+
+
+UNIT = os.path.join(SRC, "examples", "nodefs.service")
+
+
+def unit_settings():
+    """examples/nodefs.service as (key, value) pairs, in order."""
+    out = []
+    with open(UNIT) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith(("#", "[")) and "=" in line:
+                k, v = line.split("=", 1)
+                out.append((k, v))
+    return out
+
+
+def unit_argv(value, mountpoint, result="success"):
+    """An Exec line of the unit as systemd would run it: its prefix
+    ('-') dropped, $$ and %n as systemd expands them, and the mountpoint
+    swapped for the test's own."""
+    value = value.lstrip("-@:+!")
+    value = value.replace("$$", "$").replace("%n", "nodefs.service")
+    return [w.replace("/run/nodefs", mountpoint) for w in shlex.split(value)]
+
+
+class Unit(unittest.TestCase):
+    """The unit's settings as nodefs(8) SYSTEMD describes them, and its
+    cleanup commands run for real (systemd itself is the stock-host
+    lane's)."""
+
+    def test_kill_mode_and_start_limit(self):
+        st = dict(unit_settings())
+        self.assertEqual(st.get("KillMode"), "mixed")
+        self.assertEqual(st.get("Restart"), "on-failure")
+        self.assertEqual((st.get("StartLimitIntervalSec"), st.get("StartLimitBurst")),
+                         ("120s", "5"))
+        # a clean stop resets the start limit, and nothing else does
+        resets = [v for k, v in unit_settings()
+                  if k == "ExecStopPost" and "reset-failed" in v]
+        self.assertEqual(len(resets), 1, resets)
+        self.assertIn('"$$SERVICE_RESULT" = success', resets[0])
+        self.assertIn("reset-failed %n", resets[0])
+        p = subprocess.run(unit_argv(resets[0], "/nonexistent"), capture_output=True,
+                           text=True, env=dict(os.environ, SERVICE_RESULT="exit-code"))
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""),
+                         "a failure leaves the count alone, silently")
+
+    def test_cleanup_that_finds_nothing_is_silent(self):
+        nt.requires("mount")
+        cleanups = [(k, v) for k, v in unit_settings()
+                    if k in ("ExecStartPre", "ExecStopPost") and "fusermount3" in v]
+        self.assertEqual([k for k, _ in cleanups], ["ExecStartPre", "ExecStopPost"])
+        tmp = tempfile.mkdtemp(prefix="nodefs-unit-")
+        try:
+            for k, v in cleanups:
+                # nothing mounted: success, and not a word
+                p = subprocess.run(unit_argv(v, tmp), capture_output=True, text=True)
+                self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""), k)
+        finally:
+            os.rmdir(tmp)
+        for k, v in cleanups:
+            # the dead mount a crash leaves (ENOTCONN): cleared
+            with nt.Nodefs(nt.offline_config()) as fs:
+                fs.proc.kill()
+                fs.proc.wait()
+                fs.proc = None
+                self.assertTrue(nt.is_mounted(fs.mnt))
+                p = subprocess.run(unit_argv(v, fs.mnt), capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, (k, p.stderr))
+                self.assertFalse(nt.is_mounted(fs.mnt), k)
 
 if __name__ == "__main__":
     nt.main(requires=None)

@@ -144,6 +144,9 @@ class Package(unittest.TestCase):
             unit = f.read()
         for want in ("Type=notify", "NotifyAccess=main", "WatchdogSec=",
                      "ExecReload=/bin/kill -HUP $MAINPID",
+                     # nodefs(8) SYSTEMD: kept plugins outlive the unit's
+                     # stop (their own scope); only failures hit the limit
+                     "KillMode=mixed", "StartLimitBurst=5", "reset-failed %n",
                      "ExecStart=/usr/bin/nodefs -f --config "
                      "/etc/nodefs/nodefs.conf /run/nodefs"):
             self.assertIn(want, unit)

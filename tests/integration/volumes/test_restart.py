@@ -8,7 +8,9 @@ readable, and unpublishes and destroys normally afterwards; a volume
 killed in the middle of NodeStage comes back in the transient NODE_STAGE,
 the operation that was in flight is no longer PENDING (DROPPED, with the
 reason), and the next publish re-drives NodeStage and finishes; operation
-ids keep rising after the restart.
+ids keep rising after the restart; after a reboot (its mounts gone, the
+plugin's records not) a volume is not PUBLISHED until a publish has
+mounted it for real, even with a plugin that answers from its records.
 """
 
 import os
@@ -46,6 +48,46 @@ class RestartTest(unittest.TestCase):
             self.assertGreater(max(env.ops()), last)
             self.assertEqual(env.ctl("volumes/db/ctl", "destroy"), (True, "OK"))
             self.assertEqual(env.plugin.state(), {})
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+
+    def test_publish_after_a_reboot_mounts_for_real(self):
+        # A reboot (a changed boot id, NODEFS_TEST_BOOT_ID): the mounts are
+        # gone and the plugin's records still say staged and published.
+        # The volume comes back not PUBLISHED, and a publish mounts for
+        # real, its data at the target. The Python plugin answers from its
+        # records (--trust-records) as nodefs-csi-local did: nodefs sees
+        # no mount at the target and has the plugin unpublish, unstage,
+        # stage and publish again.
+        flags = [] if vt.LOCAL else ["--trust-records"]
+        with vt.VolEnv(flags) as env:
+            tgt = env.target("db")
+            self.assertEqual(env.ctl("volumes/ctl", "create db size=32M"), (True, "OK"))
+            self.assertEqual(env.ctl("volumes/db/ctl", "publish " + tgt), (True, "OK"))
+            with open(os.path.join(tgt, "kept"), "w") as f:
+                f.write("across\n")
+            env.fs.kill9()
+            env.plugin.stop()
+            vt.unmount_all_under(env.tmp)
+            vt.detach_loops_under(env.tmp)
+            self.assertEqual(vt.mounts_under(env.tmp), [])
+            env.plugin.start(flags)
+            env.fs.env = dict(env.fs.env or {}, NODEFS_TEST_BOOT_ID="a-boot-after-%d" % os.getpid())
+            env.fs.start()
+            env.wait_plugin_ready()
+            self.assertIn("rebooted", env.fs.log())
+            self.assertNotEqual(env.state("db"), "PUBLISHED")
+            self.assertFalse(nt.is_mounted(tgt))
+            ok = env.ctl("volumes/db/ctl", "publish " + tgt)
+            self.assertEqual(ok, (True, "OK"), env.vread("db", "error") + env.fs.log())
+            self.assertEqual(env.state("db"), "PUBLISHED")
+            self.assertTrue(nt.is_mounted(tgt), "PUBLISHED, and nothing mounted at the target")
+            with open(os.path.join(tgt, "kept")) as f:
+                self.assertEqual(f.read(), "across\n")
+            if not vt.LOCAL:
+                self.assertIn("is not a mount point", env.fs.log())
+                self.assertIn("published again", env.fs.log())
+            self.assertEqual(env.ctl("volumes/db/ctl", "unpublish"), (True, "OK"))
+            self.assertEqual(env.ctl("volumes/db/ctl", "destroy"), (True, "OK"))
             self.assertEqual(vt.mounts_under(env.tmp), [])
 
     def test_killed_mid_call_is_redriven(self):

@@ -14,7 +14,9 @@ error, it keeps trying with backoff and logs at most one line per 10 s; a
 plugin added at run time with command= is back after a restart with its
 volume, and removing it ends its process and drops its record; at a stop
 nodefs ends its plugins (SIGTERM) unless keep_running = yes, and a kept one
-is adopted by the next start.
+is adopted by the next start; a stop logs no failure of a plugin and
+restarts none, even when the plugin got the SIGTERM too (a service
+manager's group kill).
 """
 
 import os
@@ -392,6 +394,25 @@ command = /nonexistent/nodefs-plugin --flag
             env.wait_ready()
             self.assertEqual((env.process()["pid"], env.process()["adopted"]), (str(pid), "yes"))
             self.assertEqual(env.pids(), [pid])
+
+    def test_a_stop_logs_no_failure(self):
+        # A stop is no failure of the plugin: neither when nodefs ends it,
+        # nor when a service manager signals the daemon and the plugin at
+        # once (systemd's KillMode=control-group); no warning, no restart.
+        for both in (False, True):
+            with SupEnv() as env:
+                env.wait_ready()
+                pid = int(env.process()["pid"])
+                if both:
+                    os.kill(pid, signal.SIGTERM)
+                self.assertEqual(env.fs.stop(), [])
+                log = env.fs.log()
+                bad = [l for l in log.splitlines()
+                       if "plugin hp" in l and ("restart" in l or "warning" in l.lower()
+                                                 or l.startswith("<4>"))]
+                self.assertEqual(bad, [], log)
+                self.assertTrue(nt.wait_until(lambda: not env.pids(), 5),
+                                "plugin left running or restarted: %r\n%s" % (env.pids(), log))
 
 
 if __name__ == "__main__":

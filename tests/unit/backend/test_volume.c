@@ -844,7 +844,11 @@ Test(volume, crash_points_without_optional_steps, .timeout = 120)
 }
 
 /* A reboot loses the mounts: a published volume comes back NODE_READY and
- * is published again on demand. */
+ * is published again on demand; a publish in that run counts only once
+ * its target is a mount point. The fake plugin mounts nothing (its OK is
+ * a plugin answering from its records): nodefs has it undo and redo the
+ * stage and publish once, then fails the publish, and the volume is not
+ * PUBLISHED. (That a real mount passes: volumes-restart.) */
 Test(volume, recovery_after_reboot, .timeout = 60)
 {
 	struct env e;
@@ -867,8 +871,10 @@ Test(volume, recovery_after_reboot, .timeout = 60)
 	env_start(&e, e.state);
 	EXPECT_STATE(&e, "db", "NODE_READY");
 	EXPECT_LOG("");
-	CTL_OK(&e, "volumes/db", line);
-	EXPECT_STATE(&e, "db", "PUBLISHED");
-	EXPECT_LOG("NodeStageVolume NodePublishVolume");
+	cr_assert_eq(ctl(&e, "volumes/db", line), -EIO);
+	cr_expect(strstr(last_error, "is not a mount point: not published"), "%s", last_error);
+	EXPECT_STATE(&e, "db", "VOL_READY");
+	EXPECT_LOG("NodeStageVolume NodePublishVolume NodeUnpublishVolume NodeUnstageVolume "
+		   "NodeStageVolume NodePublishVolume");
 	env_done(&e);
 }
