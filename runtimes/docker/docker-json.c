@@ -442,44 +442,42 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 
 int docker_json_libpod_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
 {
-	json_auto_t *o = json_object();
-	char *s;
+	struct req_body b;
 
-	if (!o)
-		return nerr_set(err, ENOMEM, "out of memory");
 	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
 		return nerr_set(err, EINVAL, "update: nothing to change");
+	if ((lim->set & RT_LIMIT_MEMORY) && lim->memory > INT64_MAX)
+		return nerr_set(err, EINVAL, "memory too large");
+	if ((lim->set & RT_LIMIT_CPUS) && (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6))
+		return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
+	if ((lim->set & RT_LIMIT_PIDS) && lim->pids < 0)
+		return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+	body_begin(&b);
 	if (lim->set & RT_LIMIT_MEMORY) {
-		if (lim->memory > INT64_MAX)
-			return nerr_set(err, EINVAL, "memory too large");
-		json_int_t m = lim->memory ? (json_int_t)lim->memory : -1;
-		json_t *mem = json_pack("{sIsI}", "limit", m, "swap", m);
+		long long m = lim->memory ? (long long)lim->memory : -1;
 
-		if (set_new(o, "memory", mem) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
+		jw_key(&b.w, "memory");
+		jw_obj(&b.w);
+		jw_kint(&b.w, "limit", m);
+		jw_kint(&b.w, "swap", m);
+		jw_obj_end(&b.w);
 	}
 	if (lim->set & RT_LIMIT_CPUS) {
-		if (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6)
-			return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
-		json_int_t q = lim->cpus > 0 ? (json_int_t)(lim->cpus * LIBPOD_CPU_PERIOD + 0.5) : -1;
-		json_t *cpu = json_pack("{sIsI}", "quota", q, "period", (json_int_t)LIBPOD_CPU_PERIOD);
+		long long q = lim->cpus > 0 ? (long long)(lim->cpus * LIBPOD_CPU_PERIOD + 0.5) : -1;
 
-		if (set_new(o, "cpu", cpu) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
+		jw_key(&b.w, "cpu");
+		jw_obj(&b.w);
+		jw_kint(&b.w, "quota", q);
+		jw_kint(&b.w, "period", LIBPOD_CPU_PERIOD);
+		jw_obj_end(&b.w);
 	}
 	if (lim->set & RT_LIMIT_PIDS) {
-		if (lim->pids < 0)
-			return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
-		json_t *pids = json_pack("{sI}", "limit", (json_int_t)(lim->pids ? lim->pids : -1));
-
-		if (set_new(o, "pids", pids) < 0)
-			return nerr_set(err, ENOMEM, "out of memory");
+		jw_key(&b.w, "pids");
+		jw_obj(&b.w);
+		jw_kint(&b.w, "limit", lim->pids ? (long long)lim->pids : -1);
+		jw_obj_end(&b.w);
 	}
-	s = dump(o);
-	if (!s)
-		return nerr_set(err, ENOMEM, "out of memory");
-	*ret = s;
-	return 0;
+	return body_end(&b, ret, err);
 }
 
 int docker_json_exec_body(char *const argv[], char **ret, struct nerr *err)
