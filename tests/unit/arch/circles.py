@@ -5,7 +5,9 @@
 Reads object files' symbols with nm: what each defines (T, D, B, R, ...)
 and what it needs (U). File A calls file B when A needs a name B defines.
 Computes the strongly connected sets of that graph (Tarjan) and fails on
-any set that spans two folders, or that has more than MAX files.
+any set that spans two folders, or that has more than MAX files; then the
+same over the folders (a call from folder A to B and one from B to A is a
+circle between rooms, even when no file circle joins them).
 
 Arguments are static libraries (each a folder: the library's name less its
 "libnodefs-" prefix), object files (the folder is the directory they sit in,
@@ -63,7 +65,11 @@ def nm(paths):
             member, rest = m.group(1), m.group(2)
             d = os.path.dirname(member)
             folder = folder_of_lib(d) if d else "."
-        key = folder + "/" + member_name(os.path.basename(member))
+        base = member_name(os.path.basename(member))
+        # meson names a room's object after its source path: core_tree.c.o
+        if base.startswith(folder + "_"):
+            base = base[len(folder) + 1:]
+        key = folder + "/" + base
         f = files.setdefault(key, (folder, set(), set()))
         parts = rest.split()
         if len(parts) < 2:
@@ -172,8 +178,33 @@ def main(argv):
                     ties.append(f"{o} ({', '.join(sorted(syms)[:3])}"
                                 f"{', ...' if len(syms) > 3 else ''})")
             print(f"  {k} -> {'; '.join(ties)}")
+    # the rooms themselves: a call from room A to room B and another from
+    # B to A is a circle between rooms even when no file circle joins them
+    fedges = {}
+    for k, outs in edges.items():
+        for o, syms in outs.items():
+            a, b = files[k][0], files[o][0]
+            fedges.setdefault(a, {})
+            if a != b:
+                fedges[a].setdefault(b, []).extend(syms)
+    for a in folders:
+        fedges.setdefault(a, {})
+    for scc in tarjan(fedges):
+        if len(scc) < 2:
+            continue
+        bad += 1
+        print(f"CIRCLE of {len(scc)} folders: {', '.join(scc)}")
+        for a in scc:
+            for b, syms in sorted(fedges[a].items()):
+                if b in scc:
+                    print(f"  {a} -> {b} ({', '.join(sorted(set(syms))[:4])}"
+                          f"{', ...' if len(set(syms)) > 4 else ''})")
+    if show_all:
+        for a in folders:
+            print(f"room {a} -> {', '.join(sorted(fedges[a])) or '(no other room)'}")
     if bad:
-        print(f"circles: FAIL: {bad} circle(s) across folders or over {MAX} files")
+        print(f"circles: FAIL: {bad} circle(s) across folders, between folders or over "
+              f"{MAX} files")
         return 1
     print(f"circles: ok: {len(sccs)} small circle(s) inside one folder, none across")
     return 0
