@@ -3,6 +3,7 @@
  * config-internal: what the config reader's two passes share (config.c
  * reads the text into sections, config-apply.c turns them into fields).
  * Private to them; libc only.
+ * Must not know: the backend (config/ sits below core: common only).
  */
 #ifndef NODEFS_CONFIG_INTERNAL_H
 #define NODEFS_CONFIG_INTERNAL_H

@@ -2,6 +2,10 @@
 /*
  * config: the INI configuration file of nodefs (see INTERFACE.md).
  *
+ * config/ is the room below core: it uses common/ only and must not know
+ * the backend's objects (the tree, kinds, stores); what a section means to
+ * them is theirs.
+ *
  *     [nodefs]              state_dir, allowed_targets, ctl_group, csi_timeout,
  *                           retry_backoff, retry_max, operations_keep,
  *                           reconcile_interval, log_level, name_prefix,

@@ -17,6 +17,9 @@
  *   container-recover.c    recovery after a restart: checkpoints back into
  *                          the tree, half-made containers taken back, PENDING
  *                          operations resumed
+ *   container-kind.c       the kind's table of hooks for the hub
+ * Must not know: volumes/ (a volume= mount asks links.h), plugins/, the
+ * drivers' wire formats (runtimes/ behind struct runtime_ops).
  */
 #ifndef NODEFS_CONTAINER_INTERNAL_H
 #define NODEFS_CONTAINER_INTERNAL_H

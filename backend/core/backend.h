@@ -6,6 +6,9 @@
  * volumes, operations and containers, their state machines, checkpoints and
  * events. It reaches CSI plugins through csi/ and container engines through
  * runtimes/, and is driven by fs/ only through the tree's attribute tables.
+ * backend_new is the registry's (backend/registry.c: the kinds and the
+ * links between rooms); the rest is core's (core/backend.c).
+ * Must not know (what includes this): FUSE, CSI's or Docker's types.
  */
 #ifndef NODEFS_BACKEND_H
 #define NODEFS_BACKEND_H

@@ -6,6 +6,7 @@
  * (common/ctl.h), matched against the table with its arity and options
  * checked before anything happens (Plan 9's Cmdtab), then handed to the
  * handler. Reading the ctl file lists the usage lines.
+ * Must not know: any kind of object (handlers are the kinds').
  */
 #ifndef NODEFS_BCTL_H
 #define NODEFS_BCTL_H

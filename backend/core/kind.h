@@ -12,6 +12,8 @@
  * names another kind's functions.
  *
  * Every hook is optional (NULL: nothing to do). Designated initializers.
+ * Must not know: any kind by name (no table is declared here: each
+ * room's header declares its own, for the registry).
  */
 #ifndef NODEFS_KIND_H
 #define NODEFS_KIND_H

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* work: a lazily grown worker pool with a FIFO queue; see work.h. */
+/*
+ * work: a lazily grown worker pool with a FIFO queue; see work.h.
+ * Must not know: what the jobs are (any room submits its own).
+ */
 #include "work.h"
 #include "loop.h"
 

@@ -48,7 +48,7 @@ struct operation {
 	char *remote;			/* the raw remote status ("grpc 14 UNAVAILABLE"); 63 */
 	time_t created, finished;
 	bool claimed;			/* recovery: its object re-drives it */
-	/* backend/uncertain.c: what the call would make, recorded before it
+	/* uncertain/uncertain.c: what the call would make, recorded before it
 	 * is sent ("runtime=docker name=web engine_name=... instance=ID"), and
 	 * how an outcome a crash left uncertain was settled; 255 and 511 */
 	char *intent;

@@ -2,7 +2,9 @@
 /*
  * plugin-internal: what plugin.c (the objects, their files and commands)
  * and plugin-refresh.c (the cache of what needs a call) share: the plugin
- * object itself. Nothing outside these two includes it.
+ * object itself. Nothing outside these two (and plugin-kind.c) includes it.
+ * Must not know: volumes (links.h gives their index and stats), containers,
+ * how a plugin's process is run (supervise/).
  */
 #ifndef NODEFS_PLUGIN_INTERNAL_H
 #define NODEFS_PLUGIN_INTERNAL_H

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * profile-kind: the profiles' table of hooks for the hub (kind.h). It only
- * names what the profile module already exports.
+ * names what the profile module already exports; it must not know how a
+ * profile works.
  */
 #include "profiles.h"
 

@@ -4,6 +4,8 @@
  * A profile names a plugin and the access mode, fs type, mount flags and
  * parameters that CreateVolume and the node calls get; storage_cap_of
  * turns those names into the storage interface's capability.
+ * Must not know: plugins or volumes (they look profiles up here, not the
+ * other way).
  */
 #include "profiles.h"
 

@@ -3,6 +3,8 @@
  * store-internal: what store.c (the records' files, the write calls,
  * reading back), store-journal.c (the queue, group commit, replay) and
  * store-jentry.c (a journal entry's bytes) share. See store.h.
+ * Must not know: the backend (store/ uses common/ only) or what a
+ * record's JSON means.
  */
 #ifndef NODEFS_STORE_INTERNAL_H
 #define NODEFS_STORE_INTERNAL_H

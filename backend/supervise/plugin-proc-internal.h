@@ -8,6 +8,8 @@
  * stranger serves the socket), and plugin-container.c what a plugin run as
  * a container needs instead (create, start, signal, reap through the
  * runtime seam). Private to those three files.
+ * Must not know: the plugin object (plugins/: a probe goes through
+ * links.h), volumes, containers.
  */
 #ifndef NODEFS_PLUGIN_PROC_INTERNAL_H
 #define NODEFS_PLUGIN_PROC_INTERNAL_H
