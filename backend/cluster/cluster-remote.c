@@ -35,6 +35,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cluster-internal.h"
 #include "log.h"
 #include "macro.h"

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cluster-internal.h"
 #include "log.h"
 #include "macro.h"
@@ -190,6 +192,22 @@ static int show_obj_state(struct bnode *n, struct sbuf *out)
 		r = sbuf_printf(out, "INVALID\n");
 	pthread_mutex_unlock(&c->lock);
 	json_decref(j);
+	return r;
+}
+
+/* Render j (consumed; NULL means out of memory) as indented JSON and a
+ * newline. Only for a peer's record, passed through as etcd had it: what
+ * nodefs renders of its own goes through common/jw.c. */
+static int show_json(struct sbuf *out, json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	int r;
+
+	json_decref(j);
+	if (!s)
+		return -ENOMEM;
+	r = sbuf_printf(out, "%s\n", s);
+	free(s);
 	return r;
 }
 

@@ -31,6 +31,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cluster-internal.h"
 #include "kind.h"
 #include "log.h"

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "log.h"
 #include "events.h"
 #include "store.h"

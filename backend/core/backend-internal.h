@@ -9,8 +9,6 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include <jansson.h>
-
 #include "backend.h"
 #include "bctl.h"
 #include "config.h"
@@ -168,9 +166,6 @@ void backend_parked_finish(struct parked *p, bool run);
 const struct config *backend_profiles(struct backend *b);
 
 /* Shared by the object modules (backend.c). */
-/* Render j (consumed; NULL means out of memory) as indented JSON and a newline:
- * what every info.json shows. */
-int show_json(struct sbuf *out, json_t *j);
 /* t as 2026-11-29T17:55:07Z; "" for 0. */
 void fmt_time(time_t t, char *buf, size_t len);
 /* The command line of cmd, for the operation record (cut at len). */

@@ -3,11 +3,11 @@
  * events: a bounded ring of JSON event lines and the tallies kept beside
  * it; see events.h. One mutex guards both; nothing is ever done under it
  * that waits on a reader.
+ * Must not know: who emits (the kinds name their events) or FUSE.
  */
 #include "events.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "hmap.h"
+#include "jw.h"
 #include "sbuf.h"
 #include "tree.h"
 #include "valid.h"
@@ -93,69 +94,88 @@ void events_free(struct events *ev)
 	free(ev);
 }
 
-/* A JSON string of v: malformed UTF-8 bytes become U+FFFD (jansson takes
- * only well-formed text), cut at a character boundary after max bytes. */
-static json_t *text(const char *v, size_t max)
+/* Member k: v as a JSON string (null when NULL), malformed UTF-8 bytes
+ * made U+FFFD, cut at a character boundary after max bytes. */
+static void put_opt(struct jw *w, const char *k, const char *v, size_t max)
 {
 	const unsigned char *s = (const unsigned char *)v;
-	size_t len = strlen(v), i = 0;
+	size_t len = v ? strlen(v) : 0, i = 0;
 	struct sbuf sb = SBUF_INIT(3 * max + 8);
-	json_t *j;
 	int r = 0;
 
-	if (valid_utf8(v, len) && len <= max)
-		return json_stringn(v, len);
+	jw_key(w, k);
+	if (!v || (valid_utf8(v, len) && len <= max)) {
+		jw_str(w, v);
+		return;
+	}
 	while (r >= 0 && i < len && sb.len < max) {
-		size_t k = valid_utf8_seq(s + i, len - i);
+		size_t n = valid_utf8_seq(s + i, len - i);
 
-		if (k == 0) {
+		if (n == 0) {
 			r = sbuf_adds(&sb, "\xef\xbf\xbd");
 			i++;
 		} else {
-			r = sbuf_add(&sb, s + i, k);
-			i += k;
+			r = sbuf_add(&sb, s + i, n);
+			i += n;
 		}
 	}
-	j = r >= 0 ? json_stringn(sb.buf ? sb.buf : "", sb.len) : NULL;
+	if (r >= 0)
+		r = sbuf_addc(&sb, '\0');
+	if (r < 0)
+		w->err = w->err ? w->err : r;
+	else
+		jw_str(w, sb.buf);
 	sbuf_free(&sb);
-	return j;
 }
 
-static int set_opt(json_t *o, const char *k, const char *v, size_t max)
-{
-	json_t *s = v ? text(v, max) : json_null();
-
-	if (!s)
-		return -ENOMEM;
-	return json_object_set_new(o, k, s) < 0 ? -ENOMEM : 0;
-}
-
-/* The event's JSON object, its "seq" to be set; NULL on OOM. */
-static json_t *event_object(const char *kind, const char *name, const char *old_state,
-			    const char *new_state, const char *op, const char *msg, const char *by,
-			    json_t *seq)
+/* An event's line, in two parts around its "seq" (set under the lock):
+ * what common/jw.c writes for the object, compact, with seq 0 at
+ * *ret_seq, the text after it from *ret_rest. 0 or -ENOMEM. */
+static int event_text(struct sbuf *out, const char *kind, const char *name,
+		      const char *old_state, const char *new_state, const char *op,
+		      const char *msg, const char *by, size_t *ret_seq, size_t *ret_rest)
 {
 	struct timespec ts;
 	char when[64];
 	struct tm tm;
-	json_t *o;
+	struct jw w;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%06ldZ", ts.tv_nsec / 1000);
-	o = json_object();
-	if (!o || json_object_set_new(o, "time", json_string(when)) < 0 ||
-	    json_object_set(o, "seq", seq) < 0 ||
-	    set_opt(o, "kind", kind, 64) < 0 || set_opt(o, "name", name, 256) < 0 ||
-	    set_opt(o, "old", old_state, 64) < 0 || set_opt(o, "new", new_state, 64) < 0 ||
-	    set_opt(o, "operation", op, 64) < 0 ||
-	    set_opt(o, "message", msg, EVENTS_MSG_MAX) < 0 ||
-	    set_opt(o, "by", by, 128) < 0) {
-		json_decref(o);
+	jw_init(&w, out, 0);
+	jw_obj(&w);
+	jw_kstr(&w, "time", when);
+	jw_key(&w, "seq");
+	*ret_seq = out->len;
+	jw_int(&w, 0);
+	*ret_rest = out->len;
+	put_opt(&w, "kind", kind, 64);
+	put_opt(&w, "name", name, 256);
+	put_opt(&w, "old", old_state, 64);
+	put_opt(&w, "new", new_state, 64);
+	put_opt(&w, "operation", op, 64);
+	put_opt(&w, "message", msg, EVENTS_MSG_MAX);
+	put_opt(&w, "by", by, 128);
+	jw_obj_end(&w);
+	return jw_end(&w) < 0 ? -ENOMEM : 0;
+}
+
+/* The line with seq in its place: malloc'd, or NULL on OOM. */
+static char *event_line(const struct sbuf *t, size_t at, size_t rest, uint64_t seq)
+{
+	char num[24];
+	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)seq);
+	char *line = malloc(t->len - (rest - at) + (size_t)n + 1);
+
+	if (!line)
 		return NULL;
-	}
-	return o;
+	memcpy(line, t->buf, at);
+	memcpy(line + at, num, (size_t)n);
+	memcpy(line + at + n, t->buf + rest, t->len - rest);
+	line[t->len - (rest - at) + (size_t)n] = '\0';
+	return line;
 }
 
 void events_emit(struct events *ev, const char *kind, const char *name,
@@ -169,24 +189,26 @@ void events_emit_by(struct events *ev, const char *kind, const char *name,
 		    const char *old_state, const char *new_state, const char *op,
 		    const char *msg, const char *by)
 {
-	json_t *o = NULL, *seq = json_integer(0);
-	bool wake = false;
+	struct sbuf t = SBUF_INIT(0);
+	size_t at = 0, rest = 0;
+	bool have = false, wake = false;
 	char *line = NULL;
 
-	if (!seq)
-		return;
-	/* everything but the sequence number is built outside the lock */
+	/* everything but the sequence number is written outside the lock */
 	if (atomic_load(&ev->readers))
-		o = event_object(kind, name, old_state, new_state, op, msg, by, seq);
+		have = event_text(&t, kind, name, old_state, new_state, op, msg, by, &at,
+				  &rest) == 0;
 
 	pthread_mutex_lock(&ev->lock);
-	if (!o && atomic_load(&ev->readers))	/* a reader came meanwhile */
-		o = event_object(kind, name, old_state, new_state, op, msg, by, seq);
-	if (o) {
-		json_integer_set(seq, (json_int_t)ev->head);
-		line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!have && atomic_load(&ev->readers)) {	/* a reader came meanwhile */
+		sbuf_free(&t);
+		t = (struct sbuf)SBUF_INIT(0);
+		have = event_text(&t, kind, name, old_state, new_state, op, msg, by, &at,
+				  &rest) == 0;
 	}
-	if (line || !o) {
+	if (have)
+		line = event_line(&t, at, rest, ev->head);
+	if (line || !have) {
 		size_t slot = ev->head % ev->cap;
 		free(ev->ring[slot]);
 		ev->ring[slot] = line;
@@ -195,8 +217,7 @@ void events_emit_by(struct events *ev, const char *kind, const char *name,
 		wake = true;	/* `status` pollers are woken by it too */
 	}
 	pthread_mutex_unlock(&ev->lock);
-	json_decref(seq);
-	json_decref(o);
+	sbuf_free(&t);
 	if (wake && ev->wake)
 		bnode_changed(ev->wake);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * helpers: what the object modules share to render and record (info.json,
- * times, an operation's command line), declared in backend-internal.h. It
- * sits below every module and the hub alike: it knows no object.
+ * helpers: what the object modules share to render and record (times, an
+ * operation's command line), declared in backend-internal.h. It
+ * sits below every module and the hub alike: it must not know any object.
  */
 #include "backend-internal.h"
 
@@ -10,19 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-int show_json(struct sbuf *out, json_t *j)
-{
-	char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	int r;
-
-	json_decref(j);
-	if (!s)
-		return -ENOMEM;
-	r = sbuf_printf(out, "%s\n", s);
-	free(s);
-	return r;
-}
 
 void fmt_time(time_t t, char *buf, size_t len)
 {

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "intern.h"
 #include "jw.h"
 #include "kind.h"

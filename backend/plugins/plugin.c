@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
 
+#include "jw.h"
 #include "log.h"
 #include "macro.h"
 #include "plugin-internal.h"
@@ -265,27 +265,40 @@ static int show_volumes(struct bnode *n, struct sbuf *out)
 	return plugin_show_volumes(pof(n), out);
 }
 
+/* Rendered with common/jw.c, the one writer of what nodefs shows: the
+ * text is what jansson's JSON_INDENT(2) dump of the same members gave. */
 static int show_info_json(struct bnode *n, struct sbuf *out)
 {
 	struct plugin *p = pof(n);
 	struct storage_health_info h;
-	json_t *j, *caps = json_object();
+	struct jw w;
+	int r;
 
 	plugin_health(p, &h);
+	jw_init(&w, out, 2);
 	pthread_mutex_lock(&p->lock);
+	jw_obj(&w);
+	jw_kstr(&w, "name", p->name);
+	jw_kstr(&w, "endpoint", p->endpoint);
+	jw_kbool(&w, "from_config", p->from_config);
+	jw_kstr(&w, "plugin_name", p->have_info ? p->info_name : NULL);
+	jw_kstr(&w, "vendor_version", p->have_info ? p->info_version : NULL);
+	jw_kstr(&w, "health", plugin_health_name(h.health));
+	jw_kint(&w, "health_since_unix", (long long)h.since);
+	jw_kstr(&w, "health_reason", h.reason);
+	jw_key(&w, "capabilities");
+	jw_obj(&w);
 	if (p->have_caps) {
-		json_object_set_new(caps, "plugin", json_integer(p->caps.plugin));
-		json_object_set_new(caps, "controller", json_integer(p->caps.controller));
-		json_object_set_new(caps, "node", json_integer(p->caps.node));
+		jw_kint(&w, "plugin", p->caps.plugin);
+		jw_kint(&w, "controller", p->caps.controller);
+		jw_kint(&w, "node", p->caps.node);
 	}
-	j = json_pack("{s:s, s:s, s:b, s:s?, s:s?, s:s, s:I, s:s, s:o, s:s}",
-		      "name", p->name, "endpoint", p->endpoint, "from_config", p->from_config,
-		      "plugin_name", p->have_info ? p->info_name : NULL,
-		      "vendor_version", p->have_info ? p->info_version : NULL,
-		      "health", plugin_health_name(h.health), "health_since_unix", (json_int_t)h.since,
-		      "health_reason", h.reason, "capabilities", caps, "node_id", p->node_id);
+	jw_obj_end(&w);
+	jw_kstr(&w, "node_id", p->node_id);
+	jw_obj_end(&w);
 	pthread_mutex_unlock(&p->lock);
-	return show_json(out, j);
+	r = jw_end(&w);
+	return r < 0 ? r : sbuf_adds(out, "\n");
 }
 
 static int show_process(struct bnode *n, struct sbuf *out)

@@ -31,9 +31,11 @@
 #include <unistd.h>
 
 #include "backend-internal.h"
+#include "jw.h"
 #include "links.h"
 #include "log.h"
 #include "macro.h"
+#include "sbuf.h"
 #include "store.h"
 
 #ifndef P_PIDFD
@@ -121,24 +123,25 @@ int pproc_checkpoint(struct pproc *pp, struct nerr *err)
 				  .image = pp->image, .mounts = pp->mounts, .node = pp->node_plugin,
 				  .privileged = pp->privileged, .secrets = pp->secrets,
 				  .keep_running = pp->keep_running, .from_config = pp->from_config };
-	json_t *o = plugin_record_json(&def);
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
 	char boot[64];
 	int r;
 
-	if (!o)
-		return nerr_set(err, ENOMEM, "out of memory");
 	plugin_boot_id(boot, sizeof(boot));
+	store_record_begin(&w, &sb);
+	plugin_record_write(&w, &def);
 	pthread_mutex_lock(&pp->lock);
-	json_object_set_new(o, "pid", json_integer(pp->pid));
-	json_object_set_new(o, "pgid", json_integer(pp->pgid));
-	json_object_set_new(o, "starttime", json_integer((json_int_t)pp->starttime));
-	json_object_set_new(o, "boot_id", json_string(boot));
-	json_object_set_new(o, "restarts", json_integer(pp->restarts));
+	jw_kint(&w, "pid", pp->pid);
+	jw_kint(&w, "pgid", pp->pgid);
+	jw_kint(&w, "starttime", (long long)pp->starttime);
+	jw_kstr(&w, "boot_id", boot);
+	jw_kint(&w, "restarts", pp->restarts);
 	if (pp->cid[0])
-		json_object_set_new(o, "container", json_string(pp->cid));
+		jw_kstr(&w, "container", pp->cid);
 	pthread_mutex_unlock(&pp->lock);
-	r = store_put(pp->b->store, "plugins", pp->name, o, STORE_DURABLE, err);
-	json_decref(o);
+	r = store_put_record(pp->b->store, "plugins", pp->name, &w, STORE_DURABLE, err);
+	sbuf_free(&sb);
 	return r;
 }
 

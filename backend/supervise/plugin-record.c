@@ -15,9 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "backend-internal.h"
+#include "jw.h"
 #include "log.h"
 #include "plugin-proc.h"
+#include "sbuf.h"
 #include "store.h"
 
 void plugin_boot_id(char *buf, size_t len)
@@ -87,50 +91,35 @@ time_t plugin_start_time(unsigned long long ticks)
 	return (time_t)(btime + (long long)(ticks / (unsigned long long)hz));
 }
 
-json_t *plugin_record_json(const struct plugin_def *def)
+void plugin_record_write(struct jw *w, const struct plugin_def *def)
 {
-	const char *name = def->name, *endpoint = def->endpoint;
-	char *const *command = def->command;
-	bool keep_running = def->keep_running, from_config = def->from_config;
-	json_t *o = json_object(), *cmd = NULL;
-
-	if (!o)
-		return NULL;
-	json_object_set_new(o, "name", json_string(name));
-	json_object_set_new(o, "endpoint", json_string(endpoint));
-	if (command) {
-		cmd = json_array();
-		for (size_t i = 0; cmd && command[i]; i++)
-			json_array_append_new(cmd, json_string(command[i]));
-		json_object_set_new(o, "command", cmd);
-	}
-	json_object_set_new(o, "keep_running", json_boolean(keep_running));
-	json_object_set_new(o, "from_config", json_boolean(from_config));
+	jw_kstr(w, "name", def->name);
+	jw_kstr(w, "endpoint", def->endpoint);
+	if (def->command)
+		jw_kstrv(w, "command", def->command);
+	jw_kbool(w, "keep_running", def->keep_running);
+	jw_kbool(w, "from_config", def->from_config);
 	if (def->secrets)
-		json_object_set_new(o, "secrets", json_string(def->secrets));
+		jw_kstr(w, "secrets", def->secrets);
 	if (def->runtime) {
-		json_t *m = json_array();
-
-		json_object_set_new(o, "runtime", json_string(def->runtime));
-		json_object_set_new(o, "image", json_string(def->image));
-		json_object_set_new(o, "node", json_boolean(def->node));
-		json_object_set_new(o, "privileged", json_boolean(def->privileged));
-		for (size_t i = 0; m && def->mounts && def->mounts[i]; i++)
-			json_array_append_new(m, json_string(def->mounts[i]));
-		json_object_set_new(o, "mounts", m);
+		jw_kstr(w, "runtime", def->runtime);
+		jw_kstr(w, "image", def->image);
+		jw_kbool(w, "node", def->node);
+		jw_kbool(w, "privileged", def->privileged);
+		jw_kstrv(w, "mounts", def->mounts);
 	}
-	return o;
 }
 
 int plugin_record_put(struct backend *b, const struct plugin_def *def, struct nerr *err)
 {
-	json_t *o = plugin_record_json(def);
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
 	int r;
 
-	if (!o)
-		return nerr_set(err, ENOMEM, "out of memory");
-	r = store_put(b->store, "plugins", def->name, o, STORE_DURABLE, err);
-	json_decref(o);
+	store_record_begin(&w, &sb);
+	plugin_record_write(&w, def);
+	r = store_put_record(b->store, "plugins", def->name, &w, STORE_DURABLE, err);
+	sbuf_free(&sb);
 	return r;
 }
 

@@ -8,6 +8,7 @@
  * process it started and no other. The public calls on records
  * (plugin_record_put, _del, _retire, plugin_records_load) are declared in
  * plugin-proc.h; these are the helpers the two files share.
+ * Must not know: the supervisor's state machine, fs, CSI.
  */
 #ifndef NODEFS_PLUGIN_RECORD_H
 #define NODEFS_PLUGIN_RECORD_H
@@ -28,8 +29,11 @@ void plugin_boot_id(char *buf, size_t len);
 int plugin_proc_stat(pid_t pid, unsigned long long *ret_start, pid_t *ret_pgid);
 /* The wall clock time of a start time in ticks. */
 time_t plugin_start_time(unsigned long long ticks);
-/* A record's definition part (NULL on OOM). */
-json_t *plugin_record_json(const struct plugin_def *def);
+/* A record's definition part: its members, written into w's open object
+ * (store_record_begin; common/jw.c, the one writer of what nodefs
+ * writes). */
+struct jw;
+void plugin_record_write(struct jw *w, const struct plugin_def *def);
 /* The process part of NAME's record (zeros when none): for a container,
  * its id in cid (may be NULL) and its init's pid. */
 void plugin_record_read(struct backend *b, const char *name, pid_t *pid, pid_t *pgid,

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "ctl.h"
 #include "log.h"
 #include "operation.h"
