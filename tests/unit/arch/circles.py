@@ -157,6 +157,10 @@ def main(argv):
                 paths += [os.path.join(d, n) for n in sorted(names) if n.endswith(".o")]
         else:
             paths.append(a)
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        print(f"circles: cannot read {', '.join(missing)}: not built?")
+        return 1
     files = nm(paths)
     edges = graph(files)
     sccs = [s for s in tarjan(edges) if len(s) > 1]
