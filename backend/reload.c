@@ -23,14 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "containers.h"
+#include "engines.h"
 #include "log.h"
-
-const struct config *backend_profiles(struct backend *b)
-{
-	struct config *c = atomic_load(&b->pcfg);
-
-	return c ? c : b->cfg;
-}
+#include "plugins.h"
+#include "profiles.h"
 
 static bool str_eq(const char *a, const char *b)
 {
@@ -299,13 +296,4 @@ int backend_reload(struct backend *b, struct config *nc, struct nerr *err)
 refuse:
 	config_free(nc);
 	return r;
-}
-
-void backend_reload_free(struct backend *b)
-{
-	for (size_t i = 0; i < b->nold_cfgs; i++)
-		config_free(b->old_cfgs[i]);
-	free(b->old_cfgs);
-	b->old_cfgs = NULL;
-	b->nold_cfgs = 0;
 }

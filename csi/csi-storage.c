@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * csi-storage: the backend's storage interface (backend/storage.h) over the
+ * csi-storage: the backend's storage interface (backend/core/storage.h) over the
  * CSI v1 client (csi.h). Every protobuf-c message the daemon sends or reads
  * is built and parsed here: requests from struct storage_req, capabilities,
  * string maps from and to "k=v" strings, replies into the backend's types.

@@ -14,7 +14,7 @@
  * (csi.pb-c.h: Csi__V1__CreateVolumeRequest, CSI__V1__CREATE_VOLUME_REQUEST__INIT,
  * ...). This layer knows nothing of volumes, files or the tree. The backend
  * never includes this header: it calls plugins through struct storage_ops
- * (backend/storage.h), which csi-storage.c implements on top of it.
+ * (backend/core/storage.h), which csi-storage.c implements on top of it.
  *
  * Threads: csi_call() and the typed wrappers block and must run on a thread
  * other than the loop thread (-EDEADLK otherwise); the loop must be running

@@ -27,6 +27,7 @@
 #include "backend-internal.h"
 #include "backend.h"
 #include "config.h"
+#include "containers.h"
 #include "kind.h"
 #include "log.h"
 #include "nerr.h"
@@ -34,6 +35,7 @@
 #include "sbuf.h"
 #include "store.h"
 #include "tree.h"
+#include "volumes.h"
 
 static struct backend *b;
 static char dir[256];
@@ -131,7 +133,7 @@ static void recover(int k, struct nerr *err)
 	if (k == 0)
 		ops_recover(b, err);
 	else if (k == 1)
-		volumes_recover(b, err);
+		volumes_kind.recover(b, err);
 	else
 		containers_kind.recover(b, err);
 }
@@ -200,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		parent = b->operations;
 		break;
 	case 1:
-		volumes_recover(b, &err);
+		volumes_kind.recover(b, &err);
 		parent = b->volumes;
 		break;
 	default:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz_journal: the decoder of STATE_DIR/journal's entries
- * (backend/store-jentry.c), which a start runs over whatever a crash
+ * (backend/store/store-jentry.c), which a start runs over whatever a crash
  * left. Every entry it accepts must lie within the input, carry a known
  * operation, a kind and a name without NUL, and encode back to the same
  * bytes; the decoder must always move forward. Sanitizers catch the rest.

@@ -9,8 +9,8 @@ each .TP a key). Checked against it:
   plugin or engine behind them) and whose config names a plugin, a
   profile and both runtimes, walked whole; names become NAME (ID for
   operations), as the page writes them;
-- every key the parsers accept (backend/config.c's [nodefs], [plugin],
-  [profile] sections, backend/cluster.c's [cluster] and the runtime drivers' [runtime docker|lxc]) has an
+- every key the parsers accept (backend/config/config.c's [nodefs], [plugin],
+  [profile] sections, backend/cluster/cluster.c's [cluster] and the runtime drivers' [runtime docker|lxc]) has an
   entry in its section, and every entry is a key a parser accepts;
 - `nodefs --help` lists the same keys per section, once each, and the
   daemon's files, which nodefs(8) FILES lists too.
@@ -110,18 +110,18 @@ def code_keys():
 
     cfg = ""
     for name in ("config.c", "config-apply.c"):  # the parser's two passes
-        with open(os.path.join(SRC, "backend", name)) as f:
+        with open(os.path.join(SRC, "backend", "config", name)) as f:
             cfg += f.read()
     out = {}
     for sec in ("nodefs", "plugin", "profile"):
         m = re.search(r"\nstatic int apply_%s\(.*?\n}\n" % sec, cfg, re.S)
         if not m:
-            raise AssertionError("backend/config*.c: no apply_%s()" % sec)
+            raise AssertionError("backend/config/config*.c: no apply_%s()" % sec)
         out[sec] = strcmp_keys(m.group(0))
-    with open(os.path.join(SRC, "backend", "cluster.c")) as f:
+    with open(os.path.join(SRC, "backend", "cluster", "cluster.c")) as f:
         m = re.search(r"cluster_keys\[\] = \{(.*?)\};", f.read(), re.S)
     if not m:
-        raise AssertionError("backend/cluster.c: no cluster_keys[]")
+        raise AssertionError("backend/cluster/cluster.c: no cluster_keys[]")
     out["cluster"] = re.findall(r'"([a-z_]+)"', m.group(1))
     for rt, path in (("docker", "runtimes/docker/docker.c"),
                      ("lxc", "runtimes/lxc/lxc.c")):

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The checkpoint store's group commit (backend/store-journal.c) under
+ * The checkpoint store's group commit (backend/store/store-journal.c) under
  * concurrent writers, on a temporary state dir: a durable write that
  * returns is in its file (the next flush's append may overlap this one's
  * files, never its writer's answer), lazy writes are in their files once

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Unit tests of backend/events.c: the ring of event lines (positions,
+ * Unit tests of backend/core/events.c: the ring of event lines (positions,
  * whole lines, the {"lost":N} marker, the read size), the JSON shape of an
  * event (every key, null when absent, malformed UTF-8 made valid, long
  * messages cut) and the tallies metrics.c renders. No root, no mount.

@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * container: containers/ and containers/NAME/, containers on the engines of
+ * runtimes/ (Docker, LXC) and their lifecycle.
+ *
+ * What the Mesos Docker containerizer and Nomad's LXC driver do, as files:
+ * create (pulling the image or building the rootfs), start, stop with a
+ * timeout, kill, pause, resume, update, exec, destroy (which cancels a pull
+ * in progress), usage (stats), logs, wait, and recovery after a restart.
+ *
+ * Every command is an operation run on the container's action queue, on the
+ * worker pool: engine calls block, so they never run on a FUSE thread. State
+ * follows the engine's event stream (driver watch()), not polling. Each
+ * stable state is checkpointed under STATE_DIR/containers before the command
+ * is acknowledged.
+ *
+ * This file owns the object: its allocation and end, its state and the
+ * events its moves emit, its checkpoint record, and taking in what the
+ * engine reports (container-internal.h lists the module's other files). It
+ * must not know ctl syntax, file names or recovery's order: those sit in
+ * the files above it.
+ */
+#include "container-internal.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jw.h"
+#include "reconcile.h"
+#include "redact.h"
+#include "store.h"
+
+const char *const cstate_names[] = {
+	"CREATED", "PULLING", "STARTING", "RUNNING", "PAUSED", "STOPPING", "EXITED",
+	"DESTROYING", "CREATING",
+};
+
+const char *const exit_reasons[5] = { "completed", "error", "signal", "oom", "lost" };
+_Static_assert(ARRAY_SIZE(exit_reasons) == ARRAY_SIZE(((struct container *)0)->exits),
+	       "one exit counter per reason");
+
+const char *cstate_to_string(enum cstate s)
+{
+	return s <= C_CREATING ? cstate_names[s] : "UNKNOWN";
+}
+
+int cstate_from_string(const char *s)
+{
+	for (int i = 0; i <= C_CREATING; i++)
+		if (s && strcmp(s, cstate_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* Lock held. */
+static int exit_reason_locked(const struct container *c)
+{
+	if (c->oom_killed)
+		return 3;
+	if (!c->has_exit || c->exit_code < 0)
+		return 4;	/* gone from the engine, removed outside nodefs */
+	if (c->exit_code == 0)
+		return 0;
+	return c->exit_code > 128 ? 2 : 1;
+}
+
+void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	char **r;
+
+	while (v && v[n])
+		n++;
+	r = calloc(n + 1, sizeof(*r));
+	if (!r)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!(r[i] = strdup(v[i]))) {
+			strv_free(r);
+			return NULL;
+		}
+	return r;
+}
+
+void container_free(struct container *c)
+{
+	if (!c)
+		return;
+	free(c->image);
+	strv_free(c->argv);
+	for (size_t i = 0; i < c->nenv; i++) {
+		free(c->env[i].key);
+		free(c->env[i].val);
+	}
+	free(c->env);
+	for (size_t i = 0; i < c->nmounts; i++) {
+		free(c->mounts[i].source);
+		free(c->mounts[i].target);
+	}
+	free(c->mounts);
+	strv_free(c->volumes);
+	free(c->template_name);
+	free(c->distro);
+	free(c->release);
+	free(c->arch);
+	free(c->image_variant);
+	free(c->image_server);
+	strv_free(c->template_args);
+	free(c->id);
+	sbuf_free(&c->exec_out);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static void progress_update(void *ctx, const char *line)
+{
+	struct container *c = ctx;
+
+	pthread_mutex_lock(&c->lock);
+	snprintf(c->progress, sizeof(c->progress), "%s", line);
+	pthread_mutex_unlock(&c->lock);
+	bnode_changed(c->node);
+}
+
+/* The create fetches an image, or makes the container: its state says
+ * which, as the create's operation's doing. */
+static void progress_pulling(void *ctx, bool on)
+{
+	struct container *c = ctx;
+	char op[32];
+
+	container_set_state(c, on ? C_PULLING : C_CREATING, container_running_op(c, CA_CREATE, op),
+			    NULL);
+}
+
+struct container *container_alloc(struct backend *b, struct engine *e, const char *name)
+{
+	struct container *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->b = b;
+	c->eng = e;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	if (e->ops->engine_names)
+		snprintf(c->engine_name, sizeof(c->engine_name), "%s%s", b->name_prefix, name);
+	actq_init(&c->q);
+	pthread_mutex_init(&c->lock, NULL);
+	sbuf_init(&c->exec_out, EXEC_OUT_CAP);
+	c->prog.update = progress_update;
+	c->prog.pulling = progress_pulling;
+	c->prog.ctx = c;
+	return c;
+}
+
+void container_unmake(struct container *c)
+{
+	struct bnode *n = bnode_ref(c->node);
+
+	pthread_mutex_lock(&c->lock);
+	c->removed = true;
+	pthread_mutex_unlock(&c->lock);
+	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
+	bnode_remove(n);
+	bnode_unref(n);
+}
+
+void container_forget(struct container *c, const char *op_id)
+{
+	enum cstate last;
+	struct bnode *n = bnode_ref(c->node);	/* c lives until the event is out */
+
+	pthread_mutex_lock(&c->lock);
+	c->removed = true;
+	last = c->state;
+	pthread_mutex_unlock(&c->lock);
+	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
+	bnode_remove(n);
+	/* the stream's last word on it: containers/NAME is gone */
+	op_events_emit(c->b, "container", c->name, cstate_to_string(last), "DESTROYED",
+		    op_id, NULL);
+	bnode_unref(n);
+}
+
+/* ---- state, checkpoints, events ---- */
+
+void container_write_locked(struct container *c, struct jw *w, bool redact)
+{
+	char t[64];
+
+	jw_kstr(w, "name", c->name);
+	jw_kstr(w, "runtime", c->eng->ops->name);
+	if (c->id)
+		jw_kstr(w, "id", c->id);
+	if (c->engine_name[0])
+		jw_kstr(w, "engine_name", c->engine_name);
+	jw_kstr(w, "state", cstate_to_string(c->state));
+	if (c->image)
+		jw_kstr(w, "image", c->image);
+	jw_kstrv(w, "cmd", c->argv);
+	jw_key(w, "env");
+	jw_obj(w);
+	for (size_t i = 0; i < c->nenv; i++) {
+		/* a key given twice is one member, where it came first, with the
+		 * value it came with last (as a JSON object keeps it) */
+		size_t last = i;
+		bool seen = false;
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = strcmp(c->env[k].key, c->env[i].key) == 0;
+		if (seen)
+			continue;
+		for (size_t k = i + 1; k < c->nenv; k++)
+			if (strcmp(c->env[k].key, c->env[i].key) == 0)
+				last = k;
+		jw_kstr(w, c->env[i].key, redact ? REDACTED : c->env[last].val);
+	}
+	jw_obj_end(w);
+	jw_key(w, "mounts");
+	jw_arr(w);
+	for (size_t i = 0; i < c->nmounts; i++) {
+		jw_obj(w);
+		jw_kstr(w, "source", c->mounts[i].source);
+		jw_kstr(w, "target", c->mounts[i].target);
+		jw_kbool(w, "ro", c->mounts[i].ro);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_kstrv(w, "volumes", c->volumes);
+	jw_kreal(w, "cpus", c->cpus);
+	jw_kint(w, "memory", (long long)c->memory);
+	jw_kint(w, "pids", (long long)c->pids);
+#define OPTS(k) if (c->k) jw_kstr(w, #k, c->k)
+	OPTS(template_name);
+	OPTS(distro);
+	OPTS(release);
+	OPTS(arch);
+	OPTS(image_variant);
+	OPTS(image_server);
+#undef OPTS
+	if (c->template_args)
+		jw_kstrv(w, "template_args", c->template_args);
+	jw_kbool(w, "flush_cache", c->flush_cache);
+	jw_kbool(w, "force_cache", c->force_cache);
+	jw_kbool(w, "disable_gpg", c->disable_gpg);
+	jw_kint(w, "pid", c->pid);
+	if (c->has_exit)
+		jw_kint(w, "exit_code", c->exit_code);
+	jw_kbool(w, "oom_killed", c->oom_killed);
+	jw_kint(w, "started_unix", (long long)c->started_at);
+	jw_kint(w, "finished_unix", (long long)c->finished_at);
+	fmt_time(c->started_at, t, sizeof(t));
+	jw_kstr(w, "started_at", t);
+	fmt_time(c->finished_at, t, sizeof(t));
+	jw_kstr(w, "finished_at", t);
+}
+
+int container_checkpoint(struct container *c, struct nerr *err)
+{
+	struct sbuf sb = SBUF_INIT(0);
+	struct jw w;
+	int r;
+
+	store_record_begin(&w, &sb);
+	pthread_mutex_lock(&c->lock);
+	container_write_locked(c, &w, false);
+	pthread_mutex_unlock(&c->lock);
+	r = store_put_record(c->b->store, "containers", c->name, &w, STORE_DURABLE, err);
+	sbuf_free(&sb);
+	return r;
+}
+
+void container_set_state(struct container *c, enum cstate s, const char *op_id,
+			 const char *msg)
+{
+	enum cstate old;
+
+	pthread_mutex_lock(&c->lock);
+	old = c->state;
+	c->state = s;
+	if (s == C_EXITED && old != C_EXITED)
+		c->exits[exit_reason_locked(c)]++;
+	pthread_mutex_unlock(&c->lock);
+	if (old == s)
+		return;
+	bnode_changed(c->node);
+	op_events_emit(c->b, "container", c->name, cstate_to_string(old),
+		    cstate_to_string(s), op_id, msg);
+}
+
+const char *container_running_op(struct container *c, int kind, char *buf)
+{
+	bool yes;
+
+	pthread_mutex_lock(&c->lock);
+	yes = c->running_op[0] && c->running_kind == kind;
+	if (yes)
+		memcpy(buf, c->running_op, sizeof(c->running_op));
+	pthread_mutex_unlock(&c->lock);
+	return yes ? buf : NULL;
+}
+
+enum cstate container_state_of(struct container *c)
+{
+	enum cstate s;
+
+	pthread_mutex_lock(&c->lock);
+	s = c->state;
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+/* Take what the engine reports. */
+/* Take what the engine reports. An exit whose code the engine does not
+ * know yet (-1: LXC's watcher records it when it sees init die, just after
+ * liblxc already says STOPPED) is not taken from a command's own look: the
+ * exit event follows with the code, and its sync takes it (defer false). */
+static int apply_status(struct container *c, const struct rt_status *st, bool defer,
+			const char *op_id)
+{
+	char msg[64] = "";
+	int code = st->exit_code;
+	enum cstate s;
+
+	pthread_mutex_lock(&c->lock);
+	s = c->state;
+	if (st->state == RT_STATE_EXITED && code < 0 && s != C_EXITED) {
+		if (defer && !c->exit_pending) {
+			pthread_mutex_unlock(&c->lock);
+			return 1;
+		}
+		if (c->exit_pending)
+			code = c->exit_code;	/* the event knew what the record lacks */
+	}
+	c->exit_pending = false;	/* the engine's word now, whatever an event said */
+	c->pid = st->pid;
+	if (st->started_at)
+		c->started_at = st->started_at;
+	if (st->state == RT_STATE_RUNNING || st->state == RT_STATE_PAUSED) {
+		/* running again (started by the engine: a restart policy, a
+		 * system container that rebooted): the last end is history */
+		c->has_exit = false;
+		c->oom_killed = false;
+		c->finished_at = 0;
+	}
+	if (st->state == RT_STATE_EXITED) {
+		c->has_exit = true;
+		c->exit_code = code;
+		/* the engine's flag, or the OOM event that came before */
+		c->oom_killed = c->oom_killed || st->oom_killed;
+		c->finished_at = st->finished_at ? st->finished_at : time(NULL);
+		c->pid = 0;
+		char t[16];
+
+		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(code, t, sizeof(t)));
+	}
+	pthread_mutex_unlock(&c->lock);
+	switch (st->state) {
+	case RT_STATE_CREATED: s = C_CREATED; break;
+	case RT_STATE_RUNNING: s = C_RUNNING; break;
+	case RT_STATE_PAUSED: s = C_PAUSED; break;
+	case RT_STATE_EXITED: s = C_EXITED; break;
+	default: break;
+	}
+	container_set_state(c, s, op_id, msg[0] ? msg : NULL);
+	return 0;
+}
+
+/* defer: a command's own look after its call (see apply_status). Then an
+ * exit whose code is still unknown waits, up to a second, for the engine's
+ * exit event that brings it, so the command returns with the container
+ * EXITED rather than STOPPING. */
+int container_refresh(struct container *c, bool defer, const char *op_id, struct nerr *err)
+{
+	_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
+	struct rt_status st = { 0 };
+	int r;
+
+	if (!h)
+		return engine_ready(c->eng, err);
+	r = c->eng->ops->inspect(h->h, c->id, &st, err);
+	if (r < 0)
+		return r;
+	if (apply_status(c, &st, defer, op_id) == 0)
+		return 0;
+	for (int i = 0; i < 1000; i++) {
+		bool news;
+
+		pthread_mutex_lock(&c->lock);
+		news = c->exit_pending;
+		pthread_mutex_unlock(&c->lock);
+		if (news)
+			break;
+		usleep(1000);
+	}
+	r = c->eng->ops->inspect(h->h, c->id, &st, err);
+	if (r < 0)
+		return r;
+	apply_status(c, &st, false, op_id);
+	return 0;
+}
+
+/* The engine no longer has c's container (removed outside nodefs, seen by
+ * an event, an inspect or reconciliation): EXITED with the reason, and no
+ * id, until destroyed. Returns whether c had an engine container. */
+bool container_mark_gone(struct container *c, const char *op_id, const char *why)
+{
+	bool had;
+
+	pthread_mutex_lock(&c->lock);
+	had = c->id != NULL;
+	free(c->id);
+	c->id = NULL;
+	c->pid = 0;
+	if (!c->has_exit) {
+		c->has_exit = true;
+		c->exit_code = -1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	bnode_set_error(c->node, why);
+	container_set_state(c, C_EXITED, op_id, "removed outside nodefs");
+	return had;
+}
+
+size_t containers_using_volume(struct backend *b, const char *vol, char *buf, size_t len)
+{
+	struct bnode **v;
+	size_t n, users = 0, off = 0;
+
+	buf[0] = '\0';
+	if (!b->containers || bnode_list(b->containers, &v, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct container *c = cof(v[i]);
+
+		/* volumes is the spec's: set at create, never changed */
+		for (size_t k = 0; c->volumes && c->volumes[k]; k++) {
+			if (strcmp(c->volumes[k], vol) != 0)
+				continue;
+			if (off < len)
+				off += (size_t)snprintf(buf + off, len - off, "%s%s", users ? ", " : "",
+							c->name);
+			users++;
+			break;
+		}
+	}
+	bnode_list_free(v, n);
+	return users;
+}
+
+const char *container_exit_text(int code, char *buf, size_t len)
+{
+	if (code < 0)
+		return "unknown";
+	snprintf(buf, len, "%d", code);
+	return buf;
+}
+
+/* The engine id, or 0 when the container has none yet. */
+int container_current_id(struct container *c, char *buf, size_t len)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->id && !c->removed) {
+		snprintf(buf, len, "%s", c->id);
+		r = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+struct container *container_find_by_id(struct backend *b, struct engine *e, const char *id,
+				    struct bnode **ret_node)
+{
+	struct bnode **v;
+	size_t n;
+	struct container *found = NULL;
+
+	if (bnode_list(b->containers, &v, &n) < 0)
+		return NULL;
+	for (size_t i = 0; i < n && !found; i++) {
+		struct container *c = cof(v[i]);
+		pthread_mutex_lock(&c->lock);
+		if (c->eng == e && c->id && strcmp(c->id, id) == 0) {
+			found = c;
+			*ret_node = bnode_ref(v[i]);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	bnode_list_free(v, n);
+	return found;
+}
+
+/* A container of e named name whose create is under way (its engine id is
+ * not known yet). */
+bool container_creating_now(struct backend *b, struct engine *e, const char *name)
+{
+	struct bnode *k = name ? bnode_lookup(b->containers, name) : NULL;
+	bool yes = false;
+
+	if (!k)
+		return false;
+	if (cof(k)->eng == e) {
+		pthread_mutex_lock(&cof(k)->lock);
+		yes = cstate_making(cof(k)->state) && !cof(k)->id;
+		pthread_mutex_unlock(&cof(k)->lock);
+	}
+	bnode_unref(k);
+	return yes;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * links: the narrow interfaces between rooms that must not name each
+ * other. Where one kind needs another (a container mounts a volume; a
+ * volume may not go while a container uses it; a plugin's refresh updates
+ * its volumes' stats; the watcher of uncertain outcomes asks the containers
+ * what they are making), the caller goes through one of these pointers,
+ * declared here, below both, and filled from above: the registry
+ * (backend/registry.c), which alone names every room, hands core the kinds
+ * and these links together (backend_new_with). core holds them and calls
+ * none of them itself but uncertain_render_metrics (metrics.c) and
+ * uncertain_stop (through the runtimes' quiesce); a NULL entry is a room
+ * that is not linked in (a unit test's backend), and its callers then act
+ * as if the other side had nothing.
+ *
+ * Must not know: any room's types beyond their forward declarations.
+ */
+#ifndef NODEFS_LINKS_H
+#define NODEFS_LINKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct backend;
+struct bnode;
+struct container;
+struct engine;
+struct nerr;
+struct sbuf;
+struct volume_index;
+
+struct backend_links {
+	/* volumes/, for containers/: where a container mounts volume name
+	 * from (its publish target); -ENOENT no such volume, -EBUSY not
+	 * published. */
+	int (*volume_mount_source)(struct backend *b, const char *name, char **ret_path,
+				   struct nerr *err);
+	/* volumes/, for plugins/: whether a volume uses plugin (its name
+	 * in buf); the plugin's volumes by id (NULL on OOM), looked up and
+	 * freed; measure the plugin's volumes for the metrics (a worker). */
+	bool (*volume_uses_plugin)(struct backend *b, const char *plugin, char *buf, size_t len);
+	struct volume_index *(*volume_index_new)(struct backend *b, const char *plugin);
+	const char *(*volume_index_find)(const struct volume_index *ix, const char *id);
+	void (*volume_index_free)(struct volume_index *ix);
+	void (*volumes_refresh_stats)(struct backend *b, const char *plugin);
+
+	/* containers/, for volumes/: how many containers mount volume vol
+	 * with volume=, their names comma-separated in buf. */
+	size_t (*containers_using_volume)(struct backend *b, const char *vol, char *buf,
+					  size_t len);
+	/* containers/, for uncertain/: whether a create of name on e is
+	 * under way now; whether e's container id is one of ours (its node
+	 * referenced in *ret_node). */
+	bool (*container_creating_now)(struct backend *b, struct engine *e, const char *name);
+	struct container *(*container_find_by_id)(struct backend *b, struct engine *e,
+						  const char *id, struct bnode **ret_node);
+
+	/* uncertain/, for engines/ and core's metrics: stop its watcher
+	 * (with the runtimes' monitor); its metric family, rendered after
+	 * the operations' ones. */
+	void (*uncertain_stop)(struct backend *b);
+	int (*uncertain_render_metrics)(struct backend *b, struct sbuf *out);
+
+	/* plugins/, for supervise/: probe the plugin of node (a plugins/NAME
+	 * node) through its storage handle; -ECANCELED when it has none. */
+	int (*plugin_probe)(struct bnode *node, bool *ready, struct nerr *err);
+};
+
+#endif

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * profiles: what the rooms above (plugins/, volumes/, the registry's
+ * reload) may ask of profiles/: a profile node added, and a config access
+ * mode as a storage capability.
+ * Must not know: plugins, volumes, containers.
+ */
+#ifndef NODEFS_PROFILES_H
+#define NODEFS_PROFILES_H
+
+#include "backend-internal.h"
+
+struct kind_ops;
+
+/* profiles/: the kind's table (profile-kind.c) and its type (profile.c). */
+extern const struct kind_ops profiles_kind;
+extern const struct btype profiles_type;
+
+/* profiles/NAME/ for p (which must outlive the node). -errno with err. */
+int profile_add(struct backend *b, struct config_profile *p, struct nerr *err);
+/* A storage capability from a config access mode name (NULL or unknown:
+ * single-node-writer), an fs type and mount flags (borrowed). */
+struct storage_cap storage_cap_of(const char *access_mode, const char *fs_type,
+				  char *const *mount_flags);
+int profiles_init(struct backend *b, struct nerr *err);
+
+#endif
