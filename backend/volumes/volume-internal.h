@@ -109,12 +109,6 @@ struct volume {
 /* The staging path, "" when none. */
 #define VSTAGING(v) ((v)->staging ? (v)->staging : "")
 
-/* volume-recover.c: after a reboot (the boot id changed since the last
- * run) a plugin's records may still call a volume published, and its
- * NodePublishVolume answer "done" with nothing mounted: an OK is believed
- * only when target is a mount point. 0, or -EIO with err saying why. Any
- * thread; v->lock not held. */
-int volume_check_mounted_after_reboot(struct volume *v, const char *target, struct nerr *err);
 
 static inline struct volume *vof(struct bnode *n)
 {

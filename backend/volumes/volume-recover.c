@@ -4,8 +4,7 @@
  * read back into a volume (a node reboot drops what was mounted: such
  * volumes go back to NODE_READY), and a PENDING operation on a volume is
  * resumed as an action on its queue, as if its command had just been
- * written again. After a reboot a publish is believed only once its target
- * is a mount point (volume_check_mounted_after_reboot).
+ * written again.
  *
  * Must not know: the storage interface, how steps run, files.
  */
@@ -134,46 +133,6 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		op_unref(op);
 	}
 	bnode_unref(v->node);
-}
-
-/* Is path the root of a mount: statx's word (Linux 5.8+), else a device
- * other than its parent's. 1, 0, -errno. */
-static int is_mount_point(const char *path)
-{
-	char parent[PATH_MAX];
-	struct statx sx;
-	struct stat a, b;
-	char *slash;
-
-	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) < 0)
-		return -errno;
-	if (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
-		return !!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
-	snprintf(parent, sizeof(parent), "%s", path);
-	slash = strrchr(parent, '/');
-	if (!slash)
-		return -EINVAL;
-	slash[slash == parent] = '\0';
-	if (lstat(path, &a) < 0 || stat(parent, &b) < 0)
-		return -errno;
-	return a.st_dev != b.st_dev;
-}
-
-int volume_check_mounted_after_reboot(struct volume *v, const char *target, struct nerr *err)
-{
-	int m;
-
-	if (!v->b->rebooted || !target)
-		return 0;
-	m = is_mount_point(target);
-	if (m > 0)
-		return 0;
-	log_warn("volume %s: NodePublishVolume answered OK, but %s is not a mount point%s%s", v->name,
-		 target, m < 0 ? ": " : "", m < 0 ? strerror(-m) : "");
-	return nerr_set(err, EIO, "NodePublishVolume answered OK, but %s is not a mount point "
-			"(%s): the node rebooted since the plugin last published this volume, and "
-			"the plugin answered from its records", target,
-			m < 0 ? strerror(-m) : "nothing mounted there");
 }
 
 static void recover_bad(void *ctx, const char *name, const char *why)

@@ -15,7 +15,9 @@
  * volume in its transient state, with the call kept as uncertain, and the
  * next command, or the background settling (volume-settle.c), re-drives
  * that call (NodeStage is re-sent after a failed NodeUnstage); a call that
- * failed for certain puts the volume back where it was.
+ * failed for certain puts the volume back where it was. After a reboot a
+ * publish is believed only once its target is a mount point, and is redone
+ * once when it is not (volume_check_mounted_after_reboot, republish).
  *
  * Owns: the steps and walks. Plugins are reached only through struct
  * storage_ops (storage.h). Must not know: CSI messages, ctl parsing, files.
@@ -23,6 +25,7 @@
 #include "volume-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +286,46 @@ static int do_unstage(struct vctx *x, struct nerr *err)
 		rmdir(VSTAGING(x->v));
 	}
 	return r;
+}
+
+/* Is path the root of a mount: statx's word (Linux 5.8+), else a device
+ * other than its parent's. 1, 0, -errno. */
+static int is_mount_point(const char *path)
+{
+	char parent[PATH_MAX];
+	struct statx sx;
+	struct stat a, b;
+	char *slash;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) < 0)
+		return -errno;
+	if (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+		return !!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (!slash)
+		return -EINVAL;
+	slash[slash == parent] = '\0';
+	if (lstat(path, &a) < 0 || stat(parent, &b) < 0)
+		return -errno;
+	return a.st_dev != b.st_dev;
+}
+
+static int volume_check_mounted_after_reboot(struct volume *v, const char *target, struct nerr *err)
+{
+	int m;
+
+	if (!v->b->rebooted || !target)
+		return 0;
+	m = is_mount_point(target);
+	if (m > 0)
+		return 0;
+	log_warn("volume %s: NodePublishVolume answered OK, but %s is not a mount point%s%s", v->name,
+		 target, m < 0 ? ": " : "", m < 0 ? strerror(-m) : "");
+	return nerr_set(err, EIO, "NodePublishVolume answered OK, but %s is not a mount point "
+			"(%s): the node rebooted since the plugin last published this volume, and "
+			"the plugin answered from its records", target,
+			m < 0 ? strerror(-m) : "nothing mounted there");
 }
 
 /* After a reboot the plugin answered a publish "done" from its records
