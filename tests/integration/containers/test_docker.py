@@ -626,6 +626,9 @@ class Docker(contract.Contract, unittest.TestCase):
             g = drun(env, "rg")
             docker("rm", "-f", env.cread(g, "id").strip(), check=True)
             env.wait_state(g, "EXITED", 2)
+            # Podman tells the exit ("died") before the removal ("remove"):
+            # EXITED alone does not say nodefs has seen the removal yet
+            self.assertTrue(nt.wait_until(lambda: env.cread(g, "error").strip(), 2.0, 0.01))
             ida, pida = env.cread(a, "id"), env.cread(a, "pid")
             idb = env.cread(b, "id").strip()
             env.fs.kill9()
