@@ -56,9 +56,7 @@ if ((EUID != 0)); then
 fi
 
 work=$(mktemp -d /var/tmp/nodefs-host-run.XXXXXX)
-qemu_pid=
 cleanup() {
-	[[ -n $qemu_pid ]] && kill "$qemu_pid" 2>/dev/null
 	if [[ ${NODEFS_HOST_KEEP:-0} == 1 ]]; then
 		say "kept $work"
 	else
@@ -66,6 +64,8 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # 1. The package, built from this checkout as test_package.py builds it
 # (the files git tracks, or the tree without build directories).

@@ -565,6 +565,34 @@ def c_kill9():
     containers_intact("kill -9")
 
 
+def fuse_abort(mnt):
+    """Abort the FUSE connection of mnt through fusectl (the one way out
+    for threads waiting on a daemon that will never answer)."""
+    with open("/proc/self/mountinfo") as f:
+        for l in f:
+            fs = l.split()
+            if fs[4] == mnt and " - fuse" in l:
+                minor = fs[2].split(":")[1]
+                with open("/sys/fs/fuse/connections/%s/abort" % minor, "w") as a:
+                    a.write("1")
+                return minor
+    return None
+
+
+def blocked_threads(pid):
+    """Threads of pid in uninterruptible sleep, with their kernel stacks."""
+    out = []
+    for t in glob.glob("/proc/%d/task/*" % pid):
+        try:
+            st = rd(t + "/stat").split(") ", 1)[1][0]
+            if st == "D":
+                stack = [l.split()[-1].split("+")[0] for l in rd(t + "/stack").splitlines()[:6]]
+                out.append("%s (%s)" % (rd(t + "/comm").strip(), " < ".join(stack)))
+        except OSError:
+            pass
+    return out
+
+
 def c_watchdog():
     state["kept_before_watchdog"] = plugin_pid("kept")
     n0 = int(unit_prop("NRestarts") or 0)
@@ -572,10 +600,25 @@ def c_watchdog():
     wd = unit_prop("WatchdogUSec")
     c = cursor()
     os.kill(old, signal.SIGSTOP)  # FUSE loop and workers make no progress
-    # nothing may touch /run/nodefs until systemd has replaced it
-    wait_for(lambda: int(unit_prop("NRestarts") or 0) > n0 and main_pid() not in (0, old),
-             LONG + 60, "the watchdog (WatchdogUSec %s) to restart a stopped nodefs" % wd)
+
+    def restarted():
+        return int(unit_prop("NRestarts") or 0) > n0 and main_pid() not in (0, old)
+    # nothing may touch /run/nodefs until systemd has replaced it. The
+    # watchdog fires within WatchdogSec; the abort signal (SIGABRT, with
+    # SIGCONT) ends the process at once, or systemd's SIGKILL does after
+    # TimeoutAbortSec (TimeoutStopSec, 60 s).
+    stuck = None
+    try:
+        wait_for(restarted, 150, "the watchdog (WatchdogUSec %s) to restart a stopped nodefs" % wd)
+    except CheckFailed as e:
+        # it did not die: say which threads hold it, then free them so the
+        # rest of the lane can go on
+        stuck = "%s; threads in D state: %s; %s" % (
+            e, ", ".join(blocked_threads(old)) or "none",
+            "FUSE connection %s aborted by hand" % fuse_abort(MNT))
+        wait_for(restarted, LONG, "nodefs restarted after its FUSE connection was aborted")
     nodefs_ready()
+    expect(stuck is None, stuck)
     j = journal(after=c)
     expect("watchdog timeout" in j.lower(), "no 'Watchdog timeout' in the journal")
     containers_intact("the watchdog's restart")
