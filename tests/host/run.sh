@@ -108,10 +108,10 @@ t_image=$((SECONDS - t0))
 say "image: $img ($t_image s)"
 
 # 3. The lane disk: the check set, the fixtures it uses, the .deb.
-cp "$here"/checks/* "$lane/"
+cp "$here"/checks/*.py "$here"/checks/*.sh "$lane/"
 cp "$src/tests/fixtures/rootfs-busybox.sh" "$src/tests/fixtures/lxc-templates.sh" "$lane/"
 cp "$src/README.md" "$lane/"
-mke2fs -q -t ext4 -L nodefs-lane -d "$lane" -F "$work/lane.img" 512M
+mke2fs -q -t ext4 -L nodefs-lane -d "$lane" -F "$work/lane.img" 512M >/dev/null
 qemu-img create -q -f qcow2 -b "$img/root.img" -F raw "$work/root.qcow2"
 
 # 4. Boot; the check set powers the VM off at its end.
