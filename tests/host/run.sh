@@ -26,7 +26,7 @@
 # Environment: NODEFS_HOST_DEB (use this .deb instead of building one),
 # NODEFS_HOST_CACHE (image.sh), NODEFS_HOST_KEEP=1 (keep the run's
 # directory: serial log, overlay, lane disk), NODEFS_HOST_TIMEOUT (seconds
-# the VM may run, default 1200).
+# the VM may run, default 1800).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -115,7 +115,7 @@ mke2fs -q -t ext4 -L nodefs-lane -d "$lane" -F "$work/lane.img" 512M >/dev/null
 qemu-img create -q -f qcow2 -b "$img/root.img" -F raw "$work/root.qcow2"
 
 # 4. Boot; the check set powers the VM off at its end.
-timeout_s=${NODEFS_HOST_TIMEOUT:-1200}
+timeout_s=${NODEFS_HOST_TIMEOUT:-1800}
 serial=$work/serial.log
 say "booting (serial console in $serial)"
 t0=$SECONDS

@@ -527,14 +527,24 @@ def oom(name, runtime):
 
 
 def containers_intact(tag):
-    problems = []
-    for n, pid in state["pids"].items():
-        st = cstate(n)
-        if st != "RUNNING" or int(cfile(n, "pid") or 0) != pid or not alive(pid):
-            problems.append("%s: %s pid %s (was %d)" % (n, st, cfile(n, "pid"), pid))
-    if vstate("shared") != "PUBLISHED" or not is_mount("/srv/shared"):
-        problems.append("shared: %s, mounted %s" % (vstate("shared"), is_mount("/srv/shared")))
-    expect(not problems, "after %s: %s" % (tag, "; ".join(problems)))
+    """The containers run on with the same pids and the volume stays
+    mounted; a restarted nodefs may take a few seconds after READY to
+    have asked the engines again."""
+    def problems():
+        out = []
+        for n, pid in state["pids"].items():
+            st, p = cstate(n), cfile(n, "pid")
+            if st != "RUNNING" or p != str(pid) or not alive(pid):
+                out.append("%s: %s pid %r (was %d, %s)"
+                           % (n, st, p, pid, "alive" if alive(pid) else "gone"))
+        if vstate("shared") != "PUBLISHED" or not is_mount("/srv/shared"):
+            out.append("shared: %s, mounted %s" % (vstate("shared"), is_mount("/srv/shared")))
+        return out
+    end = time.monotonic() + 20
+    while problems() and time.monotonic() < end:
+        time.sleep(1)
+    left = problems()
+    expect(not left, "after %s: %s" % (tag, "; ".join(left)))
 
 
 def kept_survives(before, tag):
