@@ -47,9 +47,9 @@ if [[ -z $accel ]]; then
 fi
 case $accel in
 	kvm) accel_args=(-accel kvm -cpu host) ;;
-	# no SVM for the guest: with it, its kvm_amd module is loaded at boot,
-	# and after a guest reboot under TCG udev then spins on both CPUs
-	tcg) accel_args=(-accel tcg,thread=multi -cpu max,svm=off,vmx=off) ;;
+	# (-cpu max with svm=off breaks the guest's glibc: /proc/self/exe
+	# asserts in the initrd)
+	tcg) accel_args=(-accel tcg,thread=multi -cpu max) ;;
 	*) echo "qemu.sh: NODEFS_HOST_ACCEL is kvm or tcg, not $accel" >&2; exit 2 ;;
 esac
 echo "qemu: $accel, $(nproc) CPUs, at most $timeout_s s"
@@ -59,7 +59,9 @@ drives=(-drive "file=$root,format=$fmt,if=virtio,cache=unsafe")
 
 qemu_pid=
 trap '[[ -n $qemu_pid ]] && kill $qemu_pid 2>/dev/null' EXIT
-# -nodefaults: no CD-ROM, floppy, parallel port or VGA to probe at boot
+# -nodefaults: no CD-ROM, floppy, parallel port or VGA to probe at boot.
+# No kvm modules in the guest (TCG's max CPU offers SVM): with kvm_amd
+# loaded, udev spun on both CPUs after a guest reboot.
 qemu-system-x86_64 "${accel_args[@]}" -smp "$(nproc)" -m 3072 -nodefaults \
 	-display none -monitor none -serial "file:$serial" -nic none \
 	-kernel "$kernel" -initrd "$initrd" \
