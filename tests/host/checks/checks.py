@@ -175,7 +175,7 @@ def wait_for(pred, timeout, what):
             v = pred()
             if v:
                 return v
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
             last = e
         if time.monotonic() > end:
             raise CheckFailed("timed out after %d s waiting for %s%s"
@@ -184,7 +184,7 @@ def wait_for(pred, timeout, what):
 
 
 def unit_prop(prop):
-    return sh("systemctl", "show", "-P", prop, "nodefs").stdout.strip()
+    return sh("systemctl", "show", "-P", prop, "nodefs", timeout=30).stdout.strip()
 
 
 def main_pid():
@@ -575,18 +575,27 @@ def c_kill9():
     containers_intact("kill -9")
 
 
-def fuse_abort(mnt):
-    """Abort the FUSE connection of mnt through fusectl (the one way out
-    for threads waiting on a daemon that will never answer)."""
+def fuse_conn(mnt):
+    """The fusectl directory of mnt's FUSE connection (its minor)."""
     with open("/proc/self/mountinfo") as f:
         for l in f:
             fs = l.split()
             if fs[4] == mnt and " - fuse" in l:
-                minor = fs[2].split(":")[1]
-                with open("/sys/fs/fuse/connections/%s/abort" % minor, "w") as a:
-                    a.write("1")
-                return minor
+                return "/sys/fs/fuse/connections/%s" % fs[2].split(":")[1]
     return None
+
+
+def fuse_abort(conn):
+    """Abort a FUSE connection through fusectl: the one way out for
+    threads waiting on a daemon that will never answer."""
+    if not conn:
+        return "no connection found"
+    try:
+        with open(conn + "/abort", "w") as a:
+            a.write("1")
+        return "FUSE connection %s aborted by hand" % conn
+    except OSError as e:
+        return "abort %s: %s" % (conn, e)
 
 
 def blocked_threads(pid):
@@ -609,6 +618,9 @@ def c_watchdog():
     old = main_pid()
     wd = unit_prop("WatchdogUSec")
     c = cursor()
+    conn = fuse_conn(MNT)
+    before = {n: cstate(n) for n in ("web", "box")}
+    before["shared"] = vstate("shared")
     os.kill(old, signal.SIGSTOP)  # FUSE loop and workers make no progress
 
     def restarted():
@@ -623,15 +635,16 @@ def c_watchdog():
     except CheckFailed as e:
         # it did not die: say which threads hold it, then free them so the
         # rest of the lane can go on
-        stuck = "%s; threads in D state: %s; %s" % (
-            e, ", ".join(blocked_threads(old)) or "none",
-            "FUSE connection %s aborted by hand" % fuse_abort(MNT))
+        threads = ", ".join(blocked_threads(old)) or "none"
+        stuck = "%s; threads in D state: %s; %s" % (e, threads, fuse_abort(conn))
         wait_for(restarted, LONG, "nodefs restarted after its FUSE connection was aborted")
     nodefs_ready()
     expect(stuck is None, stuck)
     j = journal(after=c)
     expect("watchdog timeout" in j.lower(), "no 'Watchdog timeout' in the journal")
-    containers_intact("the watchdog's restart")
+    after = {n: cstate(n) for n in ("web", "box")}
+    after["shared"] = vstate("shared")
+    expect(after == before, "before the watchdog: %s; after: %s" % (before, after))
     return "WatchdogUSec %s" % wd
 
 
@@ -738,9 +751,6 @@ def phase1():
     check("kill9-restart-keeps-containers-volume", c_kill9)
     check("item3-kept-plugin-survives-kill9",
           lambda: kept_survives(state["kept_before_kill9"], "kill -9"))
-    check("watchdog-restarts-stopped-daemon", c_watchdog)
-    check("item3-kept-plugin-survives-watchdog",
-          lambda: kept_survives(state["kept_before_watchdog"], "the watchdog"))
     check("item6-six-restarts-in-2-min", c_item6_six_restarts)
     if check("systemctl-stop-start", c_item4_and_3_stop):
         check("item4-no-warning-at-stop", c_item4)
@@ -824,6 +834,11 @@ def phase2():
         return 0
     check("item2-reboot-volume-mounted-or-says-why", c_item2_volume)
     check("reboot-containers-state-truthful", c_reboot_containers)
+    # last: a watchdog kill that does not end (a thread of nodefs waiting
+    # on its own mount while the dump waits for it) may wedge the VM
+    if check("watchdog-restarts-stopped-daemon", c_watchdog):
+        check("item3-kept-plugin-survives-watchdog",
+              lambda: kept_survives(state["kept_before_watchdog"], "the watchdog"))
     return 0
 
 
