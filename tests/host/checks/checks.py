@@ -781,6 +781,13 @@ def c_reboot_back():
 
 
 def c_item2_volume():
+    # nodefs may still be walking the volume back up (NODE_READY,
+    # VOL_READY) just after READY: judge it once it is PUBLISHED, or after
+    # a minute
+    try:
+        wait_for(lambda: vstate("shared") == "PUBLISHED", SHORT, "shared PUBLISHED")
+    except CheckFailed:
+        pass
     st = vstate("shared")
     mounted = is_mount("/srv/shared")
     err = rd(os.path.join(MNT, "volumes/shared/error")).strip()
