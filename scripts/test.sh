@@ -14,8 +14,15 @@
 # counted over both builds from meson's testlog.json. Exits non-zero on any
 # failure; with CI=true a skip is a failure too (and is listed).
 #
+# The stock-host lane (tests/host/run.sh: the .deb in a Debian 12 VM with
+# systemd as PID 1 and cgroup v2) runs in the background beside the suite in
+# a whole run; each of its checks counts as a test, host/NAME.
+#
 # Usage: scripts/test.sh [--quick] [MESON_TEST_ARGS...]
-#   --quick   only build/ (no sanitizer build)
+#   --quick   only build/ (no sanitizer build), and no stock-host lane
+#   NODEFS_HOST_LANE=0 leaves the lane out of a whole run (a skip, counted
+#   and named); NODEFS_HOST_LANE=1 runs it in a --quick run or a run of
+#   chosen tests too.
 #   MESON_TEST_ARGS go to `meson test`, e.g. test names or --suite.
 # Environment: NODEFS_TEST_JOBS (tests at once; twice the cores by
 # default), NODEFS_LOAD_SECONDS (reliability-load's length: 30 in build/,
@@ -62,6 +69,31 @@ if ! "$src/scripts/deps.sh"; then
 	say "DEPENDENCIES FAILED: see above (scripts/packages.txt)"
 	extra_failed=$((extra_failed + 1))
 	failed_what+=("scripts/deps.sh")
+fi
+
+# The stock-host lane: started in the background once the packages are
+# there (it builds its own .deb and, when not cached, its VM image), waited
+# for before the counting. Its log goes to host-lane.log; its results
+# (one per check) to host-lane.json.
+host_lane=0
+if ((${#meson_test_args[@]} == 0)) && [[ ${builds[*]} == "build build-san" ]]; then
+	host_lane=1
+fi
+case ${NODEFS_HOST_LANE:-} in
+	0) host_lane=skip ;;
+	1) host_lane=1 ;;
+esac
+host_pid=
+host_json=$src/host-lane.json
+host_log=$src/host-lane.log
+if [[ $host_lane == 1 ]]; then
+	rm -f "$host_json"
+	say "starting the stock-host lane in the background (tests/host/run.sh, log in host-lane.log)"
+	# its own process group, so an interrupted run stops its VM too
+	setsid "$src/tests/host/run.sh" --results "$host_json" >"$host_log" 2>&1 &
+	host_pid=$!
+elif [[ $host_lane == 0 ]]; then
+	say "the stock-host lane does not run in a partial run (NODEFS_HOST_LANE=1 runs it)"
 fi
 
 setup_build() {
@@ -149,7 +181,7 @@ stop_fixtures() {
 	unmount_under "$fixture_root"
 	rm -rf --one-file-system "$fixture_root"
 }
-trap 'stop_fixtures; clear_run_tmp' EXIT
+trap 'stop_fixtures; clear_run_tmp; [[ -n $host_pid ]] && kill -- -$host_pid 2>/dev/null' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -244,6 +276,18 @@ if [[ -n $leftfiles ]]; then
 fi
 clear_run_tmp
 
+# The stock-host lane's end: each check is a test (host/NAME).
+host_rc=
+if [[ -n $host_pid ]]; then
+	say "waiting for the stock-host lane"
+	host_rc=0
+	wait "$host_pid" || host_rc=$?
+	host_pid=
+	grep -E '^host: (ok|FAIL|SKIP|\[)' "$host_log" | sed 's/^/  /' || true
+	say "stock-host lane done (exit $host_rc; log host-lane.log)"
+fi
+export NODEFS_HOST_RC=$host_rc NODEFS_HOST_JSON=$host_json NODEFS_HOST_LANE_MODE=$host_lane
+
 # Count over both builds. A build whose tests did not run has no testlog.
 counts=$(/usr/bin/python3 - "${builds[@]}" <<'PY'
 import json, os, re, sys
@@ -285,6 +329,32 @@ for b in sys.argv[1:]:
             else:
                 f += 1
                 print("failed %s/%s (%s)" % (b, t.get("name"), r))
+# the stock-host lane: one test per check; a lane that did not run its
+# checks (a missing prerequisite: exit 77) is one skipped test, one that
+# ended without results one failed test
+mode = os.environ.get("NODEFS_HOST_LANE_MODE")
+if mode == "skip":
+    s += 1
+    print("skipped host-lane (NODEFS_HOST_LANE=0)")
+elif mode == "1":
+    rc = os.environ.get("NODEFS_HOST_RC", "")
+    try:
+        with open(os.environ["NODEFS_HOST_JSON"]) as fh:
+            checks = json.load(fh).get("checks", [])
+    except (OSError, ValueError, KeyError):
+        checks = []
+    if rc == "77":
+        s += 1
+        print("skipped host-lane (a prerequisite is missing: see host-lane.log)")
+    elif not checks:
+        f += 1
+        print("failed host-lane (exit %s, no results: see host-lane.log)" % rc)
+    for c in checks:
+        if c.get("ok"):
+            p += 1
+        else:
+            f += 1
+            print("failed host/%s (%s)" % (c.get("name"), (c.get("detail") or "")[:300]))
 print("counts %d %d %d %d" % (p, f, s, excused))
 PY
 )
