@@ -15,8 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "nodefs-config.h"
 #include "reconcile.h"
 #include "uncertain.h"
 
@@ -36,6 +38,19 @@ static void resync_engine(struct backend *b, struct engine *e)
 	bnode_list_free(v, n);
 }
 
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_SLOW_EVENTS=MS hands each engine event of one
+ * of nodefs's containers on MS milliseconds after it was matched to it,
+ * as Podman's slower event delivery does. */
+static void slow_events_hook(void)
+{
+	const char *ms = getenv("NODEFS_TEST_SLOW_EVENTS");
+
+	if (ms && *ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
+#endif
+
 static void on_engine_event(void *ctx, const struct rt_event *ev)
 {
 	struct engine *e = ctx;
@@ -52,6 +67,9 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 	c = container_find_by_id(b, e, ev->id, &node);
 	if (!c)
 		return;
+#if NODEFS_TEST_HOOKS
+	slow_events_hook();	/* only this daemon's: other tests' do not add up */
+#endif
 	switch (ev->kind) {
 	case RT_EV_START: {
 		bool ours;
