@@ -77,8 +77,10 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		if (!c->started_at || ev->time > c->started_at)
 			c->started_at = ev->time ? ev->time : time(NULL);
 		/* STARTING is ours: the start action moves on from it; RUNNING
-		 * is news we already have */
-		ours = c->state == C_STARTING || c->state == C_RUNNING;
+		 * is news we already have; DESTROYING: a start event that came
+		 * late (Podman's do) moves no container a destroy takes away */
+		ours = c->state == C_STARTING || c->state == C_RUNNING ||
+		       c->state == C_DESTROYING || c->removed;
 		if (!ours) {
 			/* started by the engine (a restart policy, a system
 			 * container rebooting): the last run's end is history */
@@ -115,6 +117,8 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		bool pause = ev->kind == RT_EV_PAUSE;
 		char op[32];
 
+		if (container_state_of(c) == C_DESTROYING)
+			break;	/* late news of a container being destroyed */
 		container_set_state(c, pause ? C_PAUSED : C_RUNNING,
 				    container_running_op(c, pause ? CA_PAUSE : CA_RESUME, op), NULL);
 		break;
