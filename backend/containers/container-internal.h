@@ -80,6 +80,11 @@ struct container {
 	char **template_args;
 	bool flush_cache, force_cache, disable_gpg;
 
+	/* Held across a checkpoint's put and across the destroy's delete with
+	 * the marking of removed: a put either lands before the delete or sees
+	 * removed and writes nothing, so no record comes back after a destroy
+	 * (container_checkpoint, container_forget). Taken before lock. */
+	pthread_mutex_t ckpt_lock;
 	pthread_mutex_t lock;		/* everything below */
 	double cpus;
 	uint64_t memory;
@@ -96,7 +101,7 @@ struct container {
 	bool has_exec;
 	int exec_exit;
 	struct rt_progress prog;	/* cancel is set by destroy */
-	bool removed;
+	bool removed;			/* destroyed: no record, no state change after */
 	/* An exit event is taken as news, not as the state: the inspect it
 	 * queues moves the container to EXITED with the engine's final word
 	 * (exit code and OOM flag together), so a waiter woken by EXITED never

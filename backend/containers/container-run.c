@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "nodefs-config.h"
 
 
 /* The id of the operation whose command x runs (NULL: a sync's look). */
@@ -175,6 +178,19 @@ int container_run_action(struct action *a, struct nerr *err)
 	return r;
 }
 
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_SLOW_DESTROY=MS waits MS milliseconds between
+ * the engine's answer to a destroy and the record's delete, the window in
+ * which the engine's events of that destroy come in. */
+static void slow_destroy_hook(void)
+{
+	const char *ms = getenv("NODEFS_TEST_SLOW_DESTROY");
+
+	if (ms && *ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
+#endif
+
 static int run_action_masked(struct action *a, struct nerr *err)
 {
 	struct cact *x = (struct cact *)a;
@@ -209,6 +225,9 @@ static int run_action_masked(struct action *a, struct nerr *err)
 				return r;
 			}
 		}
+#if NODEFS_TEST_HOOKS
+		slow_destroy_hook();
+#endif
 		container_forget(c, opid(x));
 		return 0;
 	}

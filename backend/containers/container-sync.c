@@ -15,8 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "nodefs-config.h"
 #include "reconcile.h"
 #include "uncertain.h"
 
@@ -36,6 +38,19 @@ static void resync_engine(struct backend *b, struct engine *e)
 	bnode_list_free(v, n);
 }
 
+#if NODEFS_TEST_HOOKS
+/* Test builds: NODEFS_TEST_SLOW_EVENTS=MS hands each engine event of one
+ * of nodefs's containers on MS milliseconds after it was matched to it,
+ * as Podman's slower event delivery does. */
+static void slow_events_hook(void)
+{
+	const char *ms = getenv("NODEFS_TEST_SLOW_EVENTS");
+
+	if (ms && *ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
+#endif
+
 static void on_engine_event(void *ctx, const struct rt_event *ev)
 {
 	struct engine *e = ctx;
@@ -52,6 +67,9 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 	c = container_find_by_id(b, e, ev->id, &node);
 	if (!c)
 		return;
+#if NODEFS_TEST_HOOKS
+	slow_events_hook();	/* only this daemon's: other tests' do not add up */
+#endif
 	switch (ev->kind) {
 	case RT_EV_START: {
 		bool ours;
@@ -59,8 +77,10 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		if (!c->started_at || ev->time > c->started_at)
 			c->started_at = ev->time ? ev->time : time(NULL);
 		/* STARTING is ours: the start action moves on from it; RUNNING
-		 * is news we already have */
-		ours = c->state == C_STARTING || c->state == C_RUNNING;
+		 * is news we already have; DESTROYING: a start event that came
+		 * late (Podman's do) moves no container a destroy takes away */
+		ours = c->state == C_STARTING || c->state == C_RUNNING ||
+		       c->state == C_DESTROYING || c->removed;
 		if (!ours) {
 			/* started by the engine (a restart policy, a system
 			 * container rebooting): the last run's end is history */
@@ -97,6 +117,8 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 		bool pause = ev->kind == RT_EV_PAUSE;
 		char op[32];
 
+		if (container_state_of(c) == C_DESTROYING)
+			break;	/* late news of a container being destroyed */
 		container_set_state(c, pause ? C_PAUSED : C_RUNNING,
 				    container_running_op(c, pause ? CA_PAUSE : CA_RESUME, op), NULL);
 		break;

@@ -120,6 +120,7 @@ void container_free(struct container *c)
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->ckpt_lock);
 	free(c);
 }
 
@@ -157,6 +158,7 @@ struct container *container_alloc(struct backend *b, struct engine *e, const cha
 		snprintf(c->engine_name, sizeof(c->engine_name), "%s%s", b->name_prefix, name);
 	actq_init(&c->q);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->ckpt_lock, NULL);
 	sbuf_init(&c->exec_out, EXEC_OUT_CAP);
 	c->prog.update = progress_update;
 	c->prog.pulling = progress_pulling;
@@ -168,10 +170,12 @@ void container_unmake(struct container *c)
 {
 	struct bnode *n = bnode_ref(c->node);
 
+	pthread_mutex_lock(&c->ckpt_lock);
 	pthread_mutex_lock(&c->lock);
 	c->removed = true;
 	pthread_mutex_unlock(&c->lock);
 	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
+	pthread_mutex_unlock(&c->ckpt_lock);
 	bnode_remove(n);
 	bnode_unref(n);
 }
@@ -181,11 +185,16 @@ void container_forget(struct container *c, const char *op_id)
 	enum cstate last;
 	struct bnode *n = bnode_ref(c->node);	/* c lives until the event is out */
 
+	/* under ckpt_lock: a checkpoint under way lands before the delete,
+	 * and any later one sees removed (an exit event's sync, an engine
+	 * event that came late, a refresh) */
+	pthread_mutex_lock(&c->ckpt_lock);
 	pthread_mutex_lock(&c->lock);
 	c->removed = true;
 	last = c->state;
 	pthread_mutex_unlock(&c->lock);
 	store_del(c->b->store, "containers", c->name, STORE_DURABLE, NULL);
+	pthread_mutex_unlock(&c->ckpt_lock);
 	bnode_remove(n);
 	/* the stream's last word on it: containers/NAME is gone */
 	op_events_emit(c->b, "container", c->name, cstate_to_string(last), "DESTROYED",
@@ -270,13 +279,20 @@ int container_checkpoint(struct container *c, struct nerr *err)
 {
 	struct sbuf sb = SBUF_INIT(0);
 	struct jw w;
-	int r;
+	bool gone;
+	int r = 0;
 
 	store_record_begin(&w, &sb);
+	pthread_mutex_lock(&c->ckpt_lock);
 	pthread_mutex_lock(&c->lock);
-	container_write_locked(c, &w, false);
+	gone = c->removed;
+	if (!gone)
+		container_write_locked(c, &w, false);
 	pthread_mutex_unlock(&c->lock);
-	r = store_put_record(c->b->store, "containers", c->name, &w, STORE_DURABLE, err);
+	/* destroyed: its record is deleted for good, nothing to keep */
+	if (!gone)
+		r = store_put_record(c->b->store, "containers", c->name, &w, STORE_DURABLE, err);
+	pthread_mutex_unlock(&c->ckpt_lock);
 	sbuf_free(&sb);
 	return r;
 }
@@ -286,13 +302,19 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 {
 	enum cstate old;
 
+	bool gone;
+
 	pthread_mutex_lock(&c->lock);
 	old = c->state;
-	c->state = s;
-	if (s == C_EXITED && old != C_EXITED)
-		c->exits[exit_reason_locked(c)]++;
+	gone = c->removed;
+	if (!gone) {
+		c->state = s;
+		if (s == C_EXITED && old != C_EXITED)
+			c->exits[exit_reason_locked(c)]++;
+	}
 	pthread_mutex_unlock(&c->lock);
-	if (old == s)
+	/* DESTROYED was its last word: a late event or sync moves nothing */
+	if (old == s || gone)
 		return;
 	bnode_changed(c->node);
 	op_events_emit(c->b, "container", c->name, cstate_to_string(old),

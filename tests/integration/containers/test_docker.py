@@ -267,6 +267,36 @@ class Docker(contract.Contract, unittest.TestCase):
             again = drun(env, "ds")
             self.assertEqual(env.state(again), "RUNNING")
 
+    def test_destroy_with_late_engine_events_leaves_no_record(self):
+        # Podman hands its events on late: a container's start event can
+        # come while a destroy runs, its die event before the destroy
+        # deletes the record and its remove event after. The start moved the
+        # container out of DESTROYING, and the die event's sync then wrote
+        # the record back (EXITED, exit code 137) after the destroy had
+        # answered. Forced here on dockerd: each event is handed on D after
+        # it was matched to its container (NODEFS_TEST_SLOW_EVENTS), one at
+        # a time, and the destroy waits 1.25 D between the engine's answer
+        # and the record's delete (NODEFS_TEST_SLOW_DESTROY): start is taken
+        # at D (DESTROYING), die is matched at D and taken at 2 D, and the
+        # delete falls between, so remove finds no container.
+        d = int(nt.scaled(0.5) * 1000)
+        with ctest.Env() as env:
+            env.fs.env = dict(env.fs.env or {}, NODEFS_TEST_SLOW_EVENTS=str(d),
+                              NODEFS_TEST_SLOW_DESTROY=str(d * 5 // 4))
+            env.fs.restart()
+            n = drun(env, "late")
+            ck = os.path.join(env.state_dir, "containers", n + ".json")
+            cid = env.cread(n, "id").strip()
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
+            self.assertIsNone(inspect(cid), "the engine still has it")
+            # a negative has no event to wait on: the late events and the
+            # sync they queue are all taken 3 D after the start
+            time.sleep(3 * d / 1000.0)
+            self.assertFalse(os.path.exists(ck), "the record came back after the destroy: %s"
+                             % (open(ck).read() if os.path.exists(ck) else ""))
+            self.assertNotIn(n, env.containers())
+
     def test_pull_of_missing_image_fails_cleanly(self):
         with ctest.Env() as env:
             n = env.name("nopull")
