@@ -408,10 +408,9 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 	return body_end(&b, ret, err);
 }
 
-int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
+/* What an update may ask, for both engines' bodies. */
+static int update_check(const struct rt_limits *lim, struct nerr *err)
 {
-	struct req_body b;
-
 	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
 		return nerr_set(err, EINVAL, "update: nothing to change");
 	if ((lim->set & RT_LIMIT_MEMORY) && lim->memory > INT64_MAX)
@@ -420,6 +419,16 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 		return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
 	if ((lim->set & RT_LIMIT_PIDS) && lim->pids < 0)
 		return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+	return 0;
+}
+
+int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
+{
+	struct req_body b;
+	int r = update_check(lim, err);
+
+	if (r < 0)
+		return r;
 	body_begin(&b);
 	if (lim->set & RT_LIMIT_MEMORY) {
 		/* 0 means unlimited; -1 swap follows it */
@@ -443,15 +452,10 @@ int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr
 int docker_json_libpod_update_body(const struct rt_limits *lim, char **ret, struct nerr *err)
 {
 	struct req_body b;
+	int r = update_check(lim, err);
 
-	if (!(lim->set & (RT_LIMIT_CPUS | RT_LIMIT_MEMORY | RT_LIMIT_PIDS)))
-		return nerr_set(err, EINVAL, "update: nothing to change");
-	if ((lim->set & RT_LIMIT_MEMORY) && lim->memory > INT64_MAX)
-		return nerr_set(err, EINVAL, "memory too large");
-	if ((lim->set & RT_LIMIT_CPUS) && (!(lim->cpus >= 0) || !isfinite(lim->cpus) || lim->cpus > 1e6))
-		return nerr_set(err, EINVAL, "bad cpus %g", lim->cpus);
-	if ((lim->set & RT_LIMIT_PIDS) && lim->pids < 0)
-		return nerr_set(err, EINVAL, "bad pids %" PRId64, lim->pids);
+	if (r < 0)
+		return r;
 	body_begin(&b);
 	if (lim->set & RT_LIMIT_MEMORY) {
 		long long m = lim->memory ? (long long)lim->memory : -1;
