@@ -14,9 +14,10 @@ root=${1:?usage: image-setup.sh ROOTFS}
 
 cat >"$root/etc/fstab" <<'FSTAB'
 # the VM's disks: the image (an overlay per run) and the lane disk, which
-# brings the .deb and the check set in and takes the results out
+# brings the .deb and the check set in and takes the results out; under TCG
+# on a loaded host udev may take minutes to show it (seen: over 60 s)
 /dev/vda	/	ext4	rw,errors=remount-ro	0 1
-/dev/vdb	/lane	ext4	rw,nofail,x-systemd.device-timeout=60s	0 0
+/dev/vdb	/lane	ext4	rw,nofail,x-systemd.device-timeout=900s	0 0
 FSTAB
 mkdir -p "$root/lane"
 echo nodefs-host >"$root/etc/hostname"
