@@ -29,6 +29,7 @@
 #include "config.h"
 #include "fs.h"
 #include "fusectl.h"
+#include "mntprobe.h"
 #include "log.h"
 #include "nerr.h"
 #include "nodefs-config.h"
@@ -250,6 +251,7 @@ struct daemon {
 	const char *mountpoint;
 	const struct options *o;
 	enum log_level base_level;	/* without log_level in the config */
+	struct mntprobe probe;		/* daemon_alive's, on the notify thread */
 };
 
 static enum notify_phase daemon_phase(void *ctx, char *status, size_t len, uint64_t *ret_progress)
@@ -272,14 +274,20 @@ static enum notify_phase daemon_phase(void *ctx, char *status, size_t len, uint6
 }
 
 /* The FUSE loop answers (a statfs through the kernel: never cached, and
- * answered by the loop's leader in place; a wedged loop blocks it, and then
- * no WATCHDOG=1 goes out) and the worker pool takes its work. */
+ * answered by the loop's leader in place; a wedged loop leaves it
+ * unanswered, and then no WATCHDOG=1 goes out) and the worker pool takes
+ * its work. No thread of nodefs may make a request on its own mount: one
+ * killed with the request read and not answered would wait for the answer
+ * uninterruptibly, keep /dev/fuse open, and nodefs would never die. The
+ * statfs is a child process's (common/mntprobe.h), which holds nothing of
+ * nodefs's, waited for up to PROBE_MS; one still waiting is left for the
+ * next probe, which answers no meanwhile. */
+#define PROBE_MS 5000
 static bool daemon_alive(void *ctx)
 {
 	struct daemon *d = ctx;
-	struct statfs st;
 
-	if (statfs(d->mountpoint, &st) < 0 || st.f_type != FUSE_SUPER_MAGIC)
+	if (!mntprobe_statfs(&d->probe, d->mountpoint, FUSE_SUPER_MAGIC, PROBE_MS))
 		return false;
 	return backend_moving(d->b);
 }
@@ -400,7 +408,7 @@ int main(int argc, char **argv)
 	struct fs *f = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fs_opts fo = { .entry_timeout = 60.0, .attr_timeout = 60.0 };	/* every change is invalidated (fs/cache.h) */
-	struct daemon d = { 0 };
+	struct daemon d = { .probe = MNTPROBE_INIT };
 	struct notify_hooks nh = { .phase = daemon_phase, .alive = daemon_alive,
 				   .reload = daemon_reload, .ctx = &d };
 	struct notify *sd = NULL;
@@ -560,6 +568,7 @@ out:
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	notify_free(sd);
+	mntprobe_end(&d.probe);
 	backend_free(b);
 	fuse_opt_free_args(&args);
 	return status;

@@ -89,6 +89,16 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	st.f_bsize = 4096;
 	st.f_frsize = 4096;
 	st.f_namemax = 64;
+#if NODEFS_TEST_HOOKS
+	/* test builds: NODEFS_TEST_STATFS_HOLD_MS=N holds each statfs
+	 * answer N ms (the request is then "in userspace": a SIGKILL meets
+	 * the watchdog probe's statfs unanswered) */
+	const char *hold = getenv("NODEFS_TEST_STATFS_HOLD_MS");
+	if (hold) {
+		log_warn("test hook: statfs answer held %s ms", hold);
+		usleep((useconds_t)atoi(hold) * 1000);
+	}
+#endif
 	fuse_reply_statfs(req, &st);
 }
 

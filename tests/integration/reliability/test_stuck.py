@@ -33,14 +33,26 @@ each, nodefs restarts on the same state dir and must answer READY within
 FUSE connection is left in /sys/fs/fuse/connections. Prints the kills,
 the restart times (median, max) and how many kills left a process that a
 start had to end (stuck).
+
+ProbeKill: the watchdog's liveness probe (daemon_alive) asks a statfs of
+the mount. A test build's hook (NODEFS_TEST_STATFS_HOLD_MS) holds every
+statfs answer; nodefs runs with NOTIFY_SOCKET and WATCHDOG_USEC, and once
+the hook logs that it holds the probe's statfs (read, not answered) nodefs
+is SIGKILLed. The process must be gone within a second (scaled) and, once
+its stale mount is detached, no FUSE connection of it may be left. When
+the probe's statfs was made by a thread of nodefs (nodefs-sd), that thread
+waited uninterruptibly for the answer, kept /dev/fuse open, and the
+process never died; the test then aborts the connection itself.
 """
 import errno
 import os
 import random
 import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -330,6 +342,44 @@ class StuckEndedTest(unittest.TestCase):
                     if writer.poll() is None:
                         writer.kill()
                         writer.wait()
+
+
+class ProbeKillTest(unittest.TestCase):
+    def setUp(self):
+        nt.requires("mount", "hooks")
+
+    def test_kill_while_the_watchdog_probe_waits(self):
+        tmp = tempfile.mkdtemp(prefix="nodefs-probe-")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(os.path.join(tmp, "notify.sock"))
+        env = {"NOTIFY_SOCKET": os.path.join(tmp, "notify.sock"),
+               "WATCHDOG_USEC": "1000000", "NODEFS_TEST_STATFS_HOLD_MS": "60000"}
+        old = conn = None
+        try:
+            with nt.Nodefs(env=env, ready=False) as fs:
+                conn = mount_conn(fs.mnt)
+                old = fs.proc
+                held = nt.wait_until(lambda: "test hook: statfs answer held" in fs.log(),
+                                     nt.scaled(20))
+                self.assertTrue(held, "no statfs reached the mount\n" + fs.log())
+                before = threads(old.pid)
+                took = kill9(fs)
+                after = threads(old.pid)
+                if took is None:
+                    # abort its connection before the cleanup touches the mount
+                    end_stuck([(old, conn)])
+                    self.fail("the killed nodefs stayed, stuck (threads before the kill "
+                              "%s, after %s): the test aborted its connection"
+                              % (before, after))
+                # the stale mount keeps its connection's number until detached
+                subprocess.run(["umount", "-l", fs.mnt], capture_output=True)
+                self.assertEqual(leftover([conn]), [], "the killed nodefs's connection is left")
+                print("probe-kill: gone %.3f s after the SIGKILL" % took)
+        finally:
+            if old is not None:
+                end_stuck([(old, conn)])
+            sock.close()
+            subprocess.run(["rm", "-rf", "--one-file-system", tmp])
 
 
 class Load:
