@@ -61,6 +61,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	struct backend *b = ctx;
 	struct volume *v;
 	const char *s;
+	char rebooted[PATH_MAX + 160] = "";
 	int st;
 
 	s = json_string_value(json_object_get(j, "plugin"));
@@ -102,7 +103,12 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	v->state = st < 0 ? V_CREATED : (enum vstate)st;
 	if (b->rebooted && v->state >= V_NODE_STAGE && v->state <= V_NODE_UNSTAGE) {
 		/* the node rebooted: its mounts are gone; back to NODE_READY, and
-		 * publish or stage again on demand (Mesos does the same) */
+		 * publish or stage again on demand (Mesos does the same). The
+		 * error file says so, and where it was mounted. */
+		snprintf(rebooted, sizeof(rebooted), "the node rebooted and its mounts went with "
+			 "it: was %s%s%s, now NODE_READY; write publish TARGET to mount it again",
+			 vstate_to_string(v->state), v->target ? " at " : "",
+			 v->target ? v->target : "");
 		v->state = V_NODE_READY;
 		v->staged = false;
 		free(v->target);
@@ -120,9 +126,14 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		volume_free(v);
 		return;
 	}
-	if (bnode_add(b->volumes, v->node) < 0)
+	if (bnode_add(b->volumes, v->node) < 0) {
 		log_err("volume %s: read from its checkpoint, but cannot be added", name);
-	else if (v->state == V_CREATING || v->state == V_DELETING || v->unc.kind != VC_NONE) {
+		bnode_unref(v->node);
+		return;
+	}
+	if (rebooted[0])
+		bnode_set_error(v->node, rebooted);
+	if (v->state == V_CREATING || v->state == V_DELETING || v->unc.kind != VC_NONE) {
 		/* a call whose answer no one has: settled in the background
 		 * unless a resumed command does it first (it then names itself:
 		 * volume_resume); a publish-side call names the command that sent

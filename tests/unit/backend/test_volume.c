@@ -870,6 +870,13 @@ Test(volume, recovery_after_reboot, .timeout = 60)
 	fake_log_clear();
 	env_start(&e, e.state);
 	EXPECT_STATE(&e, "db", "NODE_READY");
+	{	/* NODE_READY says why: the reboot, and where it was mounted */
+		char err[600];
+
+		show(&e, "volumes/db", "error", err, sizeof(err));
+		cr_expect(strstr(err, "the node rebooted") && strstr(err, "was PUBLISHED at ") &&
+			  strstr(err, e.mnt), "%s", err);
+	}
 	EXPECT_LOG("");
 	cr_assert_eq(ctl(&e, "volumes/db", line), -EIO);
 	cr_expect(strstr(last_error, "is not a mount point: not published"), "%s", last_error);
