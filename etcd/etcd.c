@@ -34,30 +34,6 @@ struct etcd {
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-int etcd_b64_encode(const void *in, size_t len, char **ret)
-{
-	const unsigned char *s = in;
-	size_t o = 0;
-	char *out = malloc((len + 2) / 3 * 4 + 1);
-
-	if (!out)
-		return -ENOMEM;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)s[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)s[i + 1] << 8;
-		if (i + 2 < len)
-			v |= s[i + 2];
-		out[o++] = b64[v >> 18 & 63];
-		out[o++] = b64[v >> 12 & 63];
-		out[o++] = i + 1 < len ? b64[v >> 6 & 63] : '=';
-		out[o++] = i + 2 < len ? b64[v & 63] : '=';
-	}
-	out[o] = '\0';
-	*ret = out;
-	return (int)o;
-}
-
 static int b64_val(char c)
 {
 	const char *p = c ? strchr(b64, c) : NULL;

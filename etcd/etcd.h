@@ -143,7 +143,6 @@ void etcd_wparse_free(struct etcd_wparse *p);
 
 /* base64 (standard alphabet, padded). Return the length written (out
  * NUL-terminated), or -EINVAL for bad input / -ENOMEM. */
-int etcd_b64_encode(const void *in, size_t len, char **ret);
 int etcd_b64_decode(const char *in, size_t len, char **ret, size_t *ret_len);
 
 #endif

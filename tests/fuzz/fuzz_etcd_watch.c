@@ -13,6 +13,26 @@
 
 #include "etcd.h"
 #include "nerr.h"
+#include "jw.h"
+#include "sbuf.h"
+
+/* Base64 as nodefs writes it to etcd: common/jw's jw_b64, without the
+ * JSON string's quotes. */
+static char *b64_of(const void *in, size_t len)
+{
+	struct sbuf sb;
+	struct jw w;
+	char *s;
+
+	sbuf_init(&sb, 1u << 20);
+	jw_init(&w, &sb, 0);
+	jw_b64(&w, in, len);
+	if (jw_end(&w) < 0 || !(s = sbuf_steal(&sb)))
+		return NULL;
+	memmove(s, s + 1, strlen(s) - 1);
+	s[strlen(s) - 2] = '\0';
+	return s;
+}
 
 struct seen {
 	uint64_t sum;
@@ -63,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r1 != r2 || a.n != b.n || a.sum != b.sum)
 		abort();
 	if (etcd_b64_decode((const char *)data + 1, size - 1, &dec, &dl) >= 0) {
-		if (etcd_b64_encode(dec, dl, &enc) < 0)
+		if (!(enc = b64_of(dec, dl)))
 			abort();
 		/* canonical input (no stray bits) re-encodes to itself */
 		free(enc);
