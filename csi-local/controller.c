@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 
@@ -177,6 +178,21 @@ static Csi__V1__Volume *volume_msg(struct arena *a, const struct vol *v)
 	ev[0] = e;
 	m->n_volume_context = 1;
 	m->volume_context = ev;
+	if (v->backing == BACKING_DIR) {
+		/* whether the size is a limit or a figure */
+		Csi__V1__Volume__VolumeContextEntry *q = arena_alloc(a, sizeof(*q));
+		Csi__V1__Volume__VolumeContextEntry **ev2 = arena_alloc(a, 2 * sizeof(*ev2));
+
+		if (!q || !ev2)
+			return NULL;
+		csi__v1__volume__volume_context_entry__init(q);
+		q->key = "quota";
+		q->value = v->quota ? "project" : "none";
+		ev2[0] = e;
+		ev2[1] = q;
+		m->volume_context = ev2;
+		m->n_volume_context = 2;
+	}
 	if (v->src[0]) {
 		Csi__V1__VolumeContentSource *cs = arena_alloc(a, sizeof(*cs));
 
@@ -416,7 +432,10 @@ int rpc_create_volume(struct plugin *p, const ProtobufCMessage *m, struct arena 
 		return code;
 	}
 	v = calloc(1, sizeof(*v));
-	if (!v || !(v->name = strdup(req->name)) || !(v->params = TAKE_PTR(params))) {
+	if (!v || !(v->name = strdup(req->name)) || !(v->params = TAKE_PTR(params))
+	    || (req->n_mutable_parameters
+		&& !(v->mparams = store_params_merge(NULL, req->n_mutable_parameters,
+						     (void *)req->mutable_parameters)))) {
 		vol_free(v);
 		pthread_mutex_unlock(&p->mu);
 		return OOM(st);
@@ -452,6 +471,15 @@ int rpc_create_volume(struct plugin *p, const ProtobufCMessage *m, struct arena 
 	int frozen = src_staged ? backing_freeze(src_staged) : -1;
 	r = backing_create(p, v, src_id[0] ? src_path : NULL, src_backing, err, sizeof(err));
 	backing_thaw(frozen);
+	if (r == 0 && v->backing == BACKING_DIR) {
+		char dpath[PATH_CAP + 1];
+
+		backing_path(p, v->id, v->backing, dpath, sizeof(dpath));
+		r = quota_set(dpath, v->id, v->size, err, sizeof(err));
+		v->quota = r > 0;
+		if (r > 0)
+			r = 0;
+	}
 
 	pthread_mutex_lock(&p->mu);
 	if (sv)
@@ -767,6 +795,14 @@ int rpc_controller_expand_volume(struct plugin *p, const ProtobufCMessage *m, st
 	v->busy = true;
 	pthread_mutex_unlock(&p->mu);
 	int r = backing_grow(p, v, want, err, sizeof(err));
+	if (r == 0 && v->backing == BACKING_DIR && v->quota) {
+		char dpath[PATH_CAP + 1];
+
+		backing_path(p, v->id, v->backing, dpath, sizeof(dpath));
+		r = quota_set(dpath, v->id, want, err, sizeof(err));
+		if (r > 0)
+			r = 0;
+	}
 	pthread_mutex_lock(&p->mu);
 	if (r == 0) {
 		int64_t old = v->size;
@@ -971,4 +1007,117 @@ int rpc_list_snapshots(struct plugin *p, const ProtobufCMessage *m, struct arena
 oom:
 	pthread_mutex_unlock(&p->mu);
 	return OOM(st);
+}
+
+/* ---- ControllerGetVolume, ControllerModifyVolume ---- */
+
+/* The condition of v's data: there and whole. why[0] is 0 when normal.
+ * Called with mu held (reads the record) and stats the data. */
+static void vol_condition(struct plugin *p, const struct vol *v, char *why, size_t whysz)
+{
+	char data[PATH_CAP + 1];
+	struct stat ds;
+
+	why[0] = '\0';
+	backing_path(p, v->id, v->backing, data, sizeof(data));
+	if (lstat(data, &ds) < 0)
+		snprintf(why, whysz, "the backing %.400s is missing: %s", data, strerror(errno));
+	else if (v->backing == BACKING_DIR && !S_ISDIR(ds.st_mode))
+		snprintf(why, whysz, "the backing %.400s is not a directory", data);
+	else if (v->backing == BACKING_IMAGE && (!S_ISREG(ds.st_mode) || ds.st_size < v->size))
+		snprintf(why, whysz, "the backing image %.400s is damaged (%lld bytes, %" PRId64 " expected)",
+			 data, (long long)ds.st_size, v->size);
+}
+
+int rpc_controller_get_volume(struct plugin *p, const ProtobufCMessage *m, struct arena *a,
+			      ProtobufCMessage **ret, struct rstat *st)
+{
+	const Csi__V1__ControllerGetVolumeRequest *req = (const void *)m;
+	Csi__V1__ControllerGetVolumeResponse *resp = arena_alloc(a, sizeof(*resp));
+	Csi__V1__ControllerGetVolumeResponse__VolumeStatus *vs = arena_alloc(a, sizeof(*vs));
+	Csi__V1__VolumeCondition *cond = arena_alloc(a, sizeof(*cond));
+	char why[600];
+	int code;
+
+	if ((code = check_id("volume_id", req->volume_id, st)))
+		return code;
+	if (!resp || !vs || !cond)
+		return OOM(st);
+	csi__v1__controller_get_volume_response__init(resp);
+	csi__v1__controller_get_volume_response__volume_status__init(vs);
+	csi__v1__volume_condition__init(cond);
+	pthread_mutex_lock(&p->mu);
+	struct vol *v = store_vol(p, req->volume_id);
+	if (!v || v->state != OBJ_READY) {
+		pthread_mutex_unlock(&p->mu);
+		return rfail(st, GRPC_NOT_FOUND, "volume %s does not exist", req->volume_id);
+	}
+	vol_condition(p, v, why, sizeof(why));
+	resp->volume = volume_msg(a, v);
+	if (v->staged || v->ntargets) {
+		char **ids = arena_alloc(a, sizeof(*ids));
+
+		if (ids && (ids[0] = arena_strdup(a, p->node_id))) {
+			vs->published_node_ids = ids;
+			vs->n_published_node_ids = 1;
+		} else
+			resp->volume = NULL;
+	}
+	pthread_mutex_unlock(&p->mu);
+	cond->abnormal = why[0] != 0;
+	cond->message = arena_strdup(a, why[0] ? why : "healthy");
+	vs->volume_condition = cond;
+	resp->status = vs;
+	if (!resp->volume || !cond->message)
+		return OOM(st);
+	*ret = &resp->base;
+	return GRPC_OK;
+}
+
+int rpc_controller_modify_volume(struct plugin *p, const ProtobufCMessage *m, struct arena *a,
+				 ProtobufCMessage **ret, struct rstat *st)
+{
+	const Csi__V1__ControllerModifyVolumeRequest *req = (const void *)m;
+	Csi__V1__ControllerModifyVolumeResponse *resp = arena_alloc(a, sizeof(*resp));
+	int code;
+
+	if ((code = check_id("volume_id", req->volume_id, st)))
+		return code;
+	if (!req->n_mutable_parameters)
+		return rfail(st, GRPC_INVALID_ARGUMENT, "mutable_parameters is required");
+	for (size_t i = 0; i < req->n_mutable_parameters; i++) {
+		char f[64];
+
+		snprintf(f, sizeof(f), "mutable_parameters[%zu].key", i);
+		if ((code = check_name(f, req->mutable_parameters[i]->key, st)))
+			return code;
+		if (strlen(req->mutable_parameters[i]->value) > ID_MAX)
+			return rfail(st, GRPC_INVALID_ARGUMENT, "mutable_parameters[%s] is over %d bytes",
+				     req->mutable_parameters[i]->key, ID_MAX);
+	}
+	if (!resp)
+		return OOM(st);
+	csi__v1__controller_modify_volume_response__init(resp);
+	pthread_mutex_lock(&p->mu);
+	struct vol *v = idle_vol(p, req->volume_id, &code, st);
+	if (!v)
+		return code;
+	char *merged = store_params_merge(v->mparams, req->n_mutable_parameters, (void *)req->mutable_parameters);
+	if (!merged) {
+		pthread_mutex_unlock(&p->mu);
+		return OOM(st);
+	}
+	char *old = v->mparams;
+	v->mparams = merged;
+	int r = store_save_vol(p, v);
+	if (r < 0) {
+		v->mparams = old;
+		free(merged);
+		pthread_mutex_unlock(&p->mu);
+		return rfail(st, GRPC_INTERNAL, "write the volume's record: %s", strerror(-r));
+	}
+	free(old);
+	pthread_mutex_unlock(&p->mu);
+	*ret = &resp->base;
+	return GRPC_OK;
 }

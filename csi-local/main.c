@@ -122,6 +122,8 @@ static const struct rpc rpcs[] = {
 	RPC("Controller", "CreateSnapshot", create_snapshot, rpc_create_snapshot, false),
 	RPC("Controller", "DeleteSnapshot", delete_snapshot, rpc_delete_snapshot, false),
 	RPC("Controller", "ListSnapshots", list_snapshots, rpc_list_snapshots, false),
+	RPC("Controller", "ControllerGetVolume", controller_get_volume, rpc_controller_get_volume, false),
+	RPC("Controller", "ControllerModifyVolume", controller_modify_volume, rpc_controller_modify_volume, false),
 	RPC("Node", "NodeStageVolume", node_stage_volume, rpc_node_stage_volume, false),
 	RPC("Node", "NodeUnstageVolume", node_unstage_volume, rpc_node_unstage_volume, false),
 	RPC("Node", "NodePublishVolume", node_publish_volume, rpc_node_publish_volume, false),
@@ -167,6 +169,8 @@ static int run_rpc(struct plugin *p, const struct rpc *r, const uint8_t *msg, si
 	if (!req)
 		return rfail(st, GRPC_INVALID_ARGUMENT, "request does not decode as %s", r->req->name);
 	code = auth_check(p, req, st);
+	if (code == GRPC_OK && !r->inline_)
+		code = ids_known(p, req, st);
 	if (code == GRPC_OK)
 		code = r->fn(p, req, &a, &resp, st);
 	/* The reply may borrow from the request: pack before freeing it. */

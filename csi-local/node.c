@@ -524,10 +524,30 @@ int rpc_node_get_volume_stats(struct plugin *p, const ProtobufCMessage *m, struc
 		if (statvfs(req->volume_path, &sv) < 0)
 			return rfail(st, GRPC_INTERNAL, "statvfs %s: %s", req->volume_path, strerror(errno));
 		int64_t fr = (int64_t)sv.f_frsize;
-		uv[0] = usage(a, CSI__V1__VOLUME_USAGE__UNIT__BYTES, (int64_t)sv.f_blocks * fr,
-			      (int64_t)sv.f_bavail * fr, (int64_t)(sv.f_blocks - sv.f_bfree) * fr);
-		uv[1] = usage(a, CSI__V1__VOLUME_USAGE__UNIT__INODES, (int64_t)sv.f_files,
-			      (int64_t)sv.f_favail, (int64_t)(sv.f_files - sv.f_ffree));
+		if (b == BACKING_DIR && size > 0) {
+			/* A directory of a shared filesystem: its own size, and
+			 * what its tree uses (the quota's count where one is
+			 * kept is the same sum). */
+			int64_t used = 0, inodes = 0;
+
+			/* the backing gone (the condition says so): count
+			 * what the mount still shows */
+			if (quota_usage(data, &used, &inodes) < 0)
+				quota_usage(req->volume_path, &used, &inodes);
+			int64_t avail = size - used;
+			if (avail < 0)
+				avail = 0;
+			if (avail > (int64_t)sv.f_bavail * fr)
+				avail = (int64_t)sv.f_bavail * fr;
+			uv[0] = usage(a, CSI__V1__VOLUME_USAGE__UNIT__BYTES, size, avail, used);
+			uv[1] = usage(a, CSI__V1__VOLUME_USAGE__UNIT__INODES, inodes + (int64_t)sv.f_favail,
+				      (int64_t)sv.f_favail, inodes);
+		} else {
+			uv[0] = usage(a, CSI__V1__VOLUME_USAGE__UNIT__BYTES, (int64_t)sv.f_blocks * fr,
+				      (int64_t)sv.f_bavail * fr, (int64_t)(sv.f_blocks - sv.f_bfree) * fr);
+			uv[1] = usage(a, CSI__V1__VOLUME_USAGE__UNIT__INODES, (int64_t)sv.f_files,
+				      (int64_t)sv.f_favail, (int64_t)(sv.f_files - sv.f_ffree));
+		}
 		if (!uv[0] || !uv[1])
 			return OOM(st);
 		resp->n_usage = 2;

@@ -46,6 +46,8 @@ struct vol {
 	char fs_type[16];	/* image: ext4|xfs|...; "" for a block-only image */
 	char *params;		/* canonical parameters ("k=v" lines, encoded) */
 	char src[24];		/* content source id ("vol-..", "snap-..") or "" */
+	char *mparams;		/* mutable parameters in force (as params), NULL: none */
+	bool quota;		/* dir: its size is enforced by a project quota */
 	enum obj_state state;
 	int access_mode;	/* of the stage (0 when not staged) */
 	bool stage_block;
@@ -124,6 +126,8 @@ int rpc_controller_expand_volume(struct plugin *, const ProtobufCMessage *, stru
 int rpc_create_snapshot(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
 int rpc_delete_snapshot(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
 int rpc_list_snapshots(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_controller_get_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
+int rpc_controller_modify_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
 
 /* node.c */
 int rpc_node_stage_volume(struct plugin *, const ProtobufCMessage *, struct arena *, ProtobufCMessage **, struct rstat *);
@@ -177,6 +181,13 @@ void snap_free(struct snap *s);
 void store_new_id(const char *prefix, char out[24]);
 /* Canonical parameters of a map, for idempotency; malloc'd. */
 char *store_params(size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e);
+/* old (canonical, may be NULL) with the n entries put over it (a key given
+ * replaces its value); malloc'd, NULL on OOM. The map entries of every
+ * request share the layout of ParametersEntry. */
+char *store_params_merge(const char *old, size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e);
+/* Call fn for each key and value of canonical params (decoded); stops at
+ * fn's nonzero return, which it returns; -ENOMEM. */
+int store_params_each(const char *canon, int (*fn)(void *ud, const char *k, const char *v), void *ud);
 
 /* backing.c: on-disk work; no lock held, the object busy. -errno + msg. */
 /* Data path of a volume or snapshot: BASE/data/ID (".img" for an image). */
@@ -227,5 +238,22 @@ bool backing_target_present(struct plugin *p, const struct vol *v, const struct 
  * whose mount went); else leave it alone. */
 void backing_loop_release(struct plugin *p, const struct vol *v);
 int backing_min_size(enum backing b, const char *fs_type, int64_t *ret);
+
+/* quota.c: a dir volume's own capacity. quota_set gives dir (volume id's)
+ * a project quota of bytes: 1 enforced, 0 the filesystem keeps no project
+ * quotas (reported, not enforced), -errno with err. quota_enforced: 1 when
+ * dir carries id's project and a limit. quota_usage: bytes and inodes its
+ * tree uses (no symlink followed, no mount crossed); -errno. */
+uint32_t quota_project(const char *id);
+int quota_set(const char *dir, const char *id, int64_t bytes, char *err, size_t errsz);
+int quota_enforced(const char *dir, const char *id);
+int quota_usage(const char *dir, int64_t *ret_bytes, int64_t *ret_inodes);
+
+/* ids.c: the spec's error tables put an unknown id before every other
+ * field: GRPC_OK when every id req names exists (or the call is one an
+ * unknown id answers OK or an empty list), INVALID_ARGUMENT for an id that
+ * is empty or not an id, NOT_FOUND naming the first unknown one. Takes
+ * p->mu. */
+int ids_known(struct plugin *p, const ProtobufCMessage *req, struct rstat *st);
 
 #endif

@@ -37,6 +37,7 @@ void vol_free(struct vol *v)
 		return;
 	free(v->name);
 	free(v->params);
+	free(v->mparams);
 	free(v->staged);
 	for (unsigned i = 0; i < v->ntargets; i++)
 		free(v->targets[i].path);
@@ -114,6 +115,116 @@ char *store_params(size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e)
 	}
 	free(sorted);
 	return sbuf_steal(&sb);
+}
+
+static char *dec(const char *v);
+
+struct kv {
+	char *k, *v;
+};
+
+static int cmp_kv(const void *a, const void *b)
+{
+	return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
+}
+
+/* Canonical params into pairs (decoded, malloc'd); -ENOMEM. */
+static int split_params(const char *canon, struct kv **ret, size_t *ret_n)
+{
+	struct kv *kv = NULL;
+	size_t n = 0;
+	_cleanup_free_ char *copy = strdup(canon ? canon : "");
+	char *save = NULL;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		struct kv *nkv = realloc(kv, (n + 1) * sizeof(*kv));
+
+		if (!nkv)
+			goto oom;
+		kv = nkv;
+		if (eq)
+			*eq = '\0';
+		kv[n].k = dec(tok);
+		kv[n].v = dec(eq ? eq + 1 : "");
+		n++;
+		if (!kv[n - 1].k || !kv[n - 1].v)
+			goto oom;
+	}
+	*ret = kv;
+	*ret_n = n;
+	return 0;
+oom:
+	for (size_t i = 0; i < n; i++)
+		free(kv[i].k), free(kv[i].v);
+	free(kv);
+	return -ENOMEM;
+}
+
+int store_params_each(const char *canon, int (*fn)(void *ud, const char *k, const char *v), void *ud)
+{
+	struct kv *kv;
+	size_t n;
+	int r = split_params(canon, &kv, &n);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = fn(ud, kv[i].k, kv[i].v);
+	for (size_t i = 0; i < n; i++)
+		free(kv[i].k), free(kv[i].v);
+	free(kv);
+	return r;
+}
+
+char *store_params_merge(const char *old, size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e)
+{
+	struct kv *kv;
+	size_t nkv;
+	char *out = NULL;
+
+	if (split_params(old, &kv, &nkv) < 0)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		size_t j;
+
+		for (j = 0; j < nkv && strcmp(kv[j].k, e[i]->key) != 0; j++)
+			;
+		char *v = strdup(e[i]->value);
+		if (!v)
+			goto out;
+		if (j < nkv) {
+			free(kv[j].v);
+			kv[j].v = v;
+			continue;
+		}
+		struct kv *nk = realloc(kv, (nkv + 1) * sizeof(*kv));
+		if (!nk || !(nk[nkv].k = strdup(e[i]->key))) {
+			free(v);
+			if (nk)
+				kv = nk;
+			goto out;
+		}
+		kv = nk;
+		kv[nkv++].v = v;
+	}
+	qsort(kv, nkv, sizeof(*kv), cmp_kv);
+	struct sbuf sb = SBUF_INIT(RECORD_CAP / 2);
+	sbuf_adds(&sb, "");
+	for (size_t i = 0; i < nkv; i++)
+		if (enc(&sb, kv[i].k) < 0 || sbuf_addc(&sb, '=') < 0 || enc(&sb, kv[i].v) < 0
+		    || sbuf_addc(&sb, ',') < 0) {
+			sbuf_free(&sb);
+			goto out;
+		}
+	out = sbuf_steal(&sb);
+out:
+	for (size_t i = 0; i < nkv; i++)
+		free(kv[i].k), free(kv[i].v);
+	free(kv);
+	return out;
 }
 
 /* ---- lookups ---- */
@@ -255,6 +366,7 @@ int store_save_vol(struct plugin *p, const struct vol *v)
 	    || KV("backing", backing_to_string(v->backing)) || KI("size", v->size)
 	    || KI("fs_size", v->fs_size) || KV("fs_type", v->fs_type) || KV("params", v->params)
 	    || KV("src", v->src) || KI("access_mode", v->access_mode) || KI("stage_block", v->stage_block)
+	    || (v->mparams && KV("mparams", v->mparams)) || KI("quota", v->quota)
 	    || (v->staged && KV("staged", v->staged)) || KV("loopdev", v->loopdev))
 		goto out;
 	for (unsigned i = 0; i < v->ntargets; i++)
@@ -377,6 +489,8 @@ static int load_record(struct plugin *p, const char *file, char *err, size_t err
 			else if (strcmp(line, "fs_size") == 0) v->fs_size = strtoll(d, NULL, 10);
 			else if (strcmp(line, "fs_type") == 0) snprintf(v->fs_type, sizeof(v->fs_type), "%s", d);
 			else if (strcmp(line, "params") == 0) { free(v->params); v->params = TAKE_PTR(d); }
+			else if (strcmp(line, "mparams") == 0) { free(v->mparams); v->mparams = TAKE_PTR(d); }
+			else if (strcmp(line, "quota") == 0) v->quota = atoi(d) != 0;
 			else if (strcmp(line, "src") == 0) copy_id(v->src, d);
 			else if (strcmp(line, "access_mode") == 0) v->access_mode = atoi(d);
 			else if (strcmp(line, "stage_block") == 0) v->stage_block = atoi(d) != 0;

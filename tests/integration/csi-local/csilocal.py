@@ -93,8 +93,9 @@ def wait_loops_gone(path, timeout=10):
 
 
 class Local:
-    def __init__(self, backing="dir", args=()):
+    def __init__(self, backing="dir", args=(), base=None):
         self.backing = backing
+        self.base_at = base
         self.args = list(args)
         self.tmp = None
         self.proc = None
@@ -108,7 +109,7 @@ class Local:
         self.tmp = tempfile.mkdtemp(prefix="nodefs-csilocal-")
         os.chmod(self.tmp, 0o755)
         self.sock = os.path.join(self.tmp, "csi.sock")
-        self.base = os.path.join(self.tmp, "base")
+        self.base = self.base_at or os.path.join(self.tmp, "base")
         self.pub = os.path.join(self.tmp, "pub")
         os.mkdir(self.pub)
         self.log_path = os.path.join(self.tmp, "plugin.log")

@@ -410,6 +410,110 @@ class Volumes(unittest.TestCase):
                 self.assertGreater(st.f_blocks * st.f_frsize, self.size())
             self.assertEqual(pl.ok("Controller", "ListVolumes").entries[0].volume.capacity_bytes, 2 * self.size())
 
+    def test_unknown_id_first(self):
+        """Every RPC that takes an id answers NOT_FOUND for a well-formed
+        unknown one, whatever else is wrong or missing in the request (the
+        spec's error tables); the calls an unknown id answers otherwise
+        (deletes: OK; ListSnapshots by id: empty) still do."""
+        with self.local() as pl:
+            vid = self.create(pl, "known")[1].volume.volume_id
+            before = (pl.state_files(), pl.data_files(), pl.mounts())
+            nv, ns = "vol-00000000deadbeef", "snap-00000000deadbeef"
+            src = pl.pb.VolumeContentSource
+            calls = [
+                # nothing else given, or everything else wrong
+                ("Controller", "ValidateVolumeCapabilities", dict(volume_id=nv)),
+                ("Controller", "ValidateVolumeCapabilities", dict(volume_id=nv, volume_capabilities=[pl.pb.VolumeCapability()])),
+                ("Controller", "ControllerExpandVolume", dict(volume_id=nv)),
+                ("Controller", "ControllerExpandVolume", dict(volume_id=nv, capacity_range=pl.pb.CapacityRange(required_bytes=-1))),
+                ("Controller", "ControllerGetVolume", dict(volume_id=nv)),
+                ("Controller", "ControllerModifyVolume", dict(volume_id=nv)),
+                ("Controller", "ControllerModifyVolume", dict(volume_id=nv, mutable_parameters={"": "x"})),
+                ("Controller", "CreateSnapshot", dict(source_volume_id=nv)),
+                ("Controller", "CreateSnapshot", dict(source_volume_id=nv, name="a\nb")),
+                ("Controller", "CreateVolume", dict(volume_content_source=src(snapshot=src.SnapshotSource(snapshot_id=ns)))),
+                ("Controller", "CreateVolume", dict(name="x", volume_capabilities=[pl.pb.VolumeCapability()],
+                                                    volume_content_source=src(volume=src.VolumeSource(volume_id=nv)))),
+                ("Node", "NodeStageVolume", dict(volume_id=nv)),
+                ("Node", "NodeStageVolume", dict(volume_id=nv, staging_target_path="relative", volume_capability=pl.pb.VolumeCapability())),
+                ("Node", "NodeUnstageVolume", dict(volume_id=nv)),
+                ("Node", "NodeUnstageVolume", dict(volume_id=nv, staging_target_path="x/../y")),
+                ("Node", "NodePublishVolume", dict(volume_id=nv)),
+                ("Node", "NodePublishVolume", dict(volume_id=nv, target_path="/", staging_target_path="rel")),
+                ("Node", "NodeUnpublishVolume", dict(volume_id=nv)),
+                ("Node", "NodeUnpublishVolume", dict(volume_id=nv, target_path="x/../y")),
+                ("Node", "NodeGetVolumeStats", dict(volume_id=nv)),
+                ("Node", "NodeGetVolumeStats", dict(volume_id=nv, volume_path="relative")),
+                ("Node", "NodeExpandVolume", dict(volume_id=nv)),
+                ("Node", "NodeExpandVolume", dict(volume_id=nv, volume_path="relative",
+                                                  capacity_range=pl.pb.CapacityRange(required_bytes=2, limit_bytes=1))),
+            ]
+            for svc, rpc, kw in calls:
+                code, det = pl.call(svc, rpc, **kw)
+                self.assertEqual(code, "NOT_FOUND", (rpc, kw, det))
+                self.assertIn("does not exist", det, rpc)
+            # an empty id is a missing field, and bytes that are no id an invalid one
+            for rpc, svc in (("NodeGetVolumeStats", "Node"), ("ControllerGetVolume", "Controller"),
+                             ("ControllerModifyVolume", "Controller")):
+                self.assertEqual(pl.call(svc, rpc, volume_id="")[0], "INVALID_ARGUMENT", rpc)
+                self.assertEqual(pl.call(svc, rpc, volume_id="../x")[0], "INVALID_ARGUMENT", rpc)
+            # the same calls with the known id get past it to the other fields
+            self.assertEqual(pl.call("Node", "NodeGetVolumeStats", volume_id=vid, volume_path="relative")[0],
+                             "INVALID_ARGUMENT")
+            self.assertEqual(pl.call("Node", "NodeExpandVolume", volume_id=vid, volume_path="relative")[0],
+                             "INVALID_ARGUMENT")
+            # unknown ids the spec answers otherwise
+            pl.ok("Controller", "DeleteVolume", volume_id=nv)
+            pl.ok("Controller", "DeleteSnapshot", snapshot_id=ns)
+            self.assertEqual(len(pl.ok("Controller", "ListSnapshots", snapshot_id=ns).entries), 0)
+            self.assertEqual((pl.state_files(), pl.data_files(), pl.mounts()), before)
+
+    def test_get_and_modify(self):
+        """ControllerGetVolume (GET_VOLUME, VOLUME_CONDITION): the volume,
+        where it is published, its condition; ControllerModifyVolume
+        (MODIFY_VOLUME): mutable parameters merged into the record, kept
+        over a restart."""
+        with self.local() as pl:
+            T = pl.pb.ControllerServiceCapability.RPC
+            caps = [c.rpc.type for c in pl.ok("Controller", "ControllerGetCapabilities").capabilities]
+            for t in ("GET_VOLUME", "MODIFY_VOLUME", "VOLUME_CONDITION"):
+                self.assertIn(getattr(T, t), caps)
+            code, r = self.create(pl, "g", mutable_parameters={"iops": "100"})
+            self.assertEqual(code, "OK", r)
+            vid = r.volume.volume_id
+            r = pl.ok("Controller", "ControllerGetVolume", volume_id=vid)
+            self.assertEqual(r.volume.volume_id, vid)
+            self.assertEqual(r.volume.capacity_bytes, self.size())
+            self.assertEqual(r.volume.volume_context["backing"], BACKING)
+            self.assertFalse(r.status.volume_condition.abnormal)
+            self.assertEqual(list(r.status.published_node_ids), [])
+            (code, _), stg = self.stage(pl, vid)
+            self.assertEqual(code, "OK")
+            r = pl.ok("Controller", "ControllerGetVolume", volume_id=vid)
+            self.assertEqual(list(r.status.published_node_ids), ["node-1"])
+            pl.ok("Controller", "ControllerModifyVolume", volume_id=vid, mutable_parameters={"iops": "200", "tier": "b"})
+            code, det = pl.call("Controller", "ControllerModifyVolume", volume_id=vid)
+            self.assertEqual(code, "INVALID_ARGUMENT")
+            self.assertIn("mutable_parameters", det)
+            self.assertEqual(pl.call("Controller", "ControllerModifyVolume", volume_id=vid,
+                                     mutable_parameters={"k": "v" * 200})[0], "INVALID_ARGUMENT")
+            rec = open(os.path.join(pl.base, "state", vid)).read()
+            self.assertIn("mparams iops%3D200,tier%3Db,", rec)
+            pl.kill9()
+            pl.start()
+            self.assertIn("mparams iops%3D200,tier%3Db,", open(os.path.join(pl.base, "state", vid)).read())
+            pl.ok("Controller", "ControllerModifyVolume", volume_id=vid, mutable_parameters={"tier": "c"})
+            self.assertIn("mparams iops%3D200,tier%3Dc,", open(os.path.join(pl.base, "state", vid)).read())
+            # the condition follows the data
+            data = os.path.join(pl.base, "data")
+            if BACKING == "dir":
+                os.rename(os.path.join(data, vid), os.path.join(pl.tmp, "moved"))
+            else:
+                os.truncate(os.path.join(data, vid + ".img"), 4096)
+            r = pl.ok("Controller", "ControllerGetVolume", volume_id=vid)
+            self.assertTrue(r.status.volume_condition.abnormal)
+            self.assertIn("backing", r.status.volume_condition.message)
+
     def test_malformed_changes_nothing(self):
         with self.local() as pl:
             vid = self.create(pl, "keep")[1].volume.volume_id
@@ -640,6 +744,43 @@ class ImageOnly(unittest.TestCase):
             pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
 
 
+class DirCapacity(unittest.TestCase):
+    """dir volumes report their own capacity in NodeGetVolumeStats: the
+    size asked, the bytes and inodes their tree uses; the volume context
+    says whether a project quota enforces the size ("none" here: this
+    machine's kernel is built without CONFIG_QUOTA, so no filesystem under
+    the plugin keeps project quotas)."""
+
+    def stats(self, pl, vid, path):
+        r = pl.ok("Node", "NodeGetVolumeStats", volume_id=vid, volume_path=path)
+        return {u.unit: u for u in r.usage}
+
+    def test_counted_over_the_tree(self):
+        with cl.Local() as pl:
+            r = pl.ok("Controller", "CreateVolume", name="c", volume_capabilities=[pl.cap()],
+                      capacity_range=pl.pb.CapacityRange(required_bytes=64 * MiB))
+            vid = r.volume.volume_id
+            self.assertEqual(r.volume.volume_context["quota"], "none")
+            stg = os.path.join(pl.tmp, "stg")
+            pl.ok("Node", "NodeStageVolume", volume_id=vid, staging_target_path=stg, volume_capability=pl.cap())
+            U = pl.pb.VolumeUsage
+            u = self.stats(pl, vid, stg)
+            self.assertEqual(u[U.BYTES].total, 64 * MiB)
+            self.assertLess(u[U.BYTES].used, MiB)
+            os.mkdir(os.path.join(stg, "d"))
+            for i in range(3):
+                with open(os.path.join(stg, "d", "f%d" % i), "wb") as f:
+                    f.write(os.urandom(MiB))
+                    os.fsync(f.fileno())
+            u = self.stats(pl, vid, stg)
+            self.assertEqual(u[U.BYTES].total, 64 * MiB)
+            self.assertGreaterEqual(u[U.BYTES].used, 3 * MiB)
+            self.assertLess(u[U.BYTES].used, 4 * MiB)
+            self.assertEqual(u[U.BYTES].available, 64 * MiB - u[U.BYTES].used)
+            self.assertEqual(u[U.INODES].used, 5)  # the root, d, 3 files
+            pl.ok("Node", "NodeUnstageVolume", volume_id=vid, staging_target_path=stg)
+
+
 class Secrets(unittest.TestCase):
     """--secrets FILE: every RPC whose request has a secrets field needs
     each key of the file with its value, else UNAUTHENTICATED (checked
@@ -755,5 +896,5 @@ if __name__ == "__main__":
             nt.skip("image backing: " + why)
         sys.argv[1:] = ["Volumes", "ImageOnly"]
     else:
-        sys.argv[1:] = ["Identity", "Volumes", "Secrets"]
+        sys.argv[1:] = ["Identity", "Volumes", "DirCapacity", "Secrets"]
     nt.main(requires=None)
