@@ -318,7 +318,7 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
 	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
 	_cleanup_resp_ Csi__V1__CreateVolumeResponse *resp = NULL;
-	_cleanup_kv_ struct kv_array params = { 0 };
+	_cleanup_kv_ struct kv_array params = { 0 }, mparams = { 0 };
 	struct storage_volume v = { 0 };
 	Csi__V1__VolumeCapability *caps[1];
 	struct vcap vc;
@@ -337,6 +337,24 @@ static int s_create(void *h, const struct storage_req *rq, struct storage_volume
 	req.n_parameters = params.n;
 	req.parameters = params.v;
 	SET_SECRETS(req, sec, rq, Csi__V1__CreateVolumeRequest__SecretsEntry);
+	if (kv_array_from_strv(&mparams, rq->mparams) < 0)
+		return NOMEM(err);
+	req.n_mutable_parameters = mparams.n;
+	req.mutable_parameters = (Csi__V1__CreateVolumeRequest__MutableParametersEntry **)mparams.v;
+	Csi__V1__VolumeContentSource cs = CSI__V1__VOLUME_CONTENT_SOURCE__INIT;
+	Csi__V1__VolumeContentSource__SnapshotSource css = CSI__V1__VOLUME_CONTENT_SOURCE__SNAPSHOT_SOURCE__INIT;
+	Csi__V1__VolumeContentSource__VolumeSource csv = CSI__V1__VOLUME_CONTENT_SOURCE__VOLUME_SOURCE__INIT;
+	if (rq->from_snapshot) {
+		css.snapshot_id = (char *)rq->from_snapshot;
+		cs.type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
+		cs.snapshot = &css;
+		req.volume_content_source = &cs;
+	} else if (rq->from_volume) {
+		csv.volume_id = (char *)rq->from_volume;
+		cs.type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME;
+		cs.volume = &csv;
+		req.volume_content_source = &cs;
+	}
 	r = rpc(h, CSI_RPC_CREATE_VOLUME, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
 		on_retry_ctx, res, err);
 	if (r < 0)
@@ -630,7 +648,7 @@ static int s_stats(void *h, const struct storage_req *rq, uint64_t timeout_ms,
 {
 	Csi__V1__NodeGetVolumeStatsRequest req = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
 	_cleanup_resp_ Csi__V1__NodeGetVolumeStatsResponse *resp = NULL;
-	struct storage_stats st;
+	struct storage_stats st = { 0 };
 	int r;
 
 	req.volume_id = (char *)rq->id;
@@ -650,6 +668,158 @@ static int s_stats(void *h, const struct storage_req *rq, uint64_t timeout_ms,
 		d[1] = u->available;
 		d[2] = u->total;
 	}
+	st.has_condition = resp->volume_condition != NULL;
+	st.abnormal = st.has_condition && resp->volume_condition->abnormal;
+	snprintf(st.condition, sizeof(st.condition), "%s",
+		 st.has_condition && resp->volume_condition->message ? resp->volume_condition->message : "");
+	*ret = st;
+	return 0;
+}
+
+/* ---- snapshots, modify, get ---- */
+
+static int snapshot_from(const Csi__V1__Snapshot *m, struct storage_snapshot *ret)
+{
+	struct storage_snapshot s = {
+		.size = m->size_bytes,
+		.created_s = m->creation_time ? m->creation_time->seconds : 0,
+		.created_ns = m->creation_time ? m->creation_time->nanos : 0,
+		.ready = m->ready_to_use,
+	};
+
+	s.id = strdup(m->snapshot_id);
+	s.source_id = strdup(m->source_volume_id ? m->source_volume_id : "");
+	if (!s.id || !s.source_id) {
+		storage_snapshot_clear(&s);
+		return -ENOMEM;
+	}
+	*ret = s;
+	return 0;
+}
+
+static int s_snapshot_create(void *h, const struct storage_req *rq, struct storage_snapshot *ret,
+			     storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+			     struct nerr *err)
+{
+	_cleanup_secrets_ struct kv_array sec = { 0 };
+	_cleanup_kv_ struct kv_array params = { 0 };
+	Csi__V1__CreateSnapshotRequest req = CSI__V1__CREATE_SNAPSHOT_REQUEST__INIT;
+	_cleanup_resp_ Csi__V1__CreateSnapshotResponse *resp = NULL;
+	int r;
+
+	req.name = (char *)rq->name;
+	req.source_volume_id = (char *)rq->id;
+	if (kv_array_from_strv(&params, rq->params) < 0)
+		return NOMEM(err);
+	req.n_parameters = params.n;
+	req.parameters = (Csi__V1__CreateSnapshotRequest__ParametersEntry **)params.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__CreateSnapshotRequest__SecretsEntry);
+	r = rpc(h, CSI_RPC_CREATE_SNAPSHOT, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
+		on_retry_ctx, res, err);
+	if (r < 0)
+		return r;
+	if (!resp->snapshot || !resp->snapshot->snapshot_id || !resp->snapshot->snapshot_id[0])
+		return nerr_set(err, EIO, "CreateSnapshot: the plugin returned no snapshot id");
+	if (snapshot_from(resp->snapshot, ret) < 0)
+		return NOMEM(err);
+	return 0;
+}
+
+static int s_snapshot_delete(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+			     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
+{
+	_cleanup_secrets_ struct kv_array sec = { 0 };
+	Csi__V1__DeleteSnapshotRequest req = CSI__V1__DELETE_SNAPSHOT_REQUEST__INIT;
+
+	req.snapshot_id = (char *)rq->id;
+	SET_SECRETS(req, sec, rq, Csi__V1__DeleteSnapshotRequest__SecretsEntry);
+	return rpc(h, CSI_RPC_DELETE_SNAPSHOT, &req.base, 0, 0, NULL, on_retry, on_retry_ctx, res, err);
+}
+
+static int s_snapshot_list(void *h, const struct storage_req *rq, const char *token,
+			   struct storage_snap_page *ret, storage_retry_fn on_retry, void *on_retry_ctx,
+			   struct storage_result *res, struct nerr *err)
+{
+	_cleanup_secrets_ struct kv_array sec = { 0 };
+	Csi__V1__ListSnapshotsRequest req = CSI__V1__LIST_SNAPSHOTS_REQUEST__INIT;
+	_cleanup_resp_ Csi__V1__ListSnapshotsResponse *resp = NULL;
+	struct storage_snap_page pg = { 0 };
+	int r;
+
+	req.starting_token = (char *)(token ? token : "");
+	req.source_volume_id = (char *)(rq && rq->id ? rq->id : "");
+	if (rq)
+		SET_SECRETS(req, sec, rq, Csi__V1__ListSnapshotsRequest__SecretsEntry);
+	r = rpc(h, CSI_RPC_LIST_SNAPSHOTS, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
+		on_retry_ctx, res, err);
+	if (r < 0)
+		return r;
+	pg.s = calloc(resp->n_entries ? resp->n_entries : 1, sizeof(*pg.s));
+	if (!pg.s)
+		return NOMEM(err);
+	for (size_t i = 0; i < resp->n_entries; i++) {
+		const Csi__V1__Snapshot *m = resp->entries[i] ? resp->entries[i]->snapshot : NULL;
+
+		if (!m || !m->snapshot_id || !m->snapshot_id[0])
+			continue;
+		if (snapshot_from(m, &pg.s[pg.n]) < 0) {
+			storage_snap_page_clear(&pg);
+			return NOMEM(err);
+		}
+		pg.n++;
+	}
+	if (resp->next_token && resp->next_token[0] && !(pg.next_token = strdup(resp->next_token))) {
+		storage_snap_page_clear(&pg);
+		return NOMEM(err);
+	}
+	*ret = pg;
+	return 0;
+}
+
+static int s_modify(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		    void *on_retry_ctx, struct storage_result *res, struct nerr *err)
+{
+	_cleanup_secrets_ struct kv_array sec = { 0 };
+	_cleanup_kv_ struct kv_array mp = { 0 };
+	Csi__V1__ControllerModifyVolumeRequest req = CSI__V1__CONTROLLER_MODIFY_VOLUME_REQUEST__INIT;
+
+	req.volume_id = (char *)rq->id;
+	if (kv_array_from_strv(&mp, rq->mparams) < 0)
+		return NOMEM(err);
+	req.n_mutable_parameters = mp.n;
+	req.mutable_parameters = (Csi__V1__ControllerModifyVolumeRequest__MutableParametersEntry **)mp.v;
+	SET_SECRETS(req, sec, rq, Csi__V1__ControllerModifyVolumeRequest__SecretsEntry);
+	return rpc(h, CSI_RPC_CONTROLLER_MODIFY_VOLUME, &req.base, 0, 0, NULL, on_retry, on_retry_ctx,
+		   res, err);
+}
+
+static int s_get_volume(void *h, const struct storage_req *rq, struct storage_volume_status *ret,
+			storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+			struct nerr *err)
+{
+	Csi__V1__ControllerGetVolumeRequest req = CSI__V1__CONTROLLER_GET_VOLUME_REQUEST__INIT;
+	_cleanup_resp_ Csi__V1__ControllerGetVolumeResponse *resp = NULL;
+	struct storage_volume_status st = { 0 };
+	int r;
+
+	req.volume_id = (char *)rq->id;
+	r = rpc(h, CSI_RPC_CONTROLLER_GET_VOLUME, &req.base, 0, 1, (ProtobufCMessage **)&resp, on_retry,
+		on_retry_ctx, res, err);
+	if (r < 0)
+		return r;
+	if (!resp->volume || !resp->volume->volume_id)
+		return nerr_set(err, EIO, "ControllerGetVolume: the plugin returned no volume");
+	st.v.capacity = resp->volume->capacity_bytes;
+	if (!(st.v.id = strdup(resp->volume->volume_id))
+	    || strv_from_map(resp->volume->n_volume_context, (void *const *)resp->volume->volume_context,
+			     &st.v.vctx) < 0) {
+		storage_volume_clear(&st.v);
+		return NOMEM(err);
+	}
+	const Csi__V1__VolumeCondition *c = resp->status ? resp->status->volume_condition : NULL;
+	st.has_condition = c != NULL;
+	st.abnormal = c && c->abnormal;
+	snprintf(st.condition, sizeof(st.condition), "%s", c && c->message ? c->message : "");
 	*ret = st;
 	return 0;
 }
@@ -733,5 +903,10 @@ const struct storage_ops csi_storage_ops = {
 	.unpublish = s_unpublish,
 	.node_expand = s_node_expand,
 	.stats = s_stats,
+	.snapshot_create = s_snapshot_create,
+	.snapshot_delete = s_snapshot_delete,
+	.snapshot_list = s_snapshot_list,
+	.modify = s_modify,
+	.get_volume = s_get_volume,
 	.render_metrics = s_render_metrics,
 };

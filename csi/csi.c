@@ -55,6 +55,11 @@ static const struct rpc_desc rpcs[_CSI_RPC_MAX] = {
 	RPC(CSI_RPC_NODE_EXPAND_VOLUME, Node, NodeExpandVolume, node_expand_volume),
 	RPC(CSI_RPC_NODE_GET_CAPABILITIES, Node, NodeGetCapabilities, node_get_capabilities),
 	RPC(CSI_RPC_NODE_GET_INFO, Node, NodeGetInfo, node_get_info),
+	RPC(CSI_RPC_CREATE_SNAPSHOT, Controller, CreateSnapshot, create_snapshot),
+	RPC(CSI_RPC_DELETE_SNAPSHOT, Controller, DeleteSnapshot, delete_snapshot),
+	RPC(CSI_RPC_LIST_SNAPSHOTS, Controller, ListSnapshots, list_snapshots),
+	RPC(CSI_RPC_CONTROLLER_GET_VOLUME, Controller, ControllerGetVolume, controller_get_volume),
+	RPC(CSI_RPC_CONTROLLER_MODIFY_VOLUME, Controller, ControllerModifyVolume, controller_modify_volume),
 };
 #undef RPC
 

@@ -80,6 +80,12 @@ struct storage_req {
 	const char *path;		/* node expand, stats: where the volume is on this node */
 	bool readonly;			/* controller publish, publish */
 	int64_t bytes;			/* create (0: no range), expands: required bytes */
+	/* create: the content source, a plugin's snapshot id or volume id
+	 * (at most one; NULL: an empty volume); snapshot_create: the source
+	 * volume is id */
+	const char *from_snapshot;
+	const char *from_volume;
+	char *const *mparams;		/* create, modify: mutable parameters "k=v" */
 	/* "k=v", may be NULL: sent in the secrets field of every call the CSI
 	 * spec gives one (create, delete, validate, controller publish and
 	 * unpublish, controller expand, stage, publish, node expand); never
@@ -115,10 +121,39 @@ struct storage_page {
 	char *next_token;		/* NULL: the last page */
 };
 
-/* Bytes and inodes {used, available, total}, -1 where not reported. */
+/* Bytes and inodes {used, available, total}, -1 where not reported; the
+ * volume's condition where the plugin reports one (VOLUME_CONDITION). */
 struct storage_stats {
 	long long bytes[3];
 	long long inodes[3];
+	bool has_condition;
+	bool abnormal;
+	char condition[256];		/* the plugin's message */
+};
+
+/* A snapshot the plugin made or lists. Free with storage_snapshot_clear. */
+struct storage_snapshot {
+	char *id;
+	char *source_id;		/* the volume it was taken of */
+	int64_t size;			/* bytes, 0: unknown */
+	int64_t created_s;		/* creation time, unix seconds; 0: unknown */
+	int32_t created_ns;
+	bool ready;			/* ready_to_use */
+};
+
+/* One page of the plugin's snapshots. Free with storage_snap_page_clear. */
+struct storage_snap_page {
+	struct storage_snapshot *s;
+	size_t n;
+	char *next_token;		/* NULL: the last page */
+};
+
+/* What ControllerGetVolume says of a volume. */
+struct storage_volume_status {
+	struct storage_volume v;
+	bool has_condition;
+	bool abnormal;
+	char condition[256];
 };
 
 /* Capabilities as bit sets: bit N set when the plugin reports value N, in
@@ -138,7 +173,13 @@ enum {
 	STORAGE_CTL_PUBLISH_UNPUBLISH_VOLUME = 2,
 	STORAGE_CTL_LIST_VOLUMES = 3,
 	STORAGE_CTL_GET_CAPACITY = 4,
+	STORAGE_CTL_CREATE_DELETE_SNAPSHOT = 5,
+	STORAGE_CTL_LIST_SNAPSHOTS = 6,
+	STORAGE_CTL_CLONE_VOLUME = 7,
 	STORAGE_CTL_EXPAND_VOLUME = 9,
+	STORAGE_CTL_VOLUME_CONDITION = 11,
+	STORAGE_CTL_GET_VOLUME = 12,
+	STORAGE_CTL_MODIFY_VOLUME = 14,
 };
 enum {
 	STORAGE_NODE_STAGE_UNSTAGE_VOLUME = 1,
@@ -223,6 +264,27 @@ struct storage_ops {
 				 bool *ret_node_needed, storage_retry_fn on_retry,
 				 void *on_retry_ctx, struct storage_result *res, struct nerr *err);
 
+	/* Snapshots and live changes (NULL in an implementation without
+	 * them: the backend answers ENOTSUP). snapshot_create: name (the
+	 * idempotency name), id (the source volume's), params; *ret filled
+	 * (no snapshot id is -EIO). snapshot_delete: id (the snapshot's; a
+	 * missing one is success). snapshot_list: one page from token, of
+	 * source volume rq->id when set. modify: id, mparams. get_volume:
+	 * id. */
+	int (*snapshot_create)(void *h, const struct storage_req *rq, struct storage_snapshot *ret,
+			       storage_retry_fn on_retry, void *on_retry_ctx,
+			       struct storage_result *res, struct nerr *err);
+	int (*snapshot_delete)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+			       void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*snapshot_list)(void *h, const struct storage_req *rq, const char *token,
+			     struct storage_snap_page *ret, storage_retry_fn on_retry,
+			     void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*modify)(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+		      void *on_retry_ctx, struct storage_result *res, struct nerr *err);
+	int (*get_volume)(void *h, const struct storage_req *rq, struct storage_volume_status *ret,
+			  storage_retry_fn on_retry, void *on_retry_ctx,
+			  struct storage_result *res, struct nerr *err);
+
 	/* Node. stage: id, staging, cap, pctx, vctx. unstage: id, staging.
 	 * publish: id, staging, target, cap, readonly, pctx, vctx. unpublish:
 	 * id, target. node_expand: id, path, staging, bytes, cap. stats: id,
@@ -274,6 +336,24 @@ static inline void storage_page_clear(struct storage_page *p)
 	free(p->v);
 	free(p->next_token);
 	p->v = NULL;
+	p->n = 0;
+	p->next_token = NULL;
+}
+
+static inline void storage_snapshot_clear(struct storage_snapshot *s)
+{
+	free(s->id);
+	free(s->source_id);
+	s->id = s->source_id = NULL;
+}
+
+static inline void storage_snap_page_clear(struct storage_snap_page *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		storage_snapshot_clear(&p->s[i]);
+	free(p->s);
+	free(p->next_token);
+	p->s = NULL;
 	p->n = 0;
 	p->next_token = NULL;
 }
