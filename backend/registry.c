@@ -20,12 +20,13 @@
 #include "operation.h"
 #include "plugins.h"
 #include "profiles.h"
+#include "snapshots.h"
 #include "uncertain.h"
 #include "volumes.h"
 
 static const struct kind_ops *const kinds[] = {
 	&plugins_kind, &profiles_kind, &runtimes_kind, &volumes_kind, &operations_kind,
-	&containers_kind, &cluster_kind,
+	&snapshots_kind, &containers_kind, &cluster_kind,
 };
 
 static const struct backend_links links = {
@@ -41,6 +42,14 @@ static const struct backend_links links = {
 	.uncertain_stop = uncertain_stop,
 	.uncertain_render_metrics = uncertain_render_metrics,
 	.plugin_probe = plugin_probe,
+	.plugin_reach = plugin_reach,
+	.plugin_caps_known = plugin_caps_known,
+	.plugin_default = plugin_default,
+	.plugin_lists_stale = plugin_lists_stale,
+	.volume_identity = volume_identity,
+	.snapshot_identity = snapshot_identity,
+	.snapshots_of_volume = snapshots_of_volume,
+	.snapshot_name_by_id = snapshot_name_by_id,
 };
 
 int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)

@@ -558,6 +558,42 @@ static int apply_profile(struct config_parser *p, const struct config_section *s
 						 valid_escape(v[j], strlen(v[j]), 48, esc, sizeof(esc)));
 					goto fail;
 				}
+		} else if (strcmp(k, "mutable_parameters") == 0) {
+			char **words = NULL, **v = config_strv_new_empty();
+			size_t nv = 0;
+
+			/* K,K or K, K or K K: the keys a modify may change */
+			r = value_words(p, kv, false, &words);
+			if (r < 0) {
+				config_strv_free(v);
+				goto fail;
+			}
+			for (size_t w = 0; v && words[w]; w++) {
+				char *save = NULL;
+
+				for (char *t = strtok_r(words[w], ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+					char **nw = realloc(v, (nv + 2) * sizeof(*v));
+
+					if (!nw) {
+						config_strv_free(v);
+						v = NULL;
+						break;
+					}
+					v = nw;
+					v[nv + 1] = NULL;
+					if (!(v[nv] = config_strdup(t))) {
+						config_strv_free(v);
+						v = NULL;
+						break;
+					}
+					nv++;
+				}
+			}
+			config_strv_free(words);
+			if (!v)
+				goto nomem;
+			config_strv_free(pr.mutable_params);
+			pr.mutable_params = v;
 		} else if (strcmp(k, "size") == 0) {
 			r = value_one(p, kv, &s);
 			if (r < 0)

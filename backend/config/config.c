@@ -110,6 +110,7 @@ void config_profile_free(struct config_profile *pr)
 	free(pr->fs_type);
 	config_strv_free(pr->mount_flags);
 	config_strv_free(pr->params);
+	config_strv_free(pr->mutable_params);
 	free(pr->secrets);
 }
 

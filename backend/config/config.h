@@ -87,6 +87,9 @@ struct config_profile {
 	char **params;		/* "k=v" strings, NULL-terminated, never NULL */
 	uint64_t size;		/* key size: default capacity in bytes, 0 = unset */
 	char *secrets;		/* NULL, or the file of key=value CSI secrets (secrets.h) */
+	/* mutable_parameters = K,K: the keys `modify` may change; NULL:
+	 * unset (any key) */
+	char **mutable_params;
 };
 
 struct config {

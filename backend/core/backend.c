@@ -546,7 +546,8 @@ void backend_free(struct backend *b)
 		bnode_remove(b->root);
 	bnode_unref(b->metrics);
 	for (size_t i = 0; i < b->nkinds; i++)
-		bnode_unref(kind_dir(b, b->kinds[i]));
+		if (b->kinds[i]->dir)	/* 0: the room keeps its directory */
+			bnode_unref(kind_dir(b, b->kinds[i]));
 	bnode_unref(b->root);
 	events_free(b->events);
 	backend_reload_free(b);

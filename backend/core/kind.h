@@ -32,7 +32,8 @@ struct sbuf;
 struct kind_ops {
 	const char *name;		/* its collection's directory: "volumes" */
 	const struct btype *type;	/* that directory's type */
-	size_t dir;			/* offsetof(struct backend, ...): where the hub keeps it */
+	size_t dir;			/* offsetof(struct backend, ...): where the hub keeps it;
+					 * 0 (type NULL): the room makes and keeps its own */
 	/* The prefix of the operation types it resumes ("volume."), or NULL. */
 	const char *op_prefix;
 

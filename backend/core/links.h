@@ -27,6 +27,8 @@ struct container;
 struct engine;
 struct nerr;
 struct sbuf;
+struct storage_caps;
+struct storage_ops;
 struct volume_index;
 
 struct backend_links {
@@ -64,6 +66,37 @@ struct backend_links {
 	/* plugins/, for supervise/: probe the plugin of node (a plugins/NAME
 	 * node) through its storage handle; -ECANCELED when it has none. */
 	int (*plugin_probe)(struct bnode *node, bool *ready, struct nerr *err);
+
+	/* plugins/, for snapshots/: how to call plugin name now: its storage
+	 * implementation and handle, its capabilities (fetched once: a call
+	 * the first time) and its secrets (read now; secrets_free), its node
+	 * referenced in *ret_node (bnode_unref when done); -ENOENT no such
+	 * plugin (a worker's). The capabilities as last fetched, without a
+	 * call (FUSE threads): false when never, or no such plugin. The
+	 * plugin a command naming none means (the config's default, or the
+	 * only one) into buf: -ENOENT when none. */
+	int (*plugin_reach)(struct backend *b, const char *name, const struct storage_ops **ret_ops,
+			    void **ret_h, struct storage_caps *ret_caps, char ***ret_secrets,
+			    struct bnode **ret_node, struct nerr *err);
+	bool (*plugin_caps_known)(struct backend *b, const char *name, struct storage_caps *ret);
+	int (*plugin_default)(struct backend *b, char *buf, size_t len);
+	/* plugins/: a snapshot of plugin name changed: its lists are fetched
+	 * again at the next read. */
+	void (*plugin_lists_stale)(struct backend *b, const char *name);
+
+	/* volumes/, for snapshots/: volume name's plugin and id, copied;
+	 * -ENOENT no such volume, -EBUSY not made yet (no id). */
+	int (*volume_identity)(struct backend *b, const char *name, char *plugin, size_t plen,
+			       char *id, size_t idlen, struct nerr *err);
+
+	/* snapshots/, for volumes/ and plugins/: snapshot name's plugin and
+	 * id (-ENOENT; -EBUSY not READY); the names of volume vol's
+	 * snapshots, one a line; the name of plugin's snapshot id. */
+	int (*snapshot_identity)(struct backend *b, const char *name, char *plugin, size_t plen,
+				 char *id, size_t idlen, struct nerr *err);
+	int (*snapshots_of_volume)(struct backend *b, const char *vol, struct sbuf *out);
+	bool (*snapshot_name_by_id)(struct backend *b, const char *plugin, const char *id,
+				    char *buf, size_t len);
 };
 
 #endif

@@ -47,6 +47,9 @@ struct plugin {
 	struct sbuf capacity;		/* the capacity file */
 	struct sbuf volumes;		/* the volumes file's own lines (error:, unsupported:) */
 	struct plugin_vol *vols;	/* the plugin's list; known or not is told at a read */
+	/* the snapshots file: "ID SOURCE_ID SIZE" a line as listed (or one
+	 * error: or unsupported: line); known or not is told at a read */
+	struct sbuf snapshots;
 	size_t nvols;
 	time_t refreshed;
 	bool refreshing;
@@ -75,6 +78,9 @@ int plugin_show_cached(struct plugin *p, struct sbuf *src, struct sbuf *out);
  * discovered by what nodefs holds at the read. */
 int plugin_show_volumes(struct plugin *p, struct sbuf *out);
 void plugin_vols_free(struct plugin_vol *v, size_t n);
+/* The snapshots file: ListSnapshots as fetched, each snapshot told known
+ * (its name under snapshots/) or discovered at the read. */
+int plugin_show_snapshots(struct plugin *p, struct sbuf *out);
 
 /* The kind's hooks (plugin-kind.c's table): plugin.c, but plugins_tick
  * (plugin-refresh.c). */

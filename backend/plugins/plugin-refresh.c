@@ -101,11 +101,47 @@ static void refresh_volumes(struct plugin *p, const struct storage_caps *caps, s
 	*ret_n = n;
 }
 
+/* ListSnapshots, page by page, as "ID SOURCE_ID SIZE" lines into out (or
+ * one line saying why not). */
+static void refresh_snapshots(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
+{
+	struct sbuf list = SBUF_INIT(1u << 20);
+	char *token = NULL;
+
+	if (!STORAGE_CAP(caps->controller, STORAGE_CTL_LIST_SNAPSHOTS) || !p->ops->snapshot_list) {
+		sbuf_adds(out, "unsupported: the plugin has no LIST_SNAPSHOTS capability\n");
+		return;
+	}
+	for (int pages = 0; pages < 1000; pages++) {
+		struct storage_snap_page pg = { 0 };
+		struct nerr err = { 0 };
+
+		if (p->ops->snapshot_list(p->h, NULL, token, &pg, NULL, NULL, NULL, &err) < 0) {
+			sbuf_free(&list);
+			sbuf_printf(out, "error: %s\n", err.msg);
+			free(token);
+			return;
+		}
+		for (size_t i = 0; i < pg.n; i++)
+			sbuf_printf(&list, "%s %s %lld\n", pg.s[i].id, pg.s[i].source_id[0] ? pg.s[i].source_id : "-",
+				    (long long)pg.s[i].size);
+		free(token);
+		token = TAKE_PTR(pg.next_token);
+		storage_snap_page_clear(&pg);
+		if (!token)
+			break;
+	}
+	free(token);
+	if (list.len)
+		sbuf_add(out, list.buf, list.len);
+	sbuf_free(&list);
+}
+
 static void plugin_refresh(void *arg)
 {
 	struct bnode *n = arg;
 	struct plugin *p = pof(n);
-	struct sbuf cap = SBUF_INIT(1u << 20), vols = SBUF_INIT(1u << 20);
+	struct sbuf cap = SBUF_INIT(1u << 20), vols = SBUF_INIT(1u << 20), snaps = SBUF_INIT(1u << 20);
 	struct plugin_vol *vlist = NULL;
 	size_t nvlist = 0;
 	struct nerr err = { 0 };
@@ -144,6 +180,7 @@ static void plugin_refresh(void *arg)
 	if (r >= 0) {
 		refresh_capacity(p, &caps, &cap);
 		refresh_volumes(p, &caps, &vols, &vlist, &nvlist);
+		refresh_snapshots(p, &caps, &snaps);
 		if (p->b->links && p->b->links->volumes_refresh_stats)
 			p->b->links->volumes_refresh_stats(p->b, p->name);
 	}
@@ -153,6 +190,9 @@ static void plugin_refresh(void *arg)
 		p->capacity = cap;
 		sbuf_free(&p->volumes);
 		p->volumes = vols;
+		sbuf_free(&p->snapshots);
+		p->snapshots = snaps;
+		sbuf_init(&snaps, 0);
 		plugin_vols_free(p->vols, p->nvols);
 		p->vols = TAKE_PTR(vlist);
 		p->nvols = nvlist;
@@ -171,6 +211,7 @@ static void plugin_refresh(void *arg)
 out:
 	sbuf_free(&cap);
 	sbuf_free(&vols);
+	sbuf_free(&snaps);
 	plugin_vols_free(vlist, nvlist);
 	bnode_unref(n);
 }
@@ -287,6 +328,40 @@ int plugin_show_volumes(struct plugin *p, struct sbuf *out)
 		r = sbuf_add(out, p->volumes.buf, p->volumes.len);
 	pthread_mutex_unlock(&p->lock);
 	ln->volume_index_free(ix);
+	return r;
+}
+
+int plugin_show_snapshots(struct plugin *p, struct sbuf *out)
+{
+	const struct backend_links *ln = p->b->links;
+	_cleanup_free_ char *copy = NULL;
+	int r = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->have_lists)
+		r = show_unknown_locked(p, out);
+	else
+		copy = strndup(p->snapshots.buf ? p->snapshots.buf : "", p->snapshots.len);
+	pthread_mutex_unlock(&p->lock);
+	if (r < 0 || !p->have_lists)
+		return r;
+	if (!copy)
+		return -ENOMEM;
+	/* known or not, by what snapshots/ holds now (links.h), outside p->lock */
+	char *save = NULL;
+	for (char *l = strtok_r(copy, "\n", &save); l && r >= 0; l = strtok_r(NULL, "\n", &save)) {
+		char id[1100], name[80];
+
+		if (strncmp(l, "error: ", 7) == 0 || strncmp(l, "unsupported: ", 13) == 0) {
+			r = sbuf_printf(out, "%s\n", l);
+			continue;
+		}
+		snprintf(id, sizeof(id), "%.*s", (int)strcspn(l, " "), l);
+		if (ln && ln->snapshot_name_by_id && ln->snapshot_name_by_id(p->b, p->name, id, name, sizeof(name)))
+			r = sbuf_printf(out, "%s known %s\n", l, name);
+		else
+			r = sbuf_printf(out, "%s discovered\n", l);
+	}
 	return r;
 }
 

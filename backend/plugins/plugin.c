@@ -43,6 +43,7 @@ static void plugin_free(struct plugin *p)
 	free(p->secrets);
 	sbuf_free(&p->capacity);
 	sbuf_free(&p->volumes);
+	sbuf_free(&p->snapshots);
 	plugin_vols_free(p->vols, p->nvols);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
@@ -265,6 +266,12 @@ static int show_volumes(struct bnode *n, struct sbuf *out)
 	return plugin_show_volumes(pof(n), out);
 }
 
+static int show_snapshots(struct bnode *n, struct sbuf *out)
+{
+	plugin_refresh_if_stale(pof(n));
+	return plugin_show_snapshots(pof(n), out);
+}
+
 /* Rendered with common/jw.c, the one writer of what nodefs shows: the
  * text is what jansson's JSON_INDENT(2) dump of the same members gave. */
 static int show_info_json(struct bnode *n, struct sbuf *out)
@@ -322,6 +329,7 @@ static const struct battr plugin_attrs[] = {
 	{ .name = "health", .flags = BATTR_POLL, .show = show_health },
 	{ .name = "capacity", .show = show_capacity },
 	{ .name = "volumes", .show = show_volumes },
+	{ .name = "snapshots", .show = show_snapshots },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info_json },
 };
@@ -410,6 +418,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 	pthread_mutex_init(&p->lock, NULL);
 	sbuf_init(&p->capacity, 1u << 20);
 	sbuf_init(&p->volumes, 1u << 20);
+	sbuf_init(&p->snapshots, 1u << 20);
 	if (!p->name || !p->endpoint || (def->secrets && !p->secrets)) {
 		plugin_free(p);
 		return nerr_set(err, ENOMEM, "out of memory");

@@ -56,5 +56,12 @@ void plugin_lists_stale(struct backend *b, const char *name);
 /* links.h's plugin_probe: probe the plugin of node (plugins/NAME) through
  * its storage handle; -ECANCELED when it has none (worker pool). */
 int plugin_probe(struct bnode *node, bool *ready, struct nerr *err);
+/* links.h's plugin_reach, plugin_caps_known and plugin_default
+ * (plugin-links.c). */
+int plugin_reach(struct backend *b, const char *name, const struct storage_ops **ret_ops,
+		 void **ret_h, struct storage_caps *ret_caps, char ***ret_secrets,
+		 struct bnode **ret_node, struct nerr *err);
+bool plugin_caps_known(struct backend *b, const char *name, struct storage_caps *ret);
+int plugin_default(struct backend *b, char *buf, size_t len);
 
 #endif

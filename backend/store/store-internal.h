@@ -27,7 +27,7 @@
 #define STORE_JENTRY_MAX (STORE_RECORD_MAX + 600u)
 
 /* The kinds' names, in the order of struct store's arrays (store.c). */
-#define STORE_NKINDS 4
+#define STORE_NKINDS 5
 extern const char *const store_kinds[STORE_NKINDS];
 
 struct kind_stats {

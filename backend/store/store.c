@@ -25,7 +25,8 @@
 #include "jw.h"
 #include "nerr.h"
 
-const char *const store_kinds[STORE_NKINDS] = { "volumes", "containers", "operations", "plugins" };
+const char *const store_kinds[STORE_NKINDS] = { "volumes", "containers", "operations", "plugins",
+						    "snapshots" };
 
 const double store_bucket_le[STORE_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 						0.01, 0.05, 0.25, 1 };

@@ -41,6 +41,7 @@ void volume_act_free(struct action *a)
 	struct vact *x = (struct vact *)a;
 
 	free(x->target);
+	storage_strv_free(x->mparams);
 	bnode_unref(x->node);
 	free(x);
 }
@@ -49,27 +50,31 @@ int volume_submit(struct volume *v, int kind, const char *cmdline, struct breq *
 {
 	static const char *const types[] = {
 		"volume.create", "volume.import", "volume.publish", "volume.stage", "volume.unpublish",
-		"volume.unstage", "volume.expand", "volume.destroy",
+		"volume.unstage", "volume.expand", "volume.destroy", "volume.modify",
 	};
 	struct vact *x = calloc(1, sizeof(*x));
 	char object[80];
 	int r;
 
 	if (!x) {
-		if (t)
+		if (t) {
 			free(t->target);
+			storage_strv_free(t->mparams);
+		}
 		return nerr_set(&rq->err, ENOMEM, "out of memory");
 	}
 	if (t)
 		*x = *t;
 	if (kind != VA_CREATE && kind != VA_IMPORT && !atomic_load(&v->queued)) {
 		free(x->target);
+		storage_strv_free(x->mparams);
 		free(x);
 		return nerr_set(&rq->err, EBUSY, "volume %s is being created", v->name);
 	}
 	if (rq->nonblock) {
 		if (atomic_load(&v->inflight) > 0) {
 			free(x->target);
+			storage_strv_free(x->mparams);
 			free(x);
 			return nerr_set(&rq->err, EBUSY, "volume %s has a command in flight", v->name);
 		}
@@ -325,6 +330,63 @@ static int cmd_destroy(struct bnode *n, const struct ctl_cmd *cmd, struct breq *
 	return volume_submit(vof(n), VA_DESTROY, cmdline_of(cmd, line, sizeof(line)), rq, NULL);
 }
 
+/* modify param.K=V ...: ControllerModifyVolume. The profile's
+ * mutable_parameters (when set) name the keys that may change. */
+static int cmd_modify(struct bnode *n, const struct ctl_cmd *cmd, struct breq *rq)
+{
+	struct volume *v = vof(n);
+	const struct config_profile *prof = NULL;
+	struct vact t = { 0 };
+	struct storage_caps caps;
+	struct bnode *pn = NULL;
+	struct plugin *p;
+	char line[512];
+	bool known;
+	size_t nkeys = 0;
+
+	for (size_t i = 0; i < cmd->nopts; i++) {
+		const char *k = cmd->opts[i].key;
+
+		if (strncmp(k, "param.", 6) != 0 || !k[6])
+			return nerr_set(&rq->err, EINVAL, "modify: '%s' is not param.K=V", k);
+		nkeys++;
+	}
+	if (!nkeys)
+		return nerr_set(&rq->err, EINVAL, "modify: no param.K=V given");
+	if (rq->dry_run)
+		return 0;
+	if (v->profile)
+		prof = config_profile_find(backend_profiles(v->b), v->profile);
+	for (size_t i = 0; prof && prof->mutable_params && i < cmd->nopts; i++) {
+		const char *k = cmd->opts[i].key + 6;
+		size_t j;
+
+		for (j = 0; prof->mutable_params[j] && strcmp(prof->mutable_params[j], k) != 0; j++)
+			;
+		if (!prof->mutable_params[j])
+			return nerr_set(&rq->err, EINVAL, "modify: %s is not among profile %s's mutable_parameters",
+					k, prof->name);
+	}
+	p = plugin_get(v->b, v->plugin, &pn);
+	known = p && plugin_caps_cached(p, &caps);
+	bnode_unref(pn);
+	if (known && !STORAGE_CAP(caps.controller, STORAGE_CTL_MODIFY_VOLUME))
+		return nerr_set(&rq->err, ENOTSUP, "modify: plugin %s cannot change volumes (no MODIFY_VOLUME)",
+				v->plugin);
+	for (size_t i = 0; i < cmd->nopts; i++) {
+		char buf[4200];
+
+		snprintf(buf, sizeof(buf), "%s=%s", cmd->opts[i].key + 6, cmd->opts[i].val);
+		if (volume_strv_push(&t.mparams, buf) < 0) {
+			storage_strv_free(t.mparams);
+			return nerr_set(&rq->err, ENOMEM, "out of memory");
+		}
+	}
+	return volume_submit(v, VA_MODIFY, cmdline_of(cmd, line, sizeof(line)), rq, &t);
+}
+
+static const char *const modify_opts[] = { "param.", NULL };
+
 static const struct ctl_spec volume_specs[] = {
 	{ .name = "publish", .min_args = 1, .max_args = 2, .usage = "publish TARGET [ro]" },
 	{ .name = "unpublish", .min_args = 0, .max_args = 1, .usage = "unpublish [force]" },
@@ -332,11 +394,13 @@ static const struct ctl_spec volume_specs[] = {
 	{ .name = "unstage", .min_args = 0, .max_args = 0, .usage = "unstage" },
 	{ .name = "expand", .min_args = 1, .max_args = 1, .usage = "expand SIZE" },
 	{ .name = "destroy", .min_args = 0, .max_args = 0, .usage = "destroy" },
+	{ .name = "modify", .min_args = 0, .max_args = 0, .opts = modify_opts,
+	  .usage = "modify param.K=V ..." },
 };
 static const bctl_fn volume_fns[] = {
-	cmd_publish, cmd_unpublish, cmd_stage, cmd_unstage, cmd_expand, cmd_destroy,
+	cmd_publish, cmd_unpublish, cmd_stage, cmd_unstage, cmd_expand, cmd_destroy, cmd_modify,
 };
-const struct bctl_table volume_ctl_table = { volume_specs, volume_fns, 6 };
+const struct bctl_table volume_ctl_table = { volume_specs, volume_fns, 7 };
 
 /* ---- volumes/ctl: create, import; mkdir, rmdir ---- */
 
@@ -395,6 +459,19 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	for (size_t i = 0; c && i < c->nopts; i++)
 		if (strncmp(c->opts[i].key, "param.", 6) == 0 && !c->opts[i].key[6])
 			return nerr_set(err, EINVAL, "param.: empty parameter name");
+	const char *from = c ? ctl_opt_get(c, "from") : NULL;
+	if (from) {
+		const char *colon = strchr(from, ':');
+		bool is_snap = colon && (size_t)(colon - from) == 8 && strncmp(from, "snapshot", 8) == 0;
+		bool is_vol = colon && (size_t)(colon - from) == 6 && strncmp(from, "volume", 6) == 0;
+
+		if (!is_snap && !is_vol)
+			return nerr_set(err, EINVAL, "from: '%s' is not snapshot:SNAP or volume:VOL", from);
+		if ((r = valid_name(colon + 1, err)) < 0) {
+			nerr_prefix(err, "from");
+			return r;
+		}
+	}
 	if (dry_run)
 		return 0;
 	if (!plugin) {
@@ -421,6 +498,34 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	if (k) {
 		bnode_unref(k);
 		return nerr_set(err, EEXIST, "volume '%s' exists", name);
+	}
+	char src_id[1100] = "";
+	if (from) {
+		char sp[80] = "";
+		struct storage_caps caps;
+		bool snap = from[0] == 's';
+		struct plugin *pp;
+
+		if (snap) {
+			const struct backend_links *ln = b->links;
+
+			if (!ln || !ln->snapshot_identity)
+				return nerr_set(err, ENOENT, "no snapshot '%s'", from + 9);
+			r = ln->snapshot_identity(b, from + 9, sp, sizeof(sp), src_id, sizeof(src_id), err);
+		} else
+			r = volume_identity(b, from + 7, sp, sizeof(sp), src_id, sizeof(src_id), err);
+		if (r < 0)
+			return r;
+		if (strcmp(sp, plugin) != 0)
+			return nerr_set(err, EINVAL, "from: %s is of plugin %s, not %s", from, sp, plugin);
+		pp = plugin_get(b, plugin, &pn);
+		if (pp && plugin_caps_cached(pp, &caps) &&
+		    !STORAGE_CAP(caps.controller, snap ? STORAGE_CTL_CREATE_DELETE_SNAPSHOT : STORAGE_CTL_CLONE_VOLUME)) {
+			bnode_unref(pn);
+			return nerr_set(err, ENOTSUP, "plugin %s cannot make a volume from %s (no %s)", plugin,
+					from, snap ? "CREATE_DELETE_SNAPSHOT" : "CLONE_VOLUME");
+		}
+		bnode_unref(pn);
 	}
 	if (id) {
 		char known[80];
@@ -459,6 +564,10 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 			volume_staging_locked(v);
 	}
 	v->state = id ? V_CREATED : V_CREATING;
+	if (from && (!(v->src = strdup(from)) || !(v->src_id = strdup(src_id)))) {
+		volume_free(v);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
 	if (!v->plugin || (id && !v->id)) {
 		volume_free(v);
 		return nerr_set(err, ENOMEM, "out of memory");
@@ -524,12 +633,12 @@ static int cmd_import(struct bnode *n, const struct ctl_cmd *c, struct breq *rq)
 	return volume_start(b, v, VA_IMPORT, cmdline_of(c, line, sizeof(line)), rq);
 }
 
-static const char *const create_opts[] = { "plugin", "size", "profile", "mode", "fs", "param.", NULL };
+static const char *const create_opts[] = { "plugin", "size", "profile", "mode", "fs", "from", "param.", NULL };
 static const char *const import_opts[] = { "plugin", "profile", "mode", "fs", "param.", NULL };
 
 static const struct ctl_spec volumes_specs[] = {
 	{ .name = "create", .min_args = 1, .max_args = 1, .opts = create_opts,
-	  .usage = "create NAME [plugin=P] [size=SIZE] [profile=PR] [mode=ACCESS_MODE] [fs=TYPE] [param.K=V ...]" },
+	  .usage = "create NAME [plugin=P] [size=SIZE] [profile=PR] [mode=ACCESS_MODE] [fs=TYPE] [from=snapshot:SNAP|volume:VOL] [param.K=V ...]" },
 	{ .name = "import", .min_args = 2, .max_args = 2, .opts = import_opts,
 	  .usage = "import NAME ID [plugin=P] [profile=PR] [mode=ACCESS_MODE] [fs=TYPE] [param.K=V ...]" },
 };

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "jw.h"
+#include "redact.h"
 
 /* ---- files ---- */
 
@@ -105,6 +106,15 @@ static int volume_stats(struct volume *v, long long used[3], long long ino[3], b
 	v->have_stats = used[0] >= 0;
 	v->stats_used = used[0];
 	v->stats_available = used[1];
+	if (st.has_condition) {
+		char *m = strdup(st.condition);
+
+		if (m) {
+			free(v->cond_msg);
+			v->cond_msg = m;
+			v->cond_abnormal = st.abnormal;
+		}
+	}
 	pthread_mutex_unlock(&v->lock);
 	return 1;
 }
@@ -153,6 +163,100 @@ void volumes_refresh_stats(struct backend *b, const char *plugin)
 			volume_stats(x, used, ino, &unsupported, &err);
 	}
 	bnode_list_free(v, n);
+}
+
+/* parameters: what is in force, "K=V" a line: the create's, then the
+ * mutable ones modify changed (values the config's redact list names
+ * hidden, as info.json does). */
+static int show_parameters(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	const char *const *names = (const char *const *)v->b->cfg->redact;
+	int r = 0;
+
+	pthread_mutex_lock(&v->lock);
+	for (int pass = 0; pass < 2 && r >= 0; pass++) {
+		char **kv = pass ? v->mparams : v->params;
+
+		for (size_t i = 0; kv && kv[i] && r >= 0; i++) {
+			size_t k = strcspn(kv[i], "=");
+
+			if (redact_key(kv[i], k, names))
+				r = sbuf_printf(out, "%.*s=" REDACTED "\n", (int)k, kv[i]);
+			else
+				r = sbuf_printf(out, "%s\n", kv[i]);
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	return r;
+}
+
+/* condition: `normal` or `abnormal: MESSAGE`, from ControllerGetVolume
+ * where the plugin has GET_VOLUME and VOLUME_CONDITION (one bounded call a
+ * read), else as NodeGetVolumeStats last said it (a read of stats, or of
+ * this file, asks again); `unknown` when the plugin never said. */
+static int show_condition(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	struct storage_caps caps;
+	struct nerr err = { 0 };
+	struct bnode *pn = NULL;
+	struct plugin *p = plugin_get(v->b, v->plugin, &pn);
+	char id[1024] = "";
+	int r = 0;
+
+	pthread_mutex_lock(&v->lock);
+	if (v->id && v->state != V_CREATING && v->state != V_DELETING)
+		snprintf(id, sizeof(id), "%s", v->id);
+	pthread_mutex_unlock(&v->lock);
+	if (p && id[0] && plugin_caps_cached(p, &caps) && plugin_ops(p)->get_volume &&
+	    STORAGE_CAP(caps.controller, STORAGE_CTL_GET_VOLUME) &&
+	    STORAGE_CAP(caps.controller, STORAGE_CTL_VOLUME_CONDITION)) {
+		struct storage_volume_status st = { 0 };
+		struct storage_req rq = { .id = id };
+
+		r = plugin_ops(p)->get_volume(plugin_handle(p), &rq, &st, NULL, NULL, NULL, &err);
+		storage_volume_clear(&st.v);
+		if (r < 0)
+			bnode_set_error(n, err.msg);
+		else if (st.has_condition) {
+			char *m = strdup(st.condition);
+
+			pthread_mutex_lock(&v->lock);
+			if (m) {
+				free(v->cond_msg);
+				v->cond_msg = m;
+				v->cond_abnormal = st.abnormal;
+			}
+			pthread_mutex_unlock(&v->lock);
+		}
+	} else if (p && id[0]) {
+		long long used[3], ino[3];
+		bool unsupported;
+
+		if (volume_stats(v, used, ino, &unsupported, &err) < 0)
+			bnode_set_error(n, err.msg);
+	}
+	bnode_unref(pn);
+	pthread_mutex_lock(&v->lock);
+	if (!v->cond_msg)
+		r = sbuf_adds(out, "unknown\n");
+	else if (v->cond_abnormal)
+		r = sbuf_printf(out, "abnormal: %s\n", v->cond_msg);
+	else
+		r = sbuf_adds(out, "normal\n");
+	pthread_mutex_unlock(&v->lock);
+	return r;
+}
+
+/* snapshots: the snapshots of this volume, one name a line (snapshots/,
+ * through links.h). */
+static int show_snapshots(struct bnode *n, struct sbuf *out)
+{
+	struct volume *v = vof(n);
+	const struct backend_links *ln = v->b->links;
+
+	return ln && ln->snapshots_of_volume ? ln->snapshots_of_volume(v->b, v->name, out) : 0;
 }
 
 static int write_info(struct bnode *n, struct sbuf *out, bool redact)
@@ -213,6 +317,9 @@ static const struct battr volume_attrs[] = {
 	{ .name = "capacity", .flags = BATTR_VERSIONED, .show = show_capacity },
 	{ .name = "target", .flags = BATTR_VERSIONED, .show = show_target },
 	{ .name = "stats", .flags = BATTR_AGED, .show = show_stats },
+	{ .name = "condition", .show = show_condition },
+	{ .name = "parameters", .flags = BATTR_VERSIONED, .show = show_parameters },
+	{ .name = "snapshots", .show = show_snapshots },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },
 	{ .name = "spec.json", .flags = BATTR_PRIV, .show = show_spec },

@@ -75,6 +75,11 @@ struct volume {
 	char **params;			/* "k=v" */
 	uint64_t size_req;
 	bool imported;
+	/* create: the content source, "snapshot:NAME" or "volume:NAME" (NULL:
+	 * none), and its id at the plugin (resolved when the command was
+	 * written, kept in the record so a repeated CreateVolume names it) */
+	char *src;
+	char *src_id;
 	/* under lock, with the members below (here, they fill a hole) */
 	bool ctl_published, staged;
 	bool have_stats;		/* NodeGetVolumeStats as last reported */
@@ -91,6 +96,12 @@ struct volume {
 	char **pctx;			/* publish context, "k=v" */
 	int64_t node_expand_to;		/* ControllerExpand done, NodeExpand owed */
 	long long stats_used, stats_available;
+	/* mutable parameters in force (modify; "k=v"), NULL: none */
+	char **mparams;
+	/* the condition as the plugin last said it (ControllerGetVolume, or
+	 * NodeGetVolumeStats): cond_msg NULL until it said */
+	bool cond_abnormal;
+	char *cond_msg;
 	char *target;
 	char *staging;			/* NULL until it has an id; VSTAGING */
 	/* A CreateVolume or DeleteVolume whose answer never came is being
@@ -117,7 +128,7 @@ static inline struct volume *vof(struct bnode *n)
 
 /* An action on a volume: one command, run on the volume's queue. */
 enum { VA_CREATE, VA_IMPORT, VA_PUBLISH, VA_STAGE, VA_UNPUBLISH, VA_UNSTAGE, VA_EXPAND,
-       VA_DESTROY, VA_SETTLE };
+       VA_DESTROY, VA_MODIFY, VA_SETTLE };
 
 struct vact {
 	struct action a;
@@ -127,6 +138,7 @@ struct vact {
 	char *target;
 	bool ro;
 	uint64_t size;
+	char **mparams;			/* VA_MODIFY: "k=v" (taken) */
 	/* VA_SETTLE: the watch's deadline and next delay */
 	int64_t deadline_ms;
 	uint64_t delay_ms;

@@ -81,6 +81,8 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 #undef SI
 #define S(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) v->field = strdup(s)
 	S(csi_name, "csi_name");
+	S(src, "content_source");
+	S(src_id, "content_source_id");
 	S(id, "id");
 	S(target, "target");
 #undef S
@@ -89,6 +91,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	volume_staging_locked(v);
 	v->mount_flags = json_strv(json_object_get(j, "mount_flags"));
 	v->params = json_strv(json_object_get(j, "parameters"));
+	v->mparams = json_strv(json_object_get(j, "mutable_parameters"));
 	v->vctx = json_strv(json_object_get(j, "volume_context"));
 	v->pctx = json_strv(json_object_get(j, "publish_context"));
 	v->size_req = (uint64_t)json_integer_value(json_object_get(j, "size_requested"));
@@ -175,7 +178,7 @@ int volume_resume(struct backend *b, struct operation *op)
 		{ "create", VA_CREATE }, { "mkdir", VA_CREATE }, { "import", VA_IMPORT },
 		{ "publish", VA_PUBLISH }, { "stage", VA_STAGE }, { "unpublish", VA_UNPUBLISH },
 		{ "unstage", VA_UNSTAGE }, { "expand", VA_EXPAND }, { "destroy", VA_DESTROY },
-		{ "rmdir", VA_DESTROY },
+		{ "rmdir", VA_DESTROY }, { "modify", VA_MODIFY },
 	};
 	struct ctl_cmd cmd = { 0 };
 	struct bnode *n;
@@ -210,9 +213,19 @@ int volume_resume(struct backend *b, struct operation *op)
 	}
 	if (kind == VA_EXPAND && cmd.argc > 1)
 		parse_size(cmd.argv[1], &x->size, NULL);
+	for (size_t i = 0; kind == VA_MODIFY && i < cmd.nopts; i++) {
+		char buf[4200];
+
+		if (strncmp(cmd.opts[i].key, "param.", 6) != 0)
+			continue;
+		snprintf(buf, sizeof(buf), "%s=%s", cmd.opts[i].key + 6, cmd.opts[i].val);
+		volume_strv_push(&x->mparams, buf);
+	}
 	ctl_cmd_free(&cmd);
-	if ((kind == VA_PUBLISH && !x->target) || (kind == VA_EXPAND && !x->size)) {
+	if ((kind == VA_PUBLISH && !x->target) || (kind == VA_EXPAND && !x->size) ||
+	    (kind == VA_MODIFY && !x->mparams)) {
 		free(x->target);
+		storage_strv_free(x->mparams);
 		free(x);
 		bnode_unref(n);
 		return -EINVAL;

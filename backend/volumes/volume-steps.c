@@ -114,6 +114,11 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 	int r;
 
 	rq.bytes = (int64_t)v->size_req;
+	rq.mparams = v->mparams;
+	if (v->src && v->src_id && strncmp(v->src, "snapshot:", 9) == 0)
+		rq.from_snapshot = v->src_id;
+	else if (v->src && v->src_id)
+		rq.from_volume = v->src_id;
 	r = x->ops->create(x->h, &rq, &sv, retry_note, x, &res, err);
 	note_result(x, &res);
 	if (r < 0)
@@ -732,6 +737,50 @@ static int load_secrets(struct vctx *x, struct nerr *err)
 	return secrets_read(path, &x->secrets, err);
 }
 
+/* modify: ControllerModifyVolume with the keys given; what the plugin
+ * took is put over the mutable parameters in force and checkpointed. */
+static int do_modify(struct vctx *x, char **kv, struct nerr *err)
+{
+	struct volume *v = x->v;
+	struct storage_req rq = req_of(x);
+	struct storage_result res = { 0 };
+	int r;
+
+	if (!HAS_CTL(x, MODIFY_VOLUME) || !x->ops->modify)
+		return nerr_set(err, ENOTSUP, "modify: plugin %s cannot change volumes (no MODIFY_VOLUME)",
+				v->plugin);
+	rq.mparams = kv;
+	r = x->ops->modify(x->h, &rq, retry_note, x, &res, err);
+	note_result(x, &res);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&v->lock);
+	for (size_t i = 0; kv && kv[i] && r >= 0; i++) {
+		size_t k = strcspn(kv[i], "=");
+		size_t j;
+
+		for (j = 0; v->mparams && v->mparams[j]; j++)
+			if (strncmp(v->mparams[j], kv[i], k + 1) == 0)
+				break;
+		if (v->mparams && v->mparams[j]) {
+			char *d = strdup(kv[i]);
+
+			if (!d)
+				r = -ENOMEM;
+			else {
+				free(v->mparams[j]);
+				v->mparams[j] = d;
+			}
+		} else
+			r = volume_strv_push(&v->mparams, kv[i]);
+	}
+	pthread_mutex_unlock(&v->lock);
+	bnode_changed(v->node);
+	if (r < 0)
+		return nerr_set(err, ENOMEM, "out of memory");
+	return volume_checkpoint(v, STORE_DURABLE, err);
+}
+
 /* ---- the steps the settling repeats (volume-settle.c) ---- */
 
 int volume_step_create(struct vctx *x, struct nerr *err)
@@ -867,6 +916,14 @@ int volume_run_action(struct action *a, struct nerr *err)
 			volume_forget(v, a->op ? a->op->id : NULL);
 			break;
 		}
+		if (v->src && (strncmp(v->src, "snapshot:", 9) == 0 ? !HAS_CTL(&x, CREATE_DELETE_SNAPSHOT)
+							    : !HAS_CTL(&x, CLONE_VOLUME))) {
+			r = nerr_set(err, ENOTSUP, "plugin %s cannot make a volume from %s (no %s)", v->plugin,
+				     v->src, strncmp(v->src, "snapshot:", 9) == 0 ? "CREATE_DELETE_SNAPSHOT"
+				     : "CLONE_VOLUME");
+			volume_forget(v, a->op ? a->op->id : NULL);
+			break;
+		}
 		r = step(&x, V_CREATING, do_create_volume, V_CREATED, V_CREATING, err);
 		if (r < 0 && !v->last_uncertain)
 			volume_forget(v, a->op ? a->op->id : NULL);	/* it never existed: nothing changed */
@@ -944,6 +1001,11 @@ int volume_run_action(struct action *a, struct nerr *err)
 			volume_forget(v, a->op ? a->op->id : NULL);
 			r = 0;
 		}
+		break;
+	case VA_MODIFY:
+		r = store_sync(v->b->store, err);	/* the operation, before the call */
+		if (r >= 0)
+			r = do_modify(&x, act->mparams, err);
 		break;
 	case VA_SETTLE:
 		r = volume_settle_run(&x, act, err);

@@ -89,6 +89,10 @@ void volume_free(struct volume *v)
 	intern_put(&v->b->names, v->fs_type);
 	storage_strv_free(v->mount_flags);
 	storage_strv_free(v->params);
+	free(v->src);
+	free(v->src_id);
+	storage_strv_free(v->mparams);
+	free(v->cond_msg);
 	free(v->csi_name);
 	free(v->id);
 	storage_strv_free(v->vctx);
@@ -179,6 +183,12 @@ void volume_write_locked(struct volume *v, struct jw *w, bool redact)
 	write_pairs(w, "parameters", v->params, redact, false, names);
 	jw_kint(w, "size_requested", (long long)v->size_req);
 	jw_kbool(w, "imported", v->imported);
+	if (v->src) {
+		jw_kstr(w, "content_source", v->src);
+		jw_kstr(w, "content_source_id", v->src_id ? v->src_id : "");
+	}
+	if (v->mparams)
+		write_pairs(w, "mutable_parameters", v->mparams, redact, false, names);
 	jw_kstr(w, "state", vstate_to_string(v->state));
 	if (v->csi_name)
 		jw_kstr(w, "csi_name", v->csi_name);
@@ -330,6 +340,28 @@ void volume_forget(struct volume *v, const char *op_id)
 }
 
 /* ---- for the other modules ---- */
+
+int volume_identity(struct backend *b, const char *name, char *plugin, size_t plen, char *id,
+		    size_t idlen, struct nerr *err)
+{
+	struct bnode *k = bnode_lookup(b->volumes, name);
+	struct volume *v;
+	int r = 0;
+
+	if (!k)
+		return nerr_set(err, ENOENT, "no volume '%s'", name);
+	v = vof(k);
+	pthread_mutex_lock(&v->lock);
+	if (!v->id || v->state == V_CREATING || v->state == V_DELETING)
+		r = nerr_set(err, EBUSY, "volume '%s' is %s: it has no id yet", name, vstate_to_string(v->state));
+	else {
+		snprintf(plugin, plen, "%s", v->plugin);
+		snprintf(id, idlen, "%s", v->id);
+	}
+	pthread_mutex_unlock(&v->lock);
+	bnode_unref(k);
+	return r;
+}
 
 int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err)
 {

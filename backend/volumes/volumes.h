@@ -25,5 +25,9 @@ struct volume_index *volume_index_new(struct backend *b, const char *plugin);
 const char *volume_index_find(const struct volume_index *ix, const char *id);
 void volume_index_free(struct volume_index *ix);
 void volumes_refresh_stats(struct backend *b, const char *plugin);
+/* links.h's volume_identity: volume name's plugin and id; -ENOENT,
+ * -EBUSY while it has no id. Any thread. */
+int volume_identity(struct backend *b, const char *name, char *plugin, size_t plen, char *id,
+		    size_t idlen, struct nerr *err);
 
 #endif
