@@ -149,7 +149,7 @@ static void usage(FILE *out)
 		"                    events_keep cache_max_age\n"
 		"  [plugin NAME]     endpoint default command keep_running runtime image mounts\n"
 		"                    node privileged secrets\n"
-		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters size secrets\n"
+		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters mutable_parameters size secrets\n"
 		"  [runtime docker]  endpoint stop_timeout\n"
 		"  [runtime lxc]     lxcpath template_dir network_type apparmor_profile\n"
 		"                    stop_timeout console_size log_level\n"

@@ -112,7 +112,7 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
 
 # Entries the top level of every mount has (docs/nodefs.5).
 TOP_LEVEL = ("status", "events", "metrics", "plugins", "profiles",
-             "runtimes", "volumes", "operations", "containers")
+             "runtimes", "volumes", "operations", "snapshots", "containers")
 
 
 # -- requirements ------------------------------------------------------

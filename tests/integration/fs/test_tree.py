@@ -47,7 +47,7 @@ class TreeTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(set(nt.TOP_LEVEL) <= set(p.stdout.split()), p.stdout)
         for d in ("metrics", "plugins", "profiles", "runtimes", "volumes",
-                  "operations", "containers"):
+                  "operations", "snapshots", "containers"):
             self.assertTrue(os.path.isdir(self.fs.path(d)), d)
         for f in ("status", "events"):
             self.assertTrue(os.path.isfile(self.fs.path(f)), f)
@@ -100,7 +100,7 @@ class TreeTest(unittest.TestCase):
             mode = stat.S_IMODE(st.st_mode)
             self.assertEqual(st.st_uid, 0, rel)
             if stat.S_ISDIR(st.st_mode):
-                if rel == "volumes":
+                if rel in ("volumes", "snapshots"):
                     self.assertIn(mode, (0o555, 0o755), "%s %o" % (rel, mode))
                 else:
                     self.assertEqual(mode, 0o555, "%s %o" % (rel, mode))

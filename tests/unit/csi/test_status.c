@@ -124,7 +124,9 @@ Test(status, rpc_table)
 		cr_expect_str_eq(csi_rpc_response_descriptor(i)->short_name, want);
 	}
 	cr_expect_null(csi_rpc_to_string(_CSI_RPC_MAX));
-	cr_expect_eq(csi_rpc_from_string("CreateSnapshot"), -EINVAL);
+	cr_expect_eq(csi_rpc_from_string("CreateSnapshot"), CSI_RPC_CREATE_SNAPSHOT);
+	cr_expect_str_eq(csi_rpc_path(CSI_RPC_CONTROLLER_MODIFY_VOLUME), "/csi.v1.Controller/ControllerModifyVolume");
+	cr_expect_eq(csi_rpc_from_string("GetSnapshot"), -EINVAL);
 	cr_expect_str_eq(csi_health_to_string(CSI_HEALTH_NOT_READY), "NOT_READY");
 }
 
