@@ -258,10 +258,11 @@ class CrashTest(unittest.TestCase):
     --delay): the next start drives the command to its end, and the plugin
     holds one object, not two."""
 
-    def crash_during(self, env, rel, line, record, state):
+    def crash_during(self, env, rel, line, record, state, acted=None):
         """Write line; once the object's record says state (checkpointed
         durable before the call is sent: the plugin holds the call for
-        --delay), kill -9 nodefs and start it again."""
+        --delay) and, with acted, once the plugin acted (it holds the
+        answer for --late), kill -9 nodefs and start it again."""
         import threading
         done = []
         t = threading.Thread(target=lambda: done.append(env.ctl(rel, line)))
@@ -270,7 +271,7 @@ class CrashTest(unittest.TestCase):
         def recorded():
             try:
                 with open(os.path.join(env.state_dir, record)) as f:
-                    return json.load(f).get("state") == state
+                    return json.load(f).get("state") == state and (acted is None or acted())
             except (OSError, ValueError):
                 return False
         self.assertTrue(nt.wait_until(recorded, 10), env.fs.log())
@@ -298,6 +299,21 @@ class CrashTest(unittest.TestCase):
             self.crash_during(env, "snapshots/s/ctl", "delete", "snapshots/s.json", "DELETING")
             self.assertTrue(nt.wait_until(lambda: snaps(env) == [], 10), env.fs.log())
             self.assertEqual(plugin_snapshots(env), [])
+            # the same after the plugin acted and before its answer came
+            env.restart_plugin(["--late", "CreateSnapshot=1.5:1", "--late", "DeleteSnapshot=1.5:1",
+                                "--late", "CreateVolume=1.5:1"])
+            self.crash_during(env, "snapshots/ctl", "create t volume=db", "snapshots/t.json", "CREATING",
+                              acted=lambda: len(plugin_snapshots(env)) == 1)
+            self.assertTrue(nt.wait_until(lambda: snap(env, "t", "state") == "READY", 10),
+                            env.fs.log())
+            self.assertEqual(plugin_snapshots(env), [snap(env, "t", "id")])
+            self.crash_during(env, "volumes/ctl", "create r2 from=snapshot:t", "volumes/r2.json", "CREATING",
+                              acted=lambda: len(env.plugin.state()) == 3)
+            self.assertTrue(nt.wait_until(lambda: env.state("r2") == "CREATED", 10), env.fs.log())
+            self.assertEqual(len(env.plugin.state()), 3)
+            self.crash_during(env, "snapshots/t/ctl", "delete", "snapshots/t.json", "DELETING",
+                              acted=lambda: plugin_snapshots(env) == [])
+            self.assertTrue(nt.wait_until(lambda: snaps(env) == [], 10), env.fs.log())
 
     def test_uncertain_create_settled_by_repeating(self):
         # every CreateSnapshot acts, then answers 2 s late: past csi_timeout,
