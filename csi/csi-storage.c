@@ -803,7 +803,9 @@ static int s_get_volume(void *h, const struct storage_req *rq, struct storage_vo
 	int r;
 
 	req.volume_id = (char *)rq->id;
-	r = rpc(h, CSI_RPC_CONTROLLER_GET_VOLUME, &req.base, 0, 1, (ProtobufCMessage **)&resp, on_retry,
+	/* read by a FUSE thread (a volume's condition): one attempt, 5 s
+	 * deadline, as NodeGetVolumeStats (a read must not hang on a plugin) */
+	r = rpc(h, CSI_RPC_CONTROLLER_GET_VOLUME, &req.base, 5000, 1, (ProtobufCMessage **)&resp, on_retry,
 		on_retry_ctx, res, err);
 	if (r < 0)
 		return r;

@@ -270,7 +270,7 @@ struct storage_ops {
 	 * (no snapshot id is -EIO). snapshot_delete: id (the snapshot's; a
 	 * missing one is success). snapshot_list: one page from token, of
 	 * source volume rq->id when set. modify: id, mparams. get_volume:
-	 * id. */
+	 * id; one attempt with a 5 s deadline (read on a FUSE thread). */
 	int (*snapshot_create)(void *h, const struct storage_req *rq, struct storage_snapshot *ret,
 			       storage_retry_fn on_retry, void *on_retry_ctx,
 			       struct storage_result *res, struct nerr *err);
