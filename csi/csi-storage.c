@@ -750,8 +750,8 @@ static int s_snapshot_list(void *h, const struct storage_req *rq, const char *to
 	req.source_volume_id = (char *)(rq && rq->id ? rq->id : "");
 	if (rq)
 		SET_SECRETS(req, sec, rq, Csi__V1__ListSnapshotsRequest__SecretsEntry);
-	r = rpc(h, CSI_RPC_LIST_SNAPSHOTS, &req.base, 0, 0, (ProtobufCMessage **)&resp, on_retry,
-		on_retry_ctx, res, err);
+	r = rpc(h, CSI_RPC_LIST_SNAPSHOTS, &req.base, rq ? rq->timeout_ms : 0, rq && rq->timeout_ms ? 1 : 0,
+		(ProtobufCMessage **)&resp, on_retry, on_retry_ctx, res, err);
 	if (r < 0)
 		return r;
 	pg.s = calloc(resp->n_entries ? resp->n_entries : 1, sizeof(*pg.s));

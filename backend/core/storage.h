@@ -86,6 +86,9 @@ struct storage_req {
 	const char *from_snapshot;
 	const char *from_volume;
 	char *const *mparams;		/* create, modify: mutable parameters "k=v" */
+	/* snapshot_list: nonzero, one attempt with this deadline (a read on
+	 * a FUSE thread); 0, the handle's timeout and retries */
+	uint64_t timeout_ms;
 	/* "k=v", may be NULL: sent in the secrets field of every call the CSI
 	 * spec gives one (create, delete, validate, controller publish and
 	 * unpublish, controller expand, stage, publish, node expand); never

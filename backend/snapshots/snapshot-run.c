@@ -110,7 +110,7 @@ static int call_create(struct sctx *x, struct nerr *err)
 
 /* The plugin's word on snapshot id (ListSnapshots by id, paged): 1 found
  * (the record updated), 0 not listed, -errno. */
-static int call_look(struct sctx *x, struct nerr *err)
+static int call_look(struct sctx *x, uint64_t timeout_ms, struct nerr *err)
 {
 	struct snapshot *s = x->s;
 	char *token = NULL;
@@ -121,7 +121,7 @@ static int call_look(struct sctx *x, struct nerr *err)
 	for (int pages = 0; pages < 1000 && !found; pages++) {
 		struct storage_snap_page pg = { 0 };
 		struct storage_result res = { 0 };
-		struct storage_req rq = { .secrets = x->secrets };
+		struct storage_req rq = { .secrets = x->secrets, .timeout_ms = timeout_ms };
 
 		r = x->ops->snapshot_list(x->h, &rq, token, &pg, retry_note, x, &res, err);
 		note(x, &res);
@@ -207,7 +207,7 @@ static int run_import(struct sctx *x, struct nerr *err)
 	int r = 0;
 
 	if (HAS_CTL(x, LIST_SNAPSHOTS)) {
-		r = call_look(x, err);
+		r = call_look(x, 0, err);
 		if (r == 0)
 			r = nerr_set(err, ENOENT, "plugin %s lists no snapshot %s", s->plugin, s->id);
 		if (r < 0) {
@@ -483,7 +483,7 @@ int snapshot_look(struct snapshot *s, struct nerr *err)
 
 	if (r >= 0 && !HAS_CTL(&x, LIST_SNAPSHOTS))
 		r = 0;	/* no way to ask again */
-	else if (r >= 0 && (r = call_look(&x, err)) >= 0) {
+	else if (r >= 0 && (r = call_look(&x, 5000, err)) >= 0) {
 		bool ready;
 
 		pthread_mutex_lock(&s->lock);
