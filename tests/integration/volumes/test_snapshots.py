@@ -156,7 +156,16 @@ class SnapshotTest(unittest.TestCase):
             # a snapshot made at the plugin by someone else, imported
             sid4 = outside_snapshot(env, vid)
             self.assertNotEqual(sid3, sid4)
+
+            def listed(word):
+                return "%s %s %s %s" % (sid4, vid, 32 << 20, word) in \
+                    env.fs.read("plugins", "hostpath", "snapshots")
+            # plugins/NAME/snapshots: ListSnapshots, known or discovered
+            self.assertTrue(nt.wait_until(lambda: listed("discovered"), 10),
+                            env.fs.read("plugins", "hostpath", "snapshots"))
             self.assertEqual(env.ctl("snapshots/ctl", "import back %s" % sid4), (True, "OK"))
+            self.assertTrue(nt.wait_until(lambda: listed("known back"), 10),
+                            env.fs.read("plugins", "hostpath", "snapshots"))
             self.assertEqual(snap(env, "back", "state"), "READY")
             self.assertEqual(snap(env, "back", "source").split()[-1], vid)
             self.assertEqual(env.ctl("snapshots/ctl", "import ghost snap-00000000deadbeef"),
