@@ -20,6 +20,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+struct sbuf;
+
 #include "csi.pb-c.h"
 
 #define PLUGIN_NAME "local.csi.nodefs.io"
@@ -179,6 +181,11 @@ void vol_free(struct vol *v);
 void snap_free(struct snap *s);
 /* A fresh random id with prefix ("vol-", "snap-") into out[24]. */
 void store_new_id(const char *prefix, char out[24]);
+/* params.c: a record value percent-encoded (anything but
+ * [A-Za-z0-9._/:,+@-] as %XX) into sb, and decoded (malloc'd, NULL on
+ * OOM). */
+int params_enc(struct sbuf *sb, const char *s);
+char *params_dec(const char *v);
 /* Canonical parameters of a map, for idempotency; malloc'd. */
 char *store_params(size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e);
 /* old (canonical, may be NULL) with the n entries put over it (a key given

@@ -66,167 +66,6 @@ void store_new_id(const char *prefix, char out[24])
 		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
 }
 
-/* Encode anything but [A-Za-z0-9._/:,+@-] as %XX. */
-static int enc(struct sbuf *sb, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		int r;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-		    || strchr("._/:,+@-", c))
-			r = sbuf_addc(sb, (char)c);
-		else
-			r = sbuf_printf(sb, "%%%02X", c);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-	const Csi__V1__CreateVolumeRequest__ParametersEntry *x = *(void *const *)a, *y = *(void *const *)b;
-	int c = strcmp(x->key, y->key);
-
-	return c ? c : strcmp(x->value, y->value);
-}
-
-char *store_params(size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e)
-{
-	struct sbuf sb = SBUF_INIT(RECORD_CAP / 2);
-	void **sorted = calloc(n ? n : 1, sizeof(*sorted));
-
-	if (!sorted)
-		return NULL;
-	if (n)
-		memcpy(sorted, e, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), cmp_entry);
-	sbuf_adds(&sb, "");
-	for (size_t i = 0; i < n; i++) {
-		const Csi__V1__CreateVolumeRequest__ParametersEntry *p = sorted[i];
-
-		if (enc(&sb, p->key) < 0 || sbuf_addc(&sb, '=') < 0 || enc(&sb, p->value) < 0
-		    || sbuf_addc(&sb, ',') < 0) {
-			free(sorted);
-			sbuf_free(&sb);
-			return NULL;
-		}
-	}
-	free(sorted);
-	return sbuf_steal(&sb);
-}
-
-static char *dec(const char *v);
-
-struct kv {
-	char *k, *v;
-};
-
-static int cmp_kv(const void *a, const void *b)
-{
-	return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
-}
-
-/* Canonical params into pairs (decoded, malloc'd); -ENOMEM. */
-static int split_params(const char *canon, struct kv **ret, size_t *ret_n)
-{
-	struct kv *kv = NULL;
-	size_t n = 0;
-	_cleanup_free_ char *copy = strdup(canon ? canon : "");
-	char *save = NULL;
-
-	if (!copy)
-		return -ENOMEM;
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		struct kv *nkv = realloc(kv, (n + 1) * sizeof(*kv));
-
-		if (!nkv)
-			goto oom;
-		kv = nkv;
-		if (eq)
-			*eq = '\0';
-		kv[n].k = dec(tok);
-		kv[n].v = dec(eq ? eq + 1 : "");
-		n++;
-		if (!kv[n - 1].k || !kv[n - 1].v)
-			goto oom;
-	}
-	*ret = kv;
-	*ret_n = n;
-	return 0;
-oom:
-	for (size_t i = 0; i < n; i++)
-		free(kv[i].k), free(kv[i].v);
-	free(kv);
-	return -ENOMEM;
-}
-
-int store_params_each(const char *canon, int (*fn)(void *ud, const char *k, const char *v), void *ud)
-{
-	struct kv *kv;
-	size_t n;
-	int r = split_params(canon, &kv, &n);
-
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < n && r == 0; i++)
-		r = fn(ud, kv[i].k, kv[i].v);
-	for (size_t i = 0; i < n; i++)
-		free(kv[i].k), free(kv[i].v);
-	free(kv);
-	return r;
-}
-
-char *store_params_merge(const char *old, size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **e)
-{
-	struct kv *kv;
-	size_t nkv;
-	char *out = NULL;
-
-	if (split_params(old, &kv, &nkv) < 0)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		size_t j;
-
-		for (j = 0; j < nkv && strcmp(kv[j].k, e[i]->key) != 0; j++)
-			;
-		char *v = strdup(e[i]->value);
-		if (!v)
-			goto out;
-		if (j < nkv) {
-			free(kv[j].v);
-			kv[j].v = v;
-			continue;
-		}
-		struct kv *nk = realloc(kv, (nkv + 1) * sizeof(*kv));
-		if (!nk || !(nk[nkv].k = strdup(e[i]->key))) {
-			free(v);
-			if (nk)
-				kv = nk;
-			goto out;
-		}
-		kv = nk;
-		kv[nkv++].v = v;
-	}
-	qsort(kv, nkv, sizeof(*kv), cmp_kv);
-	struct sbuf sb = SBUF_INIT(RECORD_CAP / 2);
-	sbuf_adds(&sb, "");
-	for (size_t i = 0; i < nkv; i++)
-		if (enc(&sb, kv[i].k) < 0 || sbuf_addc(&sb, '=') < 0 || enc(&sb, kv[i].v) < 0
-		    || sbuf_addc(&sb, ',') < 0) {
-			sbuf_free(&sb);
-			goto out;
-		}
-	out = sbuf_steal(&sb);
-out:
-	for (size_t i = 0; i < nkv; i++)
-		free(kv[i].k), free(kv[i].v);
-	free(kv);
-	return out;
-}
-
 /* ---- lookups ---- */
 
 #define BSEARCH(arr, n, key, out_idx) do { \
@@ -354,7 +193,7 @@ void store_unlink(struct plugin *p, const char *id)
 	unlink(path);
 }
 
-#define KV(key, val) (sbuf_adds(&sb, key " ") < 0 || enc(&sb, (val)) < 0 || sbuf_addc(&sb, '\n') < 0)
+#define KV(key, val) (sbuf_adds(&sb, key " ") < 0 || params_enc(&sb, (val)) < 0 || sbuf_addc(&sb, '\n') < 0)
 #define KI(key, val) (sbuf_printf(&sb, key " %" PRId64 "\n", (int64_t)(val)) < 0)
 
 int store_save_vol(struct plugin *p, const struct vol *v)
@@ -371,7 +210,7 @@ int store_save_vol(struct plugin *p, const struct vol *v)
 		goto out;
 	for (unsigned i = 0; i < v->ntargets; i++)
 		if (sbuf_printf(&sb, "target %d%d ", v->targets[i].readonly, v->targets[i].block) < 0
-		    || enc(&sb, v->targets[i].path) < 0 || sbuf_addc(&sb, '\n') < 0)
+		    || params_enc(&sb, v->targets[i].path) < 0 || sbuf_addc(&sb, '\n') < 0)
 			goto out;
 	r = write_atomic(p, v->id, &sb);
 out:
@@ -423,16 +262,6 @@ void store_drop_snap(struct plugin *p, struct snap *s)
 
 /* ---- loading ---- */
 
-static char *dec(const char *v)
-{
-	size_t n = strlen(v);
-	char *o = malloc(n + 1);
-
-	if (o)
-		grpc_percent_decode(v, n, o, n + 1);
-	return o;
-}
-
 static int parse_state(const char *v)
 {
 	for (int i = 0; i < 3; i++)
@@ -476,7 +305,7 @@ static int load_record(struct plugin *p, const char *file, char *err, size_t err
 		if (!val)
 			continue;
 		*val++ = '\0';
-		_cleanup_free_ char *d = dec(val);
+		_cleanup_free_ char *d = params_dec(val);
 		if (!d)
 			goto oom;
 		if (strcmp(line, "state") == 0)
@@ -504,7 +333,7 @@ static int load_record(struct plugin *p, const char *file, char *err, size_t err
 				v->targets = t;
 				t[v->ntargets].readonly = val[0] == '1';
 				t[v->ntargets].block = val[1] == '1';
-				t[v->ntargets].path = dec(val + 3);
+				t[v->ntargets].path = params_dec(val + 3);
 				if (!t[v->ntargets].path)
 					goto oom;
 				v->ntargets++;
