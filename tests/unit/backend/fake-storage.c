@@ -22,6 +22,8 @@ void fake_reset(uint32_t ctl, uint32_t node)
 	};
 	fake.node_needed = true;
 	fake.nvols = 0;
+	fake.nsnaps = 0;
+	fake.last_source[0] = '\0';
 	fake.next_id = 0;
 	fake.log[0] = '\0';
 	fake.calls = 0;
@@ -85,6 +87,23 @@ bool fake_vol_get(const char *id, struct fake_vol *ret)
 		*ret = *v;
 	pthread_mutex_unlock(&fake.lock);
 	return v != NULL;
+}
+
+size_t fake_nsnaps(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fake.lock);
+	n = fake.nsnaps;
+	pthread_mutex_unlock(&fake.lock);
+	return n;
+}
+
+void fake_last_source(char *buf, size_t len)
+{
+	pthread_mutex_lock(&fake.lock);
+	snprintf(buf, len, "%s", fake.last_source);
+	pthread_mutex_unlock(&fake.lock);
 }
 
 size_t fake_nvols(void)
@@ -248,6 +267,8 @@ static int f_create(void *h, const struct storage_req *rq, struct storage_volume
 	for (size_t i = 0; i < fake.nvols && !v; i++)
 		if (strcmp(fake.vols[i].name, rq->name) == 0)
 			v = &fake.vols[i];	/* the same name: the same volume */
+	snprintf(fake.last_source, sizeof(fake.last_source), "%s",
+		 rq->from_snapshot ? rq->from_snapshot : rq->from_volume ? rq->from_volume : "");
 	if (!v && fake.nvols < FAKE_VOLS) {
 		v = &fake.vols[fake.nvols++];
 		*v = (struct fake_vol){ .capacity = rq->bytes ? rq->bytes : 1 << 20 };
@@ -474,6 +495,51 @@ static int f_stats(void *h, const struct storage_req *rq, uint64_t timeout_ms,
 	return 0;
 }
 
+/* ---- snapshots ---- */
+
+static int f_snapshot_create(void *h, const struct storage_req *rq, struct storage_snapshot *ret,
+			     storage_retry_fn on_retry, void *on_retry_ctx, struct storage_result *res,
+			     struct nerr *err)
+{
+	struct fake_snap *s = NULL;
+	int r = begin("CreateSnapshot", res, err);
+
+	if (r < 0)
+		return r;
+	if (!find_locked(rq->id))
+		return missing("CreateSnapshot", rq->id, res, err);
+	for (size_t i = 0; i < fake.nsnaps && !s; i++)
+		if (strcmp(fake.snaps[i].name, rq->name) == 0)
+			s = &fake.snaps[i];
+	if (!s && fake.nsnaps < FAKE_VOLS) {
+		s = &fake.snaps[fake.nsnaps++];
+		snprintf(s->id, sizeof(s->id), "snap-%u", ++fake.next_id);
+		snprintf(s->name, sizeof(s->name), "%s", rq->name);
+		snprintf(s->source, sizeof(s->source), "%s", rq->id);
+	}
+	*ret = (struct storage_snapshot){ .id = strdup(s->id), .source_id = strdup(s->source),
+					  .size = 1 << 20, .created_s = 1700000000, .ready = true };
+	r = done("CreateSnapshot", res, err);
+	if (r < 0)
+		storage_snapshot_clear(ret);
+	return r;
+}
+
+static int f_snapshot_delete(void *h, const struct storage_req *rq, storage_retry_fn on_retry,
+			     void *on_retry_ctx, struct storage_result *res, struct nerr *err)
+{
+	int r = begin("DeleteSnapshot", res, err);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < fake.nsnaps; i++)
+		if (strcmp(fake.snaps[i].id, rq->id) == 0) {
+			fake.snaps[i] = fake.snaps[--fake.nsnaps];
+			break;
+		}
+	return done("DeleteSnapshot", res, err);
+}
+
 const struct storage_ops fake_storage_ops = {
 	.name = "fake",
 	.open = f_open,
@@ -498,4 +564,6 @@ const struct storage_ops fake_storage_ops = {
 	.unpublish = f_unpublish,
 	.node_expand = f_node_expand,
 	.stats = f_stats,
+	.snapshot_create = f_snapshot_create,
+	.snapshot_delete = f_snapshot_delete,
 };

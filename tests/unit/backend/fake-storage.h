@@ -7,7 +7,9 @@
  * calls in order, fails a call when a rule says so (before or after it
  * acted, with any error class) and calls a hook at a chosen call, before
  * or after it acted: a test takes the state dir's snapshot there, which is
- * what a crash at that moment would leave. One plugin per process.
+ * what a crash at that moment would leave. Snapshots too (CreateSnapshot
+ * idempotent by name, DeleteSnapshot of a missing one OK), and the content
+ * source the last CreateVolume named. One plugin per process.
  */
 #ifndef NODEFS_FAKE_STORAGE_H
 #define NODEFS_FAKE_STORAGE_H
@@ -31,6 +33,12 @@ struct fake_vol {
 	bool got_pctx;			/* NodeStage/NodePublish saw the publish context */
 };
 
+struct fake_snap {
+	char id[64];
+	char name[256];
+	char source[64];
+};
+
 struct fake_rule {
 	const char *call;		/* "NodeStageVolume", ... */
 	bool after;			/* fail after acting (the plugin did it) */
@@ -47,6 +55,9 @@ struct fake {
 	bool node_needed;		/* ControllerExpand asks for a NodeExpand */
 	struct fake_vol vols[FAKE_VOLS];
 	size_t nvols;
+	struct fake_snap snaps[FAKE_VOLS];	/* CreateSnapshot idempotent by name */
+	size_t nsnaps;
+	char last_source[64];			/* CreateVolume's content source id */
 	unsigned next_id;
 	char log[8192];			/* volume calls, space-separated */
 	unsigned calls;			/* volume calls so far */
@@ -78,5 +89,8 @@ void fake_log(char *buf, size_t len);
 /* The model's volume by id or name, a copy; false when none. */
 bool fake_vol_get(const char *id, struct fake_vol *ret);
 size_t fake_nvols(void);
+size_t fake_nsnaps(void);
+/* The content source the last CreateVolume named ("" none), a copy. */
+void fake_last_source(char *buf, size_t len);
 
 #endif

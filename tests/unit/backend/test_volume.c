@@ -14,6 +14,12 @@
  * before and after the plugin acted, a second backend starts on the copy,
  * and recovery must drive the command to its end with the plugin's model
  * consistent (one volume, nothing published twice).
+ *
+ * The snapshots room (backend/snapshots/) against the same fake: create,
+ * a restore's and a clone's content source, refusals that make no call, a
+ * certain failure (FAILED), an answer lost after the plugin acted (the same
+ * line again settles it), a refused delete, and a crash at CreateSnapshot
+ * and DeleteSnapshot before and after the plugin acted.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -884,4 +890,135 @@ Test(volume, recovery_after_reboot, .timeout = 60)
 	EXPECT_LOG("NodeStageVolume NodePublishVolume NodeUnpublishVolume NodeUnstageVolume "
 		   "NodeStageVolume NodePublishVolume");
 	env_done(&e);
+}
+
+/* ---- snapshots (backend/snapshots/) against the same fake ---- */
+
+#define SNAP_CTL ((1u << STORAGE_CTL_CREATE_DELETE_VOLUME) | (1u << STORAGE_CTL_CREATE_DELETE_SNAPSHOT) | \
+		  (1u << STORAGE_CTL_CLONE_VOLUME))
+
+/* snapshots/NAME's state, "GONE" when there is none, once no command of
+ * it is in flight (recovery's resumed ones run after READY). */
+static const char *snap_state(struct env *e, const char *name)
+{
+	static char buf[64];
+	char path[128];
+
+	snprintf(path, sizeof(path), "snapshots/%s", name);
+	for (int i = 0;; i++) {
+		struct bnode *n = node_at(e, path);
+
+		if (!n)
+			return "GONE";
+		bnode_unref(n);
+		show(e, path, "state", buf, sizeof(buf));
+		if (strcmp(buf, "CREATING") != 0 && strcmp(buf, "DELETING") != 0)
+			return buf;
+		if (i > 2000 * slow())
+			return buf;	/* a state recovery left: the caller says */
+		usleep(1000);
+	}
+}
+
+Test(snapshot, commands_errors_and_uncertain, .timeout = 60)
+{
+	struct env e;
+	char id[128], src[64];
+
+	fake_reset(SNAP_CTL, 0);
+	env_init(&e);
+	env_start(&e, e.state);
+	CTL_OK(&e, "volumes", "create db");
+	fake_log_clear();
+	CTL_OK(&e, "snapshots", "create s volume=db param.k=v");
+	EXPECT_LOG("CreateSnapshot");
+	cr_expect_str_eq(snap_state(&e, "s"), "READY");
+	show(&e, "snapshots/s", "id", id, sizeof(id));
+	cr_expect_eq(fake_nsnaps(), 1);
+	/* a restore names the snapshot's id as its content source */
+	CTL_OK(&e, "volumes", "create r from=snapshot:s");
+	fake_last_source(src, sizeof(src));
+	cr_expect_str_eq(src, id);
+	CTL_OK(&e, "volumes", "create c from=volume:db");
+	fake_last_source(src, sizeof(src));
+	cr_expect_str_eq(src, vol_id(&e, "db"));
+	/* refused before any call */
+	fake_log_clear();
+	cr_expect_eq(ctl(&e, "snapshots", "create s volume=db"), -EEXIST);
+	cr_expect_eq(ctl(&e, "snapshots", "create t volume=nope"), -ENOENT);
+	cr_expect_eq(ctl(&e, "snapshots", "create t"), -EINVAL);
+	cr_expect_eq(ctl(&e, "volumes", "create x from=snapshot:nope"), -ENOENT);
+	EXPECT_LOG("");
+	/* a certain refusal: FAILED with the words; delete forgets it, no call */
+	fake_fail("CreateSnapshot", false, EINVAL, 3, "INVALID_ARGUMENT", false, 1);
+	cr_expect_eq(ctl(&e, "snapshots", "create f volume=db"), -EINVAL);
+	cr_expect_str_eq(snap_state(&e, "f"), "FAILED");
+	fake_log_clear();
+	CTL_OK(&e, "snapshots/f", "delete");
+	cr_expect_str_eq(snap_state(&e, "f"), "GONE");
+	EXPECT_LOG("");
+	/* an answer lost after the plugin acted: CREATING; the same line again
+	 * repeats the call and learns the one snapshot it made */
+	fake_fail("CreateSnapshot", true, ETIMEDOUT, 4, "DEADLINE_EXCEEDED", true, 1);
+	cr_expect_eq(ctl(&e, "snapshots", "create u volume=db"), -ETIMEDOUT);
+	cr_expect_str_eq(snap_state(&e, "u"), "CREATING");
+	cr_expect_eq(fake_nsnaps(), 2);
+	CTL_OK(&e, "snapshots", "create u volume=db");
+	cr_expect_str_eq(snap_state(&e, "u"), "READY");
+	cr_expect_eq(fake_nsnaps(), 2, "one snapshot, however often CreateSnapshot ran");
+	/* a refused delete puts it back READY */
+	fake_fail("DeleteSnapshot", false, EBUSY, 9, "FAILED_PRECONDITION", false, 1);
+	cr_expect_eq(ctl(&e, "snapshots/u", "delete"), -EBUSY);
+	cr_expect_str_eq(snap_state(&e, "u"), "READY");
+	CTL_OK(&e, "snapshots/u", "delete");
+	CTL_OK(&e, "snapshots/s", "delete");
+	cr_expect_eq(fake_nsnaps(), 0);
+	env_done(&e);
+}
+
+/* A crash at CreateSnapshot or DeleteSnapshot, before or after the plugin
+ * acted: a second backend on the state dir copied there drives the
+ * command to its end, with one snapshot (or none) at the plugin. */
+Test(snapshot, crash_points, .timeout = 120)
+{
+	static const struct { const char *call; const char *end; } cases[] = {
+		{ "CreateSnapshot", "READY" }, { "DeleteSnapshot", "GONE" },
+	};
+
+	for (size_t k = 0; k < 2; k++)
+		for (int after = 0; after < 2; after++) {
+			struct env e;
+			char path[400];
+			bool del = strcmp(cases[k].call, "DeleteSnapshot") == 0;
+
+			cr_log_info("crash at %s, %s acting", cases[k].call, after ? "after" : "before");
+			fake_reset(SNAP_CTL, 0);
+			env_init(&e);
+			env_start(&e, e.state);
+			CTL_OK(&e, "volumes", "create db");
+			if (del)
+				CTL_OK(&e, "snapshots", "create s volume=db");
+			pthread_mutex_lock(&fake.lock);
+			fake.hook_call = cases[k].call;
+			fake.hook_after = after;
+			fake.hook = snapshot;
+			fake.hook_ctx = &e;
+			fake.hook_fired = false;
+			pthread_mutex_unlock(&fake.lock);
+			if (del)
+				CTL_OK(&e, "snapshots/s", "delete");
+			else
+				CTL_OK(&e, "snapshots", "create s volume=db");
+			cr_assert(fake.hook_fired, "no %s call", cases[k].call);
+			env_stop(&e);
+			fake_log_clear();
+			snprintf(path, sizeof(path), "%s/crashed", e.root);
+			env_start(&e, path);
+			cr_expect_str_eq(snap_state(&e, "s"), cases[k].end, "%s %s", cases[k].call,
+					 after ? "after" : "before");
+			cr_expect(strstr(logged(), cases[k].call) == logged(),
+				  "recovery repeats %s first: [%s]", cases[k].call, logged());
+			cr_expect_eq(fake_nsnaps(), del ? 0u : 1u);
+			env_done(&e);
+		}
 }
