@@ -34,6 +34,7 @@ FAMILIES = {
     "nodefs_volume_capacity_bytes": "gauge",
     "nodefs_volume_used_bytes": "gauge",
     "nodefs_volume_available_bytes": "gauge",
+    "nodefs_snapshots": "gauge",
     "nodefs_containers": "gauge",
     "nodefs_container_cpu_seconds_total": "counter",
     "nodefs_container_memory_bytes": "gauge",
