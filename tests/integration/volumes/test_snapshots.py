@@ -237,29 +237,29 @@ class CapabilityTest(unittest.TestCase):
     """Each capability missing: ENOTSUP naming it, nothing made."""
 
     def test_missing_capabilities(self):
-        with vt.VolEnv(["--no-snapshots", "--no-clone", "--no-modify"]) as env:
+        with vt.VolEnv(["--no-clone", "--no-modify"]) as env:
             self.assertEqual(env.ctl("volumes/ctl", "create db size=16M"), (True, "OK"))
-            for rel, line, cap in (("snapshots/ctl", "create s volume=db", "CREATE_DELETE_SNAPSHOT"),
-                                   ("volumes/ctl", "create c from=volume:db", "CLONE_VOLUME"),
+            self.assertEqual(env.ctl("snapshots/ctl", "create s volume=db"), (True, "OK"))
+            for rel, line, cap in (("volumes/ctl", "create c from=volume:db", "CLONE_VOLUME"),
                                    ("volumes/db/ctl", "modify param.iops=1", "MODIFY_VOLUME")):
                 self.assertEqual(env.ctl(rel, line), (False, "ENOTSUP"), line)
                 self.assertIn(cap, env.fs.error(os.path.dirname(rel)))
-            self.assertEqual(snaps(env), [])
-            self.assertEqual(env.volumes(), ["db"])
             self.assertEqual(env.vread("db", "condition"), "unknown")
-        # a restore needs CREATE_DELETE_SNAPSHOT: the snapshot is made while
-        # the plugin has it, and restored after it lost it
-        with vt.VolEnv() as env:
-            self.assertEqual(env.ctl("volumes/ctl", "create db size=16M"), (True, "OK"))
-            self.assertEqual(env.ctl("snapshots/ctl", "create s volume=db"), (True, "OK"))
-            env.restart_plugin(["--no-snapshots"])
-            env.fs.kill9()   # the capabilities are fetched once a start
+            # the plugin loses CREATE_DELETE_SNAPSHOT (the capabilities are
+            # fetched once a start): no snapshot, no restore, no delete
+            env.restart_plugin(["--no-snapshots", "--no-clone", "--no-modify"])
+            env.fs.kill9()
             env.fs.start()
             env.wait_plugin_ready()
-            self.assertEqual(env.ctl("volumes/ctl", "create r from=snapshot:s"), (False, "ENOTSUP"))
-            self.assertIn("CREATE_DELETE_SNAPSHOT", env.fs.error("volumes"))
+            for rel, line in (("snapshots/ctl", "create t volume=db"),
+                              ("volumes/ctl", "create r from=snapshot:s")):
+                self.assertEqual(env.ctl(rel, line), (False, "ENOTSUP"), line)
+                self.assertIn("CREATE_DELETE_SNAPSHOT", env.fs.error(os.path.dirname(rel)))
             self.assertEqual(env.ctl("snapshots/s/ctl", "delete"), (False, "ENOTSUP"))
+            self.assertIn("CREATE_DELETE_SNAPSHOT", snap(env, "s", "error"))
             self.assertEqual(snap(env, "s", "state"), "READY")
+            self.assertEqual(snaps(env), ["s"])
+            self.assertEqual(env.volumes(), ["db"])
 
 
 class CrashTest(unittest.TestCase):
