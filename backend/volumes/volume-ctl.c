@@ -518,6 +518,7 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 			return r;
 		if (strcmp(sp, plugin) != 0)
 			return nerr_set(err, EINVAL, "from: %s is of plugin %s, not %s", from, sp, plugin);
+		pn = NULL;
 		pp = plugin_get(b, plugin, &pn);
 		if (pp && plugin_caps_cached(pp, &caps) &&
 		    !STORAGE_CAP(caps.controller, snap ? STORAGE_CTL_CREATE_DELETE_SNAPSHOT : STORAGE_CTL_CLONE_VOLUME)) {
