@@ -193,7 +193,8 @@ char *store_params_merge(const char *old, size_t n, Csi__V1__CreateVolumeRequest
 		kv = nk;
 		kv[nkv++].v = v;
 	}
-	qsort(kv, nkv, sizeof(*kv), cmp_kv);
+	if (nkv)
+		qsort(kv, nkv, sizeof(*kv), cmp_kv);	/* a NULL base is UB even for 0 */
 	struct sbuf sb = SBUF_INIT(PARAMS_CAP);
 	sbuf_adds(&sb, "");
 	for (size_t i = 0; i < nkv; i++)

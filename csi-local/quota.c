@@ -48,7 +48,10 @@ uint32_t quota_project(const char *id)
 
 static int qctl(int fd, int cmd, uint32_t id, void *addr)
 {
-	return (int)syscall(SYS_quotactl_fd, (unsigned)fd, (unsigned)QCMD(cmd, PRJQUOTA), id, addr);
+	/* QCMD's int shift overflows for the Q_* commands (0x8000xx << 8) */
+	unsigned qcmd = ((unsigned)cmd << SUBCMDSHIFT) | (PRJQUOTA & SUBCMDMASK);
+
+	return (int)syscall(SYS_quotactl_fd, (unsigned)fd, qcmd, id, addr);
 }
 
 int quota_set(const char *dir, const char *id, int64_t bytes, char *err, size_t errsz)
