@@ -440,6 +440,7 @@ int snapshot_resume(struct backend *b, struct operation *op)
 	x->kind = kind;
 	x->a.b = b;
 	x->a.op = op;
+	bnode_ref(op->node);	/* the action's reference, dropped when it ends */
 	x->a.run = run_action;
 	x->a.done = act_done;
 	x->a.free = act_free;
