@@ -308,6 +308,8 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 	old = c->state;
 	gone = c->removed;
 	if (!gone) {
+		if (old != s)
+			c->state_ns = rt_now_ns();
 		c->state = s;
 		if (s == C_EXITED && old != C_EXITED)
 			c->exits[exit_reason_locked(c)]++;
