@@ -10,6 +10,8 @@
 #ifndef NODEFS_PLUGINS_H
 #define NODEFS_PLUGINS_H
 
+#include "kind.h"
+
 #include "backend-internal.h"
 
 struct config_plugin;
@@ -18,8 +20,17 @@ struct plugin;
 
 /* plugins/: the kind's table (plugin-kind.c) and its type (plugin.c). */
 extern const struct kind_ops plugins_kind;
+/* plugins/: the kind's directory, which the hub keeps (kind_dir_named). */
+static inline struct bnode *plugins_dir(struct backend *b)
+{
+	return kind_dir_named(b, "plugins");
+}
 extern const struct btype plugins_type;
 
+/* Whether plugin is one the daemon runs now (from the config, or added
+ * through plugins/ctl; NULL: the default plugin, always). Any thread. The
+ * profiles' reload asks it through links.h. */
+bool plugin_live(struct backend *b, const char *plugin);
 /* plugins/ctl remove, and a reload's: take plugin name out unless a
  * profile or a volume uses it (-EBUSY naming it), -ENOENT. Any thread. */
 int plugin_remove(struct backend *b, const char *name, struct nerr *err);
