@@ -649,12 +649,12 @@ static void engines_stop_monitor(struct backend *b)
 {
 	struct engines_state *es = engines_of(b);
 
-	if (!es->inited)
-		return;
-	pthread_mutex_lock(&es->mlock);
-	es->stopping = true;
-	pthread_cond_broadcast(&es->mcond);
-	pthread_mutex_unlock(&es->mlock);
+	if (es->inited) {	/* not when an earlier kind's init failed */
+		pthread_mutex_lock(&es->mlock);
+		es->stopping = true;
+		pthread_cond_broadcast(&es->mcond);
+		pthread_mutex_unlock(&es->mlock);
+	}
 	if (es->monitor_running)
 		pthread_join(es->monitor, NULL);
 	es->monitor_running = false;
