@@ -15,7 +15,6 @@
 #include "intern.h"
 #include "loop.h"
 #include "events.h"
-#include "runtime.h"
 #include "storage.h"
 #include "tree.h"
 #include "work.h"

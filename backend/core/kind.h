@@ -87,8 +87,9 @@ struct kind_ops {
 	 * counting into t what it applied, refused and leaves for a restart.
 	 * 1. add and change what nc says; -errno with err refuses the rest
 	 *    of the reload (what earlier kinds did stays; nc is kept).
-	 * 2. nc is kept from now on (until backend_free): remove what nc no
-	 *    longer names, and take what must point into nc. */
+	 * 2. once every kind's round 1 took nc: remove what nc no longer
+	 *    names (plugins), and what waits for the others' changes
+	 *    (runtimes' new handles). */
 	int (*reload)(struct backend *b, struct config *nc, struct reload_tally *t,
 		      struct nerr *err);
 	void (*reload_finish)(struct backend *b, struct config *nc, struct reload_tally *t);

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "backend-internal.h"
+#include "runtime.h"
 
 struct kind_ops;
 
