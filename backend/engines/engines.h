@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engines: what the rooms above (supervise/, containers/, uncertain/, the
- * registry's reload) may ask of the runtimes: an engine by name, its
- * health, a held driver handle to call through, its events, a reload of
- * its section; and the monitor's poke. struct engine and the runtimes'
+ * registry) may ask of the runtimes: an engine by name, its health, a held
+ * driver handle to call through, its events, a reload of its section (the
+ * runtimes' reload hook uses it); and the monitor's poke. struct engine and the runtimes'
  * state (the engines, the monitor thread) are this room's: the hub keeps
  * the state in the kind's slot (kind_state), engines_of finds it.
  * Must not know: containers, volumes or plugins (the monitor ticks and

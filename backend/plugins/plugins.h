@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * plugins: what the rooms above (volumes/, the registry's reload) may ask
- * of plugins/: a plugin by name, its capabilities, node id and storage
+ * plugins: what the rooms above (volumes/, the registry) may ask of
+ * plugins/: a plugin by name, its capabilities, node id and storage
  * handle, its secrets, its lists marked stale; a reload's add, replace
- * and remove.
+ * and remove (plugin-reload.c, the plugins' reload hooks), and whether a
+ * plugin runs (for profiles/, through links.h).
  * Must not know: volumes or containers (what it needs of volumes comes
  * through links.h).
  */

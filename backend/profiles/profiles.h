@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * profiles: what the rooms above (plugins/, volumes/, the registry's
- * reload) may ask of profiles/: a profile node added, and a config access
- * mode as a storage capability, the config whose profiles are current.
+ * profiles: what the rooms above (plugins/, volumes/, the registry) may
+ * ask of profiles/: a profile node added, a config access mode as a
+ * storage capability, and the config whose profiles are current
+ * (profiles_config; a reload's, profile-reload.c, once one was taken).
  * Must not know: plugins, volumes, containers.
  */
 #ifndef NODEFS_PROFILES_H
