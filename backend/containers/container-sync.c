@@ -28,7 +28,7 @@ static void resync_engine(struct backend *b, struct engine *e)
 	struct bnode **v;
 	size_t n;
 
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct container *c = cof(v[i]);
@@ -162,7 +162,7 @@ bool containers_on(struct backend *b, struct engine *e)
 	bool any = false;
 	size_t n;
 
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return true;	/* cannot tell: as if it had */
 	for (size_t i = 0; i < n && !any; i++)
 		any = cof(v[i])->eng == e;
@@ -172,8 +172,8 @@ bool containers_on(struct backend *b, struct engine *e)
 
 int containers_watch(struct backend *b)
 {
-	for (size_t i = 0; i < b->nengines; i++) {
-		struct engine *e = &b->engines[i];
+	for (size_t i = 0; i < engines_of(b)->n; i++) {
+		struct engine *e = &engines_of(b)->v[i];
 		struct nerr err = { 0 };
 
 		if (engine_watch(e, on_engine_event, e, &err) < 0)
@@ -355,7 +355,7 @@ int containers_reconcile(struct backend *b, struct engine *e, struct drift_repor
 	if (r < 0)
 		return r;
 	seen = calloc(n ? n : 1, sizeof(*seen));
-	if (!seen || bnode_list(b->containers, &v, &nv) < 0) {
+	if (!seen || bnode_list(containers_dir(b), &v, &nv) < 0) {
 		r = nerr_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
