@@ -16,6 +16,7 @@
 #include "config.h"
 #include "macro.h"
 #include "plugins.h"
+#include "profiles.h"
 #include "secrets.h"
 
 int plugin_reach(struct backend *b, const char *name, const struct storage_ops **ret_ops,
@@ -24,7 +25,7 @@ int plugin_reach(struct backend *b, const char *name, const struct storage_ops *
 {
 	struct bnode *n = NULL;
 	struct plugin *p = plugin_get(b, name, &n);
-	const struct config_plugin *cp = config_plugin_find(backend_profiles(b), name);
+	const struct config_plugin *cp = config_plugin_find(profiles_config(b), name);
 	_cleanup_free_ char *added = NULL;
 	const char *path = cp ? cp->secrets : NULL;
 	char **secrets = NULL;
@@ -69,7 +70,7 @@ int plugin_default(struct backend *b, char *buf, size_t len)
 		snprintf(buf, len, "%s", dp->name);
 		return 0;
 	}
-	if (bnode_list(b->plugins, &v, &n) < 0)
+	if (bnode_list(plugins_dir(b), &v, &n) < 0)
 		return -ENOMEM;
 	if (n == 1) {
 		snprintf(buf, len, "%s", v[0]->name);

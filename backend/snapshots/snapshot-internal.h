@@ -76,7 +76,8 @@ static inline struct snapshot *sof(struct bnode *n)
 	return n->priv;
 }
 
-/* The snapshots/ directory (referenced: bnode_unref), NULL before init. */
+/* The snapshots/ directory (referenced: bnode_unref), NULL when the kind
+ * is not in the backend's list. */
 struct bnode *snapshots_dir(struct backend *b);
 struct snapshot *snapshot_alloc(struct backend *b, const char *name);
 void snapshot_free(struct snapshot *s);

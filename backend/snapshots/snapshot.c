@@ -14,13 +14,16 @@
 #include <string.h>
 
 #include "jw.h"
+#include "kind.h"
 #include "log.h"
 #include "store.h"
 #include "valid.h"
 
 struct bnode *snapshots_dir(struct backend *b)
 {
-	return b->root ? bnode_lookup(b->root, "snapshots") : NULL;
+	struct bnode *d = kind_dir_named(b, "snapshots");
+
+	return d ? bnode_ref(d) : NULL;
 }
 
 struct snapshot *snapshot_alloc(struct backend *b, const char *name)
