@@ -585,10 +585,14 @@ void backend_free(struct backend *b)
 	for (size_t i = 0; i < b->nkinds; i++)
 		if (b->kinds[i]->cancel)
 			b->kinds[i]->cancel(b);
-	work_pool_free(b->work);
+	/* no worker from here on; the pool itself stays until the kinds have
+	 * stopped, for an engine's event stream still submits (-ESHUTDOWN)
+	 * until its runtime's stop closes it */
+	work_pool_join(b->work);
 	for (size_t i = 0; i < b->nkinds; i++)
 		if (b->kinds[i]->stop)
 			b->kinds[i]->stop(b);
+	work_pool_free(b->work);
 	if (b->loop_running) {
 		loop_stop(b->loop);
 		pthread_join(b->loop_thread, NULL);
