@@ -7,7 +7,9 @@
  * with CSI_ENDPOINT set, the pidfd, the socket's directory and whether a
  * stranger serves the socket), and plugin-container.c what a plugin run as
  * a container needs instead (create, start, signal, reap through the
- * runtime seam). Private to those three files.
+ * runtime seam), plugin-files.c the files plugins/NAME/process shows,
+ * and supervisor.c the thread and loop it runs on (shared with
+ * containers' restart policies). Private to those files.
  * Must not know: the plugin object (plugins/: a probe goes through
  * links.h), volumes, containers.
  */
@@ -23,6 +25,7 @@
 #include <time.h>
 
 #include "nerr.h"
+#include "restart.h"
 
 struct backend;
 struct bnode;
@@ -53,7 +56,15 @@ struct plugin_sup {
 	struct pproc *list;
 	bool stopping;
 	unsigned grace_ms;		/* SIGTERM to SIGKILL at the daemon's stop */
+	/* supervisor.c: the jobs other rooms handed it (loop thread), and
+	 * whether the loop is ended (no job is armed any more) */
+	struct sup_job *jobs;
+	bool closed;
 };
+
+/* supervisor.c: the supervisor, made at first use; NULL with err when it
+ * cannot be (or the daemon stops). Any thread. */
+struct plugin_sup *supervisor_get(struct backend *b, struct nerr *err);
 
 struct pproc {
 	atomic_int refs;
@@ -92,9 +103,10 @@ struct pproc {
 	bool child;			/* ours to reap */
 	bool spawned_once;
 	struct loop_timer *timer;
-	unsigned attempt, gen, probe_fails;
+	unsigned gen, probe_fails;
 	bool probing, stopping;
-	uint64_t rng, deadline_ms, up_since_ms, probe_sent_ms;
+	struct backoff bo;		/* restart.c: every plugin restarts as `always` */
+	uint64_t deadline_ms, up_since_ms, probe_sent_ms;
 	time_t last_log;
 	unsigned unlogged;
 	/* the exit a backoff follows, logged when the restart comes (a

@@ -16,6 +16,7 @@
  */
 #include "plugin-proc.h"
 #include "plugin-record.h"
+#include "supervisor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -213,7 +214,8 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 		pproc_free(pp);
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
-	pp->rng = (uint64_t)loop_now_us() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)pp;
+	backoff_init(&pp->bo, b->cfg->retry_backoff_ms, b->cfg->retry_max_ms,
+		     (uint64_t)loop_now_us() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)pp);
 	snprintf(pp->why, sizeof(pp->why), "not started yet");
 	pp->down_since = time(NULL);
 	plugin_record_read(b, def->name, &pp->rec_pid, &pp->rec_pgid, &pp->rec_start, pp->rec_boot,
@@ -223,56 +225,6 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 }
 
 /* ---- the supervisor thread ---- */
-
-static void *sup_main(void *arg)
-{
-	struct plugin_sup *s = arg;
-	sigset_t all;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	pthread_setname_np(pthread_self(), "nodefs-superv");
-	loop_run(s->loop);
-	return NULL;
-}
-
-static struct plugin_sup *sup_get(struct backend *b, struct nerr *err)
-{
-	struct plugin_sup *s;
-	sigset_t all, old;
-	int r;
-
-	pthread_mutex_lock(&b->mlock);
-	s = b->sup;
-	if (s) {
-		pthread_mutex_unlock(&b->mlock);
-		return s;
-	}
-	s = calloc(1, sizeof(*s));
-	if (!s || loop_new(&s->loop) < 0) {
-		pthread_mutex_unlock(&b->mlock);
-		free(s);
-		nerr_set(err, ENOMEM, "cannot make the plugin supervisor's loop");
-		return NULL;
-	}
-	s->b = b;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = pthread_create(&s->thread, NULL, sup_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
-		pthread_mutex_unlock(&b->mlock);
-		loop_free(s->loop);
-		free(s);
-		nerr_set(err, r, "cannot start the plugin supervisor thread");
-		return NULL;
-	}
-	b->sup = s;
-	pthread_mutex_unlock(&b->mlock);
-	return s;
-}
 
 static void arm(struct pproc *pp, uint64_t ms, loop_timer_fn fn)
 {
@@ -304,23 +256,13 @@ static void on_backoff_done(struct loop *l, struct loop_timer *t, void *ud)
 	try_spawn(pp);
 }
 
-/* The wait before the next start: retry_backoff doubling up to retry_max,
- * scaled by a uniform jitter in [0.5, 1.0] (the CSI retries' rule). */
+/* The wait before the next start (restart.c, as containers' policies
+ * wait): the bounds followed as a reload changes them. */
 static uint64_t next_delay(struct pproc *pp)
 {
-	uint64_t base = pp->b->cfg->retry_backoff_ms ? pp->b->cfg->retry_backoff_ms : 1000;
-	uint64_t max = pp->b->cfg->retry_max_ms ? pp->b->cfg->retry_max_ms : 120000;
-	uint64_t ms = base;
-
-	pp->attempt++;
-	for (unsigned i = 1; i < pp->attempt && ms < max; i++)
-		ms *= 2;
-	if (ms > max)
-		ms = max;
-	pp->rng ^= pp->rng << 13;
-	pp->rng ^= pp->rng >> 7;
-	pp->rng ^= pp->rng << 17;
-	return ms / 2 + (pp->rng % (ms / 2 + 1));
+	pp->bo.base_ms = pp->b->cfg->retry_backoff_ms ? pp->b->cfg->retry_backoff_ms : 1000;
+	pp->bo.max_ms = pp->b->cfg->retry_max_ms ? pp->b->cfg->retry_max_ms : 120000;
+	return backoff_next(&pp->bo);
 }
 
 
@@ -663,9 +605,9 @@ static void probe_done(struct loop *l, void *ud)
 			}
 			arm(pp, probe_every_ms(pp), on_tick);
 			changed(pp);
-		} else if (pp->st == PP_UP &&
-			   loop_now_ms() - pp->up_since_ms >= pp->b->cfg->retry_max_ms) {
-			pp->attempt = 0;	/* it lived longer than the longest wait */
+		} else if (pp->st == PP_UP) {
+			/* it lived longer than the longest wait: the doubling starts over */
+			backoff_ran(&pp->bo, loop_now_ms() - pp->up_since_ms);
 		}
 		goto out;
 	}
@@ -759,7 +701,7 @@ static void do_start(struct loop *l, void *ud)
 
 int pproc_start(struct pproc *pp, struct nerr *err)
 {
-	struct plugin_sup *s = sup_get(pp->b, err);
+	struct plugin_sup *s = supervisor_get(pp->b, err);
 
 	if (!s)
 		return -err->code;
@@ -890,115 +832,5 @@ void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 			log_warn("plugins still running %u ms after SIGTERM: left", grace_ms + 3000);
 		pthread_mutex_unlock(&s->lock);
 	}
-	loop_stop(s->loop);
-	pthread_join(s->thread, NULL);
-	/* what is left (a process that would not die) is let go */
-	while (s->list) {
-		struct pproc *pp = s->list;
-
-		s->list = pp->next;
-		if (pp->pidfd >= 0)
-			close(pp->pidfd);
-		if (pp->logfd >= 0)
-			close(pp->logfd);
-		disarm(pp);
-		pproc_unref(pp);
-	}
-	loop_free(s->loop);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
-	free(s);
-	b->sup = NULL;
-}
-
-/* ---- files ---- */
-
-static bool strv_same(char *const *a, char *const *b)
-{
-	size_t i;
-
-	for (i = 0; a[i] && b[i]; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return false;
-	return !a[i] && !b[i];
-}
-
-bool pproc_same(struct pproc *pp, const struct plugin_def *def)
-{
-	char *const none[] = { NULL };
-
-	if (pp->keep_running != def->keep_running || !pp->runtime != !def->runtime)
-		return false;
-	if (pp->runtime && (strcmp(pp->runtime, def->runtime) != 0 ||
-			    strcmp(pp->image, def->image) != 0 || pp->node_plugin != def->node ||
-			    pp->privileged != def->privileged ||
-			    !strv_same(pp->mounts, def->mounts ? def->mounts : none)))
-		return false;
-	return strv_same(pp->argv, def->command ? def->command : none);
-}
-
-bool pproc_health(struct pproc *pp, struct storage_health_info *h)
-{
-	bool r;
-
-	pthread_mutex_lock(&pp->lock);
-	r = !pp->running && pp->why[0];
-	if (r) {
-		h->health = STORAGE_HEALTH_DOWN;
-		h->since = pp->down_since;
-		snprintf(h->reason, sizeof(h->reason), "%s", pp->why);
-	}
-	pthread_mutex_unlock(&pp->lock);
-	return r;
-}
-
-/* What the supervisor is doing with the plugin, as process shows it. */
-static const char *pp_state_name(enum pp_state st)
-{
-	switch (st) {
-	case PP_IDLE: return "idle";
-	case PP_BACKOFF: return "backoff";
-	case PP_SPAWNING: return "spawning";
-	case PP_STARTING: return "starting";
-	case PP_UP: return "up";
-	case PP_KILLING: return "killing";
-	default: return "stopped";
-	}
-}
-
-int pproc_show_process(struct pproc *pp, struct sbuf *out)
-{
-	/* set on the loop thread: a snapshot */
-	enum pp_state st = __atomic_load_n(&pp->st, __ATOMIC_RELAXED);
-	char t[64];
-	int r;
-
-	pthread_mutex_lock(&pp->lock);
-	fmt_time(pp->started, t, sizeof(t));
-	if (pp->running)
-		r = sbuf_printf(out, "pid: %d\n", (int)pp->pid);
-	else
-		r = sbuf_printf(out, "pid: none\n");
-	if (r >= 0)
-		r = sbuf_printf(out, "supervision: %s\n", pp_state_name(st));
-	if (r >= 0 && pp->runtime)
-		r = sbuf_printf(out, "runtime: %s\nimage: %s\ncontainer: %s\n", pp->runtime, pp->image,
-				pp->cid[0] ? pp->cid : "none");
-	if (r >= 0)
-		r = sbuf_printf(out, "started: %s\nrestarts: %u\nterminations: %llu\nlast_exit: %s\n"
-				"adopted: %s\nkeep_running: %s\n",
-				t[0] ? t : "never", pp->restarts, pp->terminations,
-				pp->last_exit[0] ? pp->last_exit : "none", pp->adopted ? "yes" : "no",
-				pp->keep_running ? "yes" : "no");
-	if (r >= 0 && !pp->running && pp->why[0])
-		r = sbuf_printf(out, "why: %s\n", pp->why);
-	pthread_mutex_unlock(&pp->lock);
-	if (r >= 0) {
-		r = sbuf_adds(out, "command:");
-		for (size_t i = 0; r >= 0 && pp->argv[i]; i++)
-			r = sbuf_printf(out, " %s", pp->argv[i]);
-		if (r >= 0)
-			r = sbuf_addc(out, '\n');
-	}
-	return r;
+	supervisor_stop(b);	/* what is left (a process that would not die) is let go */
 }
