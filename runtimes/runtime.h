@@ -67,6 +67,21 @@ struct rt_mount {
 	bool rshared;
 };
 
+/* A published port (port=[IP:]HOSTPORT:PORT[/tcp|/udp]). */
+struct rt_port {
+	char host_ip[46];	/* "" for every address */
+	unsigned host_port;	/* 0: the engine chooses */
+	unsigned port;		/* inside the container, 1..65535 */
+	bool udp;
+};
+
+/* A check the engine runs itself (docker: Healthcheck; health=cmd). */
+struct rt_health {
+	char **test;		/* argv, NULL-terminated */
+	uint64_t interval_ms, timeout_ms, start_period_ms;
+	unsigned retries;
+};
+
 /* What a user asked for at create. Strings are owned by the caller. */
 struct rt_spec {
 	const char *name;	/* nodefs name, [A-Za-z0-9._-]{1,64} */
@@ -94,6 +109,13 @@ struct rt_spec {
 	int64_t pids;		/* 0: unset */
 	struct rt_mount *mounts;
 	size_t nmounts;
+	/* network=: docker NetworkMode (none, host, bridge, NAME); lxc none,
+	 * host or veth:BRIDGE with ip (CIDR) and gateway. NULL: the runtime's
+	 * default. */
+	const char *network, *ip, *gateway;
+	const struct rt_port *ports;	/* docker only (lxc: ENOTSUP) */
+	size_t nports;
+	const struct rt_health *health;	/* docker only; NULL: none */
 	/* lxc */
 	const char *template_name;	/* "busybox", "download", ... */
 	const char *distro, *release, *arch;
@@ -150,6 +172,7 @@ enum rt_event_kind {
 	RT_EV_PAUSE,
 	RT_EV_UNPAUSE,
 	RT_EV_DESTROY,
+	RT_EV_HEALTH,		/* the engine's own check: health valid */
 	RT_EV_ENGINE_UP,	/* engine reachable again: resynchronise */
 	RT_EV_ENGINE_DOWN,
 };
@@ -159,6 +182,7 @@ struct rt_event {
 	const char *id;		/* engine id; NULL for ENGINE_* */
 	int exit_code;
 	time_t time;
+	const char *health;	/* RT_EV_HEALTH: "healthy", "unhealthy", "starting" */
 };
 
 typedef void (*rt_event_fn)(void *ctx, const struct rt_event *ev);
@@ -236,6 +260,9 @@ struct runtime_ops {
 	 * the engine; called from the worker pool, recovery and the monitor
 	 * thread (reconciliation), concurrently with other calls. */
 	int (*list)(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err);
+	/* The published ports as the engine reports them, one line each,
+	 * "80/tcp 127.0.0.1:49153", into out. NULL: the runtime has none. */
+	int (*ports)(void *h, const char *id, struct sbuf *out, struct nerr *err);
 	/* Deliver events for our containers to fn until close(). Returns at once. */
 	int (*watch)(void *h, rt_event_fn fn, void *ctx, struct nerr *err);
 };
