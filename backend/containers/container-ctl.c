@@ -364,6 +364,86 @@ static int parse_mount(struct backend *b, const char *key, const char *spec, boo
 	return 0;
 }
 
+/* network=, port=, ip=, gateway=, restart=, health= and its timings into
+ * c (service-spec.c's and restart.c's parsers), checked together: LXC
+ * takes no port and Docker no ip=; an http or tcp check's port must be
+ * published. -EINVAL with err; c keeps what it got (its free frees it). */
+static int parse_service(const struct ctl_cmd *cmd, bool lxc, struct container *c,
+			 struct nerr *err)
+{
+	static const char *const timings[] = { "health_interval", "health_timeout",
+		"health_retries", "health_start_period", NULL };
+	const char *s, *veth = NULL;
+	bool host = false;
+	int r;
+
+	if ((s = ctl_opt_get(cmd, "network"))) {
+		if ((r = svc_network_parse(s, lxc, &veth, err)) < 0)
+			return r;
+		host = strcmp(s, "host") == 0;
+		if (!(c->network = strdup(s)))
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	if ((s = ctl_opt_get(cmd, "ip"))) {
+		if (!veth)
+			return nerr_set(err, EINVAL, "ip=: only with network=veth:BRIDGE (runtime=lxc)");
+		if ((r = svc_cidr_parse(s, NULL, NULL, err)) < 0)
+			return r;
+		if (!(c->ip = strdup(s)))
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	if ((s = ctl_opt_get(cmd, "gateway"))) {
+		if (!veth)
+			return nerr_set(err, EINVAL, "gateway=: only with network=veth:BRIDGE (runtime=lxc)");
+		if ((r = svc_ip_parse(s, NULL, err)) < 0) {
+			nerr_prefix(err, "gateway");
+			return r;
+		}
+		if (!(c->gateway = strdup(s)))
+			return nerr_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < cmd->nopts; i++) {
+		struct rt_port *np;
+
+		if (strcmp(cmd->opts[i].key, "port") != 0)
+			continue;
+		if (lxc)
+			return nerr_set(err, ENOTSUP, "port=: runtime lxc publishes no ports (reach the "
+					"container at its ip= on a veth)");
+		if (!(np = realloc(c->ports, (c->nports + 1) * sizeof(*np))))
+			return nerr_set(err, ENOMEM, "out of memory");
+		c->ports = np;
+		if ((r = svc_port_parse(cmd->opts[i].val, &c->ports[c->nports], err)) < 0)
+			return r;
+		c->nports++;
+	}
+	if ((r = svc_ports_check(c->ports, c->nports, err)) < 0)
+		return r;
+	if ((s = ctl_opt_get(cmd, "restart")) && (r = restart_policy_parse(s, &c->restart, err)) < 0)
+		return r;
+	if ((s = ctl_opt_get(cmd, "health_restart")) && (r = parse_bool(s, &c->health.restart, err)) < 0) {
+		nerr_prefix(err, "health_restart");
+		return -EINVAL;
+	}
+	for (size_t i = 0; timings[i]; i++)
+		if ((s = ctl_opt_get(cmd, timings[i])) &&
+		    (r = svc_health_set(&c->health, timings[i], s, err)) < 0)
+			return r;
+	if ((s = ctl_opt_get(cmd, "health"))) {
+		if ((r = svc_health_parse(s, &c->health, err)) < 0)
+			return r;
+		if ((r = svc_health_check_port(&c->health, c->ports, c->nports, host || lxc, err)) < 0)
+			return r;
+	} else {
+		for (size_t i = 0; timings[i]; i++)
+			if (ctl_opt_get(cmd, timings[i]))
+				return nerr_set(err, EINVAL, "%s=: no health= check", timings[i]);
+		if (c->health.restart)
+			return nerr_set(err, EINVAL, "health_restart=: no health= check");
+	}
+	return 0;
+}
+
 /* Everything create names, checked before anything happens. dry_run: the
  * values alone (the line's, the runtime's, the host paths'), *ret not
  * written; what depends on other objects (the name taken, a volume's
@@ -486,6 +566,9 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dr
 			}
 		}
 	}
+	r = parse_service(cmd, strcmp(rt, "lxc") == 0, c, err);
+	if (r < 0)
+		goto fail;
 	if (strcmp(rt, "docker") == 0 && !c->image) {
 		r = nerr_set(err, EINVAL, "%s: image=IMG is required for runtime=docker", cmd->argv[0]);
 		goto fail;
@@ -546,12 +629,14 @@ static int cmd_create_run(struct bnode *n, const struct ctl_cmd *cmd, struct bre
 static const char *const create_opts[] = {
 	"runtime", "image", "cmd", "env.", "cpus", "memory", "pids", "volume", "bind",
 	"template", "distro", "release", "arch", "image_variant", "image_server",
-	"template_args", "flush_cache", "force_cache", "disable_gpg", NULL
+	"template_args", "flush_cache", "force_cache", "disable_gpg",
+	"network", "port", "ip", "gateway", "restart", "health", "health_interval",
+	"health_timeout", "health_retries", "health_start_period", "health_restart", NULL
 };
 
 static const struct ctl_spec containers_specs[] = {
 	{ .name = "create", .min_args = 1, .max_args = 1, .opts = create_opts,
-	  .usage = "create NAME runtime=docker|lxc [image=IMG] [cmd='ARGV ...'] [env.K=V ...] [cpus=N] [memory=SIZE] [pids=N] [volume=VOLNAME:/path[:ro] ...] [bind=/host:/path[:ro] ...] [template=T] [distro=D] [release=R] [arch=A] [image_variant=V] [image_server=HOST] [template_args='ARG ...'] [flush_cache=BOOL] [force_cache=BOOL] [disable_gpg=BOOL]" },
+	  .usage = "create NAME runtime=docker|lxc [image=IMG] [cmd='ARGV ...'] [env.K=V ...] [cpus=N] [memory=SIZE] [pids=N] [volume=VOLNAME:/path[:ro] ...] [bind=/host:/path[:ro] ...] [template=T] [distro=D] [release=R] [arch=A] [image_variant=V] [image_server=HOST] [template_args='ARG ...'] [flush_cache=BOOL] [force_cache=BOOL] [disable_gpg=BOOL] [network=none|host|bridge|NAME|veth:BRIDGE] [port=[IP:]HOSTPORT:PORT[/tcp|/udp] ...] [ip=CIDR] [gateway=IP] [restart=no|on-failure[:MAX]|always|unless-stopped] [health='cmd ARGV ...'|'http PORT PATH'|'tcp PORT'] [health_interval=D] [health_timeout=D] [health_retries=N] [health_start_period=D] [health_restart=BOOL]" },
 	{ .name = "run", .min_args = 1, .max_args = 1, .opts = create_opts,
 	  .usage = "run NAME ... (create, then start)" },
 };

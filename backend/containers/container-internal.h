@@ -17,6 +17,12 @@
  *   container-recover.c    recovery after a restart: checkpoints back into
  *                          the tree, half-made containers taken back, PENDING
  *                          operations resumed
+ *   container-restart.c    the restart policy (supervise/restart.c's) kept
+ *                          for a container: the decision at each exit, the
+ *                          due start, the restarts file and its record
+ *   container-health.c     health checks: the engine's own (docker cmd) taken
+ *                          in, the probes nodefs makes (http, tcp, lxc cmd)
+ *   service-spec.c         the syntax of network=, port=, ip=, health=
  *   container-kind.c       the kind's table of hooks for the hub
  * Must not know: volumes/ (a volume= mount asks links.h), plugins/, the
  * drivers' wire formats (runtimes/ behind struct runtime_ops).
@@ -34,7 +40,9 @@
 
 #include "macro.h"
 #include "operation.h"
+#include "restart.h"
 #include "sbuf.h"
+#include "service-spec.h"
 
 enum cstate {
 	C_CREATED, C_PULLING, C_STARTING, C_RUNNING, C_PAUSED, C_STOPPING, C_EXITED,
@@ -79,6 +87,13 @@ struct container {
 	char *template_name, *distro, *release, *arch, *image_variant, *image_server;
 	char **template_args;
 	bool flush_cache, force_cache, disable_gpg;
+	/* the service: network=, ip=, gateway= (NULL: the runtime's default),
+	 * port= bindings, health=, restart= */
+	char *network, *ip, *gateway;
+	struct rt_port *ports;
+	size_t nports;
+	struct svc_health health;
+	struct restart_policy restart;
 
 	/* Held across a checkpoint's put and across the destroy's delete with
 	 * the marking of removed: a put either lands before the delete or sees
@@ -112,6 +127,24 @@ struct container {
 	 * operation's id ("" for none) */
 	int running_kind;
 	char running_op[32];
+	/* container-restart.c: where the policy stands (checkpointed), the
+	 * backoff, and a generation that voids a due start when the policy is
+	 * ended or started over meanwhile */
+	struct restart_state rs;
+	struct backoff bo;
+	unsigned restart_gen;
+	uint64_t restart_delay_ms;	/* the wait before the due start */
+	bool has_last_exit;		/* the exit a restart followed */
+	int last_exit_code, last_signal;
+	bool last_oom, last_unhealthy;
+	bool unhealthy_kill;		/* health_restart killed it: a failure */
+	/* container-health.c */
+	int hstate;			/* enum health_state */
+	time_t hsince;
+	unsigned hstreak;
+	char hout[512];			/* the last probe's output, capped */
+	unsigned hgen;			/* a probe of another run is void */
+	uint64_t hstarted_ms;		/* monotonic: the run's start (start period) */
 };
 
 
@@ -133,6 +166,8 @@ struct cact {
 	struct rt_limits lim;
 	char **argv;
 	bool then_start;
+	bool by_policy;			/* CA_START: the restart policy's */
+	unsigned gen;			/* by_policy: c->restart_gen it was made for */
 };
 
 enum { CA_CREATE, CA_START, CA_STOP, CA_KILL, CA_PAUSE, CA_RESUME, CA_UPDATE, CA_EXEC,
@@ -199,6 +234,47 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 		     struct cact *tmpl);
 int container_run_action(struct action *a, struct nerr *err);
 void cact_free(struct action *a);
+
+/* ---- container-restart.c ---- */
+
+/* c reached EXITED (lock held): decide what its policy does. Returns the
+ * delay of the start it makes due, or -1 when this exit is final; msg
+ * (64 bytes) gets the event's note ("restart 2 of 3 in 1200 ms"). */
+int64_t container_policy_exit_locked(struct container *c, char *msg, size_t len);
+/* Arm the start made due (a delay from container_policy_exit_locked, or
+ * what a record had left). Any thread. */
+void container_policy_arm(struct container *c, uint64_t delay_ms);
+/* A user's start (policy starts over) and a user's stop or kill (policy
+ * ended until the next start; returns whether a restart was due, which
+ * is then cancelled). */
+void container_policy_user_start(struct container *c);
+bool container_policy_user_stop(struct container *c);
+/* Recovery: a start its record had due, or an `always` container stopped
+ * by a user before a restart of nodefs, is armed. */
+void container_policy_recover(struct container *c);
+/* The record's members (lock held) and reading them back. */
+struct jw;
+void container_service_write_locked(struct container *c, struct jw *w);
+struct json_t;
+void container_service_read(struct container *c, struct json_t *j);
+/* A policy start failed: counted as another failed exit. */
+void container_policy_start_failed(struct container *c, const char *why);
+int container_show_restarts(struct bnode *n, struct sbuf *out);
+int container_show_ports(struct bnode *n, struct sbuf *out);
+/* Whether wait may answer: EXITED with no restart due, or removed (lock
+ * held). */
+bool container_final_locked(const struct container *c);
+
+/* ---- container-health.c ---- */
+
+enum health_state { HEALTH_NONE, HEALTH_STARTING, HEALTH_HEALTHY, HEALTH_UNHEALTHY };
+extern const char *const health_names[4];
+/* c is RUNNING (a new run): checks start over (STARTING), the probes
+ * nodefs makes are armed. Any thread. */
+void container_health_run(struct container *c);
+/* The engine's own check said state (docker health_status). */
+void container_health_engine(struct container *c, const char *state);
+int container_show_health(struct bnode *n, struct sbuf *out);
 
 /* ---- container-ctl.c ---- */
 

@@ -97,6 +97,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	c->flush_cache = json_is_true(json_object_get(j, "flush_cache"));
 	c->force_cache = json_is_true(json_object_get(j, "force_cache"));
 	c->disable_gpg = json_is_true(json_object_get(j, "disable_gpg"));
+	container_service_read(c, j);	/* network, ports, health, restart policy */
 	st = cstate_from_string(json_string_value(json_object_get(j, "state")));
 	c->state = st < 0 ? C_EXITED : (enum cstate)st;
 	if ((v = json_object_get(j, "exit_code"))) {
@@ -313,6 +314,11 @@ static void recover_check(struct container *c)
 		container_set_state(c, C_EXITED, NULL, "gone from the engine");
 	}
 	container_checkpoint(c, &err);
+	/* a start its policy had due when nodefs stopped (one that died
+	 * meanwhile was judged by the refresh above) */
+	container_policy_recover(c);
+	if (r >= 0 && container_state_of(c) == C_RUNNING)
+		container_health_run(c);
 }
 
 int containers_recover(struct backend *b, struct nerr *err)

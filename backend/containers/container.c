@@ -117,6 +117,11 @@ void container_free(struct container *c)
 	free(c->image_variant);
 	free(c->image_server);
 	strv_free(c->template_args);
+	free(c->network);
+	free(c->ip);
+	free(c->gateway);
+	free(c->ports);
+	svc_health_free(&c->health);
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
@@ -263,6 +268,7 @@ void container_write_locked(struct container *c, struct jw *w, bool redact)
 	jw_kbool(w, "flush_cache", c->flush_cache);
 	jw_kbool(w, "force_cache", c->force_cache);
 	jw_kbool(w, "disable_gpg", c->disable_gpg);
+	container_service_write_locked(c, w);	/* container-restart.c */
 	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
 		jw_kint(w, "exit_code", c->exit_code);
@@ -319,6 +325,8 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 	bnode_changed(c->node);
 	op_events_emit(c->b, "container", c->name, cstate_to_string(old),
 		    cstate_to_string(s), op_id, msg);
+	if (s == C_RUNNING && old != C_PAUSED)
+		container_health_run(c);	/* a new run: its checks start over */
 }
 
 const char *container_running_op(struct container *c, int kind, char *buf)
@@ -351,7 +359,8 @@ enum cstate container_state_of(struct container *c)
 static int apply_status(struct container *c, const struct rt_status *st, bool defer,
 			const char *op_id)
 {
-	char msg[64] = "";
+	char msg[160] = "", note[96] = "";
+	int64_t due = -1;
 	int code = st->exit_code;
 	enum cstate s;
 
@@ -385,7 +394,12 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 		c->pid = 0;
 		char t[16];
 
-		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(code, t, sizeof(t)));
+		/* the restart policy judges the exit before EXITED shows, so a
+		 * waiter never takes an exit that is restarted for the last */
+		if (s != C_EXITED && !c->removed)
+			due = container_policy_exit_locked(c, note, sizeof(note));
+		snprintf(msg, sizeof(msg), "exit_code=%s%s%s", container_exit_text(code, t, sizeof(t)),
+			 note[0] ? "; " : "", note);
 	}
 	pthread_mutex_unlock(&c->lock);
 	switch (st->state) {
@@ -396,6 +410,8 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 	default: break;
 	}
 	container_set_state(c, s, op_id, msg[0] ? msg : NULL);
+	if (due >= 0)
+		container_policy_arm(c, (uint64_t)due);
 	return 0;
 }
 

@@ -293,6 +293,14 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 			return nerr_set(err, ECANCELED, "create cancelled");
 		sbuf_reset(&body);
 		r = dk_call(d, &rq, &body, NULL, err);
+		/* a 404 that names the network= (Docker: "network NAME not
+		 * found"): the spec is wrong, the image is not missing */
+		if (r == -ENOENT && spec->network && strstr(err->msg, "network") &&
+		    strstr(err->msg, spec->network)) {
+			r = nerr_set(err, EINVAL, "network=%s: the engine says: %.180s", spec->network,
+				     err->msg);
+			goto out;
+		}
 		/* 404 on create means the image: no container exists yet */
 		if (r == -ENOENT && attempt == 0) {
 			if (prog && prog->pulling)
@@ -558,6 +566,24 @@ int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err)
 	return r;
 }
 
+/* The bindings the engine made (the host ports it chose): one inspect. */
+static int dk_ports(void *h, const char *id, struct sbuf *out, struct nerr *err)
+{
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	char path[200];
+	int r;
+
+	if (dk_check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s/json", id);
+	struct dk_req rq = { .method = "GET", .path = path };
+	r = dk_call(h, &rq, &body, NULL, err);
+	if (r == 0)
+		r = docker_json_parse_ports(body.buf, body.len, out, err);
+	sbuf_free(&body);
+	return r;
+}
+
 static int dk_list(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err)
 {
 	struct docker *d = h;
@@ -708,6 +734,7 @@ const struct runtime_ops rt_docker_ops = {
 	.update = dk_update,
 	.exec = dk_exec,
 	.inspect = dk_inspect,
+	.ports = dk_ports,
 	.stats = dk_stats,
 	.logs = dk_logs,
 	.destroy = dk_destroy,

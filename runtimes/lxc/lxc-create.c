@@ -286,6 +286,12 @@ static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpat
 	const char *t = s->template_name && s->template_name[0] ? s->template_name : DEFAULT_TEMPLATE;
 	struct stat st;
 
+	if (s->nports)
+		return nerr_set(err, ENOTSUP, "lxc: a container publishes no ports (port=)");
+	if (s->network && strcmp(s->network, "none") != 0 && strcmp(s->network, "host") != 0 &&
+	    strncmp(s->network, "veth:", 5) != 0)
+		return nerr_set(err, EINVAL, "lxc: network '%.40s' is not none, host or veth:BRIDGE",
+				s->network);
 	if (!rt_lxc_name_valid(s->name))
 		return nerr_set(err, EINVAL, "lxc: bad engine name '%.128s': 1 to %d of "
 				"[A-Za-z0-9._-], no leading dot", s->name ? s->name : "", RT_LXC_NAME_MAX);
@@ -482,8 +488,18 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
 	_cleanup_(sbuf_free) struct sbuf binds = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
 	_cleanup_(sbuf_free) struct sbuf shared = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
+	/* network=: host shares the host's namespace (lxc's "none"), none
+	 * is one of its own with only loopback (lxc's "empty"); unset: the
+	 * runtime's network_type */
+	const char *ntype = h->network_type, *link = NULL;
 	int n, r;
 
+	if (s->network && strcmp(s->network, "host") == 0)
+		ntype = "none";
+	else if (s->network && strcmp(s->network, "none") == 0)
+		ntype = "empty";
+	else if (s->network && strncmp(s->network, "veth:", 5) == 0)
+		ntype = "veth", link = s->network + 5;
 	if (s->cpus > 0)
 		lim.set |= RT_LIMIT_CPUS;
 	if (s->memory)
@@ -500,7 +516,20 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 		} \
 	} while (0)
 	c->clear_config_item(c, "lxc.net");
-	SET("lxc.net.0.type", h->network_type);
+	SET("lxc.net.0.type", ntype);
+	if (link) {
+		/* network=veth:BRIDGE: one veth on the host's bridge, with the
+		 * address and gateway given (ip=, gateway=) */
+		bool v6 = s->ip && strchr(s->ip, ':');
+
+		SET("lxc.net.0.link", link);
+		SET("lxc.net.0.flags", "up");
+		if (s->ip)
+			SET(v6 ? "lxc.net.0.ipv6.address" : "lxc.net.0.ipv4.address", s->ip);
+		if (s->gateway)
+			SET(strchr(s->gateway, ':') ? "lxc.net.0.ipv6.gateway" : "lxc.net.0.ipv4.gateway",
+			    s->gateway);
+	}
 	/* may_mount: the template keeps CAP_SYS_ADMIN and sets no seccomp
 	 * profile; no AppArmor confinement either */
 	SET("lxc.apparmor.profile", s->may_mount ? "unconfined" : h->apparmor_profile);
@@ -578,7 +607,8 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 #undef SET
 	if (!c->save_config(c, NULL))
 		return rt_lxc_failf(h, c, s->name, LF_CONFIG, err, "cannot save the config");
-	if (is_busybox(tpath) && strcmp(h->network_type, "none") == 0)
+	/* no DHCP to be had: the template's udhcpc would never return */
+	if (is_busybox(tpath) && (strcmp(ntype, "veth") != 0 || s->ip))
 		busybox_no_dhcp(c);
 	return 0;
 }
