@@ -40,13 +40,14 @@ static int do_create(struct cact *x, struct nerr *err)
 	struct container *c = x->c;
 	struct rt_spec spec = {
 		.name = c->name, .engine_name = c->engine_name[0] ? c->engine_name : NULL,
-		.instance = c->b->instance, .image = c->image, .argv = c->argv, .env = c->env,
-		.nenv = c->nenv, .cpus = c->cpus, .memory = c->memory, .pids = c->pids,
-		.mounts = c->mounts, .nmounts = c->nmounts, .template_name = c->template_name,
-		.distro = c->distro, .release = c->release, .arch = c->arch,
-		.image_variant = c->image_variant, .image_server = c->image_server,
-		.template_args = c->template_args, .flush_cache = c->flush_cache,
-		.force_cache = c->force_cache, .disable_gpg = c->disable_gpg,
+		.instance = c->b->instance, .image = c->spec.image, .argv = c->spec.argv,
+		.env = c->spec.env.v, .nenv = c->spec.env.n, .cpus = c->spec.cpus,
+		.memory = c->spec.memory, .pids = c->spec.pids, .mounts = c->spec.mounts.v,
+		.nmounts = c->spec.mounts.n, .template_name = c->spec.template_name,
+		.distro = c->spec.distro, .release = c->spec.release, .arch = c->spec.arch,
+		.image_variant = c->spec.image_variant, .image_server = c->spec.image_server,
+		.template_args = c->spec.template_args, .flush_cache = c->spec.flush_cache,
+		.force_cache = c->spec.force_cache, .disable_gpg = c->spec.disable_gpg,
 	};
 	_cleanup_engine_ struct engine_ref *h = NULL;
 	char *id = NULL;
@@ -263,11 +264,11 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		if (r >= 0) {
 			pthread_mutex_lock(&c->lock);
 			if (x->lim.set & RT_LIMIT_CPUS)
-				c->cpus = x->lim.cpus;
+				c->spec.cpus = x->lim.cpus;
 			if (x->lim.set & RT_LIMIT_MEMORY)
-				c->memory = x->lim.memory;
+				c->spec.memory = x->lim.memory;
 			if (x->lim.set & RT_LIMIT_PIDS)
-				c->pids = x->lim.pids;
+				c->spec.pids = x->lim.pids;
 			pthread_mutex_unlock(&c->lock);
 			/* limits and stats show them: a shared stats render
 			 * made before is not served again (fs's BATTR_AGED) */

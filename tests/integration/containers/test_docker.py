@@ -483,7 +483,7 @@ class Docker(contract.Contract, unittest.TestCase):
                 ("run %s runtime=docker image=%s bind=relative:/x" % (env.name("h"), IMAGE), None),
                 ("run %s runtime=docker image=%s volume=novol:/x" % (env.name("i"), IMAGE), None),
                 ("run %s runtime=docker" % env.name("j"), "EINVAL"),
-                ("run %s runtime=docker image=%s template=busybox" % (env.name("k"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s template=busybox" % (env.name("k"), IMAGE), "ENOTSUP"),
                 ("run %s runtime=nosuch image=%s" % (env.name("l"), IMAGE), "EINVAL"),
                 ("run %s image=%s" % (env.name("m"), IMAGE), "EINVAL"),
                 ("run %s runtime=docker image=%s cpus=lots" % (env.name("n"), IMAGE), "EINVAL"),

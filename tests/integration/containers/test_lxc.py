@@ -412,12 +412,13 @@ class Lxc(contract.Contract, unittest.TestCase):
             self.assertIn("disable_gpg", why)
             self.assertIn("no --no-validate", why)
             self.assertEqual((env.containers(), os.listdir(env.lxcpath)), ([], []))
-            # containers/ctl lists every option create takes
+            # containers/ctl lists every option create takes, one line
+            # each from the option table
             usage = env.read("containers", "ctl")
             for opt in ("template=", "distro=", "release=", "arch=", "image_variant=",
                         "image_server=", "template_args=", "flush_cache=", "force_cache=",
                         "disable_gpg=", "bind=", "volume="):
-                self.assertIn(opt, usage.splitlines()[0], opt)
+                self.assertIn("\n  " + opt, usage, opt)
             taken = lrun(env, "taken", "sleep 1000")
             pid = env.cread(taken, "pid")
             ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % taken)
