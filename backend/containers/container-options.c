@@ -56,6 +56,20 @@ const struct copt container_options[] = {
 	  .runtimes = L, .help = "template=download: --force-cache" },
 	{ .name = "disable_gpg", .syntax = "BOOL", .kind = &copt_bool, .off = F(disable_gpg),
 	  .runtimes = L, .help = "template=download: --no-validate" },
+	{ .name = "user", .syntax = "USER[:GROUP]", .kind = &copt_string, .off = F(user),
+	  .runtimes = ALL, .check = copt_check_user,
+	  .help = "run as this user (names from the image's /etc/passwd, /etc/group)" },
+	{ .name = "workdir", .syntax = "PATH", .kind = &copt_string, .off = F(workdir),
+	  .runtimes = ALL, .check = copt_check_abspath, .help = "the command's directory" },
+	{ .name = "entrypoint", .syntax = "'ARGV ...'", .kind = &copt_words, .off = F(entrypoint),
+	  .runtimes = ALL, .min = 1, .help = "the entrypoint (LXC: put before cmd)" },
+	{ .name = "hostname", .syntax = "NAME", .kind = &copt_string, .off = F(hostname),
+	  .runtimes = ALL, .check = copt_check_hostname, .help = "the container's host name" },
+	{ .name = "label.", .syntax = "K=V", .kind = &copt_kv, .off = F(labels), .runtimes = ALL,
+	  .flags = COPT_REPEAT, .json = "labels", .check = copt_check_label,
+	  .help = "a label (not under io.nodefs.); LXC: kept in the owner mark" },
+	{ .name = "force_pull", .syntax = "BOOL", .kind = &copt_bool, .off = F(force_pull),
+	  .runtimes = D, .help = "pull the image even when the engine has it (LXC: flush_cache)" },
 };
 
 const size_t container_noptions = sizeof(container_options) / sizeof(container_options[0]);

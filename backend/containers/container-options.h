@@ -61,6 +61,12 @@ struct cspec {
 	char *template_name, *distro, *release, *arch, *image_variant, *image_server;
 	char **template_args;
 	bool flush_cache, force_cache, disable_gpg;
+	char *user;			/* USER[:GROUP] as given */
+	char *workdir;
+	char **entrypoint;
+	char *hostname;
+	struct ckv labels;
+	bool force_pull;
 };
 
 /* Runtimes, as bits of struct copt's runtimes */
@@ -107,7 +113,11 @@ struct copt {
 	unsigned runtimes;	/* COPT_DOCKER | COPT_LXC: the others get ENOTSUP */
 	unsigned required;	/* runtimes that need it given */
 	unsigned flags;		/* COPT_REPEAT, COPT_SECRET, COPT_NOFIELD */
-	long long min, max;	/* bounds of a number or size (0, 0: none) */
+	long long min, max;	/* bounds of a number or size (0, 0: none); words: min
+				 * words */
+	/* checks the value before its kind parses it (NULL: the kind's
+	 * checks only); -EINVAL naming key */
+	int (*check)(const char *key, const char *val, struct nerr *err);
 	const char *json;	/* its member in the record and info.json (NULL: name) */
 	const char *help;	/* one line of the usage text */
 };
@@ -119,6 +129,12 @@ extern const size_t container_noptions;
 /* The kinds (container-optparse.c). */
 extern const struct copt_kind copt_none, copt_string, copt_words, copt_bool, copt_size,
 	copt_cpus, copt_int, copt_kv, copt_mount;
+
+/* Value checks rows name (container-optparse.c). */
+int copt_check_user(const char *key, const char *val, struct nerr *err);
+int copt_check_abspath(const char *key, const char *val, struct nerr *err);
+int copt_check_hostname(const char *key, const char *val, struct nerr *err);
+int copt_check_label(const char *key, const char *val, struct nerr *err);
 
 /* The row that takes key (exact, or a prefix row's KEY.), or NULL. */
 const struct copt *copt_find(const char *key);

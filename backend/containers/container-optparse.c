@@ -117,6 +117,11 @@ static int words_parse(const struct copt *o, const char *key, const char *val, v
 		nerr_prefix(err, "%s", key);
 		return r;
 	}
+	if (r < o->min) {
+		strv_free_(v);
+		return nerr_set(err, EINVAL, "%s: at least %lld word%s", key, o->min,
+				o->min == 1 ? "" : "s");
+	}
 	strv_free_(*p);
 	*p = v;
 	return 0;
@@ -555,6 +560,63 @@ static void mount_free(void *f)
 
 const struct copt_kind copt_mount = { mount_parse, mount_write, mount_read, mount_free };
 
+/* ---- the checks rows name ---- */
+
+int copt_check_user(const char *key, const char *val, struct nerr *err)
+{
+	return rt_user_valid(val, err);
+}
+
+int copt_check_abspath(const char *key, const char *val, struct nerr *err)
+{
+	if (valid_path(val, NULL, 0, err) < 0) {
+		nerr_prefix(err, "%s", key);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* RFC 1123: dot-separated labels of letters, digits and '-', none
+ * starting or ending with '-', 63 bytes in all (what a UTS name holds
+ * and Docker takes). */
+int copt_check_hostname(const char *key, const char *val, struct nerr *err)
+{
+	size_t n = strlen(val), lab = 0;
+
+	if (!n || n > 63)
+		goto bad;
+	for (size_t i = 0; i <= n; i++) {
+		char ch = val[i];
+
+		if (ch == '.' || ch == '\0') {
+			if (!lab || val[i - 1] == '-')
+				goto bad;
+			lab = 0;
+		} else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			   (ch >= '0' && ch <= '9') || (ch == '-' && lab)) {
+			lab++;
+		} else {
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	return nerr_set(err, EINVAL, "%s=%.70s: not a host name (RFC 1123 labels, up to 63 bytes)",
+			key, val);
+}
+
+int copt_check_label(const char *key, const char *val, struct nerr *err)
+{
+	const char *k = strchr(key, '.') + 1;
+
+	if (strncmp(k, "io.nodefs.", 10) == 0 || strcmp(k, "io.nodefs") == 0)
+		return nerr_set(err, EINVAL, "%s: keys under io.nodefs. are reserved", key);
+	if (strlen(k) > 128 || strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				       "0123456789._-/") != strlen(k))
+		return nerr_set(err, EINVAL, "%s: a label key is up to 128 of [A-Za-z0-9._/-]", key);
+	return 0;
+}
+
 /* ---- the passes ---- */
 
 static bool is_prefix(const struct copt *o)
@@ -626,6 +688,8 @@ int copts_parse(const struct ctl_cmd *cmd, const struct copt_ctx *x, struct cspe
 		if (seen[k] && !(o->flags & COPT_REPEAT))
 			return nerr_set(err, EINVAL, "%s=: given twice (it is not repeatable)", o->name);
 		seen[k] = true;
+		if (o->check && (r = o->check(key, cmd->opts[i].val, err)) < 0)
+			return r;
 		r = o->kind->parse(o, key, cmd->opts[i].val, (char *)s + o->off, x, err);
 		if (r < 0)
 			return r;

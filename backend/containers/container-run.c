@@ -48,6 +48,9 @@ static int do_create(struct cact *x, struct nerr *err)
 		.image_variant = c->spec.image_variant, .image_server = c->spec.image_server,
 		.template_args = c->spec.template_args, .flush_cache = c->spec.flush_cache,
 		.force_cache = c->spec.force_cache, .disable_gpg = c->spec.disable_gpg,
+		.user = c->spec.user, .workdir = c->spec.workdir, .entrypoint = c->spec.entrypoint,
+		.hostname = c->spec.hostname, .labels = c->spec.labels.v,
+		.nlabels = c->spec.labels.n, .force_pull = c->spec.force_pull,
 	};
 	_cleanup_engine_ struct engine_ref *h = NULL;
 	char *id = NULL;

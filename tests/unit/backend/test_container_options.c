@@ -73,6 +73,45 @@ Test(copts, a_line_fills_the_spec)
 	cr_assert(s.flush_cache);
 	cr_assert_str_eq(s.template_args[1], "k");
 	cspec_free(&s);
+	cr_assert_eq(parse_line("run x runtime=docker image=i user=app:staff workdir=/srv/app "
+				"entrypoint='/bin/sh -c' hostname=web-1.example label.tier=front "
+				"label.team=a force_pull=yes", COPT_DOCKER, &s, &e), 0, "%s", e.msg);
+	cr_assert_str_eq(s.user, "app:staff");
+	cr_assert_str_eq(s.workdir, "/srv/app");
+	cr_assert_str_eq(s.entrypoint[1], "-c");
+	cr_assert_str_eq(s.hostname, "web-1.example");
+	cr_assert_eq(s.labels.n, 2);
+	cr_assert_str_eq(s.labels.v[0].key, "tier");
+	cr_assert(s.force_pull);
+	cspec_free(&s);
+}
+
+Test(copts, user_names_resolve_in_the_image_files)
+{
+	static const char pw[] = "root:x:0:0:root:/root:/bin/sh\n# c\napp:x:1234:1235::/:/bin/sh\n"
+				 "short:x\n";
+	static const char gr[] = "root:x:0:\nstaff:x:50:\n";
+	struct nerr e = { 0 };
+	long u, g;
+
+	cr_assert_eq(rt_user_resolve("app", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), 0, "%s", e.msg);
+	cr_assert_eq(u, 1234);
+	cr_assert_eq(g, 1235);
+	cr_assert_eq(rt_user_resolve("app:staff", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), 0);
+	cr_assert_eq(g, 50);
+	cr_assert_eq(rt_user_resolve("4000:7", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), 0);
+	cr_assert_eq(u, 4000);
+	cr_assert_eq(g, 7);
+	cr_assert_eq(rt_user_resolve("1234", pw, strlen(pw), NULL, 0, &u, &g, &e), 0);
+	cr_assert_eq(g, 1235);
+	cr_assert_eq(rt_user_resolve("4000", NULL, 0, NULL, 0, &u, &g, &e), 0);
+	cr_assert_eq(g, 0);
+	cr_assert_eq(rt_user_resolve("nosuch", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), -EINVAL);
+	cr_assert(strstr(e.msg, "no user 'nosuch'"), "%s", e.msg);
+	cr_assert_eq(rt_user_resolve("app:nogrp", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), -EINVAL);
+	cr_assert(strstr(e.msg, "no group 'nogrp'"), "%s", e.msg);
+	cr_assert_eq(rt_user_resolve("short", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), -EINVAL);
+	cr_assert_eq(rt_user_resolve("ap", pw, strlen(pw), gr, strlen(gr), &u, &g, &e), -EINVAL);
 }
 
 Test(copts, refusals_name_the_option)
@@ -93,6 +132,19 @@ Test(copts, refusals_name_the_option)
 	expect("run x runtime=docker image=i volume=v:rel", COPT_DOCKER, EINVAL, "volume");
 	expect("run x runtime=lxc flush_cache=maybe", COPT_LXC, EINVAL, "flush_cache");
 	expect("run x runtime=lxc bogus=1", COPT_LXC, EINVAL, "unknown option 'bogus'");
+	expect("run x runtime=lxc force_pull=yes", COPT_LXC, ENOTSUP, "force_pull=: not supported by runtime lxc");
+	expect("run x runtime=lxc user=a:b:c", COPT_LXC, EINVAL, "user=");
+	expect("run x runtime=lxc user='a b'", COPT_LXC, EINVAL, "user=");
+	expect("run x runtime=lxc user=99999999999", COPT_LXC, EINVAL, "out of range");
+	expect("run x runtime=lxc workdir=rel", COPT_LXC, EINVAL, "workdir");
+	expect("run x runtime=lxc workdir=/a/../b", COPT_LXC, EINVAL, "workdir");
+	expect("run x runtime=lxc hostname=-x", COPT_LXC, EINVAL, "hostname=-x: not a host name");
+	expect("run x runtime=lxc hostname=a..b", COPT_LXC, EINVAL, "hostname");
+	expect("run x runtime=lxc hostname=a_b", COPT_LXC, EINVAL, "hostname");
+	expect("run x runtime=lxc entrypoint=''", COPT_LXC, EINVAL, "entrypoint: at least 1 word");
+	expect("run x runtime=lxc label.io.nodefs.name=x", COPT_LXC, EINVAL,
+	       "label.io.nodefs.name: keys under io.nodefs. are reserved");
+	expect("run x runtime=lxc label.a=1 label.a b=2", COPT_LXC, EINVAL, "unknown option");
 }
 
 Test(copts, record_round_trip_and_redaction)
@@ -162,16 +214,18 @@ Test(copts, table_rows_are_well_formed)
 		cr_assert(o->name && o->syntax && o->kind && o->help, "row %zu", i);
 		cr_assert(o->runtimes & COPT_ALL, "%s: no runtime", o->name);
 		cr_assert_eq(o->required & ~o->runtimes, 0, "%s: required where not taken", o->name);
-		cr_assert_eq(copt_find(o->name[strlen(o->name) - 1] == '.' ? "env.X" : o->name) != NULL,
-			     true);
+		char key[80];
+
+		snprintf(key, sizeof(key), "%s%s", o->name, o->name[strlen(o->name) - 1] == '.' ? "X" : "");
+		cr_assert_eq(copt_find(key), o, "%s", key);
 		for (size_t k = 0; k < i; k++)
 			cr_assert_str_neq(o->name, container_options[k].name, "%s twice", o->name);
 	}
 }
 
 /* The options nodefs(5) documents: in the region between the
- * options-table markers, every word of a .BR line ending in '=' (an
- * option) or '.' (a prefix). */
+ * options-table markers, every word of a .BR line of [a-z_] ending in '='
+ * (an option) or '.' (a prefix). */
 static size_t doc_options(char names[][64], size_t max)
 {
 	const char *src = getenv("NODEFS_SRC");
@@ -193,7 +247,8 @@ static size_t doc_options(char names[][64], size_t max)
 			for (char *t = strtok(line + 4, " \t\n"); t; t = strtok(NULL, " \t\n")) {
 				size_t l = strlen(t);
 
-				if (l < 2 || (t[l - 1] != '=' && t[l - 1] != '.') || t[0] == '\\')
+				if (l < 2 || (t[l - 1] != '=' && t[l - 1] != '.') ||
+				    strspn(t, "abcdefghijklmnopqrstuvwxyz_") != l - 1)
 					continue;
 				cr_assert_lt(n, max);
 				snprintf(names[n], 64, "%.*s", (int)(t[l - 1] == '=' ? l - 1 : l), t);
