@@ -116,6 +116,24 @@ struct rt_spec {
 	const struct rt_port *ports;	/* docker only (lxc: ENOTSUP) */
 	size_t nports;
 	const struct rt_health *health;	/* docker only; NULL: none */
+	/* USER[:GROUP], names or numbers; NULL: the image's (docker: User;
+	 * lxc: lxc.init.uid/gid, names resolved from the container's own
+	 * /etc/passwd and /etc/group). A name it lacks: -EINVAL, and the
+	 * create leaves nothing behind. */
+	const char *user;
+	const char *workdir;	/* absolute; NULL: the image's */
+	/* NULL-terminated; NULL: the image's (lxc: the init command is
+	 * entrypoint then argv) */
+	char **entrypoint;
+	const char *hostname;	/* NULL: the engine's default */
+	/* the user's labels (never io.nodefs.*): docker labels; lxc: kept in
+	 * the owner mark */
+	struct rt_kv *labels;
+	size_t nlabels;
+	bool force_pull;	/* docker: pull even when the engine has it */
+	/* set by create when user is given: what it resolved to (the
+	 * backend makes the sandbox the user's); NULL: not wanted */
+	long *ret_uid, *ret_gid;
 	/* lxc */
 	const char *template_name;	/* "busybox", "download", ... */
 	const char *distro, *release, *arch;
@@ -277,6 +295,16 @@ int rt_lxc_helper_main(const char *argv0, int argc, char **argv);
 const struct runtime_ops *runtime_find(const char *name);
 
 const char *rt_state_to_string(enum rt_state s);
+
+/* rt-user.c: USER[:GROUP] (names of [A-Za-z0-9._-] up to 32, numbers up
+ * to 2^31-1): 0 or -EINVAL naming it. */
+int rt_user_valid(const char *user, struct nerr *err);
+/* user to numbers, names looked up in the container's passwd and group
+ * files (given as bytes, NULL for none): the user's primary group when
+ * no GROUP is given (0 for a number passwd lacks). -EINVAL naming a
+ * name the files lack. */
+int rt_user_resolve(const char *user, const char *passwd, size_t plen, const char *group,
+		    size_t glen, long *ret_uid, long *ret_gid, struct nerr *err);
 void rt_listing_free(struct rt_listing *l, size_t n);
 
 /*

@@ -39,12 +39,14 @@ static int show_image(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
 
-	if (c->image)
-		return sbuf_printf(out, "%s\n", c->image);
-	if (c->template_name)
-		return sbuf_printf(out, "%s%s%s%s%s\n", c->template_name,
-				   c->distro ? ":" : "", c->distro ? c->distro : "",
-				   c->release ? ":" : "", c->release ? c->release : "");
+	const struct cspec *s = &c->spec;
+
+	if (s->image)
+		return sbuf_printf(out, "%s\n", s->image);
+	if (s->template_name)
+		return sbuf_printf(out, "%s%s%s%s%s\n", s->template_name,
+				   s->distro ? ":" : "", s->distro ? s->distro : "",
+				   s->release ? ":" : "", s->release ? s->release : "");
 	return 0;
 }
 
@@ -232,8 +234,8 @@ static int show_limits(struct bnode *n, struct sbuf *out)
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = sbuf_printf(out, "cpus %g\nmemory_bytes %llu\npids %lld\n", c->cpus,
-			(unsigned long long)c->memory, (long long)c->pids);
+	r = sbuf_printf(out, "cpus %g\nmemory_bytes %llu\npids %lld\n", c->spec.cpus,
+			(unsigned long long)c->spec.memory, (long long)c->spec.pids);
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -339,10 +341,29 @@ const struct btype container_type = {
 	.free = container_node_free,
 };
 
-BCTL_FUNCS(containers_ctl, containers_ctl)
+static int containers_ctl_store(struct bnode *n, const char *l, size_t len, struct breq *rq)
+{
+	return bctl_dispatch(&containers_ctl, n, l, len, rq);
+}
+
+static int containers_ctl_check(struct bnode *n, const char *l, size_t len, struct nerr *err)
+{
+	return bctl_check(&containers_ctl, n, l, len, err);
+}
+
+/* containers/ctl: the command lines, then the option table's lines */
+static int containers_ctl_usage(struct bnode *n, struct sbuf *out)
+{
+	int r = bctl_usage(&containers_ctl, out);
+
+	if (r >= 0)
+		r = sbuf_adds(out, "options (name=VALUE, runtimes, what):\n");
+	return r < 0 ? r : copts_usage(out);
+}
 
 static const struct battr containers_attrs[] = {
-	BCTL_ATTR(containers_ctl),
+	{ .name = "ctl", .flags = BATTR_CTL, .show = containers_ctl_usage,
+	  .store = containers_ctl_store, .check = containers_ctl_check },
 	{ .name = "error", .show = battr_show_error },
 };
 

@@ -56,8 +56,8 @@ static void health_changed(struct container *c, int old, int now, const char *wh
 /* Whether nodefs makes the probes (else the engine's own check runs). */
 static bool ours(const struct container *c)
 {
-	return c->health.kind == SVC_HEALTH_HTTP || c->health.kind == SVC_HEALTH_TCP ||
-	       (c->health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") != 0);
+	return c->spec.health.kind == SVC_HEALTH_HTTP || c->spec.health.kind == SVC_HEALTH_TCP ||
+	       (c->spec.health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") != 0);
 }
 
 void container_health_run(struct container *c)
@@ -65,7 +65,7 @@ void container_health_run(struct container *c)
 	int old;
 	unsigned gen;
 
-	if (c->health.kind == SVC_HEALTH_NONE)
+	if (c->spec.health.kind == SVC_HEALTH_NONE)
 		return;
 	pthread_mutex_lock(&c->lock);
 	old = c->hstate;
@@ -79,7 +79,7 @@ void container_health_run(struct container *c)
 	if (old != HEALTH_STARTING)
 		health_changed(c, old, HEALTH_STARTING, "a new run");
 	if (ours(c))
-		arm_probe(c, gen, c->health.interval_ms);
+		arm_probe(c, gen, c->spec.health.interval_ms);
 }
 
 /* Take one outcome: ok or not, with what the probe said. */
@@ -102,16 +102,16 @@ static void take(struct container *c, unsigned gen, bool ok, const char *out)
 	if (ok) {
 		c->hstreak = 0;
 		now = HEALTH_HEALTHY;
-	} else if (loop_now_ms() - c->hstarted_ms >= c->health.start_period_ms ||
+	} else if (loop_now_ms() - c->hstarted_ms >= c->spec.health.start_period_ms ||
 		   c->hstate == HEALTH_HEALTHY) {
 		/* in the start period a failure does not count (Docker's rule) */
-		if (++c->hstreak >= c->health.retries)
+		if (++c->hstreak >= c->spec.health.retries)
 			now = HEALTH_UNHEALTHY;
 	}
 	if (now != old) {
 		c->hstate = now;
 		c->hsince = time(NULL);
-		kill_it = now == HEALTH_UNHEALTHY && c->health.restart;
+		kill_it = now == HEALTH_UNHEALTHY && c->spec.health.restart;
 	}
 	why[0] = '\0';
 	if (!ok)
@@ -128,7 +128,7 @@ static void take(struct container *c, unsigned gen, bool ok, const char *out)
 				 &(struct cact){ .sig = SIGKILL });
 		return;
 	}
-	arm_probe(c, gen, c->health.interval_ms);
+	arm_probe(c, gen, c->spec.health.interval_ms);
 }
 
 /* ---- the probes (worker pool) ---- */
@@ -267,7 +267,7 @@ static bool probe_exec(struct container *c, char *out, size_t len)
 		snprintf(out, len, "the runtime is not reachable");
 		return false;
 	}
-	r = c->eng->ops->exec(h->h, id, c->health.argv, &o, &code, &err);
+	r = c->eng->ops->exec(h->h, id, c->spec.health.argv, &o, &code, &err);
 	if (r < 0)
 		snprintf(out, len, "%s", err.msg);
 	else
@@ -294,10 +294,10 @@ static void probe_work(void *arg)
 	pthread_mutex_lock(&c->lock);
 	pid = c->pid;
 	pthread_mutex_unlock(&c->lock);
-	if (c->health.kind == SVC_HEALTH_CMD)
+	if (c->spec.health.kind == SVC_HEALTH_CMD)
 		ok = probe_exec(c, out, sizeof(out));
 	else if (pid > 0)
-		ok = probe_net(&c->health, pid, out, sizeof(out));
+		ok = probe_net(&c->spec.health, pid, out, sizeof(out));
 	else
 		ok = false, snprintf(out, sizeof(out), "no process");
 	take(c, p->gen, ok, out);
@@ -336,21 +336,21 @@ void container_health_engine(struct container *c, const char *state)
 	for (int k = HEALTH_STARTING; k <= HEALTH_UNHEALTHY; k++)
 		if (state && strcmp(state, health_names[k]) == 0)
 			now = k;
-	if (now == HEALTH_NONE || c->health.kind == SVC_HEALTH_NONE)
+	if (now == HEALTH_NONE || c->spec.health.kind == SVC_HEALTH_NONE)
 		return;
 	pthread_mutex_lock(&c->lock);
 	old = c->hstate;
 	if (now != old) {
 		c->hstate = now;
 		c->hsince = time(NULL);
-		c->hstreak = now == HEALTH_UNHEALTHY ? c->health.retries : 0;
+		c->hstreak = now == HEALTH_UNHEALTHY ? c->spec.health.retries : 0;
 		snprintf(c->hout, sizeof(c->hout), "the engine's check: see docker inspect's State.Health");
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (now == old)
 		return;
 	health_changed(c, old, now, "the engine's health_status");
-	if (now == HEALTH_UNHEALTHY && c->health.restart) {
+	if (now == HEALTH_UNHEALTHY && c->spec.health.restart) {
 		log_warn("container %s: unhealthy: killed for its restart policy (health_restart=yes)",
 			 c->name);
 		container_submit(c, CA_KILL, "kill (health_restart)", NULL,
@@ -366,9 +366,9 @@ int container_show_health(struct bnode *n, struct sbuf *out)
 	char t[64], spec[300];
 	int r;
 
-	if (c->health.kind == SVC_HEALTH_NONE)
+	if (c->spec.health.kind == SVC_HEALTH_NONE)
 		return 0;
-	svc_health_format(&c->health, spec, sizeof(spec));
+	svc_health_format(&c->spec.health, spec, sizeof(spec));
 	pthread_mutex_lock(&c->lock);
 	fmt_time(c->hsince, t, sizeof(t));
 	r = sbuf_printf(out, "state: %s\nsince: %s\nfailing_streak: %u\ncheck: %s\noutput: %s\n",

@@ -11,6 +11,10 @@
  *                          queues and what each does with the engine
  *   container-ctl.c        containers/ctl and containers/NAME/ctl: parsing and
  *                          checking commands, then queueing them
+ *   container-options.c    the table of create's options (nothing else);
+ *                          container-options.h its rows and struct cspec
+ *   container-optparse.c   the kinds of option value and the passes over
+ *                          the table (parse, record, usage)
  *   container-files.c      the files of containers/NAME/ and the metrics
  *   container-sync.c       the engines' word: their event stream and
  *                          reconciliation against their listings
@@ -32,6 +36,7 @@
 
 #include "backend-internal.h"
 #include "containers.h"
+#include "container-options.h"
 #include "engines.h"
 #include "links.h"
 
@@ -76,34 +81,16 @@ struct container {
 	char engine_name[112];
 	struct actq q;
 
-	/* the spec, as created; immutable after create except the limits */
-	char *image;
-	char **argv;
-	struct rt_kv *env;
-	size_t nenv;
-	struct rt_mount *mounts;
-	size_t nmounts;
-	char **volumes;			/* VOLNAME of each volume= mount, NULL-terminated */
-	char *template_name, *distro, *release, *arch, *image_variant, *image_server;
-	char **template_args;
-	bool flush_cache, force_cache, disable_gpg;
-	/* the service: network=, ip=, gateway= (NULL: the runtime's default),
-	 * port= bindings, health=, restart= */
-	char *network, *ip, *gateway;
-	struct rt_port *ports;
-	size_t nports;
-	struct svc_health health;
-	struct restart_policy restart;
+	/* the spec, as created (container-options.h); immutable after create
+	 * except the limits, which change under lock */
+	struct cspec spec;
 
 	/* Held across a checkpoint's put and across the destroy's delete with
 	 * the marking of removed: a put either lands before the delete or sees
 	 * removed and writes nothing, so no record comes back after a destroy
 	 * (container_checkpoint, container_forget). Taken before lock. */
 	pthread_mutex_t ckpt_lock;
-	pthread_mutex_t lock;		/* everything below */
-	double cpus;
-	uint64_t memory;
-	int64_t pids;
+	pthread_mutex_t lock;		/* everything below, and spec's limits */
 	char *id;			/* engine id, NULL until created */
 	enum cstate state;
 	pid_t pid;

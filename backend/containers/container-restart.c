@@ -62,21 +62,21 @@ int64_t container_policy_exit_locked(struct container *c, char *msg, size_t len)
 	c->last_oom = ex.oom;
 	c->last_unhealthy = ex.unhealthy;
 	c->unhealthy_kill = false;
-	if (c->restart.mode == RESTART_NO)
+	if (c->spec.restart.mode == RESTART_NO)
 		return -1;
 	bounds_locked(c);
 	/* it ran longer than the longest wait: the doubling starts over */
 	if (c->started_at && c->finished_at > c->started_at)
 		backoff_ran(&c->bo, (uint64_t)(c->finished_at - c->started_at) * 1000);
-	if (restart_decide(&c->restart, &c->rs, &c->bo, &ex, wall_ms(), &d) == RESTART_FINAL) {
-		if (!c->rs.held && c->restart.mode == RESTART_ON_FAILURE && restart_exit_failed(&ex))
-			snprintf(msg, len, "final: %u restarts of %u made", c->rs.count, c->restart.max);
+	if (restart_decide(&c->spec.restart, &c->rs, &c->bo, &ex, wall_ms(), &d) == RESTART_FINAL) {
+		if (!c->rs.held && c->spec.restart.mode == RESTART_ON_FAILURE && restart_exit_failed(&ex))
+			snprintf(msg, len, "final: %u restarts of %u made", c->rs.count, c->spec.restart.max);
 		return -1;
 	}
 	c->restart_gen++;
 	c->restart_delay_ms = d;
-	if (c->restart.max)
-		snprintf(msg, len, "restart %u of %u in %llu ms", c->rs.count, c->restart.max,
+	if (c->spec.restart.max)
+		snprintf(msg, len, "restart %u of %u in %llu ms", c->rs.count, c->spec.restart.max,
 			 (unsigned long long)d);
 	else
 		snprintf(msg, len, "restart %u in %llu ms", c->rs.count, (unsigned long long)d);
@@ -182,7 +182,7 @@ void container_policy_recover(struct container *c)
 		if (c->rs.due_ms) {
 			arm = true;
 			delay = c->rs.due_ms > now ? c->rs.due_ms - now : 0;
-		} else if (c->rs.held && c->restart.mode == RESTART_ALWAYS) {
+		} else if (c->rs.held && c->spec.restart.mode == RESTART_ALWAYS) {
 			/* Docker's `always`: a container its user stopped comes
 			 * back when the daemon does (unless-stopped does not) */
 			restart_on_user_start(&c->rs);
@@ -199,47 +199,10 @@ void container_policy_recover(struct container *c)
 
 /* ---- the record ---- */
 
+/* The policy's state (the spec's restart=, ports and health are the
+ * option table's members). */
 void container_service_write_locked(struct container *c, struct jw *w)
 {
-	char buf[600];
-
-	if (c->network)
-		jw_kstr(w, "network", c->network);
-	if (c->ip)
-		jw_kstr(w, "ip", c->ip);
-	if (c->gateway)
-		jw_kstr(w, "gateway", c->gateway);
-	if (c->nports) {
-		jw_key(w, "ports");
-		jw_arr(w);
-		for (size_t i = 0; i < c->nports; i++) {
-			jw_obj(w);
-			jw_kstr(w, "host_ip", c->ports[i].host_ip);
-			jw_kint(w, "host_port", c->ports[i].host_port);
-			jw_kint(w, "port", c->ports[i].port);
-			jw_kstr(w, "proto", c->ports[i].udp ? "udp" : "tcp");
-			jw_obj_end(w);
-		}
-		jw_arr_end(w);
-	}
-	if (c->health.kind != SVC_HEALTH_NONE) {
-		jw_key(w, "health");
-		jw_obj(w);
-		jw_kstr(w, "kind", c->health.kind == SVC_HEALTH_CMD ? "cmd" :
-				   c->health.kind == SVC_HEALTH_HTTP ? "http" : "tcp");
-		if (c->health.argv)
-			jw_kstrv(w, "cmd", c->health.argv);
-		jw_kint(w, "port", c->health.port);
-		jw_kstr(w, "path", c->health.path);
-		jw_kint(w, "interval_ms", (long long)c->health.interval_ms);
-		jw_kint(w, "timeout_ms", (long long)c->health.timeout_ms);
-		jw_kint(w, "start_period_ms", (long long)c->health.start_period_ms);
-		jw_kint(w, "retries", c->health.retries);
-		jw_kbool(w, "restart", c->health.restart);
-		jw_obj_end(w);
-	}
-	restart_policy_format(&c->restart, buf, sizeof(buf));
-	jw_kstr(w, "restart", buf);
 	jw_kint(w, "restarts", c->rs.count);
 	jw_kbool(w, "restart_held", c->rs.held);
 	jw_kbool(w, "restart_final", c->rs.final);
@@ -255,55 +218,8 @@ void container_service_write_locked(struct container *c, struct jw *w)
 
 void container_service_read(struct container *c, json_t *j)
 {
-	const char *s;
-	json_t *a, *v;
-	size_t i;
+	json_t *v;
 
-#define S(field, key) if ((s = json_string_value(json_object_get(j, key))) && s[0]) c->field = strdup(s)
-	S(network, "network");
-	S(ip, "ip");
-	S(gateway, "gateway");
-#undef S
-	a = json_object_get(j, "ports");
-	if (json_array_size(a) && (c->ports = calloc(json_array_size(a), sizeof(*c->ports)))) {
-		json_array_foreach(a, i, v) {
-			struct rt_port *p = &c->ports[c->nports++];
-
-			snprintf(p->host_ip, sizeof(p->host_ip), "%s",
-				 json_string_value(json_object_get(v, "host_ip")) ?: "");
-			p->host_port = (unsigned)json_integer_value(json_object_get(v, "host_port"));
-			p->port = (unsigned)json_integer_value(json_object_get(v, "port"));
-			p->udp = (s = json_string_value(json_object_get(v, "proto"))) && strcmp(s, "udp") == 0;
-		}
-	}
-	if ((v = json_object_get(j, "health")) && (s = json_string_value(json_object_get(v, "kind")))) {
-		struct svc_health *h = &c->health;
-
-		h->kind = strcmp(s, "cmd") == 0 ? SVC_HEALTH_CMD : strcmp(s, "http") == 0 ?
-			  SVC_HEALTH_HTTP : SVC_HEALTH_TCP;
-		a = json_object_get(v, "cmd");
-		if (h->kind == SVC_HEALTH_CMD && (h->argv = calloc(json_array_size(a) + 1, sizeof(char *)))) {
-			json_t *w;
-
-			json_array_foreach(a, i, w)
-				h->argv[i] = strdup(json_string_value(w) ?: "");
-		}
-		h->port = (unsigned)json_integer_value(json_object_get(v, "port"));
-		snprintf(h->path, sizeof(h->path), "%s", json_string_value(json_object_get(v, "path")) ?: "/");
-		h->interval_ms = (uint64_t)json_integer_value(json_object_get(v, "interval_ms"));
-		h->timeout_ms = (uint64_t)json_integer_value(json_object_get(v, "timeout_ms"));
-		h->start_period_ms = (uint64_t)json_integer_value(json_object_get(v, "start_period_ms"));
-		h->retries = (unsigned)json_integer_value(json_object_get(v, "retries"));
-		h->restart = json_is_true(json_object_get(v, "restart"));
-		if (!h->interval_ms)
-			h->interval_ms = SVC_HEALTH_INTERVAL_MS;
-		if (!h->timeout_ms)
-			h->timeout_ms = SVC_HEALTH_TIMEOUT_MS;
-		if (!h->retries)
-			h->retries = SVC_HEALTH_RETRIES;
-	}
-	if ((s = json_string_value(json_object_get(j, "restart"))))
-		restart_policy_parse(s, &c->restart, NULL);
 	c->rs.count = (unsigned)json_integer_value(json_object_get(j, "restarts"));
 	c->rs.held = json_is_true(json_object_get(j, "restart_held"));
 	c->rs.final = json_is_true(json_object_get(j, "restart_final"));
@@ -329,7 +245,7 @@ int container_show_restarts(struct bnode *n, struct sbuf *out)
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	restart_policy_format(&c->restart, pol, sizeof(pol));
+	restart_policy_format(&c->spec.restart, pol, sizeof(pol));
 	if (c->rs.due_ms)
 		fmt_time((time_t)(c->rs.due_ms / 1000), t, sizeof(t));
 	r = sbuf_printf(out, "policy: %s\ncount: %u\n", pol, c->rs.count);
@@ -357,7 +273,7 @@ int container_show_ports(struct bnode *n, struct sbuf *out)
 	size_t start = out->len;
 	int r = -ENOENT;
 
-	if (!c->nports)
+	if (!c->spec.ports.n)
 		return 0;
 	if (c->eng->ops->ports && container_current_id(c, id, sizeof(id)) &&
 	    (h = engine_hold(c->eng)))
@@ -365,8 +281,8 @@ int container_show_ports(struct bnode *n, struct sbuf *out)
 	if (r >= 0 && out->len > start)
 		return 0;
 	out->len = start;
-	for (size_t i = 0; i < c->nports; i++) {
-		svc_port_format(&c->ports[i], line, sizeof(line));
+	for (size_t i = 0; i < c->spec.ports.n; i++) {
+		svc_port_format(&c->spec.ports.v[i], line, sizeof(line));
 		if ((r = sbuf_printf(out, "%s\n", line)) < 0)
 			return r;
 	}

@@ -40,20 +40,24 @@ static int do_create(struct cact *x, struct nerr *err)
 	struct container *c = x->c;
 	struct rt_spec spec = {
 		.name = c->name, .engine_name = c->engine_name[0] ? c->engine_name : NULL,
-		.instance = c->b->instance, .image = c->image, .argv = c->argv, .env = c->env,
-		.nenv = c->nenv, .cpus = c->cpus, .memory = c->memory, .pids = c->pids,
-		.mounts = c->mounts, .nmounts = c->nmounts, .template_name = c->template_name,
-		.distro = c->distro, .release = c->release, .arch = c->arch,
-		.image_variant = c->image_variant, .image_server = c->image_server,
-		.template_args = c->template_args, .flush_cache = c->flush_cache,
-		.force_cache = c->force_cache, .disable_gpg = c->disable_gpg,
-		.network = c->network, .ip = c->ip, .gateway = c->gateway, .ports = c->ports,
-		.nports = c->nports,
+		.instance = c->b->instance, .image = c->spec.image, .argv = c->spec.argv,
+		.env = c->spec.env.v, .nenv = c->spec.env.n, .cpus = c->spec.cpus,
+		.memory = c->spec.memory, .pids = c->spec.pids, .mounts = c->spec.mounts.v,
+		.nmounts = c->spec.mounts.n, .template_name = c->spec.template_name,
+		.distro = c->spec.distro, .release = c->spec.release, .arch = c->spec.arch,
+		.image_variant = c->spec.image_variant, .image_server = c->spec.image_server,
+		.template_args = c->spec.template_args, .flush_cache = c->spec.flush_cache,
+		.force_cache = c->spec.force_cache, .disable_gpg = c->spec.disable_gpg,
+		.user = c->spec.user, .workdir = c->spec.workdir, .entrypoint = c->spec.entrypoint,
+		.hostname = c->spec.hostname, .labels = c->spec.labels.v,
+		.nlabels = c->spec.labels.n, .force_pull = c->spec.force_pull,
+		.network = c->spec.network, .ip = c->spec.ip, .gateway = c->spec.gateway,
+		.ports = c->spec.ports.v, .nports = c->spec.ports.n,
 	};
-	struct rt_health eh = { .test = c->health.argv, .interval_ms = c->health.interval_ms,
-				.timeout_ms = c->health.timeout_ms,
-				.start_period_ms = c->health.start_period_ms,
-				.retries = c->health.retries };
+	struct rt_health eh = { .test = c->spec.health.argv, .interval_ms = c->spec.health.interval_ms,
+				.timeout_ms = c->spec.health.timeout_ms,
+				.start_period_ms = c->spec.health.start_period_ms,
+				.retries = c->spec.health.retries };
 	_cleanup_engine_ struct engine_ref *h = NULL;
 	char *id = NULL;
 	enum cstate was;
@@ -61,7 +65,7 @@ static int do_create(struct cact *x, struct nerr *err)
 
 	/* a Docker cmd check is the engine's own Healthcheck; every other
 	 * check nodefs makes (container-health.c) */
-	if (c->health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") == 0)
+	if (c->spec.health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") == 0)
 		spec.health = &eh;
 	r = engine_take(c->eng, &h, err);
 	if (r < 0)
@@ -119,7 +123,7 @@ static int do_start(struct cact *x, struct nerr *err)
 		if (!void_start) {
 			char pol[32];
 
-			restart_policy_format(&c->restart, pol, sizeof(pol));
+			restart_policy_format(&c->spec.restart, pol, sizeof(pol));
 			snprintf(note, sizeof(note), "restart %u (restart=%s)", c->rs.count, pol);
 		}
 	}
@@ -310,11 +314,11 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		if (r >= 0) {
 			pthread_mutex_lock(&c->lock);
 			if (x->lim.set & RT_LIMIT_CPUS)
-				c->cpus = x->lim.cpus;
+				c->spec.cpus = x->lim.cpus;
 			if (x->lim.set & RT_LIMIT_MEMORY)
-				c->memory = x->lim.memory;
+				c->spec.memory = x->lim.memory;
 			if (x->lim.set & RT_LIMIT_PIDS)
-				c->pids = x->lim.pids;
+				c->spec.pids = x->lim.pids;
 			pthread_mutex_unlock(&c->lock);
 			/* limits and stats show them: a shared stats render
 			 * made before is not served again (fs's BATTR_AGED) */

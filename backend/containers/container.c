@@ -31,7 +31,6 @@
 
 #include "jw.h"
 #include "reconcile.h"
-#include "redact.h"
 #include "store.h"
 
 const char *const cstate_names[] = {
@@ -97,31 +96,7 @@ void container_free(struct container *c)
 {
 	if (!c)
 		return;
-	free(c->image);
-	strv_free(c->argv);
-	for (size_t i = 0; i < c->nenv; i++) {
-		free(c->env[i].key);
-		free(c->env[i].val);
-	}
-	free(c->env);
-	for (size_t i = 0; i < c->nmounts; i++) {
-		free(c->mounts[i].source);
-		free(c->mounts[i].target);
-	}
-	free(c->mounts);
-	strv_free(c->volumes);
-	free(c->template_name);
-	free(c->distro);
-	free(c->release);
-	free(c->arch);
-	free(c->image_variant);
-	free(c->image_server);
-	strv_free(c->template_args);
-	free(c->network);
-	free(c->ip);
-	free(c->gateway);
-	free(c->ports);
-	svc_health_free(&c->health);
+	cspec_free(&c->spec);
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
@@ -220,55 +195,8 @@ void container_write_locked(struct container *c, struct jw *w, bool redact)
 	if (c->engine_name[0])
 		jw_kstr(w, "engine_name", c->engine_name);
 	jw_kstr(w, "state", cstate_to_string(c->state));
-	if (c->image)
-		jw_kstr(w, "image", c->image);
-	jw_kstrv(w, "cmd", c->argv);
-	jw_key(w, "env");
-	jw_obj(w);
-	for (size_t i = 0; i < c->nenv; i++) {
-		/* a key given twice is one member, where it came first, with the
-		 * value it came with last (as a JSON object keeps it) */
-		size_t last = i;
-		bool seen = false;
-
-		for (size_t k = 0; k < i && !seen; k++)
-			seen = strcmp(c->env[k].key, c->env[i].key) == 0;
-		if (seen)
-			continue;
-		for (size_t k = i + 1; k < c->nenv; k++)
-			if (strcmp(c->env[k].key, c->env[i].key) == 0)
-				last = k;
-		jw_kstr(w, c->env[i].key, redact ? REDACTED : c->env[last].val);
-	}
-	jw_obj_end(w);
-	jw_key(w, "mounts");
-	jw_arr(w);
-	for (size_t i = 0; i < c->nmounts; i++) {
-		jw_obj(w);
-		jw_kstr(w, "source", c->mounts[i].source);
-		jw_kstr(w, "target", c->mounts[i].target);
-		jw_kbool(w, "ro", c->mounts[i].ro);
-		jw_obj_end(w);
-	}
-	jw_arr_end(w);
-	jw_kstrv(w, "volumes", c->volumes);
-	jw_kreal(w, "cpus", c->cpus);
-	jw_kint(w, "memory", (long long)c->memory);
-	jw_kint(w, "pids", (long long)c->pids);
-#define OPTS(k) if (c->k) jw_kstr(w, #k, c->k)
-	OPTS(template_name);
-	OPTS(distro);
-	OPTS(release);
-	OPTS(arch);
-	OPTS(image_variant);
-	OPTS(image_server);
-#undef OPTS
-	if (c->template_args)
-		jw_kstrv(w, "template_args", c->template_args);
-	jw_kbool(w, "flush_cache", c->flush_cache);
-	jw_kbool(w, "force_cache", c->force_cache);
-	jw_kbool(w, "disable_gpg", c->disable_gpg);
-	container_service_write_locked(c, w);	/* container-restart.c */
+	copts_write(&c->spec, w, redact);
+	container_service_write_locked(c, w);	/* container-restart.c: the policy\'s state */
 	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
 		jw_kint(w, "exit_code", c->exit_code);
@@ -483,8 +411,8 @@ size_t containers_using_volume(struct backend *b, const char *vol, char *buf, si
 		struct container *c = cof(v[i]);
 
 		/* volumes is the spec's: set at create, never changed */
-		for (size_t k = 0; c->volumes && c->volumes[k]; k++) {
-			if (strcmp(c->volumes[k], vol) != 0)
+		for (size_t k = 0; c->spec.mounts.volumes && c->spec.mounts.volumes[k]; k++) {
+			if (strcmp(c->spec.mounts.volumes[k], vol) != 0)
 				continue;
 			if (off < len)
 				off += (size_t)snprintf(buf + off, len - off, "%s%s", users ? ", " : "",

@@ -331,6 +331,22 @@ static int create_check(const struct rt_spec *spec, struct nerr *err)
 		return nerr_set(err, EINVAL, "bad cpus %g", spec->cpus);
 	if (spec->pids < 0)
 		return nerr_set(err, EINVAL, "bad pids %" PRId64, spec->pids);
+	if (spec->user && rt_user_valid(spec->user, err) < 0)
+		return -EINVAL;
+	if (spec->workdir && (spec->workdir[0] != '/' || !utf8_ok(spec->workdir)))
+		return nerr_set(err, EINVAL, "bad workdir '%.100s'", spec->workdir);
+	if (spec->hostname && !utf8_ok(spec->hostname))
+		return nerr_set(err, EINVAL, "hostname is not valid UTF-8");
+	for (char *const *v = spec->entrypoint; v && *v; v++)
+		if (!utf8_ok(*v))
+			return nerr_set(err, EINVAL, "entrypoint is not valid UTF-8");
+	for (size_t i = 0; i < spec->nlabels; i++) {
+		const struct rt_kv *kv = &spec->labels[i];
+
+		if (!kv->key || !kv->key[0] || !kv->val || !utf8_ok(kv->key) || !utf8_ok(kv->val) ||
+		    strncmp(kv->key, "io.nodefs.", 10) == 0)
+			return nerr_set(err, EINVAL, "bad label '%.64s'", kv->key ? kv->key : "");
+	}
 	for (size_t i = 0; i < spec->nmounts; i++) {
 		const struct rt_mount *m = &spec->mounts[i];
 
@@ -489,8 +505,18 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 		jw_kstr(w, RT_INSTANCE_LABEL, spec->instance);
 	if (spec->role)
 		jw_kstr(w, RT_ROLE_LABEL, spec->role);
+	for (size_t i = 0; i < spec->nlabels; i++)
+		jw_kstr(w, spec->labels[i].key, spec->labels[i].val);
 	jw_obj_end(w);
 	jw_kstr(w, "Image", spec->image);
+	if (spec->user)
+		jw_kstr(w, "User", spec->user);
+	if (spec->workdir)
+		jw_kstr(w, "WorkingDir", spec->workdir);
+	if (spec->hostname)
+		jw_kstr(w, "Hostname", spec->hostname);
+	if (spec->entrypoint && spec->entrypoint[0])
+		jw_kstrv(w, "Entrypoint", spec->entrypoint);
 	if (spec->argv && spec->argv[0])
 		jw_kstrv(w, "Cmd", spec->argv);
 	if (spec->nenv) {
