@@ -379,7 +379,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		bool has_stats;
 		struct rt_stats st;
 		uint64_t exits[ARRAY_SIZE(exit_reasons)];
-		unsigned restarts;
+		unsigned long long restarts;
 		int hstate;
 	} *m;
 	struct bnode **v;
@@ -404,7 +404,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		pthread_mutex_lock(&c->lock);
 		running = c->state == C_RUNNING || c->state == C_PAUSED;
 		memcpy(m[i].exits, c->exits, sizeof(m[i].exits));
-		m[i].restarts = c->rs.count;
+		m[i].restarts = c->rs.total;
 		m[i].hstate = c->hstate;
 		pthread_mutex_unlock(&c->lock);
 		if (running && container_current_id(c, id, sizeof(id))) {
@@ -452,7 +452,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		r = sbuf_adds(out, "# HELP nodefs_container_restarts_total Restarts its restart policy made.\n"
 				   "# TYPE nodefs_container_restarts_total counter\n");
 	for (size_t i = 0; r >= 0 && i < n; i++)
-		r = sbuf_printf(out, "nodefs_container_restarts_total{container=\"%s\"} %u\n",
+		r = sbuf_printf(out, "nodefs_container_restarts_total{container=\"%s\"} %llu\n",
 				cof(v[i])->name, m[i].restarts);
 	if (r >= 0)
 		r = sbuf_adds(out, "# HELP nodefs_container_health The state of the container's health "

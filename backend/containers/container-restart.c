@@ -187,6 +187,7 @@ void container_policy_recover(struct container *c)
 			 * back when the daemon does (unless-stopped does not) */
 			restart_on_user_start(&c->rs);
 			c->rs.count++;
+			c->rs.total++;
 			c->rs.due_ms = now;
 			c->restart_gen++;
 			arm = true;
@@ -204,6 +205,7 @@ void container_policy_recover(struct container *c)
 void container_service_write_locked(struct container *c, struct jw *w)
 {
 	jw_kint(w, "restarts", c->rs.count);
+	jw_kint(w, "restarts_total", (long long)c->rs.total);
 	jw_kbool(w, "restart_held", c->rs.held);
 	jw_kbool(w, "restart_final", c->rs.final);
 	jw_kint(w, "restart_due_unix_ms", (long long)c->rs.due_ms);
@@ -221,6 +223,7 @@ void container_service_read(struct container *c, json_t *j)
 	json_t *v;
 
 	c->rs.count = (unsigned)json_integer_value(json_object_get(j, "restarts"));
+	c->rs.total = (unsigned long long)json_integer_value(json_object_get(j, "restarts_total"));
 	c->rs.held = json_is_true(json_object_get(j, "restart_held"));
 	c->rs.final = json_is_true(json_object_get(j, "restart_final"));
 	c->rs.due_ms = (uint64_t)json_integer_value(json_object_get(j, "restart_due_unix_ms"));
@@ -248,7 +251,7 @@ int container_show_restarts(struct bnode *n, struct sbuf *out)
 	restart_policy_format(&c->spec.restart, pol, sizeof(pol));
 	if (c->rs.due_ms)
 		fmt_time((time_t)(c->rs.due_ms / 1000), t, sizeof(t));
-	r = sbuf_printf(out, "policy: %s\ncount: %u\n", pol, c->rs.count);
+	r = sbuf_printf(out, "policy: %s\ncount: %u\ntotal: %llu\n", pol, c->rs.count, c->rs.total);
 	if (r >= 0 && c->has_last_exit)
 		r = sbuf_printf(out, "last_exit: exit_code=%s signal=%d oom=%d%s\n",
 				container_exit_text(c->last_exit_code, code, sizeof(code)),

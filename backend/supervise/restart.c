@@ -112,6 +112,7 @@ enum restart_verdict restart_decide(const struct restart_policy *p, struct resta
 	}
 	d = backoff_next(bo);
 	st->count++;
+	st->total++;
 	st->final = false;
 	st->due_ms = now_ms + d;
 	*ret_delay_ms = d;
@@ -120,6 +121,7 @@ enum restart_verdict restart_decide(const struct restart_policy *p, struct resta
 
 void restart_on_user_start(struct restart_state *st)
 {
+	st->count = 0;
 	st->held = false;
 	st->final = false;
 	st->due_ms = 0;

@@ -66,7 +66,8 @@ bool restart_exit_failed(const struct restart_exit *ex);
 
 /* Where a policy stands between starts (checkpointed by its owner). */
 struct restart_state {
-	unsigned count;		/* restarts made (or due) so far */
+	unsigned count;		/* restarts since the last user's start (MAX bounds it) */
+	unsigned long long total;	/* every restart made or due, never reset */
 	bool held;		/* a user's stop or kill: no restart until a start */
 	bool final;		/* the policy is done: this exit is the last */
 	uint64_t due_ms;	/* wall-clock ms of the next start; 0: none */
@@ -85,8 +86,8 @@ enum restart_verdict restart_decide(const struct restart_policy *p, struct resta
 				    struct backoff *bo, const struct restart_exit *ex,
 				    uint64_t now_ms, uint64_t *ret_delay_ms);
 
-/* A user's start: the policy starts over (count kept, held and final
- * cleared, nothing due). A user's stop or kill: held. */
+/* A user's start: the policy starts over (count 0, held and final
+ * cleared, nothing due; total kept). A user's stop or kill: held. */
 void restart_on_user_start(struct restart_state *st);
 void restart_on_user_stop(struct restart_state *st);
 

@@ -358,6 +358,25 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 	r = docker_json_create_body(spec, &json, err);
 	if (r < 0)
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
+	/* a network the engine lacks: Docker makes the container and refuses
+	 * only its start, so it is asked first and nothing is made */
+	if (spec->network && strcmp(spec->network, "none") != 0 &&
+	    strcmp(spec->network, "host") != 0 && strcmp(spec->network, "bridge") != 0 &&
+	    strcmp(spec->network, "default") != 0 && dk_check_id(spec->network, NULL) == 0) {
+		struct dk_req nq = { .method = "GET", .path = path };
+		struct nerr e2 = { 0 };
+
+		snprintf(path, sizeof(path), "/networks/%s", spec->network);
+		r = dk_call(d, &nq, &body, NULL, &e2);
+		sbuf_reset(&body);
+		if (r == -ENOENT)
+			return nerr_set(err, EINVAL, "network=%s: the engine says: %.180s", spec->network,
+					e2.msg);
+		if (r < 0) {
+			*err = e2;
+			return r;
+		}
+	}
 	if (dk_check_id(spec->name, err) < 0 || strlen(spec->name) > 64)
 		return nerr_set(err, EINVAL, "bad container name '%s'", spec->name);
 	if (spec->engine_name && (dk_check_id(spec->engine_name, err) < 0 ||

@@ -96,6 +96,12 @@ Test(restart, on_failure_max_then_final)
 	cr_assert(st.final);
 	cr_assert_eq(st.due_ms, 0);
 	cr_assert_eq(st.count, 3);
+	/* a user's start: MAX counts again, the total goes on */
+	restart_on_user_start(&st);
+	cr_assert_eq(st.count, 0);
+	cr_assert_eq(restart_decide(&p, &st, &bo, &one, 9000, &d), RESTART_AGAIN);
+	cr_assert_eq(st.count, 1);
+	cr_assert_eq(st.total, 4);
 }
 
 Test(restart, on_failure_success_is_final)
