@@ -607,6 +607,8 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	} while (0)
 	c->clear_config_item(c, "lxc.net");
 	SET("lxc.net.0.type", ntype);
+	if (strcmp(ntype, "empty") == 0)
+		SET("lxc.net.0.flags", "up");	/* liblxc brings its loopback up */
 	if (link) {
 		/* network=veth:BRIDGE: one veth on the host's bridge, with the
 		 * address and gateway given (ip=, gateway=) */
