@@ -121,6 +121,7 @@ struct container {
 	struct backoff bo;
 	unsigned restart_gen;
 	uint64_t restart_delay_ms;	/* the wait before the due start */
+	uint64_t run_start_ms;		/* monotonic ms it was seen RUNNING; 0: unknown */
 	bool has_last_exit;		/* the exit a restart followed */
 	int last_exit_code, last_signal;
 	bool last_oom, last_unhealthy;

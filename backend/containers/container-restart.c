@@ -65,9 +65,12 @@ int64_t container_policy_exit_locked(struct container *c, char *msg, size_t len)
 	if (c->spec.restart.mode == RESTART_NO)
 		return -1;
 	bounds_locked(c);
-	/* it ran longer than the longest wait: the doubling starts over */
-	if (c->started_at && c->finished_at > c->started_at)
-		backoff_ran(&c->bo, (uint64_t)(c->finished_at - c->started_at) * 1000);
+	/* it ran longer than the longest wait: the doubling starts over (a run
+	 * nodefs did not see begin, across a restart of nodefs, is not judged:
+	 * the engine's times have whole seconds only) */
+	if (c->run_start_ms)
+		backoff_ran(&c->bo, loop_now_ms() - c->run_start_ms);
+	c->run_start_ms = 0;
 	if (restart_decide(&c->spec.restart, &c->rs, &c->bo, &ex, wall_ms(), &d) == RESTART_FINAL) {
 		if (!c->rs.held && c->spec.restart.mode == RESTART_ON_FAILURE && restart_exit_failed(&ex))
 			snprintf(msg, len, "final: %u restarts of %u made", c->rs.count, c->spec.restart.max);

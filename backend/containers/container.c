@@ -243,6 +243,8 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 	gone = c->removed;
 	if (!gone) {
 		c->state = s;
+		if (s == C_RUNNING && old != C_PAUSED)
+			c->run_start_ms = loop_now_ms();	/* the restart policy's run length */
 		if (s == C_EXITED && old != C_EXITED)
 			c->exits[exit_reason_locked(c)]++;
 	}

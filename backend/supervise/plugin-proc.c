@@ -5,10 +5,11 @@
  *
  * Threads: the supervisor thread owns each pproc's process state (its
  * `sup only` fields, its timer, pidfd and FIFO); other threads hand it work
- * with loop_submit and read what the files show under pp->lock. Probes run
- * on the worker pool (a call blocks) and post their answer back. This file
- * is the state machine (start, adopt, probe, backoff, restart, remove,
- * stop) and the files but the log; the process plumbing it drives (FIFO,
+ * with loop_submit and read what the files show under pp->lock. This file
+ * is the state machine (start, adopt, backoff, restart, remove, stop); the
+ * Probes that say whether the plugin answers are plugin-probe.c's (made on
+ * the worker pool), its files plugin-files.c's, the backoff restart.c's
+ * (shared with containers); the process plumbing it drives (FIFO,
  * spawn, pidfd, socket) is plugin-launch.c, and what a plugin run as a
  * container needs instead (made on the worker pool, signalled, reaped and
  * removed through the runtime seam) is plugin-container.c. It knows nothing of fs, and of
@@ -48,8 +49,8 @@
 /* ---- small helpers ---- */
 
 
-static void set_why(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_why(struct pproc *pp, const char *fmt, ...)
+void pp_set_why(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pp_set_why(struct pproc *pp, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -62,7 +63,7 @@ static void set_why(struct pproc *pp, const char *fmt, ...)
 	pthread_mutex_unlock(&pp->lock);
 }
 
-static struct bnode *node_ref(struct pproc *pp)
+struct bnode *pp_node_ref(struct pproc *pp)
 {
 	struct bnode *n;
 
@@ -72,9 +73,9 @@ static struct bnode *node_ref(struct pproc *pp)
 	return n;
 }
 
-static void changed(struct pproc *pp)
+void pp_changed(struct pproc *pp)
 {
-	struct bnode *n = node_ref(pp);
+	struct bnode *n = pp_node_ref(pp);
 
 	if (n) {
 		bnode_changed(n);
@@ -84,8 +85,8 @@ static void changed(struct pproc *pp)
 
 /* One log line per plugin per LOG_EVERY_S: a crash loop does not flood the
  * log; the lines left out are counted in the next one. */
-static void log_event(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_event(struct pproc *pp, const char *fmt, ...)
+void pp_log_event(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pp_log_event(struct pproc *pp, const char *fmt, ...)
 {
 	time_t now = time(NULL);
 	char msg[NERR_MSG_MAX + 128];
@@ -165,7 +166,7 @@ static void pproc_free(struct pproc *pp)
 	free(pp);
 }
 
-static struct pproc *pp_ref(struct pproc *pp)
+struct pproc *pp_ref(struct pproc *pp)
 {
 	atomic_fetch_add(&pp->refs, 1);
 	return pp;
@@ -226,7 +227,7 @@ int pproc_new(struct backend *b, const struct plugin_def *def, struct bnode *nod
 
 /* ---- the supervisor thread ---- */
 
-static void arm(struct pproc *pp, uint64_t ms, loop_timer_fn fn)
+void pp_arm(struct pproc *pp, uint64_t ms, loop_timer_fn fn)
 {
 	if (pp->timer)
 		loop_del_timer(pp->sup->loop, pp->timer);
@@ -241,7 +242,6 @@ static void disarm(struct pproc *pp)
 }
 
 static void try_spawn(struct pproc *pp);
-static void on_tick(struct loop *l, struct loop_timer *t, void *ud);
 
 static void on_backoff_done(struct loop *l, struct loop_timer *t, void *ud)
 {
@@ -249,7 +249,7 @@ static void on_backoff_done(struct loop *l, struct loop_timer *t, void *ud)
 
 	pp->timer = NULL;
 	if (pp->exit_note[0]) {
-		log_event(pp, "%s; restarted after %llu ms", pp->exit_note,
+		pp_log_event(pp, "%s; restarted after %llu ms", pp->exit_note,
 			  (unsigned long long)pp->exit_delay_ms);
 		pp->exit_note[0] = '\0';
 	}
@@ -335,8 +335,8 @@ void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
 	if (r < 0) {
 		uint64_t ms = next_delay(pp);
 
-		set_why(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
-		log_event(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
+		pp_set_why(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
+		pp_log_event(pp, "%s; next try in %llu ms", err.msg, (unsigned long long)ms);
 		events_emit(pp->b->events, "plugin", pp->name, NULL, "failed", NULL, err.msg);
 		/* a runtime that does not answer (yet: engines are probed after
 		 * the plugins start) started nothing: no restart to count */
@@ -348,8 +348,8 @@ void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
 		}
 		pp->spawned_once |= r != -EHOSTDOWN;
 		pp->st = PP_BACKOFF;
-		arm(pp, ms, on_backoff_done);
-		changed(pp);
+		pp_arm(pp, ms, on_backoff_done);
+		pp_changed(pp);
 		return;
 	}
 	pid_t pgid = pp->runtime ? 0 : pid;
@@ -371,7 +371,7 @@ void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
 	pthread_mutex_unlock(&pp->lock);
 	if (pp->spawned_once) {
 		tally(pp, "nodefs_csi_plugin_restarts_total", 1);
-		log_event(pp, "restarted (pid %d, restart %u)", (int)pid, pp->restarts);
+		pp_log_event(pp, "restarted (pid %d, restart %u)", (int)pid, pp->restarts);
 	} else {
 		log_info("plugin %s: started (pid %d)", pp->name, (int)pid);
 	}
@@ -383,8 +383,8 @@ void pp_spawned(struct pproc *pp, int r, pid_t pid, struct nerr *errp)
 	pp->st = PP_STARTING;
 	pp->probe_fails = 0;
 	pp->deadline_ms = loop_now_ms() + START_TIMEOUT_MS;
-	arm(pp, SOCKET_POLL_MS, on_tick);
-	changed(pp);
+	pp_arm(pp, SOCKET_POLL_MS, pp_on_tick);
+	pp_changed(pp);
 }
 
 /* Kill what is left of the process (group): SIGKILL at once, or SIGTERM
@@ -397,7 +397,7 @@ static void on_kill_grace(struct loop *l, struct loop_timer *t, void *ud)
 	signal_it(pp, SIGKILL);
 }
 
-static void end_process(struct pproc *pp, int sig, unsigned grace_ms)
+void pp_end_process(struct pproc *pp, int sig, unsigned grace_ms)
 {
 	if (pp->pidfd < 0) {
 		gone(pp);
@@ -406,7 +406,7 @@ static void end_process(struct pproc *pp, int sig, unsigned grace_ms)
 	pp->st = PP_KILLING;
 	signal_it(pp, sig);
 	if (sig != SIGKILL)
-		arm(pp, grace_ms, on_kill_grace);
+		pp_arm(pp, grace_ms, on_kill_grace);
 	else
 		disarm(pp);
 }
@@ -496,166 +496,10 @@ void pp_on_exit_fd(struct loop *l, int fd, unsigned events, void *ud)
 	 * waits for the restart, and a stop before then ends it quietly. */
 	snprintf(pp->exit_note, sizeof(pp->exit_note), "pid %d %s", (int)pid, what);
 	pp->exit_delay_ms = ms;
-	set_why(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
+	pp_set_why(pp, "pid %d %s; restart in %llu ms", (int)pid, what, (unsigned long long)ms);
 	pp->st = PP_BACKOFF;
-	arm(pp, ms, on_backoff_done);
-	changed(pp);
-}
-
-/* ---- probes (worker pool) ---- */
-
-struct probe_job {
-	struct pproc *pp;
-	struct bnode *node;	/* keeps the plugin, and its storage handle, alive */
-	unsigned gen;
-	bool answered;
-	char why[NERR_MSG_MAX];
-};
-
-static void probe_done(struct loop *l, void *ud);
-
-static void probe_work(void *arg)
-{
-	struct probe_job *j = arg;
-	struct pproc *pp = j->pp;
-	const struct backend_links *ln = pp->b->links;
-	struct nerr err = { 0 };
-	bool ready;
-	int r = -ECANCELED;
-
-	/* plugins/ probes through the plugin's storage handle (links.h):
-	 * the supervisor knows processes, not the plugin's protocol */
-	if (ln && ln->plugin_probe)
-		r = ln->plugin_probe(j->node, &ready, &err);
-	/* any reply of the plugin's, an error too, is an answer */
-	j->answered = r >= 0 || (r != -EAGAIN && r != -ETIMEDOUT && r != -ECANCELED);
-	if (r < 0)
-		snprintf(j->why, sizeof(j->why), "%s", err.code ? err.msg : strerror(-r));
-	if (loop_submit(pp->sup->loop, probe_done, j) < 0) {
-		bnode_unref(j->node);
-		pproc_unref(j->pp);
-		free(j);
-	}
-}
-
-static void probe_submit(struct pproc *pp)
-{
-	struct probe_job *j;
-
-	if (pp->probing)
-		return;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return;
-	j->node = node_ref(pp);
-	if (!j->node) {
-		free(j);
-		return;
-	}
-	j->pp = pp_ref(pp);
-	j->gen = pp->gen;
-	pp->probing = true;
-	pp->probe_sent_ms = loop_now_ms();
-	if (work_submit(pp->b->work, probe_work, j) < 0) {
-		pp->probing = false;
-		bnode_unref(j->node);
-		pproc_unref(j->pp);
-		free(j);
-	}
-}
-
-/* How long a Probe may take before it counts as unanswered. */
-static uint64_t probe_deadline_ms(struct pproc *pp)
-{
-	uint64_t ms = pp->b->cfg->csi_timeout_ms;
-
-	return ms == 0 || ms > 10000 ? 10000 : ms;
-}
-
-static uint64_t probe_every_ms(struct pproc *pp)
-{
-	uint64_t ms = pp->b->cfg->csi_timeout_ms;
-
-	return ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
-}
-
-static void probe_done(struct loop *l, void *ud)
-{
-	struct probe_job *j = ud;
-	struct pproc *pp = j->pp;
-
-	pp->probing = false;
-	if (j->gen != pp->gen || pp->stopping || pp->st == PP_GONE || pp->st == PP_KILLING)
-		goto out;
-	if (j->answered) {
-		pp->probe_fails = 0;
-		if (pp->st == PP_STARTING) {
-			pthread_mutex_lock(&pp->lock);
-			pp->why[0] = '\0';
-			pp->down_since = 0;
-			bool adopted = pp->adopted;
-			pid_t pid = pp->pid;
-			pthread_mutex_unlock(&pp->lock);
-			pp->st = PP_UP;
-			pp->up_since_ms = loop_now_ms();
-			if (adopted) {
-				log_info("plugin %s: adopted pid %d, started by an earlier run", pp->name,
-					 (int)pid);
-				events_emit(pp->b->events, "plugin", pp->name, NULL, "adopted", NULL, NULL);
-			}
-			arm(pp, probe_every_ms(pp), on_tick);
-			changed(pp);
-		} else if (pp->st == PP_UP) {
-			/* it lived longer than the longest wait: the doubling starts over */
-			backoff_ran(&pp->bo, loop_now_ms() - pp->up_since_ms);
-		}
-		goto out;
-	}
-	if (pp->st == PP_UP && ++pp->probe_fails >= PROBE_FAILS_MAX) {
-		log_event(pp, "pid %d stopped answering Probe (%s): killing it", (int)pp->pid, j->why);
-		set_why(pp, "stopped answering Probe: %s", j->why);
-		end_process(pp, SIGKILL, 0);
-	}
-out:
-	bnode_unref(j->node);
-	pproc_unref(j->pp);
-	free(j);
-}
-
-static void on_tick(struct loop *l, struct loop_timer *t, void *ud)
-{
-	struct pproc *pp = ud;
-	struct stat st;
-
-	pp->timer = NULL;
-	if (pp->st == PP_STARTING) {
-		if (loop_now_ms() >= pp->deadline_ms) {
-			bool adopted = pp->adopted;
-
-			log_event(pp, "pid %d did not answer Probe within %u s: killing it", (int)pp->pid,
-				  (adopted ? ADOPT_TIMEOUT_MS : START_TIMEOUT_MS) / 1000);
-			set_why(pp, "pid %d did not answer Probe within %u s", (int)pp->pid,
-				(adopted ? ADOPT_TIMEOUT_MS : START_TIMEOUT_MS) / 1000);
-			end_process(pp, SIGKILL, 0);
-			return;
-		}
-		if (stat(pp->sock, &st) == 0 && S_ISSOCK(st.st_mode))
-			probe_submit(pp);
-		arm(pp, SOCKET_POLL_MS, on_tick);
-	} else if (pp->st == PP_UP) {
-		/* a Probe unanswered for as long as PROBE_FAILS_MAX deadlines:
-		 * hung (the call itself may wait for csi_timeout) */
-		if (pp->probing &&
-		    loop_now_ms() - pp->probe_sent_ms >= PROBE_FAILS_MAX * probe_deadline_ms(pp)) {
-			log_event(pp, "pid %d stopped answering Probe (none for %llu ms): killing it",
-				  (int)pp->pid, (unsigned long long)(loop_now_ms() - pp->probe_sent_ms));
-			set_why(pp, "stopped answering Probe");
-			end_process(pp, SIGKILL, 0);
-			return;
-		}
-		probe_submit(pp);
-		arm(pp, probe_every_ms(pp), on_tick);
-	}
+	pp_arm(pp, ms, on_backoff_done);
+	pp_changed(pp);
 }
 
 /* ---- what other threads ask ---- */
@@ -693,7 +537,7 @@ static void do_start(struct loop *l, void *ud)
 		pthread_mutex_unlock(&pp->lock);
 		pp->st = PP_STARTING;
 		pp->deadline_ms = loop_now_ms() + ADOPT_TIMEOUT_MS;
-		arm(pp, 1, on_tick);
+		pp_arm(pp, 1, pp_on_tick);
 		return;
 	}
 	try_spawn(pp);
@@ -732,7 +576,7 @@ static void do_remove(struct loop *l, void *ud)
 	if (pp->st == PP_KILLING || pp->st == PP_SPAWNING)
 		return;		/* its exit, or the end of its start, ends it */
 	if (pp->pidfd >= 0) {
-		end_process(pp, SIGTERM, REMOVE_GRACE_MS);
+		pp_end_process(pp, SIGTERM, REMOVE_GRACE_MS);
 		return;
 	}
 	gone(pp);
@@ -804,9 +648,28 @@ static void do_stop_all(struct loop *l, void *ud)
 				if (pp->exit_note[0])	/* a backoff: no restart now */
 					log_info("plugin %s: %s; not restarted: stopping", pp->name,
 						 pp->exit_note);
-				end_process(pp, SIGTERM, s->grace_ms);
+				pp_end_process(pp, SIGTERM, s->grace_ms);
 			}
 		}
+		pproc_unref(pp);
+	}
+}
+
+/* The supervisor thread is ended: what is left (a process that would not
+ * die) is let go. */
+static void let_go(struct plugin_sup *s)
+{
+	while (s->list) {
+		struct pproc *pp = s->list;
+
+		s->list = pp->next;
+		if (pp->pidfd >= 0)
+			close(pp->pidfd);
+		if (pp->logfd >= 0)
+			close(pp->logfd);
+		if (pp->timer)
+			loop_del_timer(s->loop, pp->timer);
+		pp->timer = NULL;
 		pproc_unref(pp);
 	}
 }
@@ -832,5 +695,5 @@ void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 			log_warn("plugins still running %u ms after SIGTERM: left", grace_ms + 3000);
 		pthread_mutex_unlock(&s->lock);
 	}
-	supervisor_stop(b);	/* what is left (a process that would not die) is let go */
+	supervisor_stop_with(b, let_go);
 }

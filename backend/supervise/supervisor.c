@@ -18,7 +18,6 @@
 #include "backend-internal.h"
 #include "nerr.h"
 
-#include "plugin-proc.h"
 #include "plugin-proc-internal.h"
 
 struct sup_job {
@@ -154,6 +153,11 @@ int supervisor_after(struct backend *b, uint64_t ms, supervisor_fn fn, void *ctx
 
 void supervisor_stop(struct backend *b)
 {
+	supervisor_stop_with(b, NULL);
+}
+
+void supervisor_stop_with(struct backend *b, void (*release)(struct plugin_sup *s))
+{
 	struct plugin_sup *s;
 
 	pthread_mutex_lock(&b->mlock);
@@ -165,20 +169,8 @@ void supervisor_stop(struct backend *b)
 	loop_stop(s->loop);
 	pthread_join(s->thread, NULL);
 	s->closed = true;	/* an arm still queued frees its job (loop_free runs it) */
-	/* what is left of the plugins (a process that would not die) is let go */
-	while (s->list) {
-		struct pproc *pp = s->list;
-
-		s->list = pp->next;
-		if (pp->pidfd >= 0)
-			close(pp->pidfd);
-		if (pp->logfd >= 0)
-			close(pp->logfd);
-		if (pp->timer)
-			loop_del_timer(s->loop, pp->timer);
-		pp->timer = NULL;
-		pproc_unref(pp);
-	}
+	if (release)
+		release(s);	/* the plugins' leftovers, their timers on this loop */
 	while (s->jobs) {
 		struct sup_job *j = s->jobs;
 
