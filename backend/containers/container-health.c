@@ -82,6 +82,18 @@ void container_health_run(struct container *c)
 		arm_probe(c, gen, c->spec.health.interval_ms);
 }
 
+void container_health_resume(struct container *c)
+{
+	unsigned gen;
+
+	if (c->spec.health.kind == SVC_HEALTH_NONE || !ours(c))
+		return;
+	pthread_mutex_lock(&c->lock);
+	gen = ++c->hgen;	/* a probe of before the pause is void */
+	pthread_mutex_unlock(&c->lock);
+	arm_probe(c, gen, c->spec.health.interval_ms);
+}
+
 /* Take one outcome: ok or not, with what the probe said. */
 static void take(struct container *c, unsigned gen, bool ok, const char *out)
 {

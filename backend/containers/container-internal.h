@@ -260,6 +260,8 @@ extern const char *const health_names[4];
 /* c is RUNNING (a new run): checks start over (STARTING), the probes
  * nodefs makes are armed. Any thread. */
 void container_health_run(struct container *c);
+/* c is RUNNING again after a pause: the probes nodefs makes go on. */
+void container_health_resume(struct container *c);
 /* The engine's own check said state (docker health_status). */
 void container_health_engine(struct container *c, const char *state);
 int container_show_health(struct bnode *n, struct sbuf *out);

@@ -11,6 +11,15 @@
 
 #include "kind.h"
 #include "reconcile.h"
+#include "supervisor.h"
+
+/* The supervisor thread's jobs (restarts and probes due) end with the
+ * daemon: the plugins' stop ends the thread first; this is the backstop
+ * when no plugins/ ran it. */
+static void containers_stop(struct backend *b)
+{
+	supervisor_stop(b);
+}
 
 const struct kind_ops containers_kind = {
 	.name = "containers",
@@ -22,4 +31,5 @@ const struct kind_ops containers_kind = {
 	.resume = container_resume,		/* container-recover.c */
 	.reconcile = containers_reconcile,	/* container-sync.c */
 	.render_metrics = containers_render_metrics,	/* container-files.c */
+	.stop = containers_stop,
 };

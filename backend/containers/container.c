@@ -257,6 +257,8 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 		    cstate_to_string(s), op_id, msg);
 	if (s == C_RUNNING && old != C_PAUSED)
 		container_health_run(c);	/* a new run: its checks start over */
+	else if (s == C_RUNNING)
+		container_health_resume(c);	/* resumed: its checks go on */
 }
 
 const char *container_running_op(struct container *c, int kind, char *buf)
