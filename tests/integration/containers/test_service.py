@@ -242,6 +242,19 @@ class Service(unittest.TestCase):
             self.assertTrue(nt.wait_until(lambda: health(env, n)["state"] == "healthy",
                                           nt.scaled(10)), env.cread(n, "health"))
             env.cctl(n, "kill")
+            # an LXC cmd check runs through the driver's exec
+            k = env.name("cmd")
+            try_run(self, env, k, "runtime=lxc network=none health='cmd test -e /tmp/ok' "
+                    "health_interval=100ms health_retries=1 cmd='sh -c \"touch /tmp/ok; "
+                    "exec sleep 600\"'")
+            self.assertTrue(nt.wait_until(lambda: health(env, k)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(k, "health"))
+            self.assertTrue(health(env, k)["output"].startswith("exit_code=0"))
+            env.cctl(k, "exec 'rm /tmp/ok'")
+            self.assertTrue(nt.wait_until(lambda: health(env, k)["state"] == "unhealthy",
+                                          nt.scaled(10)), env.cread(k, "health"))
+            self.assertTrue(health(env, k)["output"].startswith("exit_code=1"))
+            env.cctl(k, "kill")
             f = env.name("flaky")
             try_run(self, env, f, "runtime=lxc network=none restart=on-failure:2 "
                     "cmd='sh -c \"sleep 0.2; exit 3\"'")
