@@ -161,6 +161,11 @@ struct rt_status {
 	bool memory_limited;	/* a memory limit is set: a SIGKILL may be the OOM killer's */
 	time_t started_at;	/* 0: never */
 	time_t finished_at;	/* 0: not finished */
+	/* the engine's own health check (docker State.Health), when it has
+	 * one: its failing streak and its last probe's output, capped */
+	bool has_health;
+	unsigned health_streak;
+	char health_output[256];
 };
 
 struct rt_stats {

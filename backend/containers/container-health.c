@@ -356,7 +356,6 @@ void container_health_engine(struct container *c, const char *state)
 		c->hstate = now;
 		c->hsince = time(NULL);
 		c->hstreak = now == HEALTH_UNHEALTHY ? c->spec.health.retries : 0;
-		snprintf(c->hout, sizeof(c->hout), "the engine's check: see docker inspect's State.Health");
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (now == old)

@@ -125,6 +125,7 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 	}
 	case RT_EV_HEALTH:
 		container_health_engine(c, ev->health);	/* the engine's own check */
+		container_submit(c, CA_SYNC, "sync", NULL, NULL);	/* its streak and output */
 		break;
 	case RT_EV_DESTROY:
 		if (container_state_of(c) != C_DESTROYING)

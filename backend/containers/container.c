@@ -307,6 +307,11 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 			code = c->exit_code;	/* the event knew what the record lacks */
 	}
 	c->exit_pending = false;	/* the engine's word now, whatever an event said */
+	if (st->has_health && c->spec.health.kind == SVC_HEALTH_CMD) {
+		/* the engine's own check: its streak and last output */
+		c->hstreak = st->health_streak;
+		snprintf(c->hout, sizeof(c->hout), "%s", st->health_output);
+	}
 	c->pid = st->pid;
 	if (st->started_at)
 		c->started_at = st->started_at;

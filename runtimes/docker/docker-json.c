@@ -843,6 +843,22 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 		return nerr_set(err, EBADMSG, "inspect reply with a bad FinishedAt");
 	if (s.state != RT_STATE_RUNNING && s.state != RT_STATE_PAUSED)
 		s.pid = 0;
+	{
+		/* the Healthcheck's: its streak and the newest probe's output */
+		json_t *h = json_object_get(st, "Health"), *log;
+		json_int_t fs;
+
+		if (json_is_object(h)) {
+			s.has_health = true;
+			fs = json_integer_value(json_object_get(h, "FailingStreak"));
+			s.health_streak = fs > 0 && fs < 1000000 ? (unsigned)fs : 0;
+			log = json_object_get(h, "Log");
+			t = json_string_value(json_object_get(json_array_get(log,
+					json_array_size(log) ? json_array_size(log) - 1 : 0), "Output"));
+			if (t)
+				copy_line(s.health_output, sizeof(s.health_output), t, strlen(t));
+		}
+	}
 	*ret = s;
 	return 0;
 }

@@ -209,6 +209,8 @@ class Service(unittest.TestCase):
             st = ctest.docker("inspect", "-f", "{{.State.Health.Status}}", env.engine(svc),
                               host=NETNS_HOST).stdout.strip()
             self.assertEqual(st, "healthy")
+            self.assertTrue(nt.wait_until(lambda: health(env, svc)["failing_streak"] == "0",
+                                          nt.scaled(5)), env.cread(svc, "health"))
             env.cctl(svc, "exec 'killall httpd'")
             self.assertTrue(nt.wait_until(lambda: int(restarts(env, svc)["count"]) >= 1,
                                           nt.scaled(20)), env.cread(svc, "restarts"))
