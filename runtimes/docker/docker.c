@@ -369,12 +369,14 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 		snprintf(path, sizeof(path), "/networks/%s", spec->network);
 		r = dk_call(d, &nq, &body, NULL, &e2);
 		sbuf_reset(&body);
-		if (r == -ENOENT)
-			return nerr_set(err, EINVAL, "network=%s: the engine says: %.180s", spec->network,
-					e2.msg);
+		if (r == -ENOENT) {
+			r = nerr_set(err, EINVAL, "network=%s: the engine says: %.180s", spec->network,
+				     e2.msg);
+			goto out;
+		}
 		if (r < 0) {
 			*err = e2;
-			return r;
+			goto out;
 		}
 	}
 	if (dk_check_id(spec->name, err) < 0 || strlen(spec->name) > 64)
