@@ -292,7 +292,7 @@ static bool probe_exec(struct container *c, char *out, size_t len)
 static void probe_work(void *arg)
 {
 	struct probe *p = arg;
-	struct bnode *n = bnode_lookup(p->b->containers, p->name);
+	struct bnode *n = bnode_lookup(containers_dir(p->b), p->name);
 	struct container *c;
 	char out[512] = "";
 	bool ok;

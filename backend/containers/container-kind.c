@@ -11,25 +11,14 @@
 
 #include "kind.h"
 #include "reconcile.h"
-#include "supervisor.h"
-
-/* The supervisor thread's jobs (restarts and probes due) end with the
- * daemon: the plugins' stop ends the thread first; this is the backstop
- * when no plugins/ ran it. */
-static void containers_stop(struct backend *b)
-{
-	supervisor_stop(b);
-}
 
 const struct kind_ops containers_kind = {
 	.name = "containers",
 	.type = &containers_type,
-	.dir = offsetof(struct backend, containers),
 	.op_prefix = "container.",
 	.recover = containers_recover,		/* container-recover.c */
 	.watch = containers_watch,		/* container-sync.c */
 	.resume = container_resume,		/* container-recover.c */
 	.reconcile = containers_reconcile,	/* container-sync.c */
 	.render_metrics = containers_render_metrics,	/* container-files.c */
-	.stop = containers_stop,
 };

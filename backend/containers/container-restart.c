@@ -97,7 +97,7 @@ static void on_due(struct backend *b, void *ctx)
 {
 	struct due *d = ctx;
 	struct bnode *n = atomic_load(&b->state) == BACKEND_STOPPING ? NULL :
-			  bnode_lookup(b->containers, d->name);
+			  bnode_lookup(containers_dir(b), d->name);
 	struct container *c;
 	bool go;
 

@@ -70,6 +70,8 @@ struct plugin_sup *supervisor_get(struct backend *b, struct nerr *err);
 /* supervisor_stop, with release(s) called once the thread is ended and
  * before the loop is freed (the plugins' stop lets go of what is left). */
 void supervisor_stop_with(struct backend *b, void (*release)(struct plugin_sup *s));
+/* The supervisor if it is made, else NULL (nothing is made). Any thread. */
+struct plugin_sup *supervisor_peek(struct backend *b);
 
 struct pproc {
 	atomic_int refs;

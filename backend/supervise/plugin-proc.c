@@ -601,12 +601,9 @@ void pproc_remove(struct pproc *pp)
 
 bool pproc_stopping(struct backend *b, const char *name)
 {
-	struct plugin_sup *s;
+	struct plugin_sup *s = supervisor_peek(b);
 	bool found = false;
 
-	pthread_mutex_lock(&b->mlock);
-	s = b->sup;
-	pthread_mutex_unlock(&b->mlock);
 	if (!s)
 		return false;
 	pthread_mutex_lock(&s->lock);
@@ -676,7 +673,7 @@ static void let_go(struct plugin_sup *s)
 
 void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 {
-	struct plugin_sup *s = b->sup;
+	struct plugin_sup *s = supervisor_peek(b);
 	struct timespec t;
 
 	if (!s)

@@ -4,7 +4,9 @@
  * the one-shot jobs other rooms hand it (supervisor_after); see
  * supervisor.h. The plugins' state machine lives in plugin-proc.c and the
  * restart policy both share in restart.c; this file only owns the thread,
- * the loop and the jobs still due.
+ * the loop and the jobs still due, and the hub's kind of it (supervise_kind:
+ * no directory; its state holds the supervisor, its metrics the plugins'
+ * tallies).
  */
 #include "supervisor.h"
 
@@ -16,8 +18,12 @@
 #include <stdlib.h>
 
 #include "backend-internal.h"
+#include "events.h"
+#include "kind.h"
 #include "nerr.h"
+#include "sbuf.h"
 
+#include "plugin-proc.h"
 #include "plugin-proc-internal.h"
 
 struct sup_job {
@@ -28,6 +34,29 @@ struct sup_job {
 	supervisor_fn fn;
 	void *ctx;
 };
+
+/* The supervisor of b, kept in the kind's slot (kind_state). */
+struct supervise_state {
+	pthread_mutex_t lock;	/* guards sup */
+	bool inited;
+	struct plugin_sup *sup;	/* made at first use */
+};
+
+static struct supervise_state *sv_of(struct backend *b)
+{
+	return kind_state(b, &supervise_kind);
+}
+
+struct plugin_sup *supervisor_peek(struct backend *b)
+{
+	struct supervise_state *sv = sv_of(b);
+	struct plugin_sup *s;
+
+	pthread_mutex_lock(&sv->lock);
+	s = sv->sup;
+	pthread_mutex_unlock(&sv->lock);
+	return s;
+}
 
 static void *sup_main(void *arg)
 {
@@ -43,24 +72,25 @@ static void *sup_main(void *arg)
 
 struct plugin_sup *supervisor_get(struct backend *b, struct nerr *err)
 {
+	struct supervise_state *sv = sv_of(b);
 	struct plugin_sup *s;
 	sigset_t all, old;
 	int r;
 
-	pthread_mutex_lock(&b->mlock);
-	s = b->sup;
+	pthread_mutex_lock(&sv->lock);
+	s = sv->sup;
 	if (s) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		return s;
 	}
 	if (atomic_load(&b->state) == BACKEND_STOPPING) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		nerr_set(err, ESHUTDOWN, "the daemon is stopping");
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s || loop_new(&s->loop) < 0) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		free(s);
 		nerr_set(err, ENOMEM, "cannot make the supervisor's loop");
 		return NULL;
@@ -73,14 +103,14 @@ struct plugin_sup *supervisor_get(struct backend *b, struct nerr *err)
 	r = pthread_create(&s->thread, NULL, sup_main, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		loop_free(s->loop);
 		free(s);
 		nerr_set(err, r, "cannot start the supervisor thread");
 		return NULL;
 	}
-	b->sup = s;
-	pthread_mutex_unlock(&b->mlock);
+	sv->sup = s;
+	pthread_mutex_unlock(&sv->lock);
 	return s;
 }
 
@@ -139,10 +169,10 @@ int supervisor_after(struct backend *b, uint64_t ms, supervisor_fn fn, void *ctx
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	*j = (struct sup_job){ .s = s, .ms = ms, .fn = fn, .ctx = ctx };
-	/* under mlock: supervisor_stop takes b->sup away under it first */
-	pthread_mutex_lock(&b->mlock);
-	r = b->sup == s ? loop_submit(s->loop, job_arm, j) : -ESHUTDOWN;
-	pthread_mutex_unlock(&b->mlock);
+	/* under the lock: supervisor_stop takes sup away under it first */
+	pthread_mutex_lock(&sv_of(b)->lock);
+	r = sv_of(b)->sup == s ? loop_submit(s->loop, job_arm, j) : -ESHUTDOWN;
+	pthread_mutex_unlock(&sv_of(b)->lock);
 	if (r < 0) {
 		free(ctx);
 		free(j);
@@ -158,12 +188,15 @@ void supervisor_stop(struct backend *b)
 
 void supervisor_stop_with(struct backend *b, void (*release)(struct plugin_sup *s))
 {
+	struct supervise_state *sv = sv_of(b);
 	struct plugin_sup *s;
 
-	pthread_mutex_lock(&b->mlock);
-	s = b->sup;
-	b->sup = NULL;
-	pthread_mutex_unlock(&b->mlock);
+	if (!sv->inited)
+		return;
+	pthread_mutex_lock(&sv->lock);
+	s = sv->sup;
+	sv->sup = NULL;
+	pthread_mutex_unlock(&sv->lock);
 	if (!s)
 		return;
 	loop_stop(s->loop);
@@ -184,3 +217,60 @@ void supervisor_stop_with(struct backend *b, void (*release)(struct plugin_sup *
 	pthread_cond_destroy(&s->cond);
 	free(s);
 }
+
+/* ---- the hub's kind ---- */
+
+/* The plugins nodefs starts: tallied as they end and start again (a
+ * series is made, at 0, when a plugin is first started). */
+static int supervise_render_metrics(struct backend *b, struct sbuf *out)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+		{ "nodefs_csi_plugin_terminations_total",
+		  "Exits of the plugin processes nodefs started (crashes, kills, stops), by plugin." },
+		{ "nodefs_csi_plugin_restarts_total",
+		  "Starts of a plugin process after the first (after an exit, a hang or a failed "
+		  "exec), by plugin." },
+	};
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && i < sizeof(fam) / sizeof(fam[0]); i++) {
+		r = sbuf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", fam[i].name, fam[i].help,
+				fam[i].name);
+		if (r >= 0)
+			r = events_render_tallies(b->events, fam[i].name, out);
+	}
+	return r;
+}
+
+static int supervise_init(struct backend *b, struct nerr *err)
+{
+	struct supervise_state *sv = sv_of(b);
+
+	(void)err;
+	pthread_mutex_init(&sv->lock, NULL);
+	sv->inited = true;
+	return 0;
+}
+
+static void supervise_free(struct backend *b)
+{
+	struct supervise_state *sv = sv_of(b);
+
+	if (sv->inited)
+		pthread_mutex_destroy(&sv->lock);
+}
+
+/* No directory of its own (the plugins' show each process): the hub keeps
+ * its state and renders its metrics, after every other kind's. Its stop,
+ * the last kind's, ends the thread when the plugins' stop did not (no
+ * plugins/), so the containers' jobs end with the daemon. */
+const struct kind_ops supervise_kind = {
+	.name = "supervise",
+	.state_size = sizeof(struct supervise_state),
+	.init = supervise_init,
+	.render_metrics = supervise_render_metrics,
+	.stop = supervisor_stop,
+	.free = supervise_free,
+};
