@@ -196,7 +196,7 @@ void container_write_locked(struct container *c, struct jw *w, bool redact)
 		jw_kstr(w, "engine_name", c->engine_name);
 	jw_kstr(w, "state", cstate_to_string(c->state));
 	copts_write(&c->spec, w, redact);
-	container_service_write_locked(c, w);	/* container-restart.c: the policy\'s state */
+	container_service_write_locked(c, w);	/* container-restart.c: the policy's state */
 	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
 		jw_kint(w, "exit_code", c->exit_code);
