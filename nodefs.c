@@ -150,7 +150,7 @@ static void usage(FILE *out)
 		"  [plugin NAME]     endpoint default command keep_running runtime image mounts\n"
 		"                    node privileged secrets\n"
 		"  [profile NAME]    plugin access_mode fs_type mount_flags parameters mutable_parameters size secrets\n"
-		"  [runtime docker]  endpoint stop_timeout\n"
+		"  [runtime docker]  endpoint stop_timeout network\n"
 		"  [runtime lxc]     lxcpath template_dir network_type apparmor_profile\n"
 		"                    stop_timeout console_size log_level\n"
 		"  [cluster]         etcd node prefix lease_ttl accept_remote ca cert key\n"

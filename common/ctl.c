@@ -349,7 +349,8 @@ int ctl_match(const struct ctl_spec *table, size_t n, const struct ctl_cmd *cmd,
 				sp->name, want, nargs, sp->usage ? sp->usage : sp->name);
 	}
 	for (size_t i = 0; i < cmd->nopts; i++)
-		if (!opt_allowed(sp->opts, cmd->opts[i].key))
+		if (!opt_allowed(sp->opts, cmd->opts[i].key) &&
+		    !(sp->opt_known && sp->opt_known(cmd->opts[i].key)))
 			return nerr_set(err, EINVAL, "%s: unknown option '%s' (usage: %s)",
 					sp->name, ESC(cmd->opts[i].key, esc),
 					sp->usage ? sp->usage : sp->name);

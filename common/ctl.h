@@ -17,6 +17,7 @@
 #ifndef NODEFS_CTL_H
 #define NODEFS_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct nerr;
@@ -57,6 +58,9 @@ struct ctl_spec {
 					 * in '.' ("env.") allows any longer key with
 					 * that prefix; NULL = no options */
 	const char *usage;		/* "publish TARGET [ro]" */
+	/* when set, also allows each key it answers true for (an option
+	 * table kept elsewhere: containers' create) */
+	bool (*opt_known)(const char *key);
 };
 
 /* Find the entry of table[0..n) named cmd->argv[0] and check the argument

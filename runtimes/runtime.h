@@ -67,6 +67,21 @@ struct rt_mount {
 	bool rshared;
 };
 
+/* A published port (port=[IP:]HOSTPORT:PORT[/tcp|/udp]). */
+struct rt_port {
+	char host_ip[46];	/* "" for every address */
+	unsigned host_port;	/* 0: the engine chooses */
+	unsigned port;		/* inside the container, 1..65535 */
+	bool udp;
+};
+
+/* A check the engine runs itself (docker: Healthcheck; health=cmd). */
+struct rt_health {
+	char **test;		/* argv, NULL-terminated */
+	uint64_t interval_ms, timeout_ms, start_period_ms;
+	unsigned retries;
+};
+
 /* What a user asked for at create. Strings are owned by the caller. */
 struct rt_spec {
 	const char *name;	/* nodefs name, [A-Za-z0-9._-]{1,64} */
@@ -94,6 +109,31 @@ struct rt_spec {
 	int64_t pids;		/* 0: unset */
 	struct rt_mount *mounts;
 	size_t nmounts;
+	/* network=: docker NetworkMode (none, host, bridge, NAME); lxc none,
+	 * host or veth:BRIDGE with ip (CIDR) and gateway. NULL: the runtime's
+	 * default. */
+	const char *network, *ip, *gateway;
+	const struct rt_port *ports;	/* docker only (lxc: ENOTSUP) */
+	size_t nports;
+	const struct rt_health *health;	/* docker only; NULL: none */
+	/* USER[:GROUP], names or numbers; NULL: the image's (docker: User;
+	 * lxc: lxc.init.uid/gid, names resolved from the container's own
+	 * /etc/passwd and /etc/group). A name it lacks: -EINVAL, and the
+	 * create leaves nothing behind. */
+	const char *user;
+	const char *workdir;	/* absolute; NULL: the image's */
+	/* NULL-terminated; NULL: the image's (lxc: the init command is
+	 * entrypoint then argv) */
+	char **entrypoint;
+	const char *hostname;	/* NULL: the engine's default */
+	/* the user's labels (never io.nodefs.*): docker labels; lxc: kept in
+	 * the owner mark */
+	struct rt_kv *labels;
+	size_t nlabels;
+	bool force_pull;	/* docker: pull even when the engine has it */
+	/* set by create when user is given: what it resolved to (the
+	 * backend makes the sandbox the user's); NULL: not wanted */
+	long *ret_uid, *ret_gid;
 	/* lxc */
 	const char *template_name;	/* "busybox", "download", ... */
 	const char *distro, *release, *arch;
@@ -121,6 +161,11 @@ struct rt_status {
 	bool memory_limited;	/* a memory limit is set: a SIGKILL may be the OOM killer's */
 	time_t started_at;	/* 0: never */
 	time_t finished_at;	/* 0: not finished */
+	/* the engine's own health check (docker State.Health), when it has
+	 * one: its failing streak and its last probe's output, capped */
+	bool has_health;
+	unsigned health_streak;
+	char health_output[256];
 };
 
 struct rt_stats {
@@ -150,6 +195,7 @@ enum rt_event_kind {
 	RT_EV_PAUSE,
 	RT_EV_UNPAUSE,
 	RT_EV_DESTROY,
+	RT_EV_HEALTH,		/* the engine's own check: health valid */
 	RT_EV_ENGINE_UP,	/* engine reachable again: resynchronise */
 	RT_EV_ENGINE_DOWN,
 };
@@ -159,6 +205,7 @@ struct rt_event {
 	const char *id;		/* engine id; NULL for ENGINE_* */
 	int exit_code;
 	time_t time;
+	const char *health;	/* RT_EV_HEALTH: "healthy", "unhealthy", "starting" */
 	/* when it happened, in CLOCK_REALTIME nanoseconds (Docker's timeNano;
 	 * the LXC driver's post); 0: not known */
 	int64_t time_ns;
@@ -248,6 +295,9 @@ struct runtime_ops {
 	 * the engine; called from the worker pool, recovery and the monitor
 	 * thread (reconciliation), concurrently with other calls. */
 	int (*list)(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err);
+	/* The published ports as the engine reports them, one line each,
+	 * "80/tcp 127.0.0.1:49153", into out. NULL: the runtime has none. */
+	int (*ports)(void *h, const char *id, struct sbuf *out, struct nerr *err);
 	/* Deliver events for our containers to fn until close(). Returns at once. */
 	int (*watch)(void *h, rt_event_fn fn, void *ctx, struct nerr *err);
 };
@@ -262,6 +312,16 @@ int rt_lxc_helper_main(const char *argv0, int argc, char **argv);
 const struct runtime_ops *runtime_find(const char *name);
 
 const char *rt_state_to_string(enum rt_state s);
+
+/* rt-user.c: USER[:GROUP] (names of [A-Za-z0-9._-] up to 32, numbers up
+ * to 2^31-1): 0 or -EINVAL naming it. */
+int rt_user_valid(const char *user, struct nerr *err);
+/* user to numbers, names looked up in the container's passwd and group
+ * files (given as bytes, NULL for none): the user's primary group when
+ * no GROUP is given (0 for a number passwd lacks). -EINVAL naming a
+ * name the files lack. */
+int rt_user_resolve(const char *user, const char *passwd, size_t plen, const char *group,
+		    size_t glen, long *ret_uid, long *ret_gid, struct nerr *err);
 void rt_listing_free(struct rt_listing *l, size_t n);
 
 /*

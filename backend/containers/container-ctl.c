@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "units.h"
 #include "valid.h"
@@ -212,173 +211,21 @@ static const bctl_fn container_fns[] = {
 };
 const struct bctl_table container_ctl = { container_specs, container_fns, 8 };
 
-static int dupopt(const struct ctl_cmd *cmd, const char *key, char **ret)
-{
-	const char *s = ctl_opt_get(cmd, key);
-
-	*ret = NULL;
-	if (s && !(*ret = strdup(s)))
-		return -ENOMEM;
-	return 0;
-}
-
-/* path with its symlinks resolved, as far as it exists (the rest, which
- * the engine may create, appended as written): what mount(2) would reach.
- * A dangling symlink on the way is refused: what it will lead to is not
- * known yet. */
-static int resolve_existing(const char *path, char *ret, size_t size, struct nerr *err)
-{
-	char buf[PATH_MAX], real[PATH_MAX];
-	size_t cut = strlen(path);
-	struct stat st;
-
-	if (cut >= sizeof(buf))
-		return nerr_set(err, ENAMETOOLONG, "path too long");
-	memcpy(buf, path, cut + 1);
-	for (;;) {
-		char *slash;
-
-		if (realpath(buf, real)) {
-			const char *rest = path + cut;
-
-			if ((size_t)snprintf(ret, size, "%s%s", strcmp(real, "/") == 0 && *rest ? "" : real,
-					     rest) >= size)
-				return nerr_set(err, ENAMETOOLONG, "path too long");
-			return 0;
-		}
-		if (errno != ENOENT)
-			return nerr_set(err, errno, "%s: %s", buf, strerror(errno));
-		if (lstat(buf, &st) == 0 && S_ISLNK(st.st_mode))
-			return nerr_set(err, EPERM, "%s is a dangling symlink", buf);
-		slash = strrchr(buf, '/');
-		if (!slash || slash == buf) {
-			snprintf(ret, size, "%s", path);	/* nothing of it exists */
-			return 0;
-		}
-		*slash = '\0';
-		cut = (size_t)(slash - buf);
-	}
-}
-
-/* A bind source after its symlinks must still lie under allowed_targets
- * (or under what an allowed prefix itself resolves to): mount(2) follows
- * links, and a text check alone lets a link under an allowed prefix lead to
- * /etc. The resolved path, not the link, is what the engine gets. */
-static int resolve_bind_source(const char *spec, const char *src, const char *const *allowed,
-			       size_t n, char **ret, struct nerr *err)
-{
-	char real[PATH_MAX], ra[PATH_MAX];
-	const char **both;
-	int r;
-
-	r = resolve_existing(src, real, sizeof(real), err);
-	if (r < 0) {
-		nerr_prefix(err, "bind '%s': host path", spec);
-		return r;
-	}
-	if (n && strcmp(real, src) != 0) {
-		/* each prefix as written, then as it resolves (NULL: the same) */
-		both = calloc(2 * n, sizeof(*both));
-		if (!both)
-			return nerr_set(err, ENOMEM, "out of memory");
-		for (size_t i = 0; i < n; i++) {
-			both[2 * i] = allowed[i];
-			if (realpath(allowed[i], ra) && strcmp(ra, allowed[i]) != 0)
-				both[2 * i + 1] = strdup(ra);
-		}
-		r = valid_path(real, both, 2 * n, NULL);
-		for (size_t i = 0; i < n; i++)
-			free((char *)both[2 * i + 1]);
-		free(both);
-		if (r < 0)
-			return nerr_set(err, EPERM, "bind '%s': host path %s resolves to %s, outside the "
-					"allowed targets", spec, src, real);
-	}
-	*ret = strdup(real);
-	return *ret ? 0 : nerr_set(err, ENOMEM, "out of memory");
-}
-
-/* VOLNAME:/path[:ro] or /host:/path[:ro] into m; for a volume, the source
- * is where the volume is published (dry_run: the spec alone, the volume is
- * looked at when the line runs). */
-static int parse_mount(struct backend *b, const char *key, const char *spec, bool dry_run,
-		       struct rt_mount *m, char **ret_vol, struct nerr *err)
-{
-	char buf[4200], *src, *dst, *mode;
-	int r;
-
-	if (snprintf(buf, sizeof(buf), "%s", spec) >= (int)sizeof(buf))
-		return nerr_set(err, EINVAL, "%s: '%.40s...' is too long", key, spec);
-	src = buf;
-	dst = strchr(buf, ':');
-	if (!dst)
-		return nerr_set(err, EINVAL, "%s '%s': expected %s:/path[:ro]", key, spec,
-				strcmp(key, "bind") == 0 ? "/host" : "VOLNAME");
-	*dst++ = '\0';
-	mode = strchr(dst, ':');
-	if (mode) {
-		*mode++ = '\0';
-		if (strcmp(mode, "ro") != 0 && strcmp(mode, "rw") != 0)
-			return nerr_set(err, EINVAL, "%s '%s': mode '%s' is not ro or rw", key, spec, mode);
-	}
-	r = valid_path(dst, NULL, 0, err);
-	if (r < 0) {
-		nerr_prefix(err, "%s '%s': container path", key, spec);
-		return -EINVAL;
-	}
-	m->ro = mode && strcmp(mode, "ro") == 0;
-	if (strcmp(key, "bind") == 0) {
-		const char *const *allowed = (const char *const *)b->cfg->allowed_targets;
-		size_t n = 0;
-
-		while (allowed && allowed[n])
-			n++;
-		r = valid_path(src, allowed, n, err);
-		if (r < 0) {
-			nerr_prefix(err, "bind '%s': host path", spec);
-			return r;
-		}
-		r = resolve_bind_source(spec, src, allowed, n, &m->source, err);
-		if (r < 0)
-			return r;
-	} else {
-		r = valid_name(src, err);
-		if (r < 0) {
-			nerr_prefix(err, "volume '%s'", spec);
-			return -EINVAL;
-		}
-		if (dry_run)
-			return 0;
-		r = b->links && b->links->volume_mount_source ?
-			b->links->volume_mount_source(b, src, &m->source, err) :
-			nerr_set(err, ENOENT, "no volume '%s'", src);
-		if (r < 0)
-			return r;
-		*ret_vol = strdup(src);
-		if (!*ret_vol)
-			return -ENOMEM;
-	}
-	m->target = strdup(dst);
-	if (!m->source || !m->target)
-		return nerr_set(err, ENOMEM, "out of memory");
-	return 0;
-}
-
-/* Everything create names, checked before anything happens. dry_run: the
- * values alone (the line's, the runtime's, the host paths'), *ret not
- * written; what depends on other objects (the name taken, a volume's
- * publish) is checked when the line runs. */
+/* Everything create names, checked before anything happens, through the
+ * option table (container-options.c). dry_run: the values alone (the
+ * line's, the runtime's, the host paths'), *ret not written; what depends
+ * on other objects (the name taken, a volume's publish) is checked when the
+ * line runs. */
 static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dry_run,
 			   struct container **ret, struct nerr *err)
 {
 	const char *rt = ctl_opt_get(cmd, "runtime");
 	const char *name = cmd->argv[1];
+	struct copt_ctx x = { .dry_run = dry_run, .b = b,
+			      .allowed_targets = (const char *const *)b->cfg->allowed_targets };
 	struct container *c;
 	struct engine *e;
-	struct rt_limits lim;
 	struct bnode *k;
-	const char *s;
-	size_t nvol = 0;
 	int r;
 
 	r = valid_name(name, err);
@@ -387,19 +234,10 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dr
 	if (!rt)
 		return nerr_set(err, EINVAL, "%s: runtime=docker|lxc is required", cmd->argv[0]);
 	e = engine_find(b, rt);
-	if (!e)
+	x.runtime = copt_runtime_bit(rt);
+	x.runtime_name = rt;
+	if (!e || !x.runtime)
 		return nerr_set(err, EINVAL, "no runtime '%s' (runtimes: docker, lxc)", rt);
-	r = parse_limits(cmd, &lim, err);
-	if (r < 0)
-		return r;
-	if (strcmp(rt, "docker") == 0) {
-		static const char *const lxc_only[] = { "template", "distro", "release", "arch",
-			"image_variant", "image_server", "template_args", "flush_cache", "force_cache",
-			"disable_gpg", NULL };
-		for (size_t i = 0; lxc_only[i]; i++)
-			if (ctl_opt_get(cmd, lxc_only[i]))
-				return nerr_set(err, EINVAL, "%s=: an LXC option, not for runtime=docker", lxc_only[i]);
-	}
 	k = dry_run ? NULL : bnode_lookup(containers_dir(b), name);
 	if (k) {
 		bnode_unref(k);
@@ -409,85 +247,15 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dr
 	c = container_alloc(b, e, name);
 	if (!c)
 		return nerr_set(err, ENOMEM, "out of memory");
-	c->cpus = lim.cpus;
-	c->memory = lim.memory;
-	c->pids = lim.pids;
 	c->state = C_CREATING;
-	if ((s = ctl_opt_get(cmd, "cmd"))) {
-		r = ctl_split_words(s, &c->argv, err);
-		if (r < 0) {
-			nerr_prefix(err, "cmd");
-			goto fail;
-		}
-	}
-	r = -ENOMEM;
-	if (dupopt(cmd, "image", &c->image) < 0 || dupopt(cmd, "template", &c->template_name) < 0 ||
-	    dupopt(cmd, "distro", &c->distro) < 0 || dupopt(cmd, "release", &c->release) < 0 ||
-	    dupopt(cmd, "arch", &c->arch) < 0 || dupopt(cmd, "image_variant", &c->image_variant) < 0 ||
-	    dupopt(cmd, "image_server", &c->image_server) < 0)
-		goto oom;
-	if (strcmp(rt, "lxc") == 0 && !c->template_name && !(c->template_name = strdup("busybox")))
-		goto oom;
-	if ((s = ctl_opt_get(cmd, "template_args"))) {
-		r = ctl_split_words(s, &c->template_args, err);
-		if (r < 0) {
-			nerr_prefix(err, "template_args");
-			goto fail;
-		}
-	}
-	{
-		static const char *const flags[] = { "flush_cache", "force_cache", "disable_gpg" };
-		bool *dst[] = { &c->flush_cache, &c->force_cache, &c->disable_gpg };
-		for (size_t i = 0; i < 3; i++)
-			if ((s = ctl_opt_get(cmd, flags[i])) && (r = parse_bool(s, dst[i], err)) < 0) {
-				nerr_prefix(err, "%s", flags[i]);
-				r = -EINVAL;
-				goto fail;
-			}
-	}
-	for (size_t i = 0; i < cmd->nopts; i++) {
-		const char *key = cmd->opts[i].key;
-
-		if (strncmp(key, "env.", 4) == 0) {
-			struct rt_kv *ne = realloc(c->env, (c->nenv + 1) * sizeof(*ne));
-			if (!ne)
-				goto oom;
-			c->env = ne;
-			if (!key[4]) {
-				r = nerr_set(err, EINVAL, "env.: empty variable name");
-				goto fail;
-			}
-			c->env[c->nenv].key = strdup(key + 4);
-			c->env[c->nenv].val = strdup(cmd->opts[i].val);
-			c->nenv++;
-			if (!c->env[c->nenv - 1].key || !c->env[c->nenv - 1].val)
-				goto oom;
-		} else if (strcmp(key, "volume") == 0 || strcmp(key, "bind") == 0) {
-			struct rt_mount *nm = realloc(c->mounts, (c->nmounts + 1) * sizeof(*nm));
-			char *vol = NULL;
-			if (!nm)
-				goto oom;
-			c->mounts = nm;
-			memset(&c->mounts[c->nmounts], 0, sizeof(*nm));
-			c->nmounts++;
-			r = parse_mount(b, key, cmd->opts[i].val, dry_run, &c->mounts[c->nmounts - 1],
-					&vol, err);
-			if (r < 0)
-				goto fail;
-			if (vol) {
-				char **nv = realloc(c->volumes, (nvol + 2) * sizeof(*nv));
-				if (!nv) {
-					free(vol);
-					goto oom;
-				}
-				c->volumes = nv;
-				c->volumes[nvol++] = vol;
-				c->volumes[nvol] = NULL;
-			}
-		}
-	}
-	if (strcmp(rt, "docker") == 0 && !c->image) {
-		r = nerr_set(err, EINVAL, "%s: image=IMG is required for runtime=docker", cmd->argv[0]);
+	r = copts_parse(cmd, &x, &c->spec, err);
+	if (r >= 0)	/* what the service's options ask together */
+		r = copts_check_service(&c->spec, x.runtime, err);
+	if (r < 0)
+		goto fail;
+	if (x.runtime == COPT_LXC && !c->spec.template_name &&
+	    !(c->spec.template_name = strdup("busybox"))) {
+		r = nerr_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
 	if (dry_run) {
@@ -496,8 +264,6 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dr
 	}
 	*ret = c;
 	return 0;
-oom:
-	r = nerr_set(err, ENOMEM, "out of memory");
 fail:
 	container_free(c);
 	return r;
@@ -543,17 +309,13 @@ static int cmd_create_run(struct bnode *n, const struct ctl_cmd *cmd, struct bre
 	return r;
 }
 
-static const char *const create_opts[] = {
-	"runtime", "image", "cmd", "env.", "cpus", "memory", "pids", "volume", "bind",
-	"template", "distro", "release", "arch", "image_variant", "image_server",
-	"template_args", "flush_cache", "force_cache", "disable_gpg", NULL
-};
-
 static const struct ctl_spec containers_specs[] = {
-	{ .name = "create", .min_args = 1, .max_args = 1, .opts = create_opts,
-	  .usage = "create NAME runtime=docker|lxc [image=IMG] [cmd='ARGV ...'] [env.K=V ...] [cpus=N] [memory=SIZE] [pids=N] [volume=VOLNAME:/path[:ro] ...] [bind=/host:/path[:ro] ...] [template=T] [distro=D] [release=R] [arch=A] [image_variant=V] [image_server=HOST] [template_args='ARG ...'] [flush_cache=BOOL] [force_cache=BOOL] [disable_gpg=BOOL]" },
-	{ .name = "run", .min_args = 1, .max_args = 1, .opts = create_opts,
-	  .usage = "run NAME ... (create, then start)" },
+	/* the options are the table's (container-options.c): checked by
+	 * copt_known, listed after these lines by the ctl file's read */
+	{ .name = "create", .min_args = 1, .max_args = 1, .opt_known = copt_known,
+	  .usage = "create NAME runtime=docker|lxc [OPTION=VALUE ...] (the options below)" },
+	{ .name = "run", .min_args = 1, .max_args = 1, .opt_known = copt_known,
+	  .usage = "run NAME runtime=docker|lxc [OPTION=VALUE ...] (create, then start)" },
 };
 static const bctl_fn containers_fns[] = { cmd_create_run, cmd_create_run };
 const struct bctl_table containers_ctl = { containers_specs, containers_fns, 2 };

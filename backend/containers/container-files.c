@@ -39,12 +39,14 @@ static int show_image(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
 
-	if (c->image)
-		return sbuf_printf(out, "%s\n", c->image);
-	if (c->template_name)
-		return sbuf_printf(out, "%s%s%s%s%s\n", c->template_name,
-				   c->distro ? ":" : "", c->distro ? c->distro : "",
-				   c->release ? ":" : "", c->release ? c->release : "");
+	const struct cspec *s = &c->spec;
+
+	if (s->image)
+		return sbuf_printf(out, "%s\n", s->image);
+	if (s->template_name)
+		return sbuf_printf(out, "%s%s%s%s%s\n", s->template_name,
+				   s->distro ? ":" : "", s->distro ? s->distro : "",
+				   s->release ? ":" : "", s->release ? s->release : "");
 	return 0;
 }
 
@@ -232,8 +234,8 @@ static int show_limits(struct bnode *n, struct sbuf *out)
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = sbuf_printf(out, "cpus %g\nmemory_bytes %llu\npids %lld\n", c->cpus,
-			(unsigned long long)c->memory, (long long)c->pids);
+	r = sbuf_printf(out, "cpus %g\nmemory_bytes %llu\npids %lld\n", c->spec.cpus,
+			(unsigned long long)c->spec.memory, (long long)c->spec.pids);
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -270,8 +272,9 @@ static bool container_ended(struct bnode *n)
 	struct container *c = cof(n);
 	bool e;
 
+	/* an exit its restart policy restarts is not the end */
 	pthread_mutex_lock(&c->lock);
-	e = c->state == C_EXITED || c->removed;
+	e = container_final_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	return e;
 }
@@ -318,6 +321,9 @@ static const struct battr container_attrs[] = {
 	{ .name = "exec_output", .flags = BATTR_PRIV, .show = show_exec_output },
 	{ .name = "exec_exit_code", .show = show_exec_exit_code },
 	{ .name = "wait", .stream = &wait_stream },
+	{ .name = "restarts", .flags = BATTR_POLL, .show = container_show_restarts },
+	{ .name = "ports", .show = container_show_ports },
+	{ .name = "health", .flags = BATTR_POLL, .show = container_show_health },
 	{ .name = "error", .show = battr_show_error },
 	{ .name = "info.json", .show = show_info },
 	{ .name = "spec.json", .flags = BATTR_PRIV, .show = show_spec },
@@ -335,10 +341,29 @@ const struct btype container_type = {
 	.free = container_node_free,
 };
 
-BCTL_FUNCS(containers_ctl, containers_ctl)
+static int containers_ctl_store(struct bnode *n, const char *l, size_t len, struct breq *rq)
+{
+	return bctl_dispatch(&containers_ctl, n, l, len, rq);
+}
+
+static int containers_ctl_check(struct bnode *n, const char *l, size_t len, struct nerr *err)
+{
+	return bctl_check(&containers_ctl, n, l, len, err);
+}
+
+/* containers/ctl: the command lines, then the option table's lines */
+static int containers_ctl_usage(struct bnode *n, struct sbuf *out)
+{
+	int r = bctl_usage(&containers_ctl, out);
+
+	if (r >= 0)
+		r = sbuf_adds(out, "options (name=VALUE, runtimes, what):\n");
+	return r < 0 ? r : copts_usage(out);
+}
 
 static const struct battr containers_attrs[] = {
-	BCTL_ATTR(containers_ctl),
+	{ .name = "ctl", .flags = BATTR_CTL, .show = containers_ctl_usage,
+	  .store = containers_ctl_store, .check = containers_ctl_check },
 	{ .name = "error", .show = battr_show_error },
 };
 
@@ -354,6 +379,8 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		bool has_stats;
 		struct rt_stats st;
 		uint64_t exits[ARRAY_SIZE(exit_reasons)];
+		unsigned long long restarts;
+		int hstate;
 	} *m;
 	struct bnode **v;
 	size_t n;
@@ -377,6 +404,8 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		pthread_mutex_lock(&c->lock);
 		running = c->state == C_RUNNING || c->state == C_PAUSED;
 		memcpy(m[i].exits, c->exits, sizeof(m[i].exits));
+		m[i].restarts = c->rs.total;
+		m[i].hstate = c->hstate;
 		pthread_mutex_unlock(&c->lock);
 		if (running && container_current_id(c, id, sizeof(id))) {
 			_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
@@ -419,6 +448,20 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 		for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(exit_reasons); k++)
 			r = sbuf_printf(out, "nodefs_container_exits_total{container=\"%s\",reason=\"%s\"} %llu\n",
 					cof(v[i])->name, exit_reasons[k], (unsigned long long)m[i].exits[k]);
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_container_restarts_total Restarts its restart policy made.\n"
+				   "# TYPE nodefs_container_restarts_total counter\n");
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		r = sbuf_printf(out, "nodefs_container_restarts_total{container=\"%s\"} %llu\n",
+				cof(v[i])->name, m[i].restarts);
+	if (r >= 0)
+		r = sbuf_adds(out, "# HELP nodefs_container_health The state of the container's health "
+				   "check (1 for the state it is in).\n"
+				   "# TYPE nodefs_container_health gauge\n");
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		for (int k = HEALTH_STARTING; r >= 0 && m[i].hstate != HEALTH_NONE && k <= HEALTH_UNHEALTHY; k++)
+			r = sbuf_printf(out, "nodefs_container_health{container=\"%s\",state=\"%s\"} %d\n",
+					cof(v[i])->name, health_names[k], m[i].hstate == k);
 	free(m);
 	bnode_list_free(v, n);
 	return r;

@@ -11,12 +11,22 @@
  *                          queues and what each does with the engine
  *   container-ctl.c        containers/ctl and containers/NAME/ctl: parsing and
  *                          checking commands, then queueing them
+ *   container-options.c    the table of create's options (nothing else);
+ *                          container-options.h its rows and struct cspec
+ *   container-optparse.c   the kinds of option value and the passes over
+ *                          the table (parse, record, usage)
  *   container-files.c      the files of containers/NAME/ and the metrics
  *   container-sync.c       the engines' word: their event stream and
  *                          reconciliation against their listings
  *   container-recover.c    recovery after a restart: checkpoints back into
  *                          the tree, half-made containers taken back, PENDING
  *                          operations resumed
+ *   container-restart.c    the restart policy (supervise/restart.c's) kept
+ *                          for a container: the decision at each exit, the
+ *                          due start, the restarts file and its record
+ *   container-health.c     health checks: the engine's own (docker cmd) taken
+ *                          in, the probes nodefs makes (http, tcp, lxc cmd)
+ *   service-spec.c         the syntax of network=, port=, ip=, health=
  *   container-kind.c       the kind's table of hooks for the hub
  * Must not know: volumes/ (a volume= mount asks links.h), plugins/, the
  * drivers' wire formats (runtimes/ behind struct runtime_ops).
@@ -26,6 +36,7 @@
 
 #include "backend-internal.h"
 #include "containers.h"
+#include "container-options.h"
 #include "engines.h"
 #include "links.h"
 
@@ -34,7 +45,9 @@
 
 #include "macro.h"
 #include "operation.h"
+#include "restart.h"
 #include "sbuf.h"
+#include "service-spec.h"
 
 enum cstate {
 	C_CREATED, C_PULLING, C_STARTING, C_RUNNING, C_PAUSED, C_STOPPING, C_EXITED,
@@ -68,27 +81,16 @@ struct container {
 	char engine_name[112];
 	struct actq q;
 
-	/* the spec, as created; immutable after create except the limits */
-	char *image;
-	char **argv;
-	struct rt_kv *env;
-	size_t nenv;
-	struct rt_mount *mounts;
-	size_t nmounts;
-	char **volumes;			/* VOLNAME of each volume= mount, NULL-terminated */
-	char *template_name, *distro, *release, *arch, *image_variant, *image_server;
-	char **template_args;
-	bool flush_cache, force_cache, disable_gpg;
+	/* the spec, as created (container-options.h); immutable after create
+	 * except the limits, which change under lock */
+	struct cspec spec;
 
 	/* Held across a checkpoint's put and across the destroy's delete with
 	 * the marking of removed: a put either lands before the delete or sees
 	 * removed and writes nothing, so no record comes back after a destroy
 	 * (container_checkpoint, container_forget). Taken before lock. */
 	pthread_mutex_t ckpt_lock;
-	pthread_mutex_t lock;		/* everything below */
-	double cpus;
-	uint64_t memory;
-	int64_t pids;
+	pthread_mutex_t lock;		/* everything below, and spec's limits */
 	char *id;			/* engine id, NULL until created */
 	enum cstate state;
 	pid_t pid;
@@ -115,6 +117,25 @@ struct container {
 	 * operation's id ("" for none) */
 	int running_kind;
 	char running_op[32];
+	/* container-restart.c: where the policy stands (checkpointed), the
+	 * backoff, and a generation that voids a due start when the policy is
+	 * ended or started over meanwhile */
+	struct restart_state rs;
+	struct backoff bo;
+	unsigned restart_gen;
+	uint64_t restart_delay_ms;	/* the wait before the due start */
+	uint64_t run_start_ms;		/* monotonic ms it was seen RUNNING; 0: unknown */
+	bool has_last_exit;		/* the exit a restart followed */
+	int last_exit_code, last_signal;
+	bool last_oom, last_unhealthy;
+	bool unhealthy_kill;		/* health_restart killed it: a failure */
+	/* container-health.c */
+	int hstate;			/* enum health_state */
+	time_t hsince;
+	unsigned hstreak;
+	char hout[512];			/* the last probe's output, capped */
+	unsigned hgen;			/* a probe of another run is void */
+	uint64_t hstarted_ms;		/* monotonic: the run's start (start period) */
 };
 
 
@@ -136,6 +157,8 @@ struct cact {
 	struct rt_limits lim;
 	char **argv;
 	bool then_start;
+	bool by_policy;			/* CA_START: the restart policy's */
+	unsigned gen;			/* by_policy: c->restart_gen it was made for */
 };
 
 enum { CA_CREATE, CA_START, CA_STOP, CA_KILL, CA_PAUSE, CA_RESUME, CA_UPDATE, CA_EXEC,
@@ -202,6 +225,49 @@ int container_submit(struct container *c, int kind, const char *cmdline, struct 
 		     struct cact *tmpl);
 int container_run_action(struct action *a, struct nerr *err);
 void cact_free(struct action *a);
+
+/* ---- container-restart.c ---- */
+
+/* c reached EXITED (lock held): decide what its policy does. Returns the
+ * delay of the start it makes due, or -1 when this exit is final; msg
+ * (64 bytes) gets the event's note ("restart 2 of 3 in 1200 ms"). */
+int64_t container_policy_exit_locked(struct container *c, char *msg, size_t len);
+/* Arm the start made due (a delay from container_policy_exit_locked, or
+ * what a record had left). Any thread. */
+void container_policy_arm(struct container *c, uint64_t delay_ms);
+/* A user's start (policy starts over) and a user's stop or kill (policy
+ * ended until the next start; returns whether a restart was due, which
+ * is then cancelled). */
+void container_policy_user_start(struct container *c);
+bool container_policy_user_stop(struct container *c);
+/* Recovery: a start its record had due, or an `always` container stopped
+ * by a user before a restart of nodefs, is armed. */
+void container_policy_recover(struct container *c);
+/* The record's members (lock held) and reading them back. */
+struct jw;
+void container_service_write_locked(struct container *c, struct jw *w);
+struct json_t;
+void container_service_read(struct container *c, struct json_t *j);
+/* A policy start failed: counted as another failed exit. */
+void container_policy_start_failed(struct container *c, const char *why);
+int container_show_restarts(struct bnode *n, struct sbuf *out);
+int container_show_ports(struct bnode *n, struct sbuf *out);
+/* Whether wait may answer: EXITED with no restart due, or removed (lock
+ * held). */
+bool container_final_locked(const struct container *c);
+
+/* ---- container-health.c ---- */
+
+enum health_state { HEALTH_NONE, HEALTH_STARTING, HEALTH_HEALTHY, HEALTH_UNHEALTHY };
+extern const char *const health_names[4];
+/* c is RUNNING (a new run): checks start over (STARTING), the probes
+ * nodefs makes are armed. Any thread. */
+void container_health_run(struct container *c);
+/* c is RUNNING again after a pause: the probes nodefs makes go on. */
+void container_health_resume(struct container *c);
+/* The engine's own check said state (docker health_status). */
+void container_health_engine(struct container *c, const char *state);
+int container_show_health(struct bnode *n, struct sbuf *out);
 
 /* ---- container-ctl.c ---- */
 

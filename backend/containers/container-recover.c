@@ -30,8 +30,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	const char *rt = json_string_value(json_object_get(j, "runtime"));
 	struct engine *e = rt ? engine_find(b, rt) : NULL;
 	struct container *c;
-	json_t *a, *v;
-	size_t i;
+	json_t *v;
 	const char *s;
 	int st;
 
@@ -49,54 +48,9 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	 * prefix keeps "" (the driver's "nodefs-NAME") */
 	s = json_string_value(json_object_get(j, "engine_name"));
 	snprintf(c->engine_name, sizeof(c->engine_name), "%s", s && e->ops->engine_names ? s : "");
-	S(image, "image");
-	S(template_name, "template_name");
-	S(distro, "distro");
-	S(release, "release");
-	S(arch, "arch");
-	S(image_variant, "image_variant");
-	S(image_server, "image_server");
 #undef S
-	a = json_object_get(j, "cmd");
-	if (json_array_size(a)) {
-		c->argv = calloc(json_array_size(a) + 1, sizeof(char *));
-		json_array_foreach(a, i, v)
-			if (c->argv)
-				c->argv[i] = strdup(json_string_value(v) ? json_string_value(v) : "");
-	}
-	{
-		const char *k;
-		a = json_object_get(j, "env");
-		c->env = calloc(json_object_size(a) + 1, sizeof(*c->env));
-		json_object_foreach(a, k, v) {
-			if (!c->env)
-				break;
-			c->env[c->nenv].key = strdup(k);
-			c->env[c->nenv].val = strdup(json_string_value(v) ? json_string_value(v) : "");
-			c->nenv++;
-		}
-	}
-	a = json_object_get(j, "mounts");
-	c->mounts = calloc(json_array_size(a) + 1, sizeof(*c->mounts));
-	json_array_foreach(a, i, v) {
-		if (!c->mounts)
-			break;
-		c->mounts[i].source = strdup(json_string_value(json_object_get(v, "source")) ?: "");
-		c->mounts[i].target = strdup(json_string_value(json_object_get(v, "target")) ?: "");
-		c->mounts[i].ro = json_is_true(json_object_get(v, "ro"));
-		c->nmounts++;
-	}
-	a = json_object_get(j, "volumes");
-	c->volumes = calloc(json_array_size(a) + 1, sizeof(char *));
-	json_array_foreach(a, i, v)
-		if (c->volumes)
-			c->volumes[i] = strdup(json_string_value(v) ?: "");
-	c->cpus = json_number_value(json_object_get(j, "cpus"));
-	c->memory = (uint64_t)json_integer_value(json_object_get(j, "memory"));
-	c->pids = json_integer_value(json_object_get(j, "pids"));
-	c->flush_cache = json_is_true(json_object_get(j, "flush_cache"));
-	c->force_cache = json_is_true(json_object_get(j, "force_cache"));
-	c->disable_gpg = json_is_true(json_object_get(j, "disable_gpg"));
+	copts_read(j, &c->spec);
+	container_service_read(c, j);	/* the restart policy's state */
 	st = cstate_from_string(json_string_value(json_object_get(j, "state")));
 	c->state = st < 0 ? C_EXITED : (enum cstate)st;
 	if ((v = json_object_get(j, "exit_code"))) {
@@ -313,6 +267,11 @@ static void recover_check(struct container *c)
 		container_set_state(c, C_EXITED, NULL, "gone from the engine");
 	}
 	container_checkpoint(c, &err);
+	/* a start its policy had due when nodefs stopped (one that died
+	 * meanwhile was judged by the refresh above) */
+	container_policy_recover(c);
+	if (r >= 0 && container_state_of(c) == C_RUNNING)
+		container_health_run(c);
 }
 
 int containers_recover(struct backend *b, struct nerr *err)

@@ -40,19 +40,33 @@ static int do_create(struct cact *x, struct nerr *err)
 	struct container *c = x->c;
 	struct rt_spec spec = {
 		.name = c->name, .engine_name = c->engine_name[0] ? c->engine_name : NULL,
-		.instance = c->b->instance, .image = c->image, .argv = c->argv, .env = c->env,
-		.nenv = c->nenv, .cpus = c->cpus, .memory = c->memory, .pids = c->pids,
-		.mounts = c->mounts, .nmounts = c->nmounts, .template_name = c->template_name,
-		.distro = c->distro, .release = c->release, .arch = c->arch,
-		.image_variant = c->image_variant, .image_server = c->image_server,
-		.template_args = c->template_args, .flush_cache = c->flush_cache,
-		.force_cache = c->force_cache, .disable_gpg = c->disable_gpg,
+		.instance = c->b->instance, .image = c->spec.image, .argv = c->spec.argv,
+		.env = c->spec.env.v, .nenv = c->spec.env.n, .cpus = c->spec.cpus,
+		.memory = c->spec.memory, .pids = c->spec.pids, .mounts = c->spec.mounts.v,
+		.nmounts = c->spec.mounts.n, .template_name = c->spec.template_name,
+		.distro = c->spec.distro, .release = c->spec.release, .arch = c->spec.arch,
+		.image_variant = c->spec.image_variant, .image_server = c->spec.image_server,
+		.template_args = c->spec.template_args, .flush_cache = c->spec.flush_cache,
+		.force_cache = c->spec.force_cache, .disable_gpg = c->spec.disable_gpg,
+		.user = c->spec.user, .workdir = c->spec.workdir, .entrypoint = c->spec.entrypoint,
+		.hostname = c->spec.hostname, .labels = c->spec.labels.v,
+		.nlabels = c->spec.labels.n, .force_pull = c->spec.force_pull,
+		.network = c->spec.network, .ip = c->spec.ip, .gateway = c->spec.gateway,
+		.ports = c->spec.ports.v, .nports = c->spec.ports.n,
 	};
+	struct rt_health eh = { .test = c->spec.health.argv, .interval_ms = c->spec.health.interval_ms,
+				.timeout_ms = c->spec.health.timeout_ms,
+				.start_period_ms = c->spec.health.start_period_ms,
+				.retries = c->spec.health.retries };
 	_cleanup_engine_ struct engine_ref *h = NULL;
 	char *id = NULL;
 	enum cstate was;
 	int r;
 
+	/* a Docker cmd check is the engine's own Healthcheck; every other
+	 * check nodefs makes (container-health.c) */
+	if (c->spec.health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") == 0)
+		spec.health = &eh;
 	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		goto fail;
@@ -98,14 +112,32 @@ static int do_start(struct cact *x, struct nerr *err)
 	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		return r;
+	char note[80] = "";
+	bool void_start = false;
+
 	pthread_mutex_lock(&c->lock);
 	old = c->state;
+	if (x->by_policy) {
+		/* the user stopped it, started it, or destroys it meanwhile */
+		void_start = c->restart_gen != x->gen || !c->rs.due_ms || old != C_EXITED;
+		if (!void_start) {
+			char pol[32];
+
+			restart_policy_format(&c->spec.restart, pol, sizeof(pol));
+			snprintf(note, sizeof(note), "restart %u (restart=%s)", c->rs.count, pol);
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
+	if (void_start)
+		return 0;
 	if (old == C_RUNNING || old == C_PAUSED)
 		return nerr_set(err, EBUSY, "container %s is already %s", c->name,
 				cstate_to_string(old));
-	container_set_state(c, C_STARTING, opid(x), NULL);
+	if (!x->by_policy)
+		container_policy_user_start(c);
+	container_set_state(c, C_STARTING, opid(x), note[0] ? note : NULL);
 	pthread_mutex_lock(&c->lock);
+	c->rs.due_ms = 0;	/* made: wait follows the new run */
 	c->has_exit = false;
 	c->oom_killed = false;
 	c->finished_at = 0;
@@ -113,8 +145,11 @@ static int do_start(struct cact *x, struct nerr *err)
 	r = c->eng->ops->start(h->h, id, err);
 	if (r < 0) {
 		container_set_state(c, old, opid(x), err->msg);
+		if (x->by_policy)
+			container_policy_start_failed(c, err->msg);
 		return r;
 	}
+
 	r = container_refresh(c, true, opid(x), err);
 	if (r < 0)
 		return r;
@@ -163,17 +198,22 @@ int container_run_action(struct action *a, struct nerr *err)
 	c->exit_pending = false;
 	pthread_mutex_unlock(&c->lock);
 	if (pending && container_state_of(c) != C_EXITED && container_state_of(c) != C_DESTROYING) {
-		char msg[64];
+		char msg[160], note[96] = "";
+		int64_t due;
 
 		pthread_mutex_lock(&c->lock);
 		c->has_exit = true;
 		c->pid = 0;
 		char t[16];
 
-		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(c->exit_code, t, sizeof(t)));
+		due = container_policy_exit_locked(c, note, sizeof(note));
+		snprintf(msg, sizeof(msg), "exit_code=%s%s%s", container_exit_text(c->exit_code, t, sizeof(t)),
+			 note[0] ? "; " : "", note);
 		pthread_mutex_unlock(&c->lock);
 		container_set_state(c, C_EXITED, NULL, msg);
 		container_checkpoint(c, &(struct nerr){ 0 });
+		if (due >= 0)
+			container_policy_arm(c, (uint64_t)due);
 	}
 	return r;
 }
@@ -239,6 +279,10 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	switch (x->kind) {
 	case CA_STOP: {
 		enum cstate old;
+		/* the user's stop ends the restart policy until the next start;
+		 * one between two restarts only cancels the start due */
+		if (x->a.op && container_policy_user_stop(c))
+			return container_checkpoint(c, err);
 		pthread_mutex_lock(&c->lock);
 		old = c->state;
 		pthread_mutex_unlock(&c->lock);
@@ -250,6 +294,13 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		break;
 	}
 	case CA_KILL:
+		if (x->a.op && container_policy_user_stop(c))
+			return container_checkpoint(c, err);
+		if (!x->a.op) {		/* health_restart: an unhealthy run ends as a failure */
+			pthread_mutex_lock(&c->lock);
+			c->unhealthy_kill = true;
+			pthread_mutex_unlock(&c->lock);
+		}
 		r = c->eng->ops->kill(h->h, id, x->sig, err);
 		break;
 	case CA_PAUSE:
@@ -263,11 +314,11 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		if (r >= 0) {
 			pthread_mutex_lock(&c->lock);
 			if (x->lim.set & RT_LIMIT_CPUS)
-				c->cpus = x->lim.cpus;
+				c->spec.cpus = x->lim.cpus;
 			if (x->lim.set & RT_LIMIT_MEMORY)
-				c->memory = x->lim.memory;
+				c->spec.memory = x->lim.memory;
 			if (x->lim.set & RT_LIMIT_PIDS)
-				c->pids = x->lim.pids;
+				c->spec.pids = x->lim.pids;
 			pthread_mutex_unlock(&c->lock);
 			/* limits and stats show them: a shared stats render
 			 * made before is not served again (fs's BATTR_AGED) */

@@ -146,6 +146,10 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 				    container_running_op(c, pause ? CA_PAUSE : CA_RESUME, op), NULL);
 		break;
 	}
+	case RT_EV_HEALTH:
+		container_health_engine(c, ev->health);	/* the engine's own check */
+		container_submit(c, CA_SYNC, "sync", NULL, NULL);	/* its streak and output */
+		break;
 	case RT_EV_DESTROY:
 		if (container_state_of(c) != C_DESTROYING)
 			container_mark_gone(c, NULL, "the engine container was removed outside nodefs");

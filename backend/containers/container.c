@@ -31,7 +31,6 @@
 
 #include "jw.h"
 #include "reconcile.h"
-#include "redact.h"
 #include "store.h"
 
 const char *const cstate_names[] = {
@@ -97,26 +96,7 @@ void container_free(struct container *c)
 {
 	if (!c)
 		return;
-	free(c->image);
-	strv_free(c->argv);
-	for (size_t i = 0; i < c->nenv; i++) {
-		free(c->env[i].key);
-		free(c->env[i].val);
-	}
-	free(c->env);
-	for (size_t i = 0; i < c->nmounts; i++) {
-		free(c->mounts[i].source);
-		free(c->mounts[i].target);
-	}
-	free(c->mounts);
-	strv_free(c->volumes);
-	free(c->template_name);
-	free(c->distro);
-	free(c->release);
-	free(c->arch);
-	free(c->image_variant);
-	free(c->image_server);
-	strv_free(c->template_args);
+	cspec_free(&c->spec);
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
@@ -215,54 +195,8 @@ void container_write_locked(struct container *c, struct jw *w, bool redact)
 	if (c->engine_name[0])
 		jw_kstr(w, "engine_name", c->engine_name);
 	jw_kstr(w, "state", cstate_to_string(c->state));
-	if (c->image)
-		jw_kstr(w, "image", c->image);
-	jw_kstrv(w, "cmd", c->argv);
-	jw_key(w, "env");
-	jw_obj(w);
-	for (size_t i = 0; i < c->nenv; i++) {
-		/* a key given twice is one member, where it came first, with the
-		 * value it came with last (as a JSON object keeps it) */
-		size_t last = i;
-		bool seen = false;
-
-		for (size_t k = 0; k < i && !seen; k++)
-			seen = strcmp(c->env[k].key, c->env[i].key) == 0;
-		if (seen)
-			continue;
-		for (size_t k = i + 1; k < c->nenv; k++)
-			if (strcmp(c->env[k].key, c->env[i].key) == 0)
-				last = k;
-		jw_kstr(w, c->env[i].key, redact ? REDACTED : c->env[last].val);
-	}
-	jw_obj_end(w);
-	jw_key(w, "mounts");
-	jw_arr(w);
-	for (size_t i = 0; i < c->nmounts; i++) {
-		jw_obj(w);
-		jw_kstr(w, "source", c->mounts[i].source);
-		jw_kstr(w, "target", c->mounts[i].target);
-		jw_kbool(w, "ro", c->mounts[i].ro);
-		jw_obj_end(w);
-	}
-	jw_arr_end(w);
-	jw_kstrv(w, "volumes", c->volumes);
-	jw_kreal(w, "cpus", c->cpus);
-	jw_kint(w, "memory", (long long)c->memory);
-	jw_kint(w, "pids", (long long)c->pids);
-#define OPTS(k) if (c->k) jw_kstr(w, #k, c->k)
-	OPTS(template_name);
-	OPTS(distro);
-	OPTS(release);
-	OPTS(arch);
-	OPTS(image_variant);
-	OPTS(image_server);
-#undef OPTS
-	if (c->template_args)
-		jw_kstrv(w, "template_args", c->template_args);
-	jw_kbool(w, "flush_cache", c->flush_cache);
-	jw_kbool(w, "force_cache", c->force_cache);
-	jw_kbool(w, "disable_gpg", c->disable_gpg);
+	copts_write(&c->spec, w, redact);
+	container_service_write_locked(c, w);	/* container-restart.c: the policy's state */
 	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
 		jw_kint(w, "exit_code", c->exit_code);
@@ -311,6 +245,8 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 		if (old != s)
 			c->state_ns = rt_now_ns();
 		c->state = s;
+		if (s == C_RUNNING && old != C_PAUSED)
+			c->run_start_ms = loop_now_ms();	/* the restart policy's run length */
 		if (s == C_EXITED && old != C_EXITED)
 			c->exits[exit_reason_locked(c)]++;
 	}
@@ -321,6 +257,10 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 	bnode_changed(c->node);
 	op_events_emit(c->b, "container", c->name, cstate_to_string(old),
 		    cstate_to_string(s), op_id, msg);
+	if (s == C_RUNNING && old != C_PAUSED)
+		container_health_run(c);	/* a new run: its checks start over */
+	else if (s == C_RUNNING)
+		container_health_resume(c);	/* resumed: its checks go on */
 }
 
 const char *container_running_op(struct container *c, int kind, char *buf)
@@ -353,7 +293,8 @@ enum cstate container_state_of(struct container *c)
 static int apply_status(struct container *c, const struct rt_status *st, bool defer,
 			const char *op_id)
 {
-	char msg[64] = "";
+	char msg[160] = "", note[96] = "";
+	int64_t due = -1;
 	int code = st->exit_code;
 	enum cstate s;
 
@@ -368,6 +309,11 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 			code = c->exit_code;	/* the event knew what the record lacks */
 	}
 	c->exit_pending = false;	/* the engine's word now, whatever an event said */
+	if (st->has_health && c->spec.health.kind == SVC_HEALTH_CMD) {
+		/* the engine's own check: its streak and last output */
+		c->hstreak = st->health_streak;
+		snprintf(c->hout, sizeof(c->hout), "%s", st->health_output);
+	}
 	c->pid = st->pid;
 	if (st->started_at)
 		c->started_at = st->started_at;
@@ -387,7 +333,12 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 		c->pid = 0;
 		char t[16];
 
-		snprintf(msg, sizeof(msg), "exit_code=%s", container_exit_text(code, t, sizeof(t)));
+		/* the restart policy judges the exit before EXITED shows, so a
+		 * waiter never takes an exit that is restarted for the last */
+		if (s != C_EXITED && !c->removed)
+			due = container_policy_exit_locked(c, note, sizeof(note));
+		snprintf(msg, sizeof(msg), "exit_code=%s%s%s", container_exit_text(code, t, sizeof(t)),
+			 note[0] ? "; " : "", note);
 	}
 	pthread_mutex_unlock(&c->lock);
 	switch (st->state) {
@@ -398,6 +349,8 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 	default: break;
 	}
 	container_set_state(c, s, op_id, msg[0] ? msg : NULL);
+	if (due >= 0)
+		container_policy_arm(c, (uint64_t)due);
 	return 0;
 }
 
@@ -469,8 +422,8 @@ size_t containers_using_volume(struct backend *b, const char *vol, char *buf, si
 		struct container *c = cof(v[i]);
 
 		/* volumes is the spec's: set at create, never changed */
-		for (size_t k = 0; c->volumes && c->volumes[k]; k++) {
-			if (strcmp(c->volumes[k], vol) != 0)
+		for (size_t k = 0; c->spec.mounts.volumes && c->spec.mounts.volumes[k]; k++) {
+			if (strcmp(c->spec.mounts.volumes[k], vol) != 0)
 				continue;
 			if (off < len)
 				off += (size_t)snprintf(buf + off, len - off, "%s%s", users ? ", " : "",

@@ -7,7 +7,10 @@
  * with CSI_ENDPOINT set, the pidfd, the socket's directory and whether a
  * stranger serves the socket), and plugin-container.c what a plugin run as
  * a container needs instead (create, start, signal, reap through the
- * runtime seam). Private to those three files.
+ * runtime seam), plugin-files.c the files plugins/NAME/process shows,
+ * and supervisor.c the thread and loop it runs on (shared with
+ * containers' restart policies), and plugin-probe.c the Probes that say
+ * whether it answers. Private to those files.
  * Must not know: the plugin object (plugins/: a probe goes through
  * links.h), volumes, containers.
  */
@@ -22,7 +25,9 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "loop.h"
 #include "nerr.h"
+#include "restart.h"
 
 struct backend;
 struct bnode;
@@ -53,7 +58,20 @@ struct plugin_sup {
 	struct pproc *list;
 	bool stopping;
 	unsigned grace_ms;		/* SIGTERM to SIGKILL at the daemon's stop */
+	/* supervisor.c: the jobs other rooms handed it (loop thread), and
+	 * whether the loop is ended (no job is armed any more) */
+	struct sup_job *jobs;
+	bool closed;
 };
+
+/* supervisor.c: the supervisor, made at first use; NULL with err when it
+ * cannot be (or the daemon stops). Any thread. */
+struct plugin_sup *supervisor_get(struct backend *b, struct nerr *err);
+/* supervisor_stop, with release(s) called once the thread is ended and
+ * before the loop is freed (the plugins' stop lets go of what is left). */
+void supervisor_stop_with(struct backend *b, void (*release)(struct plugin_sup *s));
+/* The supervisor if it is made, else NULL (nothing is made). Any thread. */
+struct plugin_sup *supervisor_peek(struct backend *b);
 
 struct pproc {
 	atomic_int refs;
@@ -92,9 +110,10 @@ struct pproc {
 	bool child;			/* ours to reap */
 	bool spawned_once;
 	struct loop_timer *timer;
-	unsigned attempt, gen, probe_fails;
+	unsigned gen, probe_fails;
 	bool probing, stopping;
-	uint64_t rng, deadline_ms, up_since_ms, probe_sent_ms;
+	struct backoff bo;		/* restart.c: every plugin restarts as `always` */
+	uint64_t deadline_ms, up_since_ms, probe_sent_ms;
 	time_t last_log;
 	unsigned unlogged;
 	/* the exit a backoff follows, logged when the restart comes (a
@@ -108,6 +127,24 @@ struct pproc {
 	char rec_boot[64];
 	char rec_cid[PC_ID_MAX];
 };
+
+/* plugin-proc.c, for plugin-probe.c: why it has no process to talk to
+ * (the files show it), a reference to its node (NULL once removed), its
+ * readers told of a change, a rate-limited log line, a reference to pp,
+ * its one timer (re)armed, and its process ended (SIGKILL at once, or sig
+ * then SIGKILL after grace_ms). Supervisor thread, but pp_set_why and
+ * pp_node_ref (any thread). */
+void pp_set_why(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct bnode *pp_node_ref(struct pproc *pp);
+void pp_changed(struct pproc *pp);
+void pp_log_event(struct pproc *pp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct pproc *pp_ref(struct pproc *pp);
+void pp_arm(struct pproc *pp, uint64_t ms, loop_timer_fn fn);
+void pp_end_process(struct pproc *pp, int sig, unsigned grace_ms);
+
+/* plugin-probe.c: the timer of a starting or running plugin: the socket
+ * looked for, a Probe sent, a plugin that does not answer killed. */
+void pp_on_tick(struct loop *l, struct loop_timer *t, void *ud);
 
 /* plugin-launch.c; all on the supervisor thread. -errno with err. */
 int pp_open_fifo(struct pproc *pp, struct nerr *err);	/* idempotent */

@@ -51,6 +51,7 @@ struct docker {
 	char sock[108];
 	char instance[RT_INSTANCE_MAX + 1];	/* "" when the backend gave none */
 	int stop_timeout;
+	char network[65];	/* [runtime docker] network; "": the engine's default */
 	bool cgroup_v2;		/* the host is unified-only */
 
 	pthread_mutex_t lock;	/* api, negotiated, podman, pool */

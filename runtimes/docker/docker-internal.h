@@ -118,6 +118,9 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 /* GET /containers/{id}/json -> the host sources of HostConfig.Binds
  * ("SRC:DST[:ro]") that are host paths, a NULL-terminated vector (NULL when
  * none) whose strings and itself are the caller's; -EBADMSG, -ENOMEM. */
+/* NetworkSettings.Ports of an inspect reply: one "80/tcp 127.0.0.1:49153"
+ * line per binding the engine made, into out. -EBADMSG, -ENOMEM. */
+int docker_json_parse_ports(const char *body, size_t len, struct sbuf *out, struct nerr *err);
 int docker_json_parse_bind_sources(const char *body, size_t len, char ***ret, struct nerr *err);
 
 /* GET /exec/{id}/json -> exit code and whether it still runs. */

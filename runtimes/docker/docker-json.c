@@ -331,6 +331,22 @@ static int create_check(const struct rt_spec *spec, struct nerr *err)
 		return nerr_set(err, EINVAL, "bad cpus %g", spec->cpus);
 	if (spec->pids < 0)
 		return nerr_set(err, EINVAL, "bad pids %" PRId64, spec->pids);
+	if (spec->user && rt_user_valid(spec->user, err) < 0)
+		return -EINVAL;
+	if (spec->workdir && (spec->workdir[0] != '/' || !utf8_ok(spec->workdir)))
+		return nerr_set(err, EINVAL, "bad workdir '%.100s'", spec->workdir);
+	if (spec->hostname && !utf8_ok(spec->hostname))
+		return nerr_set(err, EINVAL, "hostname is not valid UTF-8");
+	for (char *const *v = spec->entrypoint; v && *v; v++)
+		if (!utf8_ok(*v))
+			return nerr_set(err, EINVAL, "entrypoint is not valid UTF-8");
+	for (size_t i = 0; i < spec->nlabels; i++) {
+		const struct rt_kv *kv = &spec->labels[i];
+
+		if (!kv->key || !kv->key[0] || !kv->val || !utf8_ok(kv->key) || !utf8_ok(kv->val) ||
+		    strncmp(kv->key, "io.nodefs.", 10) == 0)
+			return nerr_set(err, EINVAL, "bad label '%.64s'", kv->key ? kv->key : "");
+	}
 	for (size_t i = 0; i < spec->nmounts; i++) {
 		const struct rt_mount *m = &spec->mounts[i];
 
@@ -343,8 +359,102 @@ static int create_check(const struct rt_spec *spec, struct nerr *err)
 	return 0;
 }
 
+static void port_key(const struct rt_port *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u/%s", p->port, p->udp ? "udp" : "tcp");
+}
+
+/* HostConfig's NetworkMode and PortBindings (network=, port=). The
+ * engine's own RestartPolicy is never set: it stays "no", so that every
+ * exit reaches nodefs, whose policy (restart=) restarts the container. */
+static void service_host_config(struct jw *w, const struct rt_spec *spec)
+{
+	char key[32], hp[8];
+
+	if (spec->network)
+		jw_kstr(w, "NetworkMode", spec->network);
+	if (!spec->nports)
+		return;
+	jw_key(w, "PortBindings");
+	jw_obj(w);
+	for (size_t i = 0; i < spec->nports; i++) {
+		bool seen = false;
+
+		port_key(&spec->ports[i], key, sizeof(key));
+		for (size_t k = 0; k < i && !seen; k++) {
+			char other[32];
+
+			port_key(&spec->ports[k], other, sizeof(other));
+			seen = strcmp(key, other) == 0;
+		}
+		if (seen)
+			continue;	/* one member a port, its bindings together */
+		jw_key(w, key);
+		jw_arr(w);
+		for (size_t k = i; k < spec->nports; k++) {
+			char other[32];
+
+			port_key(&spec->ports[k], other, sizeof(other));
+			if (strcmp(key, other) != 0)
+				continue;
+			jw_obj(w);
+			jw_kstr(w, "HostIp", spec->ports[k].host_ip);
+			/* "": the engine chooses */
+			snprintf(hp, sizeof(hp), "%u", spec->ports[k].host_port);
+			jw_kstr(w, "HostPort", spec->ports[k].host_port ? hp : "");
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
+	jw_obj_end(w);
+}
+
+/* ExposedPorts and the engine's own Healthcheck (health=cmd). */
+static void service_config(struct jw *w, const struct rt_spec *spec)
+{
+	char key[32];
+
+	if (spec->nports) {
+		jw_key(w, "ExposedPorts");
+		jw_obj(w);
+		for (size_t i = 0; i < spec->nports; i++) {
+			bool seen = false;
+
+			port_key(&spec->ports[i], key, sizeof(key));
+			for (size_t k = 0; k < i && !seen; k++) {
+				char other[32];
+
+				port_key(&spec->ports[k], other, sizeof(other));
+				seen = strcmp(key, other) == 0;
+			}
+			if (seen)
+				continue;
+			jw_key(w, key);
+			jw_obj(w);
+			jw_obj_end(w);
+		}
+		jw_obj_end(w);
+	}
+	if (spec->health && spec->health->test && spec->health->test[0]) {
+		jw_key(w, "Healthcheck");
+		jw_obj(w);
+		jw_key(w, "Test");
+		jw_arr(w);
+		jw_str(w, "CMD");
+		for (size_t i = 0; spec->health->test[i]; i++)
+			jw_str(w, spec->health->test[i]);
+		jw_arr_end(w);
+		/* nanoseconds */
+		jw_kint(w, "Interval", (long long)(spec->health->interval_ms * 1000000ull));
+		jw_kint(w, "Timeout", (long long)(spec->health->timeout_ms * 1000000ull));
+		jw_kint(w, "StartPeriod", (long long)(spec->health->start_period_ms * 1000000ull));
+		jw_kint(w, "Retries", spec->health->retries);
+		jw_obj_end(w);
+	}
+}
+
 /* The members in the order the engine has always been sent them:
- * HostConfig, Labels, Image, Cmd, Env. */
+ * HostConfig, Labels, Image, Cmd, Env (then what a service adds). */
 int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
 {
 	struct req_body b;
@@ -385,6 +495,7 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 			bind_str(w, &spec->mounts[i]);
 		jw_arr_end(w);
 	}
+	service_host_config(w, spec);
 	jw_obj_end(w);
 	jw_key(w, "Labels");
 	jw_obj(w);
@@ -394,8 +505,18 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 		jw_kstr(w, RT_INSTANCE_LABEL, spec->instance);
 	if (spec->role)
 		jw_kstr(w, RT_ROLE_LABEL, spec->role);
+	for (size_t i = 0; i < spec->nlabels; i++)
+		jw_kstr(w, spec->labels[i].key, spec->labels[i].val);
 	jw_obj_end(w);
 	jw_kstr(w, "Image", spec->image);
+	if (spec->user)
+		jw_kstr(w, "User", spec->user);
+	if (spec->workdir)
+		jw_kstr(w, "WorkingDir", spec->workdir);
+	if (spec->hostname)
+		jw_kstr(w, "Hostname", spec->hostname);
+	if (spec->entrypoint && spec->entrypoint[0])
+		jw_kstrv(w, "Entrypoint", spec->entrypoint);
 	if (spec->argv && spec->argv[0])
 		jw_kstrv(w, "Cmd", spec->argv);
 	if (spec->nenv) {
@@ -405,6 +526,7 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 			concat_str(w, spec->env[i].key, "=", spec->env[i].val, NULL);
 		jw_arr_end(w);
 	}
+	service_config(w, spec);
 	return body_end(&b, ret, err);
 }
 
@@ -721,7 +843,56 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 		return nerr_set(err, EBADMSG, "inspect reply with a bad FinishedAt");
 	if (s.state != RT_STATE_RUNNING && s.state != RT_STATE_PAUSED)
 		s.pid = 0;
+	{
+		/* the Healthcheck's: its streak and the newest probe's output */
+		json_t *h = json_object_get(st, "Health"), *log;
+		json_int_t fs;
+
+		if (json_is_object(h)) {
+			s.has_health = true;
+			fs = json_integer_value(json_object_get(h, "FailingStreak"));
+			s.health_streak = fs > 0 && fs < 1000000 ? (unsigned)fs : 0;
+			log = json_object_get(h, "Log");
+			t = json_string_value(json_object_get(json_array_get(log,
+					json_array_size(log) ? json_array_size(log) - 1 : 0), "Output"));
+			if (t)
+				copy_line(s.health_output, sizeof(s.health_output), t, strlen(t));
+		}
+	}
 	*ret = s;
+	return 0;
+}
+
+int docker_json_parse_ports(const char *body, size_t len, struct sbuf *out, struct nerr *err)
+{
+	json_auto_t *o = NULL;
+	const char *key;
+	json_t *ports, *v;
+
+	LOAD_OR_ENOMEM(o, body, len, err);
+	ports = json_object_get(json_object_get(o, "NetworkSettings"), "Ports");
+	if (!json_is_object(ports))
+		return 0;
+	json_object_foreach(ports, key, v) {
+		size_t i;
+		json_t *b;
+
+		if (!json_is_array(v))
+			continue;	/* exposed, not published */
+		json_array_foreach(v, i, b) {
+			const char *ip = json_string_value(json_object_get(b, "HostIp"));
+			const char *port = json_string_value(json_object_get(b, "HostPort"));
+			bool v6 = ip && strchr(ip, ':');
+			int r;
+
+			if (!ip || !port || strlen(key) > 16 || strlen(ip) > 45 || strlen(port) > 5)
+				return nerr_set(err, EBADMSG, "inspect reply with a bad NetworkSettings.Ports");
+			r = sbuf_printf(out, "%s %s%s%s:%s\n", key, v6 ? "[" : "", ip[0] ? ip : "0.0.0.0",
+					v6 ? "]" : "", port);
+			if (r < 0)
+				return nerr_set(err, -r, "out of memory");
+		}
+	}
 	return 0;
 }
 
@@ -888,11 +1059,24 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 		action = json_string_value(json_object_get(o, "status"));
 	if ((type && strcmp(type, "container") != 0) || !action)
 		return 0;
-	for (i = 0; i < ARRAY_SIZE(tab); i++)
-		if (strcmp(action, tab[i].action) == 0)
-			break;
-	if (i == ARRAY_SIZE(tab))
-		return 0;
+	/* "health_status: healthy": the engine's own check (Healthcheck) */
+	if (strncmp(action, "health_status: ", 15) == 0) {
+		static const char *const states[] = { "healthy", "unhealthy", "starting" };
+
+		for (i = 0; i < ARRAY_SIZE(states); i++)
+			if (strcmp(action + 15, states[i]) == 0)
+				ev.health = states[i];
+		if (!ev.health)
+			return 0;
+		ev.kind = RT_EV_HEALTH;
+	} else {
+		for (i = 0; i < ARRAY_SIZE(tab); i++)
+			if (strcmp(action, tab[i].action) == 0)
+				break;
+		if (i == ARRAY_SIZE(tab))
+			return 0;
+		ev.kind = tab[i].kind;
+	}
 	actor = json_object_get(o, "Actor");
 	attrs = json_object_get(actor, "Attributes");
 	id = json_string_value(json_object_get(actor, "ID"));
@@ -901,7 +1085,6 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 	if (!id || !*id || strlen(id) >= n)
 		return -EBADMSG;
 	strcpy(ret_id, id);
-	ev.kind = tab[i].kind;
 	ev.id = ret_id;
 	ev.time = (time_t)json_integer_value(json_object_get(o, "time"));
 	ev.time_ns = (int64_t)json_integer_value(json_object_get(o, "timeNano"));

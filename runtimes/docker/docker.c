@@ -58,6 +58,7 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	pthread_condattr_t ca;
 	struct docker *d;
 	int stop_timeout = 10;
+	char network[65] = "";
 
 	for (size_t i = 0; cfg && i < cfg->nkv; i++) {
 		const char *k = cfg->kv[i].key, *v = cfg->kv[i].val;
@@ -75,6 +76,11 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 		} else if (strcmp(k, "stop_timeout") == 0) {
 			if (parse_seconds(v, &stop_timeout) < 0)
 				return nerr_set(err, EINVAL, "docker stop_timeout '%s': want seconds (10s)", v);
+		} else if (strcmp(k, "network") == 0) {
+			/* a container's network= when it gives none */
+			if (!v[0] || strlen(v) >= sizeof(network) || strpbrk(v, " \t\n/\"\\"))
+				return nerr_set(err, EINVAL, "docker network '%.40s': a network's name", v);
+			snprintf(network, sizeof(network), "%s", v);
 		} else {
 			return nerr_set(err, EINVAL, "[runtime docker]: unknown key '%s'", k);
 		}
@@ -85,6 +91,7 @@ static int dk_open(const struct rt_config *cfg, void **ret_h, struct nerr *err)
 	snprintf(d->sock, sizeof(d->sock), "%s", sock);
 	snprintf(d->instance, sizeof(d->instance), "%s", cfg && cfg->instance ? cfg->instance : "");
 	d->stop_timeout = stop_timeout;
+	snprintf(d->network, sizeof(d->network), "%s", network);
 	d->cgroup_v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->wlock, NULL);
@@ -262,6 +269,73 @@ static int pull_image(struct docker *d, const char *image, struct rt_progress *p
 	return nerr_set(err, ENOENT, "%s", msg);
 }
 
+static int dk_destroy(void *h, const char *id, struct nerr *err);
+
+/* The first regular file of a tar stream (the archive API's answer for
+ * one path): 0 with *ret and *ret_len inside buf, -ENOENT. */
+static int tar_first_file(const char *buf, size_t len, const char **ret, size_t *ret_len)
+{
+	for (size_t off = 0; off + 512 <= len;) {
+		const char *h = buf + off;
+		unsigned long long size = 0;
+
+		if (!h[0])
+			return -ENOENT;	/* the end blocks */
+		for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; i++)
+			size = size * 8 + (unsigned)(h[i] - '0');
+		if (size > len - off - 512)
+			return -ENOENT;
+		if (h[156] == '0' || h[156] == '\0') {
+			*ret = h + 512;
+			*ret_len = (size_t)size;
+			return 0;
+		}
+		off += 512 + ((size + 511) / 512) * 512;
+	}
+	return -ENOENT;
+}
+
+/* One file of a created container's file system (the archive API), into
+ * body; *ret and *ret_len point into it. -errno. */
+static int container_file(struct docker *d, const char *id, const char *file, struct sbuf *body,
+			  const char **ret, size_t *ret_len, struct nerr *err)
+{
+	char path[300];
+	int r;
+
+	snprintf(path, sizeof(path), "/containers/%s/archive?path=%s", id, file);
+	struct dk_req rq = { .method = "GET", .path = path };
+	r = dk_call(d, &rq, body, NULL, err);
+	if (r < 0)
+		return r;
+	return tar_first_file(body->buf, body->len, ret, ret_len);
+}
+
+/* user= names resolved in the created container's own /etc/passwd and
+ * /etc/group: a name it lacks is EINVAL (the engine would take it and fail
+ * only at start). */
+static int check_user(struct docker *d, const struct rt_spec *spec, const char *id,
+		      struct nerr *err)
+{
+	struct sbuf pb = SBUF_INIT(DOCKER_BODY_CAP), gb = SBUF_INIT(DOCKER_BODY_CAP);
+	const char *pw = NULL, *gr = NULL;
+	size_t pwl = 0, grl = 0;
+	struct nerr e2 = { 0 };
+	long uid, gid;
+	int r;
+
+	(void)container_file(d, id, "/etc/passwd", &pb, &pw, &pwl, &e2);
+	(void)container_file(d, id, "/etc/group", &gb, &gr, &grl, &e2);
+	r = rt_user_resolve(spec->user, pw, pwl, gr, grl, &uid, &gid, err);
+	if (r == 0 && spec->ret_uid)
+		*spec->ret_uid = uid;
+	if (r == 0 && spec->ret_gid)
+		*spec->ret_gid = gid;
+	sbuf_free(&pb);
+	sbuf_free(&gb);
+	return r;
+}
+
 static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *prog, char **ret_id,
 		     struct nerr *err)
 {
@@ -272,9 +346,39 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 	char *id = NULL;
 	int r;
 
+	/* network= unset: [runtime docker] network (unset: the engine's
+	 * default, bridge) */
+	struct rt_spec with_net;
+
+	if (!spec->network && d->network[0]) {
+		with_net = *spec;
+		with_net.network = d->network;
+		spec = &with_net;
+	}
 	r = docker_json_create_body(spec, &json, err);
 	if (r < 0)
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
+	/* a network the engine lacks: Docker makes the container and refuses
+	 * only its start, so it is asked first and nothing is made */
+	if (spec->network && strcmp(spec->network, "none") != 0 &&
+	    strcmp(spec->network, "host") != 0 && strcmp(spec->network, "bridge") != 0 &&
+	    strcmp(spec->network, "default") != 0 && dk_check_id(spec->network, NULL) == 0) {
+		struct dk_req nq = { .method = "GET", .path = path };
+		struct nerr e2 = { 0 };
+
+		snprintf(path, sizeof(path), "/networks/%s", spec->network);
+		r = dk_call(d, &nq, &body, NULL, &e2);
+		sbuf_reset(&body);
+		if (r == -ENOENT) {
+			r = nerr_set(err, EINVAL, "network=%s: the engine says: %.180s", spec->network,
+				     e2.msg);
+			goto out;
+		}
+		if (r < 0) {
+			*err = e2;
+			goto out;
+		}
+	}
 	if (dk_check_id(spec->name, err) < 0 || strlen(spec->name) > 64)
 		return nerr_set(err, EINVAL, "bad container name '%s'", spec->name);
 	if (spec->engine_name && (dk_check_id(spec->engine_name, err) < 0 ||
@@ -285,6 +389,16 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 	else
 		snprintf(path, sizeof(path), "/containers/create?name=nodefs-%s", spec->name);
 
+	if (spec->force_pull) {
+		/* force_pull: the engine's copy is not taken as it is */
+		if (prog && prog->pulling)
+			prog->pulling(prog->ctx, true);
+		r = pull_image(d, spec->image, prog, err);
+		if (r < 0)
+			goto out;
+		if (prog && prog->pulling)
+			prog->pulling(prog->ctx, false);
+	}
 	for (int attempt = 0;; attempt++) {
 		struct dk_req rq = { .method = "POST", .path = path, .body = json,
 				     .call = DOCKER_CALL_CREATE };
@@ -293,6 +407,14 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 			return nerr_set(err, ECANCELED, "create cancelled");
 		sbuf_reset(&body);
 		r = dk_call(d, &rq, &body, NULL, err);
+		/* a 404 that names the network= (Docker: "network NAME not
+		 * found"): the spec is wrong, the image is not missing */
+		if (r == -ENOENT && spec->network && strstr(err->msg, "network") &&
+		    strstr(err->msg, spec->network)) {
+			r = nerr_set(err, EINVAL, "network=%s: the engine says: %.180s", spec->network,
+				     err->msg);
+			goto out;
+		}
 		/* 404 on create means the image: no container exists yet */
 		if (r == -ENOENT && attempt == 0) {
 			if (prog && prog->pulling)
@@ -313,6 +435,13 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 	r = docker_json_parse_id(body.buf, body.len, &id, err);
 	if (r < 0)
 		goto out;
+	if (spec->user && (r = check_user(d, spec, id, err)) < 0) {
+		struct nerr e2 = { 0 };
+
+		dk_destroy(d, id, &e2);	/* a create refused leaves nothing */
+		free(id);
+		goto out;
+	}
 	*ret_id = id;
 out:
 	sbuf_free(&body);
@@ -558,6 +687,24 @@ int dk_inspect(void *h, const char *id, struct rt_status *ret, struct nerr *err)
 	return r;
 }
 
+/* The bindings the engine made (the host ports it chose): one inspect. */
+static int dk_ports(void *h, const char *id, struct sbuf *out, struct nerr *err)
+{
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	char path[200];
+	int r;
+
+	if (dk_check_id(id, err) < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/containers/%s/json", id);
+	struct dk_req rq = { .method = "GET", .path = path };
+	r = dk_call(h, &rq, &body, NULL, err);
+	if (r == 0)
+		r = docker_json_parse_ports(body.buf, body.len, out, err);
+	sbuf_free(&body);
+	return r;
+}
+
 static int dk_list(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err)
 {
 	struct docker *d = h;
@@ -708,6 +855,7 @@ const struct runtime_ops rt_docker_ops = {
 	.update = dk_update,
 	.exec = dk_exec,
 	.inspect = dk_inspect,
+	.ports = dk_ports,
 	.stats = dk_stats,
 	.logs = dk_logs,
 	.destroy = dk_destroy,

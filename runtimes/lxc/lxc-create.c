@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
 #include <jansson.h>
 #include <lxc/attach_options.h>
 #include <lxc/lxccontainer.h>
@@ -113,13 +114,17 @@ static int init_cmd(struct rt_lxc *h, const struct rt_spec *s, char *buf, size_t
 		     "\tstty -onlcr </dev/console 2>/dev/null\n"
 		     "\texec </dev/null >/dev/console 2>&1\n"
 		     "fi\nexec");
-	for (char *const *a = s->argv; *a && r >= 0; a++) {
-		r = sbuf_adds(&sh, " '");
-		for (const char *p = *a; *p && r >= 0; p++)
-			r = *p == '\'' ? sbuf_adds(&sh, "'\\''") : sbuf_addc(&sh, *p);
-		if (r >= 0)
-			r = sbuf_addc(&sh, '\'');
-	}
+	/* the entrypoint's words, then the command's (docker's order) */
+	char *const *parts[2] = { s->entrypoint, s->argv };
+
+	for (int k = 0; k < 2; k++)
+		for (char *const *a = parts[k]; a && *a && r >= 0; a++) {
+			r = sbuf_adds(&sh, " '");
+			for (const char *p = *a; *p && r >= 0; p++)
+				r = *p == '\'' ? sbuf_adds(&sh, "'\\''") : sbuf_addc(&sh, *p);
+			if (r >= 0)
+				r = sbuf_addc(&sh, '\'');
+		}
 	if (r >= 0)
 		r = sbuf_addc(&sh, '\n');
 	if (r < 0) {
@@ -286,6 +291,12 @@ static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpat
 	const char *t = s->template_name && s->template_name[0] ? s->template_name : DEFAULT_TEMPLATE;
 	struct stat st;
 
+	if (s->nports)
+		return nerr_set(err, ENOTSUP, "lxc: a container publishes no ports (port=)");
+	if (s->network && strcmp(s->network, "none") != 0 && strcmp(s->network, "host") != 0 &&
+	    strncmp(s->network, "veth:", 5) != 0)
+		return nerr_set(err, EINVAL, "lxc: network '%.40s' is not none, host or veth:BRIDGE",
+				s->network);
 	if (!rt_lxc_name_valid(s->name))
 		return nerr_set(err, EINVAL, "lxc: bad engine name '%.128s': 1 to %d of "
 				"[A-Za-z0-9._-], no leading dot", s->name ? s->name : "", RT_LXC_NAME_MAX);
@@ -318,11 +329,95 @@ static int create_validate(struct rt_lxc *h, const struct rt_spec *s, char *tpat
 		if (!k || !k[0] || strchr(k, '=') || strpbrk(k, " \t\n") || strchr(v, '\n'))
 			return nerr_set(err, EINVAL, "lxc: bad environment variable '%.40s'", k ? k : "");
 	}
-	if (s->argv && !s->argv[0])
+	if (s->argv && !s->argv[0] && !(s->entrypoint && s->entrypoint[0]))
 		return nerr_set(err, EINVAL, "lxc: empty command");
+	if (s->user && rt_user_valid(s->user, err) < 0)
+		return -EINVAL;
+	if (s->workdir && (!rt_lxc_path_ok(s->workdir) || s->workdir[0] != '/'))
+		return nerr_set(err, EINVAL, "lxc: bad workdir '%.100s'", s->workdir);
+	if (s->hostname && (!s->hostname[0] || strlen(s->hostname) > 63 ||
+			    strspn(s->hostname, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789-.") != strlen(s->hostname)))
+		return nerr_set(err, EINVAL, "lxc: bad hostname '%.64s'", s->hostname);
+	if (s->force_pull)
+		return nerr_set(err, ENOTSUP, "lxc: force_pull is docker's (flush_cache=yes "
+				"fetches a download template's image again)");
 	if (s->privileged)
 		return nerr_set(err, ENOTSUP, "lxc: privileged (every device) is docker's only");
 	return 0;
+}
+
+/* The container's root file system directory into buf (the template's
+ * lxc.rootfs.path, "dir:" dropped). 0, or -ENOENT for another kind. */
+static int rootfs_dir(struct lxc_container *c, char *buf, size_t size)
+{
+	char root[PATH_MAX];
+	const char *r = root;
+
+	if (c->get_config_item(c, "lxc.rootfs.path", root, sizeof(root)) <= 0)
+		return -ENOENT;
+	if (strncmp(root, "dir:", 4) == 0)
+		r = root + 4;
+	if (r[0] != '/')
+		return -ENOENT;
+	snprintf(buf, size, "%s", r);
+	return 0;
+}
+
+/* rel (etc/passwd) under root, its symlinks resolved inside root
+ * (openat2 RESOLVE_IN_ROOT, as a chroot would), up to cap bytes, into
+ * *ret (malloc'd). 0 or -errno. */
+static int read_in_root(const char *root, const char *rel, size_t cap, char **ret, size_t *ret_len)
+{
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT };
+	_cleanup_close_ int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+
+	if (dfd < 0)
+		return -errno;
+	fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, cap - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len == cap)
+			return -EFBIG;
+	}
+	*ret = TAKE_PTR(buf);
+	*ret_len = len;
+	return 0;
+}
+
+/* user= to lxc.init.uid and lxc.init.gid: names from the container's own
+ * /etc/passwd and /etc/group (read from its rootfs, never through a
+ * symlink that could lead out of it). */
+static int resolve_user(struct lxc_container *c, const struct rt_spec *s, long *ret_uid,
+			long *ret_gid, struct nerr *err)
+{
+	char root[PATH_MAX];
+	_cleanup_free_ char *pw = NULL, *gr = NULL;
+	size_t pwl = 0, grl = 0;
+
+	if (rootfs_dir(c, root, sizeof(root)) == 0) {
+		static const size_t cap = 4u << 20;
+
+		(void)read_in_root(root, "etc/passwd", cap, &pw, &pwl);
+		(void)read_in_root(root, "etc/group", cap, &gr, &grl);
+	}
+	return rt_user_resolve(s->user, pw, pwl, gr, grl, ret_uid, ret_gid, err);
 }
 
 /* Drop udhcpc from the busybox template's rcS: with no network it never
@@ -482,8 +577,19 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	char path[PATH_MAX], src[PATH_MAX * 2], dst[PATH_MAX * 2], entry[PATH_MAX * 4 + 64];
 	_cleanup_(sbuf_free) struct sbuf binds = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
 	_cleanup_(sbuf_free) struct sbuf shared = SBUF_INIT(RT_LXC_BINDS_CAP - 1);
+	/* network=: host shares the host's namespace (lxc's "none"), none
+	 * is one of its own with only loopback (lxc's "empty"); unset: the
+	 * runtime's network_type */
+	const char *ntype = h->network_type, *link = NULL;
+	long uid = -1, gid = -1;
 	int n, r;
 
+	if (s->network && strcmp(s->network, "host") == 0)
+		ntype = "none";
+	else if (s->network && strcmp(s->network, "none") == 0)
+		ntype = "empty";
+	else if (s->network && strncmp(s->network, "veth:", 5) == 0)
+		ntype = "veth", link = s->network + 5;
 	if (s->cpus > 0)
 		lim.set |= RT_LIMIT_CPUS;
 	if (s->memory)
@@ -500,7 +606,22 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 		} \
 	} while (0)
 	c->clear_config_item(c, "lxc.net");
-	SET("lxc.net.0.type", h->network_type);
+	SET("lxc.net.0.type", ntype);
+	if (strcmp(ntype, "empty") == 0)
+		SET("lxc.net.0.flags", "up");	/* liblxc brings its loopback up */
+	if (link) {
+		/* network=veth:BRIDGE: one veth on the host's bridge, with the
+		 * address and gateway given (ip=, gateway=) */
+		bool v6 = s->ip && strchr(s->ip, ':');
+
+		SET("lxc.net.0.link", link);
+		SET("lxc.net.0.flags", "up");
+		if (s->ip)
+			SET(v6 ? "lxc.net.0.ipv6.address" : "lxc.net.0.ipv4.address", s->ip);
+		if (s->gateway)
+			SET(strchr(s->gateway, ':') ? "lxc.net.0.ipv6.gateway" : "lxc.net.0.ipv4.gateway",
+			    s->gateway);
+	}
 	/* may_mount: the template keeps CAP_SYS_ADMIN and sets no seccomp
 	 * profile; no AppArmor confinement either */
 	SET("lxc.apparmor.profile", s->may_mount ? "unconfined" : h->apparmor_profile);
@@ -509,6 +630,25 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 	rt_lxc_dir(h, s->name, RT_LXC_LXC_LOG, path, sizeof(path));
 	SET("lxc.log.file", path);
 	SET("lxc.log.level", h->log_level);
+	if (s->hostname)
+		SET("lxc.uts.name", s->hostname);
+	if (s->workdir)
+		SET("lxc.init.cwd", s->workdir);
+	if (s->user) {
+		char num[24];
+
+		r = resolve_user(c, s, &uid, &gid, err);
+		if (r < 0)
+			return r;
+		snprintf(num, sizeof(num), "%ld", uid);
+		SET("lxc.init.uid", num);
+		snprintf(num, sizeof(num), "%ld", gid);
+		SET("lxc.init.gid", num);
+		if (s->ret_uid)
+			*s->ret_uid = uid;
+		if (s->ret_gid)
+			*s->ret_gid = gid;
+	}
 	for (int i = 0; i < n; i++)
 		SET(items[i].key, items[i].val);
 	for (size_t i = 0; i < s->nmounts; i++) {
@@ -549,7 +689,7 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 		snprintf(entry, sizeof(entry), "%s=%s", s->env[i].key, s->env[i].val ? s->env[i].val : "");
 		SET("lxc.environment", entry);
 	}
-	if (s->argv) {
+	if (s->argv || (s->entrypoint && s->entrypoint[0])) {
 		r = init_cmd(h, s, entry, sizeof(entry), err);
 		if (r < 0)
 			return r;
@@ -565,6 +705,10 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 			if (mkfifo(path, 0600) < 0 && errno != EEXIST)
 				return nerr_set(err, errno, "lxc %s: mkfifo %s: %s", s->name, path,
 						strerror(errno));
+			/* the command waits on it as the container's user */
+			if (s->user && chown(path, (uid_t)uid, (gid_t)gid) < 0)
+				return nerr_set(err, errno, "lxc %s: chown %s: %s", s->name, path,
+						strerror(errno));
 			if (fstab_escape(path, src, sizeof(src)) < 0)
 				return nerr_set(err, ENAMETOOLONG, "lxc %s: path too long", s->name);
 			snprintf(mnt, sizeof(mnt), "%s .nodefs-gate none bind,ro,create=file 0 0", src);
@@ -578,7 +722,8 @@ static int create_configure(struct rt_lxc *h, struct lxc_container *c, const str
 #undef SET
 	if (!c->save_config(c, NULL))
 		return rt_lxc_failf(h, c, s->name, LF_CONFIG, err, "cannot save the config");
-	if (is_busybox(tpath) && strcmp(h->network_type, "none") == 0)
+	/* no DHCP to be had: the template's udhcpc would never return */
+	if (is_busybox(tpath) && (strcmp(ntype, "veth") != 0 || s->ip))
 		busybox_no_dhcp(c);
 	return 0;
 }
@@ -833,6 +978,8 @@ int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 		r = nerr_set(err, ECANCELED, "lxc %s: create cancelled", s->name);
 	if (r == 0) {
 		snprintf(m.instance, sizeof(m.instance), "%s", h->instance);
+		m.labels = s->labels;
+		m.nlabels = s->nlabels;
 		m.created_at = time(NULL);
 		r = rt_lxc_meta_write(h, s->name, &m);
 		if (r < 0)

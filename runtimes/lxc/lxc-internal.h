@@ -91,6 +91,10 @@ struct rt_lxc_meta {
 	time_t finished_at;		/* 0: not finished since the last start */
 	int exit_code;			/* -1: unknown */
 	bool oom_killed;
+	/* the user's labels, written with the mark at create (borrowed;
+	 * never read back: NULL after rt_lxc_meta_read) */
+	const struct rt_kv *labels;
+	size_t nlabels;
 };
 
 struct rt_lxc_watch;

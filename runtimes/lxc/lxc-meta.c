@@ -197,6 +197,13 @@ static int mark_write(struct rt_lxc *h, const char *name, const struct rt_lxc_me
 		jw_kstr(&w, RT_INSTANCE_LABEL, m->instance);
 	if (m->role[0])
 		jw_kstr(&w, RT_ROLE_LABEL, m->role);
+	if (m->nlabels) {
+		jw_key(&w, "labels");
+		jw_obj(&w);
+		for (size_t i = 0; i < m->nlabels; i++)
+			jw_kstr(&w, m->labels[i].key, m->labels[i].val);
+		jw_obj_end(&w);
+	}
 	jw_obj_end(&w);
 	r = jw_end(&w);
 	if (r < 0) {

@@ -184,6 +184,24 @@ static int share_binds(struct rt_lxc *h, const char *id, pid_t pid, struct nerr 
 	return 0;
 }
 
+/* A command run as a user (user=, lxc.init.uid) writes its output to the
+ * console the script finds writable after the gate: liblxc leaves it
+ * root's, so it is handed to that user before the gate opens, or the logs
+ * of such a container would stay empty. Best effort. */
+static void console_to_init_user(struct lxc_container *c, pid_t pid)
+{
+	char uid[24] = "", gid[24] = "", path[64];
+
+	if (pid <= 0 || c->get_config_item(c, "lxc.init.uid", uid, sizeof(uid)) <= 0 ||
+	    strcmp(uid, "0") == 0 || !uid[0])
+		return;
+	if (c->get_config_item(c, "lxc.init.gid", gid, sizeof(gid)) <= 0)
+		snprintf(gid, sizeof(gid), "0");
+	snprintf(path, sizeof(path), "/proc/%d/root/dev/console", (int)pid);
+	(void)fchownat(AT_FDCWD, path, (uid_t)strtoul(uid, NULL, 10), (gid_t)strtoul(gid, NULL, 10),
+		       AT_SYMLINK_NOFOLLOW);
+}
+
 int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 {
 	struct rt_lxc *h = hv;
@@ -233,6 +251,7 @@ int rt_lxc_start(void *hv, const char *id, struct nerr *err)
 		close(fd);
 		return r;
 	}
+	console_to_init_user(c, pid);
 	gate = rt_lxc_open_gate(h, id);
 	(void)rt_lxc_meta_started(h, id, time(NULL));
 	if (fd < 0) {

@@ -483,7 +483,7 @@ class Docker(contract.Contract, unittest.TestCase):
                 ("run %s runtime=docker image=%s bind=relative:/x" % (env.name("h"), IMAGE), None),
                 ("run %s runtime=docker image=%s volume=novol:/x" % (env.name("i"), IMAGE), None),
                 ("run %s runtime=docker" % env.name("j"), "EINVAL"),
-                ("run %s runtime=docker image=%s template=busybox" % (env.name("k"), IMAGE), "EINVAL"),
+                ("run %s runtime=docker image=%s template=busybox" % (env.name("k"), IMAGE), "ENOTSUP"),
                 ("run %s runtime=nosuch image=%s" % (env.name("l"), IMAGE), "EINVAL"),
                 ("run %s image=%s" % (env.name("m"), IMAGE), "EINVAL"),
                 ("run %s runtime=docker image=%s cpus=lots" % (env.name("n"), IMAGE), "EINVAL"),
@@ -528,6 +528,58 @@ class Docker(contract.Contract, unittest.TestCase):
             self.assertNotIn(clash, env.containers())
             self.assertEqual(docker("inspect", "-f", "{{.State.Status}}", env.prefix + clash)
                              .stdout.strip(), "created")
+
+    def test_launch_options_user_workdir_hostname_entrypoint_labels(self):
+        """user=, workdir=, hostname=, entrypoint=, label.K=V seen inside
+        (id, pwd, hostname through the entrypoint) and in the engine's
+        inspect and info.json; a user the image lacks and a reserved label
+        refused with nothing left; force_pull=yes pulls an image the engine
+        has (from a registry on 127.0.0.1:1 that is not there, so it fails,
+        where the same run without it succeeds)."""
+        with ctest.Env() as env:
+            n = env.name("opts")
+            env.run(n, "runtime=docker image=%s user=nobody:nogroup workdir=/tmp hostname=web-1 "
+                    "entrypoint='/bin/sh -c' cmd=%s label.tier=front label.team=a"
+                    % (IMAGE, ctest._shq('"echo u=$(id -u) g=$(id -g) d=$(pwd) '
+                                         'h=$(hostname); sleep 1000"')))
+            want = "u=65534 g=65534 d=/tmp h=web-1"
+            self.assertTrue(nt.wait_until(lambda: want in env.cread(n, "logs"), nt.scaled(5)),
+                            env.cread(n, "logs"))
+            cfg = inspect(env.cread(n, "id").strip())["Config"]
+            self.assertEqual((cfg["User"], cfg["WorkingDir"], cfg["Hostname"], cfg["Entrypoint"]),
+                             ("nobody:nogroup", "/tmp", "web-1", ["/bin/sh", "-c"]))
+            self.assertEqual((cfg["Labels"]["tier"], cfg["Labels"]["team"]), ("front", "a"))
+            info = json.loads(env.cread(n, "info.json"))
+            self.assertEqual(info["labels"], {"tier": "front", "team": "a"})
+            self.assertEqual((info["user"], info["workdir"], info["hostname"], info["entrypoint"]),
+                             ("nobody:nogroup", "/tmp", "web-1", ["/bin/sh", "-c"]))
+            # refused: a user the image lacks (after the engine made it:
+            # removed), a label under io.nodefs.
+            for line, want, says in [
+                    ("run %s runtime=docker image=%s user=nosuch cmd='true'" % (env.name("nu"), IMAGE),
+                     "EINVAL", "no user 'nosuch'"),
+                    ("run %s runtime=docker image=%s user=nobody:nosuchgrp cmd='true'"
+                     % (env.name("ng"), IMAGE), "EINVAL", "no group 'nosuchgrp'"),
+                    ("run %s runtime=docker image=%s label.io.nodefs.name=x" % (env.name("nl"), IMAGE),
+                     "EINVAL", "label.io.nodefs.name")]:
+                ok, err = env.ctl("containers/ctl", line)
+                self.assertEqual((ok, err), (False, want), line)
+                self.assertIn(says, env.read("containers", "error"))
+            self.assertEqual(env.containers(), [n])
+            self.assertEqual(ctest.docker_names(env.tag), [env.prefix + n])
+            # force_pull: the engine has the image under this name, and is
+            # made to pull it anyway
+            tagged = "127.0.0.1:1/nodefs/fp-%s:latest" % env.tag
+            docker("tag", IMAGE, tagged, check=True)
+            try:
+                fp = env.name("fp")
+                ok, err = env.ctl("containers/ctl", "run %s runtime=docker image=%s force_pull=yes "
+                                  "cmd='true'" % (fp, tagged))
+                self.assertFalse(ok)
+                self.assertIn("cannot be pulled", env.read("containers", "error"))
+                env.run(fp, "runtime=docker image=%s cmd='true'" % tagged)
+            finally:
+                docker("rmi", "-f", tagged)
 
     def test_bad_value_on_a_later_line_changes_nothing(self):
         """Every value of every line of a write is checked before the first

@@ -361,6 +361,51 @@ class Lxc(contract.Contract, unittest.TestCase):
             self.assertTrue(any(ro + " " in e for e in entries), entries)
             self.assertFalse(any("ro-link" in e for e in entries), entries)
 
+    def test_launch_options_user_workdir_hostname_entrypoint_labels(self):
+        """user= by name (from the container's own /etc/passwd and
+        /etc/group: a template that adds app 1234:1235) seen by id inside,
+        workdir=, hostname=, entrypoint= before cmd, label.K=V in the owner
+        mark and info.json; a user the rootfs lacks refused with nothing
+        left; force_pull ENOTSUP naming the option and the runtime."""
+        with ctest.Env() as env:
+            tpl = os.path.join(env.tmp, "lxc-withapp")
+            with open(tpl, "w") as f:
+                f.write('#!/bin/sh\nset -e\n"%s" "$@"\nroot=; prev=\n'
+                        'for a; do case $a in --rootfs=*) root=${a#--rootfs=};; esac\n'
+                        '  [ "$prev" = --rootfs ] && root=$a; prev=$a; done\n'
+                        'echo "app:x:1234:1235::/:/bin/sh" >>"$root/etc/passwd"\n'
+                        'echo "appg:x:1235:" >>"$root/etc/group"\n'
+                        'echo "ops:x:1300:" >>"$root/etc/group"\n' % ctest.lxc_template())
+            os.chmod(tpl, 0o755)
+            n = env.name("opts")
+            env.run(n, "runtime=lxc template=%s user=app workdir=/tmp hostname=box-1 "
+                    "entrypoint='/bin/sh -c' cmd=%s label.tier=back"
+                    % (tpl, ctest._shq('"echo u=$(id -u) g=$(id -g) d=$(pwd) '
+                                       'h=$(hostname); sleep 1000"')))
+            want = "u=1234 g=1235 d=/tmp h=box-1"
+            self.assertTrue(nt.wait_until(lambda: want in env.cread(n, "logs"), nt.scaled(5)),
+                            env.cread(n, "logs"))
+            mark = json.load(open(os.path.join(env.lxcpath, env.engine(n), "nodefs.json")))
+            self.assertEqual(mark["labels"], {"tier": "back"})
+            info = json.loads(env.cread(n, "info.json"))
+            self.assertEqual((info["labels"], info["user"], info["hostname"]),
+                             ({"tier": "back"}, "app", "box-1"))
+            g = env.name("grp")
+            env.run(g, "runtime=lxc template=%s user=app:ops cmd=%s"
+                    % (tpl, ctest._shq('sh -c "echo g=$(id -g); sleep 1000"')))
+            self.assertTrue(nt.wait_until(lambda: "g=1300" in env.cread(g, "logs"), nt.scaled(5)),
+                            env.cread(g, "logs"))
+            for line, want, says in [
+                    ("run %s runtime=lxc template=%s user=nosuch cmd='true'" % (env.name("nu"), tpl),
+                     "EINVAL", "no user 'nosuch'"),
+                    ("run %s runtime=lxc force_pull=yes" % env.name("fp"),
+                     "ENOTSUP", "force_pull=: not supported by runtime lxc")]:
+                ok, err = env.ctl("containers/ctl", line)
+                self.assertEqual((ok, err), (False, want), line)
+                self.assertIn(says, env.read("containers", "error"))
+            self.assertEqual(sorted(env.containers()), sorted([n, g]))
+            self.assertEqual(sorted(lxc_ls(env)), sorted([env.engine(n), env.engine(g)]))
+
     def test_bad_input_creates_nothing(self):
         with ctest.Env() as env:
             # a link under the allowed prefix that leads out of it
@@ -412,12 +457,13 @@ class Lxc(contract.Contract, unittest.TestCase):
             self.assertIn("disable_gpg", why)
             self.assertIn("no --no-validate", why)
             self.assertEqual((env.containers(), os.listdir(env.lxcpath)), ([], []))
-            # containers/ctl lists every option create takes
+            # containers/ctl lists every option create takes, one line
+            # each from the option table
             usage = env.read("containers", "ctl")
             for opt in ("template=", "distro=", "release=", "arch=", "image_variant=",
                         "image_server=", "template_args=", "flush_cache=", "force_cache=",
                         "disable_gpg=", "bind=", "volume="):
-                self.assertIn(opt, usage.splitlines()[0], opt)
+                self.assertIn("\n  " + opt, usage, opt)
             taken = lrun(env, "taken", "sleep 1000")
             pid = env.cread(taken, "pid")
             ok, err = env.ctl("containers/ctl", "run %s runtime=lxc template=busybox" % taken)

@@ -922,3 +922,66 @@ Test(cgroup, values)
 	cr_assert_eq(docker_cg_parse_u64("-1", &v), -EIO);
 	cr_assert_eq(docker_cg_parse_u64("maximum", &v), -EIO);
 }
+
+/* The service: the engine's own health check's events, the bindings it
+ * made, and what a create asks for (NetworkMode, PortBindings,
+ * ExposedPorts, Healthcheck). */
+Test(docker_service, health_events_ports_and_body)
+{
+	const char *ev1 = "{\"Type\":\"container\",\"Action\":\"health_status: unhealthy\","
+			  "\"Actor\":{\"ID\":\"abc\",\"Attributes\":{}},\"time\":5}";
+	const char *ev2 = "{\"Type\":\"container\",\"Action\":\"health_status: sleepy\","
+			  "\"Actor\":{\"ID\":\"abc\"}}";
+	const char *ins = "{\"State\":{\"Status\":\"running\",\"Pid\":7,\"ExitCode\":0,"
+			  "\"Health\":{\"Status\":\"unhealthy\",\"FailingStreak\":3,\"Log\":["
+			  "{\"Output\":\"old\"},{\"Output\":\"wget: can't connect\\n\"}]}},"
+			  "\"NetworkSettings\":{\"Ports\":{\"80/tcp\":[{\"HostIp\":\"127.0.0.1\","
+			  "\"HostPort\":\"49153\"}],\"81/tcp\":null}}}";
+	struct rt_port ports[2] = { { "127.0.0.1", 0, 80, false }, { "", 8080, 80, false } };
+	char *test[] = { "true", NULL };
+	struct rt_health h = { .test = test, .interval_ms = 300, .timeout_ms = 1000,
+			       .retries = 2 };
+	struct rt_spec spec = { .name = "x", .image = "busybox", .network = "mynet",
+				.ports = ports, .nports = 2, .health = &h };
+	struct sbuf out = SBUF_INIT(4096);
+	struct rt_status st;
+	struct rt_event ev;
+	struct nerr err = { 0 };
+	char id[80], *body = NULL;
+	json_error_t je;
+	json_t *o;
+
+	cr_assert_eq(docker_json_parse_event(ev1, strlen(ev1), &ev, id, sizeof(id)), 1);
+	cr_assert_eq(ev.kind, RT_EV_HEALTH);
+	cr_assert_str_eq(ev.health, "unhealthy");
+	cr_assert_str_eq(ev.id, "abc");
+	cr_assert_eq(docker_json_parse_event(ev2, strlen(ev2), &ev, id, sizeof(id)), 0);
+
+	cr_assert_eq(docker_json_parse_inspect(ins, strlen(ins), &st, &err), 0, "%s", err.msg);
+	cr_assert(st.has_health);
+	cr_assert_eq(st.health_streak, 3);
+	cr_assert_str_eq(st.health_output, "wget: can't connect");
+	cr_assert_eq(docker_json_parse_ports(ins, strlen(ins), &out, &err), 0);
+	cr_assert_str_eq(out.buf, "80/tcp 127.0.0.1:49153\n");
+	sbuf_free(&out);
+
+	cr_assert_eq(docker_json_create_body(&spec, &body, &err), 0, "%s", err.msg);
+	o = json_loads(body, 0, &je);
+	cr_assert_not_null(o);
+	json_t *hc = json_object_get(o, "HostConfig");
+	cr_assert_str_eq(json_string_value(json_object_get(hc, "NetworkMode")), "mynet");
+	json_t *pb = json_object_get(json_object_get(hc, "PortBindings"), "80/tcp");
+	cr_assert_eq(json_array_size(pb), 2, "one member a port, its bindings together");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(pb, 0), "HostPort")), "");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(pb, 1), "HostPort")),
+			 "8080");
+	cr_assert_null(json_object_get(hc, "RestartPolicy"), "the engine's own policy stays off");
+	cr_assert_not_null(json_object_get(json_object_get(o, "ExposedPorts"), "80/tcp"));
+	json_t *hk = json_object_get(o, "Healthcheck");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(hk, "Test"), 0)), "CMD");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(hk, "Test"), 1)), "true");
+	cr_assert_eq(json_integer_value(json_object_get(hk, "Interval")), 300000000);
+	cr_assert_eq(json_integer_value(json_object_get(hk, "Retries")), 2);
+	json_decref(o);
+	free(body);
+}

@@ -1,0 +1,301 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A container as a service (issue #33): restart policies kept by nodefs,
+published ports, networks and health checks, against real engines.
+
+- the run's dockerd (tests/fixtures/dockerd.sh): restart=on-failure:MAX with
+  growing delays, a kill -9 of nodefs between two restarts, one `wait`, the
+  engine's own policy off; the bad input the issue names.
+- the second dockerd of the run, inside a network namespace of its own
+  (tests/fixtures/dockerd-netns.sh): busybox httpd published on
+  127.0.0.1:0:80 answers inside that namespace at the chosen port; its
+  http check (nodefs's) turns unhealthy when httpd is killed and healthy
+  when it is back; a Docker cmd check (the engine's Healthcheck) with
+  health_restart=yes restarts it.
+- LXC: network=none (a namespace of its own), nodefs's http check made
+  inside it, and restart=on-failure:MAX through the same policy code.
+No traffic leaves loopback or those namespaces.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+
+import nodefs_test as nt
+import ctest
+from ctest import IMAGE
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "observe"))
+from observe import EventReader  # noqa: E402
+
+NETNS_HOST = os.environ.get("NODEFS_TEST_DOCKER_NETNS_HOST", "")
+NETNS = os.environ.get("NODEFS_TEST_NETNS", "")
+# serves /www until /tmp/down exists; back when it is removed
+HTTPD_LOOP = ("sh -c \"mkdir -p /www && echo hello > /www/index.html && "
+              "while :; do [ -e /tmp/down ] || httpd -f -p 80 -h /www; sleep 0.1; done\"")
+
+
+def in_netns(ns, *argv, timeout=10):
+    return subprocess.run(["nsenter", "--net=/run/netns/" + ns, *argv], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def get(ns, url):
+    r = in_netns(ns, "curl", "-s", "--max-time", "3", url)
+    return r.stdout if r.returncode == 0 else None
+
+
+def waits_of(events):
+    """[(N, ms)] of the EXITED events' "restart N of MAX in MS ms" notes."""
+    out = []
+    for e in events:
+        m = re.search(r"restart (\d+) of \d+ in (\d+) ms", e.get("message") or "")
+        if m:
+            out.append((int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def restarts(env, name):
+    return nt.parse_kv(env.cread(name, "restarts"))
+
+
+def health(env, name):
+    return nt.parse_kv(env.cread(name, "health"))
+
+
+class SlowResetEnv(ctest.Env):
+    """retry_max 5s instead of ctest's 400ms: a run longer than retry_max
+    starts the doubling over, and on a loaded machine a 0.3 s run can look
+    longer than 400 ms from start to seen exit."""
+
+    def config(self):
+        return super().config().replace("retry_max = 400ms", "retry_max = 5s")
+
+
+class Service(unittest.TestCase):
+
+    def test_on_failure_max_kill9_wait_once(self):
+        # restart=on-failure:3 of a command that fails: restarted 3 times
+        # with growing waits, the count and the waits go on across a kill -9
+        # of nodefs, then EXITED with exit_code=1 and one wait answer
+        nt.requires("mount", "docker")
+        with SlowResetEnv() as env:
+            n = env.name("flaky")
+            ev = EventReader(env.fs.path("events"))
+            env.run(n, "runtime=docker image=%s restart=on-failure:3 "
+                       "cmd='sh -c \"sleep 0.3; exit 1\"'" % IMAGE)
+            self.assertTrue(nt.wait_until(lambda: int(restarts(env, n)["count"]) >= 1,
+                                          nt.scaled(15)), env.cread(n, "restarts"))
+            ev.read_until(lambda e: "restart 1 of 3" in (e.get("message") or ""), 5)
+            waits = waits_of(ev.seen)
+            ev.close()
+            # a crash between two restarts
+            env.fs.kill9()
+            env.fs.start()
+            ev = EventReader(env.fs.path("events"))
+            w = env.start_wait_reader(n)
+            w.join(nt.scaled(30))
+            self.assertFalse(w.is_alive(), "wait did not answer")
+            self.assertEqual(w.result.strip(), "exit_code=1 oom_killed=0")
+            r = restarts(env, n)
+            self.assertEqual(r["count"], "3", env.cread(n, "restarts"))
+            self.assertEqual(r["policy"], "on-failure:3")
+            self.assertIn("exit_code=1", r["last_exit"])
+            self.assertTrue(r["next"].startswith("none"), r["next"])
+            self.assertEqual(env.state(n), "EXITED")
+            self.assertEqual(env.cread(n, "exit_code").strip(), "1")
+            ev.read_until(lambda e: e.get("name") == n and "final" in (e.get("message") or ""),
+                          2)
+            waits += waits_of(ev.seen)
+            # each wait at least the one before (retry_backoff 50ms
+            # doubling: the jitter windows [25,50], [50,100], [100,200])
+            waits = sorted(set(waits))
+            self.assertGreaterEqual(len(waits), 2, waits)
+            for (a, da), (b, db) in zip(waits, waits[1:]):
+                if b == a + 1:
+                    self.assertGreaterEqual(db, da, waits)
+            prom = env.read("metrics", "nodefs.prom")
+            self.assertIn('nodefs_container_restarts_total{container="%s"} 3' % n, prom)
+            self.assertEqual(r["total"], "3")
+            # the engine's own policy stayed off: every restart was nodefs's
+            ins = ctest.docker("inspect", "-f", "[{{.HostConfig.RestartPolicy.Name}}] "
+                               "{{.RestartCount}}", env.engine(n)).stdout.split()
+            self.assertIn(ins, (["[]", "0"], ["[no]", "0"]))
+            # a stop between restarts ends the policy; start starts it over
+            env.must("containers/%s/ctl" % n, "start")
+            self.assertTrue(nt.wait_until(lambda: restarts(env, n)["next"].startswith("20"),
+                                          nt.scaled(10)), env.cread(n, "restarts"))
+            env.cctl(n, "stop")
+            self.assertIn("stopped by the user", restarts(env, n)["next"])
+            c = restarts(env, n)["total"]
+            self.assertGreaterEqual(int(c), 4)
+            time.sleep(0.5)
+            self.assertEqual(restarts(env, n)["total"], c)
+            self.assertEqual(env.state(n), "EXITED")
+            ev.close()
+
+    def test_bad_input_makes_nothing(self):
+        nt.requires("mount", "docker")
+        with ctest.Env() as env:
+            bad = [
+                ("port=127.0.0.1:70000:80", "EINVAL", "HOSTPORT"),
+                ("port=8080:80 port=8080:81", "EINVAL", "bound twice"),
+                ("restart=on-failure:x", "EINVAL", "MAX is not a number"),
+                ("health='http 80 /'", "EINVAL", "not published or exposed"),
+                ("network=nodefs-no-such-net", "EINVAL", "nodefs-no-such-net"),
+                ("ip=10.0.0.1/24", "ENOTSUP", "ip"),
+            ]
+            for i, (opts, err, word) in enumerate(bad):
+                n = env.name("bad%d" % i)
+                ok, e = env.ctl("containers/ctl", "create %s runtime=docker image=%s %s"
+                                % (n, IMAGE, opts))
+                self.assertFalse(ok, opts)
+                self.assertEqual(e, err, opts)
+                self.assertIn(word, env.read("containers", "error"), opts)
+                self.assertNotIn(n, env.containers(), opts)
+                self.assertEqual(ctest.docker_names(n), [], opts)
+            if ctest.lxc_why_not() is None:
+                ok, e = env.ctl("containers/ctl", "create %s runtime=lxc port=0:80"
+                                % env.name("lxcport"))
+                self.assertEqual((ok, e), (False, "ENOTSUP"))
+                ok, e = env.ctl("containers/ctl", "create %s runtime=lxc network=veth:br0 "
+                                "ip=10.0.0.300/24" % env.name("lxcip"))
+                self.assertEqual((ok, e), (False, "EINVAL"))
+            self.assertEqual(env.containers(), [])
+
+    def test_port_and_health_in_netns(self):
+        # busybox httpd published on 127.0.0.1:0:80 by the dockerd inside
+        # the run's network namespace: reached there at the chosen port;
+        # nodefs's http check follows httpd; the engine's own cmd check
+        # with health_restart=yes restarts an unhealthy container
+        nt.requires("mount", "docker")
+        if not NETNS_HOST or not NETNS:
+            nt.skip("no dockerd in a network namespace (tests/fixtures/dockerd-netns.sh)")
+        with ctest.Env(docker_host=NETNS_HOST) as env:
+            web = env.name("web")
+            env.run(web, "runtime=docker image=%s port=127.0.0.1:0:80 cmd='%s' "
+                         "health='http 80 /index.html' health_interval=200ms "
+                         "health_retries=2 health_timeout=1s" % (IMAGE, HTTPD_LOOP))
+            ports = env.cread(web, "ports")
+            m = re.match(r"^80/tcp 127\.0\.0\.1:(\d+)\n$", ports)
+            self.assertTrue(m, ports)
+            url = "http://127.0.0.1:%s/index.html" % m.group(1)
+            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", nt.scaled(10)))
+            # not reachable from the host's namespace: the port is the
+            # namespace's
+            self.assertIsNone(get_host(url))
+            self.assertTrue(nt.wait_until(lambda: health(env, web)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(web, "health"))
+            ev = EventReader(env.fs.path("events"))
+            env.cctl(web, "exec 'sh -c \"touch /tmp/down; killall httpd\"'")
+            got = ev.read_until(lambda e: e.get("kind") == "health" and e.get("name") == web
+                                and e.get("new") == "unhealthy", 10)
+            self.assertIsNotNone(got, env.cread(web, "health"))
+            h = health(env, web)
+            self.assertEqual(h["state"], "unhealthy")
+            self.assertGreaterEqual(int(h["failing_streak"]), 2)
+            self.assertIn("connect", h["output"])
+            self.assertIn('nodefs_container_health{container="%s",state="unhealthy"} 1' % web,
+                          env.read("metrics", "nodefs.prom"))
+            env.cctl(web, "exec 'rm /tmp/down'")
+            got = ev.read_until(lambda e: e.get("kind") == "health" and e.get("name") == web
+                                and e.get("new") == "healthy", 10)
+            self.assertIsNotNone(got, env.cread(web, "health"))
+            self.assertIn("200", health(env, web)["output"])
+            self.assertEqual(env.state(web), "RUNNING")	# no health_restart
+            # the engine's own check, and health_restart=yes
+            svc = env.name("svc")
+            env.run(svc, "runtime=docker image=%s port=127.0.0.1:0:80 restart=on-failure "
+                         "health='cmd sh -c \"wget -q -O /dev/null http://127.0.0.1/index.html\"' "
+                         "health_interval=300ms health_retries=2 health_restart=yes "
+                         "cmd='sh -c \"mkdir -p /www && echo hi > /www/index.html && "
+                         "httpd -p 80 -h /www; sleep 600\"'" % IMAGE)
+            self.assertTrue(nt.wait_until(lambda: health(env, svc)["state"] == "healthy",
+                                          nt.scaled(15)), env.cread(svc, "health"))
+            st = ctest.docker("inspect", "-f", "{{.State.Health.Status}}", env.engine(svc),
+                              host=NETNS_HOST).stdout.strip()
+            self.assertEqual(st, "healthy")
+            self.assertTrue(nt.wait_until(lambda: health(env, svc)["failing_streak"] == "0",
+                                          nt.scaled(5)), env.cread(svc, "health"))
+            env.cctl(svc, "exec 'killall httpd'")
+            self.assertTrue(nt.wait_until(lambda: int(restarts(env, svc)["count"]) >= 1,
+                                          nt.scaled(20)), env.cread(svc, "restarts"))
+            self.assertIn("unhealthy=1", restarts(env, svc)["last_exit"])
+            # the new run serves again
+            self.assertTrue(nt.wait_until(lambda: health(env, svc)["state"] == "healthy",
+                                          nt.scaled(15)), env.cread(svc, "health"))
+            ev.close()
+
+    def test_lxc_network_health_restart(self):
+        # LXC: network=none is a namespace of its own with only loopback;
+        # nodefs's http check reaches httpd there (setns on a worker) and
+        # follows it; restart=on-failure:2 through the same policy code
+        nt.requires("mount", "lxc")
+        with ctest.Env() as env:
+            n = env.name("web")
+            try_run(self, env, n, "runtime=lxc network=none health='http 80 /index.html' "
+                    "health_interval=200ms health_retries=2 cmd='%s'" % HTTPD_LOOP)
+            self.assertTrue(nt.wait_until(lambda: health(env, n)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(n, "health"))
+            # its own namespace: no interface but loopback
+            out, _, code = env.exec_fd(n, "cat /proc/net/dev")
+            self.assertEqual(code, "0")
+            ifaces = [l.split(":")[0].strip() for l in out.splitlines() if ":" in l]
+            self.assertEqual(ifaces, ["lo"], out)
+            self.assertEqual(env.cread(n, "ports"), "")
+            env.cctl(n, "exec 'sh -c \"touch /tmp/down; killall httpd\"'")
+            self.assertTrue(nt.wait_until(lambda: health(env, n)["state"] == "unhealthy",
+                                          nt.scaled(10)), env.cread(n, "health"))
+            env.cctl(n, "exec 'rm /tmp/down'")
+            self.assertTrue(nt.wait_until(lambda: health(env, n)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(n, "health"))
+            env.cctl(n, "kill")
+            # an LXC cmd check runs through the driver's exec
+            k = env.name("cmd")
+            try_run(self, env, k, "runtime=lxc network=none health='cmd test -e /tmp/ok' "
+                    "health_interval=100ms health_retries=1 cmd='sh -c \"touch /tmp/ok; "
+                    "exec sleep 600\"'")
+            self.assertTrue(nt.wait_until(lambda: health(env, k)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(k, "health"))
+            self.assertTrue(health(env, k)["output"].startswith("exit_code=0"))
+            env.cctl(k, "exec 'rm /tmp/ok'")
+            self.assertTrue(nt.wait_until(lambda: health(env, k)["state"] == "unhealthy",
+                                          nt.scaled(10)), env.cread(k, "health"))
+            self.assertTrue(health(env, k)["output"].startswith("exit_code=1"))
+            env.cctl(k, "kill")
+            f = env.name("flaky")
+            try_run(self, env, f, "runtime=lxc network=none restart=on-failure:2 "
+                    "cmd='sh -c \"sleep 0.2; exit 3\"'")
+            w = env.start_wait_reader(f)
+            w.join(nt.scaled(30))
+            self.assertFalse(w.is_alive(), env.cread(f, "restarts"))
+            self.assertEqual(w.result.strip(), "exit_code=3 oom_killed=0")
+            r = restarts(env, f)
+            self.assertEqual((r["count"], r["total"]), ("2", "2"), env.cread(f, "restarts"))
+            self.assertEqual(env.state(f), "EXITED")
+
+
+def try_run(tc, env, n, opts):
+    """env.run, and on failure the container's liblxc log in the message."""
+    try:
+        env.run(n, opts)
+    except AssertionError as e:
+        d = os.path.join(env.lxcpath, env.engine(n))
+        logs = ""
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith(".log"):
+                with open(os.path.join(d, f), errors="replace") as fh:
+                    logs += "--- %s\n%s" % (f, fh.read()[-3000:])
+        raise AssertionError("%s\n%s" % (e, logs))
+
+
+def get_host(url):
+    r = subprocess.run(["curl", "-s", "--max-time", "1", url], capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+if __name__ == "__main__":
+    ctest.main(docker_needed=True)
