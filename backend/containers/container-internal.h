@@ -16,6 +16,7 @@
  *   container-optparse.c   the kinds of option value and the passes over
  *                          the table (parse, record, usage)
  *   container-files.c      the files of containers/NAME/ and the metrics
+ *   container-sandbox.c    the sandbox directory: made, owned, mounted, removed
  *   container-sync.c       the engines' word: their event stream and
  *                          reconciliation against their listings
  *   container-recover.c    recovery after a restart: checkpoints back into
@@ -76,6 +77,9 @@ struct container {
 	/* the spec, as created (container-options.h); immutable after create
 	 * except the limits, which change under lock */
 	struct cspec spec;
+	/* the sandbox's host path (container-sandbox.c), NULL: none (sandbox=no,
+	 * or gone); set before the create, under lock after */
+	char *sandbox;
 
 	/* Held across a checkpoint's put and across the destroy's delete with
 	 * the marking of removed: a put either lands before the delete or sees
@@ -198,6 +202,19 @@ void cact_free(struct action *a);
 
 extern const struct bctl_table container_ctl;	/* containers/NAME/ctl */
 extern const struct bctl_table containers_ctl;	/* containers/ctl */
+
+/* ---- container-sandbox.c ---- */
+
+/* Make c's sandbox (none with sandbox=no), c->sandbox its path. -errno. */
+int container_sandbox_make(struct container *c, struct nerr *err);
+/* The sandbox to the user the create resolved (uid < 0: nothing). */
+void container_sandbox_own(struct container *c, long uid, long gid);
+/* Remove the sandbox (destroyed: unless keep_sandboxes; else always: a
+ * create that failed leaves nothing). */
+void container_sandbox_drop(struct container *c, bool destroyed);
+/* The create's mounts: the spec's, then the sandbox's. *ret is malloc'd,
+ * its strings borrowed from c. -ENOMEM. */
+int container_sandbox_mounts(struct container *c, struct rt_mount **ret, size_t *ret_n);
 
 /* ---- container-files.c ---- */
 

@@ -70,6 +70,13 @@ const struct copt container_options[] = {
 	  .help = "a label (not under io.nodefs.); LXC: kept in the owner mark" },
 	{ .name = "force_pull", .syntax = "BOOL", .kind = &copt_bool, .off = F(force_pull),
 	  .runtimes = D, .help = "pull the image even when the engine has it (LXC: flush_cache)" },
+	{ .name = "sandbox", .syntax = "BOOL", .kind = &copt_nbool, .off = F(no_sandbox),
+	  .runtimes = ALL, .help = "no: no sandbox directory (default yes)" },
+	{ .name = "sandbox_path", .syntax = "PATH", .kind = &copt_string, .off = F(sandbox_path),
+	  .runtimes = ALL, .check = copt_check_abspath,
+	  .help = "where the sandbox is mounted inside (default /sandbox)" },
+	{ .name = "sandbox_size", .syntax = "SIZE", .kind = &copt_size, .off = F(sandbox_size),
+	  .runtimes = ALL, .help = "what fetches may write into the sandbox (EFBIG past it)" },
 };
 
 const size_t container_noptions = sizeof(container_options) / sizeof(container_options[0]);

@@ -67,6 +67,9 @@ struct cspec {
 	char *hostname;
 	struct ckv labels;
 	bool force_pull;
+	bool no_sandbox;		/* sandbox=no */
+	char *sandbox_path;		/* NULL: /sandbox */
+	uint64_t sandbox_size;		/* what fetches may write; 0: no bound */
 };
 
 /* Runtimes, as bits of struct copt's runtimes */
@@ -129,6 +132,9 @@ extern const size_t container_noptions;
 /* The kinds (container-optparse.c). */
 extern const struct copt_kind copt_none, copt_string, copt_words, copt_bool, copt_size,
 	copt_cpus, copt_int, copt_kv, copt_mount;
+/* a yes/no option that is yes unless given: the field holds its negation
+ * (sandbox=no sets no_sandbox); the record's member says the option's value */
+extern const struct copt_kind copt_nbool;
 
 /* Value checks rows name (container-optparse.c). */
 int copt_check_user(const char *key, const char *val, struct nerr *err);

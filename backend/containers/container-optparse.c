@@ -179,6 +179,33 @@ static void bool_read(const struct copt *o, json_t *rec, void *f)
 
 const struct copt_kind copt_bool = { bool_parse, bool_write, bool_read, none_free };
 
+static int nbool_parse(const struct copt *o, const char *key, const char *val, void *f,
+		       const struct copt_ctx *x, struct nerr *err)
+{
+	bool v;
+
+	if (parse_bool(val, &v, err) < 0) {
+		nerr_prefix(err, "%s", key);
+		return -EINVAL;
+	}
+	*FIELD(bool, f) = !v;
+	return 0;
+}
+
+static void nbool_write(const struct copt *o, const void *f, struct jw *w, bool redact)
+{
+	jw_kbool(w, json_key(o), !*FIELD(const bool, f));
+}
+
+static void nbool_read(const struct copt *o, json_t *rec, void *f)
+{
+	json_t *v = json_object_get(rec, json_key(o));
+
+	*FIELD(bool, f) = v && json_is_false(v);	/* absent (an older record): yes */
+}
+
+const struct copt_kind copt_nbool = { nbool_parse, nbool_write, nbool_read, none_free };
+
 /* ---- size, cpus, int ---- */
 
 static int size_parse(const struct copt *o, const char *key, const char *val, void *f,

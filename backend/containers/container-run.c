@@ -53,6 +53,8 @@ static int do_create(struct cact *x, struct nerr *err)
 		.nlabels = c->spec.labels.n, .force_pull = c->spec.force_pull,
 	};
 	_cleanup_engine_ struct engine_ref *h = NULL;
+	_cleanup_free_ struct rt_mount *mounts = NULL;
+	long uid = -1, gid = -1;
 	char *id = NULL;
 	enum cstate was;
 	int r;
@@ -60,9 +62,22 @@ static int do_create(struct cact *x, struct nerr *err)
 	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		goto fail;
+	/* the sandbox before the create: the engine mounts it */
+	r = container_sandbox_make(c, err);
+	if (r < 0)
+		goto fail;
+	r = container_sandbox_mounts(c, &mounts, &spec.nmounts);
+	if (r < 0) {
+		nerr_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	spec.mounts = mounts;
+	spec.ret_uid = &uid;
+	spec.ret_gid = &gid;
 	r = c->eng->ops->create(h->h, &spec, &c->prog, &id, err);
 	if (r < 0)
 		goto fail;
+	container_sandbox_own(c, uid, gid);
 	pthread_mutex_lock(&c->lock);
 	c->id = id;
 	c->progress[0] = '\0';
@@ -80,6 +95,7 @@ static int do_create(struct cact *x, struct nerr *err)
 	op_events_emit(c->b, "container", c->name, cstate_to_string(was), "CREATED", opid(x), NULL);
 	return 0;
 fail:
+	container_sandbox_drop(c, false);	/* a failed create leaves nothing */
 	if (r == -ECANCELED)
 		nerr_set(err, ECANCELED, "create of %s cancelled by destroy", c->name);
 	/* a destroy is queued behind a cancelled create: it takes the
@@ -232,6 +248,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 #if NODEFS_TEST_HOOKS
 		slow_destroy_hook();
 #endif
+		container_sandbox_drop(c, true);
 		container_forget(c, opid(x));
 		return 0;
 	}

@@ -97,6 +97,7 @@ void container_free(struct container *c)
 	if (!c)
 		return;
 	cspec_free(&c->spec);
+	free(c->sandbox);
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
@@ -196,6 +197,8 @@ void container_write_locked(struct container *c, struct jw *w, bool redact)
 		jw_kstr(w, "engine_name", c->engine_name);
 	jw_kstr(w, "state", cstate_to_string(c->state));
 	copts_write(&c->spec, w, redact);
+	if (c->sandbox)
+		jw_kstr(w, "sandbox_dir", c->sandbox);
 	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
 		jw_kint(w, "exit_code", c->exit_code);

@@ -114,8 +114,8 @@ class StalledRegistry:
 
 
 class Docker(contract.Contract, unittest.TestCase):
-    def start(self, env, short, cmd):
-        return drun(env, short, cmd)
+    def start(self, env, short, cmd, extra=""):
+        return drun(env, short, cmd, extra)
 
     def engine_stopped(self, env, name):
         self.assertFalse(inspect(env.cread(name, "id").strip())["State"]["Running"])
