@@ -247,6 +247,26 @@ static int show_sandbox(struct bnode *n, struct sbuf *out)
 	return r;
 }
 
+/* fetch: one line per fetch=: URI, state, bytes, total, how it was
+ * served, sha256 */
+static int show_fetch(struct bnode *n, struct sbuf *out)
+{
+	struct container *c = cof(n);
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; r >= 0 && i < c->spec.fetches.n; i++) {
+		struct fetch_status st = c->fst ? c->fst[i] : (struct fetch_status){ 0 };
+
+		r = sbuf_printf(out, "%s %s %llu %llu %s %s\n", c->spec.fetches.v[i].uri,
+				fetch_state_to_string(st.state), (unsigned long long)st.bytes,
+				(unsigned long long)st.total, fetch_served_to_string(st.served),
+				st.sha256[0] ? st.sha256 : "-");
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
 static int show_limits(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
@@ -334,6 +354,7 @@ static const struct battr container_attrs[] = {
 	{ .name = "finished_at", .show = show_finished },
 	{ .name = "limits", .show = show_limits },
 	{ .name = "sandbox", .show = show_sandbox },
+	{ .name = "fetch", .flags = BATTR_POLL, .show = show_fetch },
 	{ .name = "stats", .flags = BATTR_AGED, .show = show_stats },
 	{ .name = "logs", .flags = BATTR_PRIV, .show = show_logs },
 	{ .name = "progress", .flags = BATTR_POLL, .show = show_progress },
@@ -428,7 +449,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
 			   "# TYPE nodefs_containers gauge\n");
 	for (size_t e = 0; r >= 0 && e < b->nengines; e++)
-		for (int s = 0; r >= 0 && s <= C_CREATING; s++) {
+		for (int s = 0; r >= 0 && s <= C_LAST; s++) {
 			size_t count = 0;
 			for (size_t i = 0; i < n; i++)
 				count += cof(v[i])->eng == &b->engines[e] && cof(v[i])->state == (enum cstate)s;

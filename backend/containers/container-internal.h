@@ -44,8 +44,9 @@
 
 enum cstate {
 	C_CREATED, C_PULLING, C_STARTING, C_RUNNING, C_PAUSED, C_STOPPING, C_EXITED,
-	C_DESTROYING, C_CREATING,
+	C_DESTROYING, C_CREATING, C_FETCHING,
 };
+#define C_LAST C_FETCHING
 
 /* Being made: the engine has no container for it yet (CREATING: the
  * engine makes it, an LXC template runs; PULLING: Docker fetches its
@@ -80,6 +81,10 @@ struct container {
 	/* the sandbox's host path (container-sandbox.c), NULL: none (sandbox=no,
 	 * or gone); set before the create, under lock after */
 	char *sandbox;
+	/* each fetch='s status, by spec.fetches (under lock); fetched: all
+	 * done, the launch's fetch stage is over */
+	struct fetch_status *fst;
+	bool fetched;
 
 	/* Held across a checkpoint's put and across the destroy's delete with
 	 * the marking of removed: a put either lands before the delete or sees
@@ -215,6 +220,13 @@ void container_sandbox_drop(struct container *c, bool destroyed);
 /* The create's mounts: the spec's, then the sandbox's. *ret is malloc'd,
  * its strings borrowed from c. -ENOMEM. */
 int container_sandbox_mounts(struct container *c, struct rt_mount **ret, size_t *ret_n);
+
+/* ---- container-fetch.c ---- */
+
+/* The launch's fetch stage: each fetch= not done yet, in order, into the
+ * sandbox, state FETCHING meanwhile (back to was after). On a worker.
+ * -EIO, -EFBIG, -ECANCELED with the URI in err. */
+int container_fetch_stage(struct container *c, const char *op_id, struct nerr *err);
 
 /* ---- container-files.c ---- */
 

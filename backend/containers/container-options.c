@@ -77,6 +77,9 @@ const struct copt container_options[] = {
 	  .help = "where the sandbox is mounted inside (default /sandbox)" },
 	{ .name = "sandbox_size", .syntax = "SIZE", .kind = &copt_size, .off = F(sandbox_size),
 	  .runtimes = ALL, .help = "what fetches may write into the sandbox (EFBIG past it)" },
+	{ .name = "fetch", .syntax = "'URI [sha256=HEX] [extract] [executable] [dest=RELPATH]'",
+	  .kind = &copt_fetch, .off = F(fetches), .runtimes = ALL, .flags = COPT_REPEAT,
+	  .json = "fetches", .help = "download into the sandbox before the first start" },
 };
 
 const size_t container_noptions = sizeof(container_options) / sizeof(container_options[0]);

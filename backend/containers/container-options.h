@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fetch.h"
 #include "runtime.h"
 
 struct backend;
@@ -39,6 +40,12 @@ struct cmounts {
 	struct rt_mount *v;
 	size_t n;
 	char **volumes;
+};
+
+/* fetch= values, in the order written */
+struct cfetches {
+	struct fetch_spec *v;
+	size_t n;
 };
 
 /* KEY=VALUE pairs of a prefixed option (env.K=V), in the order written */
@@ -70,6 +77,7 @@ struct cspec {
 	bool no_sandbox;		/* sandbox=no */
 	char *sandbox_path;		/* NULL: /sandbox */
 	uint64_t sandbox_size;		/* what fetches may write; 0: no bound */
+	struct cfetches fetches;
 };
 
 /* Runtimes, as bits of struct copt's runtimes */
@@ -135,6 +143,9 @@ extern const struct copt_kind copt_none, copt_string, copt_words, copt_bool, cop
 /* a yes/no option that is yes unless given: the field holds its negation
  * (sandbox=no sets no_sandbox); the record's member says the option's value */
 extern const struct copt_kind copt_nbool;
+/* fetch='URI [sha256=HEX] [extract] [executable] [dest=RELPATH]' (fetch.h);
+ * a file:// path must lie under allowed_targets (EPERM) */
+extern const struct copt_kind copt_fetch;
 
 /* Value checks rows name (container-optparse.c). */
 int copt_check_user(const char *key, const char *val, struct nerr *err);

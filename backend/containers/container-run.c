@@ -124,6 +124,10 @@ static int do_start(struct cact *x, struct nerr *err)
 	if (old == C_RUNNING || old == C_PAUSED)
 		return nerr_set(err, EBUSY, "container %s is already %s", c->name,
 				cstate_to_string(old));
+	/* nothing starts before its fetches are all done */
+	r = container_fetch_stage(c, opid(x), err);
+	if (r < 0)
+		return r;
 	container_set_state(c, C_STARTING, opid(x), NULL);
 	pthread_mutex_lock(&c->lock);
 	c->has_exit = false;
@@ -221,6 +225,10 @@ static int run_action_masked(struct action *a, struct nerr *err)
 
 	if (x->kind == CA_CREATE) {
 		r = do_create(x, err);
+		/* the launch's fetch stage, then the start (do_start runs what
+		 * a failed or cut stage left) */
+		if (r >= 0)
+			r = container_fetch_stage(c, opid(x), err);
 		if (r >= 0 && x->then_start)
 			r = do_start(x, err);
 		return r;

@@ -35,7 +35,7 @@
 
 const char *const cstate_names[] = {
 	"CREATED", "PULLING", "STARTING", "RUNNING", "PAUSED", "STOPPING", "EXITED",
-	"DESTROYING", "CREATING",
+	"DESTROYING", "CREATING", "FETCHING",
 };
 
 const char *const exit_reasons[5] = { "completed", "error", "signal", "oom", "lost" };
@@ -44,12 +44,12 @@ _Static_assert(ARRAY_SIZE(exit_reasons) == ARRAY_SIZE(((struct container *)0)->e
 
 const char *cstate_to_string(enum cstate s)
 {
-	return s <= C_CREATING ? cstate_names[s] : "UNKNOWN";
+	return s <= C_LAST ? cstate_names[s] : "UNKNOWN";
 }
 
 int cstate_from_string(const char *s)
 {
-	for (int i = 0; i <= C_CREATING; i++)
+	for (int i = 0; i <= C_LAST; i++)
 		if (s && strcmp(s, cstate_names[i]) == 0)
 			return i;
 	return -1;
@@ -98,6 +98,7 @@ void container_free(struct container *c)
 		return;
 	cspec_free(&c->spec);
 	free(c->sandbox);
+	free(c->fst);
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);

@@ -164,6 +164,27 @@ class Contract:
             env.wait_gone(n)
             self.assertFalse(os.path.exists(path))
 
+    def test_fetch_lands_in_the_sandbox(self):
+        """fetch= on this runtime: a tar.gz unpacked and an executable file
+        in the sandbox before the start, seen inside (test_fetch.py has
+        the fetcher's cases; the stage is the same for every runtime)."""
+        import hashlib
+        import httpfix
+        import test_fetch
+        with httpfix.Server() as srv, ctest.Env() as env:
+            tool = b"#!/bin/sh\necho tool-ran\n"
+            srv.put("tool", tool)
+            srv.put("a.tgz", test_fetch.tgz([("d/a.txt", b"alpha\n")]))
+            n = self.start(env, "fe", FOREVER, "user=65534 fetch=%s fetch=%s" % (
+                ctest._shq(srv.url("/f/tool") + " executable sha256=" +
+                           hashlib.sha256(tool).hexdigest()),
+                ctest._shq(srv.url("/f/a.tgz") + " extract")))
+            same, out, code = env.exec_fd(n, 'sh -c "/sandbox/tool; cat /sandbox/d/a.txt; '
+                                          'stat -c %u /sandbox/d/a.txt"')
+            self.assertEqual((out, code), ("tool-ran\nalpha\n65534\n", "0"))
+            self.assertEqual([l.split()[1] for l in env.cread(n, "fetch").splitlines()],
+                             ["done", "done"])
+
     def test_logs_stdout_and_stderr(self):
         with ctest.Env() as env:
             n = self.start(env, "lg", "sh -c 'echo to-out; echo to-err >&2; i=0; "
