@@ -39,6 +39,7 @@ struct sha256 {
 	uint64_t len;
 	unsigned char buf[64];
 	size_t n;
+	bool shani;	/* the CPU's SHA extensions do the blocks */
 };
 void sha256_init(struct sha256 *s);
 void sha256_update(struct sha256 *s, const void *data, size_t len);
