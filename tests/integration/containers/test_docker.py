@@ -553,6 +553,12 @@ class Docker(contract.Contract, unittest.TestCase):
             self.assertEqual(info["labels"], {"tier": "front", "team": "a"})
             self.assertEqual((info["user"], info["workdir"], info["hostname"], info["entrypoint"]),
                              ("nobody:nogroup", "/tmp", "web-1", ["/bin/sh", "-c"]))
+            # checkpointed: the same after a crash and a restart
+            env.fs.kill9()
+            env.fs.start()
+            self.assertEqual(json.loads(env.cread(n, "info.json"))["labels"], info["labels"])
+            self.assertEqual(json.loads(env.cread(n, "info.json"))["sandbox_dir"],
+                             info["sandbox_dir"])
             # refused: a user the image lacks (after the engine made it:
             # removed), a label under io.nodefs.
             for line, want, says in [
