@@ -297,6 +297,32 @@ static int apply_nodefs(struct config_parser *p, const struct config_section *se
 			if (c->log_level < 0)
 				return config_perr(p, kv->line, EINVAL, "log_level: '%s' is not one of error, "
 					    "warning, info, debug", s);
+		} else if (strcmp(k, "sandbox_dir") == 0 || strcmp(k, "fetch_cache") == 0) {
+			char *s = NULL, **dst = k[0] == 's' ? &c->sandbox_dir : &c->fetch_cache;
+
+			r = value_one(p, kv, &s);
+			if (r >= 0 && (r = value_path(p, kv, s)) < 0)
+				free(s);
+			if (r < 0)
+				return r;
+			free(*dst);
+			*dst = s;
+		} else if (strcmp(k, "keep_sandboxes") == 0) {
+			_cleanup_free_ char *s = NULL;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			if (parse_bool(s, &c->keep_sandboxes, &e) < 0)
+				return config_perr_from(p, kv->line, k, &e);
+		} else if (strcmp(k, "fetch_cache_size") == 0) {
+			_cleanup_free_ char *s = NULL;
+
+			r = value_one(p, kv, &s);
+			if (r < 0)
+				return r;
+			if (parse_size(s, &c->fetch_cache_size, &e) < 0)
+				return config_perr_from(p, kv->line, k, &e);
 		} else
 			return config_perr(p, kv->line, EINVAL, "unknown key '%s' in [nodefs]", k);
 	}

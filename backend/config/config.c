@@ -120,6 +120,8 @@ void config_free(struct config *c)
 		return;
 	free(c->path);
 	free(c->state_dir);
+	free(c->sandbox_dir);
+	free(c->fetch_cache);
 	config_strv_free(c->allowed_targets);
 	free(c->ctl_group);
 	free(c->name_prefix);
@@ -194,6 +196,7 @@ int config_defaults(struct config **ret)
 	c->uncertain_timeout_ms = 5 * 60 * 1000;
 	c->log_level = -1;
 	c->state_dir = config_strdup(CONFIG_DEFAULT_STATE_DIR);
+	c->fetch_cache_size = 1ull << 30;
 	c->allowed_targets = calloc(3, sizeof(char *));
 	if (!c->state_dir || !c->allowed_targets)
 		goto fail;

@@ -119,6 +119,14 @@ struct config {
 	uint64_t reader_memory;		/* bytes per uid's open files, default 4M, 0 = unbounded */
 	uint64_t cache_max_age_ms;	/* how long readers of a time-varying file share a
 					 * render; default 1 s, 0 = each read renders */
+	/* containers' sandboxes: NULL = STATE_DIR/sandboxes; kept after a
+	 * destroy when keep_sandboxes */
+	char *sandbox_dir;
+	bool keep_sandboxes;
+	/* the fetch cache: NULL = STATE_DIR/fetch-cache; its bound in bytes
+	 * (default 1G, 0 = no cache kept) */
+	char *fetch_cache;
+	uint64_t fetch_cache_size;
 	struct config_plugin *plugins;
 	size_t nplugins;
 	struct config_profile *profiles;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fstree.h"
 #include "jw.h"
 
 /* ---- files ---- */
@@ -167,7 +168,8 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 	struct container *c = cof(n);
 	struct rt_stats st = { 0 };
 	struct nerr err = { 0 };
-	char id[256], buf[5 * 48], *p = buf;
+	char id[256], buf[6 * 48], *p = buf, *sandbox = NULL;
+	uint64_t sb = 0;
 	bool running;
 
 	pthread_mutex_lock(&c->lock);
@@ -175,7 +177,12 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 		  c->id && !c->removed && strlen(c->id) < sizeof(id);
 	if (running)
 		strcpy(id, c->id);
+	if (c->sandbox)
+		sandbox = strdup(c->sandbox);
 	pthread_mutex_unlock(&c->lock);
+	if (sandbox)
+		(void)fstree_bytes(sandbox, &sb);
+	free(sandbox);
 	if (running) {
 		_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
 
@@ -187,6 +194,7 @@ static int show_stats(struct bnode *n, struct sbuf *out)
 	p = stats_line(p, "memory_bytes", st.memory_bytes, false);
 	p = stats_line(p, "memory_limit_bytes", st.memory_limit_bytes, false);
 	p = stats_line(p, "pids", st.pids, false);
+	p = stats_line(p, "sandbox_bytes", sb, false);
 	return sbuf_add(out, buf, (size_t)(p - buf));
 }
 
@@ -224,6 +232,37 @@ static int show_exec_exit_code(struct bnode *n, struct sbuf *out)
 
 	pthread_mutex_lock(&c->lock);
 	r = c->has_exec ? sbuf_printf(out, "%d\n", c->exec_exit) : 0;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static int show_sandbox(struct bnode *n, struct sbuf *out)
+{
+	struct container *c = cof(n);
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	r = c->sandbox ? sbuf_printf(out, "%s\n", c->sandbox) : 0;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+/* fetch: one line per fetch=: URI, state, bytes, total, how it was
+ * served, sha256 */
+static int show_fetch(struct bnode *n, struct sbuf *out)
+{
+	struct container *c = cof(n);
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; r >= 0 && i < c->spec.fetches.n; i++) {
+		struct fetch_status st = c->fst ? c->fst[i] : (struct fetch_status){ 0 };
+
+		r = sbuf_printf(out, "%s %s %llu %llu %s %s\n", c->spec.fetches.v[i].uri,
+				fetch_state_to_string(st.state), (unsigned long long)st.bytes,
+				(unsigned long long)st.total, fetch_served_to_string(st.served),
+				st.sha256[0] ? st.sha256 : "-");
+	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -315,6 +354,8 @@ static const struct battr container_attrs[] = {
 	{ .name = "started_at", .show = show_started },
 	{ .name = "finished_at", .show = show_finished },
 	{ .name = "limits", .show = show_limits },
+	{ .name = "sandbox", .show = show_sandbox },
+	{ .name = "fetch", .flags = BATTR_POLL, .show = show_fetch },
 	{ .name = "stats", .flags = BATTR_AGED, .show = show_stats },
 	{ .name = "logs", .flags = BATTR_PRIV, .show = show_logs },
 	{ .name = "progress", .flags = BATTR_POLL, .show = show_progress },
@@ -416,7 +457,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
 			   "# TYPE nodefs_containers gauge\n");
 	for (size_t e = 0; r >= 0 && e < engines_of(b)->n; e++)
-		for (int s = 0; r >= 0 && s <= C_CREATING; s++) {
+		for (int s = 0; r >= 0 && s <= C_LAST; s++) {
 			size_t count = 0;
 			for (size_t i = 0; i < n; i++)
 				count += cof(v[i])->eng == &engines_of(b)->v[e] && cof(v[i])->state == (enum cstate)s;

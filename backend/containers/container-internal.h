@@ -16,6 +16,7 @@
  *   container-optparse.c   the kinds of option value and the passes over
  *                          the table (parse, record, usage)
  *   container-files.c      the files of containers/NAME/ and the metrics
+ *   container-sandbox.c    the sandbox directory: made, owned, mounted, removed
  *   container-sync.c       the engines' word: their event stream and
  *                          reconciliation against their listings
  *   container-recover.c    recovery after a restart: checkpoints back into
@@ -51,8 +52,9 @@
 
 enum cstate {
 	C_CREATED, C_PULLING, C_STARTING, C_RUNNING, C_PAUSED, C_STOPPING, C_EXITED,
-	C_DESTROYING, C_CREATING,
+	C_DESTROYING, C_CREATING, C_FETCHING,
 };
+#define C_LAST C_FETCHING
 
 /* Being made: the engine has no container for it yet (CREATING: the
  * engine makes it, an LXC template runs; PULLING: Docker fetches its
@@ -84,6 +86,13 @@ struct container {
 	/* the spec, as created (container-options.h); immutable after create
 	 * except the limits, which change under lock */
 	struct cspec spec;
+	/* the sandbox's host path (container-sandbox.c), NULL: none (sandbox=no,
+	 * or gone); set before the create, under lock after */
+	char *sandbox;
+	/* each fetch='s status, by spec.fetches (under lock); fetched: all
+	 * done, the launch's fetch stage is over */
+	struct fetch_status *fst;
+	bool fetched;
 
 	/* Held across a checkpoint's put and across the destroy's delete with
 	 * the marking of removed: a put either lands before the delete or sees
@@ -273,6 +282,26 @@ int container_show_health(struct bnode *n, struct sbuf *out);
 
 extern const struct bctl_table container_ctl;	/* containers/NAME/ctl */
 extern const struct bctl_table containers_ctl;	/* containers/ctl */
+
+/* ---- container-sandbox.c ---- */
+
+/* Make c's sandbox (none with sandbox=no), c->sandbox its path. -errno. */
+int container_sandbox_make(struct container *c, struct nerr *err);
+/* The sandbox to the user the create resolved (uid < 0: nothing). */
+void container_sandbox_own(struct container *c, long uid, long gid);
+/* Remove the sandbox (destroyed: unless keep_sandboxes; else always: a
+ * create that failed leaves nothing). */
+void container_sandbox_drop(struct container *c, bool destroyed);
+/* The create's mounts: the spec's, then the sandbox's. *ret is malloc'd,
+ * its strings borrowed from c. -ENOMEM. */
+int container_sandbox_mounts(struct container *c, struct rt_mount **ret, size_t *ret_n);
+
+/* ---- container-fetch.c ---- */
+
+/* The launch's fetch stage: each fetch= not done yet, in order, into the
+ * sandbox, state FETCHING meanwhile (back to was after). On a worker.
+ * -EIO, -EFBIG, -ECANCELED with the URI in err. */
+int container_fetch_stage(struct container *c, const char *op_id, struct nerr *err);
 
 /* ---- container-files.c ---- */
 

@@ -96,6 +96,16 @@ const struct copt container_options[] = {
 	  .off = F(health), .runtimes = ALL, .help = "failures after a start that do not count" },
 	{ .name = "health_restart", .syntax = "BOOL", .kind = &copt_health_opt, .off = F(health),
 	  .runtimes = ALL, .help = "unhealthy counts as a failure for restart=" },
+	{ .name = "sandbox", .syntax = "BOOL", .kind = &copt_nbool, .off = F(no_sandbox),
+	  .runtimes = ALL, .help = "no: no sandbox directory (default yes)" },
+	{ .name = "sandbox_path", .syntax = "PATH", .kind = &copt_string, .off = F(sandbox_path),
+	  .runtimes = ALL, .check = copt_check_abspath,
+	  .help = "where the sandbox is mounted inside (default /sandbox)" },
+	{ .name = "sandbox_size", .syntax = "SIZE", .kind = &copt_size, .off = F(sandbox_size),
+	  .runtimes = ALL, .help = "what fetches may write into the sandbox (EFBIG past it)" },
+	{ .name = "fetch", .syntax = "'URI [sha256=HEX] [extract] [executable] [dest=RELPATH]'",
+	  .kind = &copt_fetch, .off = F(fetches), .runtimes = ALL, .flags = COPT_REPEAT,
+	  .json = "fetches", .help = "download into the sandbox before the first start" },
 };
 
 const size_t container_noptions = sizeof(container_options) / sizeof(container_options[0]);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "restart.h"
+#include "fetch.h"
 #include "runtime.h"
 #include "service-spec.h"
 
@@ -41,6 +42,12 @@ struct cmounts {
 	struct rt_mount *v;
 	size_t n;
 	char **volumes;
+};
+
+/* fetch= values, in the order written */
+struct cfetches {
+	struct fetch_spec *v;
+	size_t n;
 };
 
 /* KEY=VALUE pairs of a prefixed option (env.K=V), in the order written */
@@ -81,6 +88,10 @@ struct cspec {
 	struct cports ports;
 	struct restart_policy restart;
 	struct svc_health health;	/* health= and the health_* options */
+	bool no_sandbox;		/* sandbox=no */
+	char *sandbox_path;		/* NULL: /sandbox */
+	uint64_t sandbox_size;		/* what fetches may write; 0: no bound */
+	struct cfetches fetches;
 };
 
 /* Runtimes, as bits of struct copt's runtimes */
@@ -143,6 +154,12 @@ extern const size_t container_noptions;
 /* The kinds (container-optparse.c). */
 extern const struct copt_kind copt_none, copt_string, copt_words, copt_bool, copt_size,
 	copt_cpus, copt_int, copt_kv, copt_mount;
+/* a yes/no option that is yes unless given: the field holds its negation
+ * (sandbox=no sets no_sandbox); the record's member says the option's value */
+extern const struct copt_kind copt_nbool;
+/* fetch='URI [sha256=HEX] [extract] [executable] [dest=RELPATH]' (fetch.h);
+ * a file:// path must lie under allowed_targets (EPERM) */
+extern const struct copt_kind copt_fetch;
 
 /* The service's kinds (container-svcopts.c): network=, port=, restart=,
  * health= (which owns the whole struct svc_health in the record) and the

@@ -179,6 +179,33 @@ static void bool_read(const struct copt *o, json_t *rec, void *f)
 
 const struct copt_kind copt_bool = { bool_parse, bool_write, bool_read, none_free };
 
+static int nbool_parse(const struct copt *o, const char *key, const char *val, void *f,
+		       const struct copt_ctx *x, struct nerr *err)
+{
+	bool v;
+
+	if (parse_bool(val, &v, err) < 0) {
+		nerr_prefix(err, "%s", key);
+		return -EINVAL;
+	}
+	*FIELD(bool, f) = !v;
+	return 0;
+}
+
+static void nbool_write(const struct copt *o, const void *f, struct jw *w, bool redact)
+{
+	jw_kbool(w, json_key(o), !*FIELD(const bool, f));
+}
+
+static void nbool_read(const struct copt *o, json_t *rec, void *f)
+{
+	json_t *v = json_object_get(rec, json_key(o));
+
+	*FIELD(bool, f) = v && json_is_false(v);	/* absent (an older record): yes */
+}
+
+const struct copt_kind copt_nbool = { nbool_parse, nbool_write, nbool_read, none_free };
+
 /* ---- size, cpus, int ---- */
 
 static int size_parse(const struct copt *o, const char *key, const char *val, void *f,
@@ -559,6 +586,96 @@ static void mount_free(void *f)
 }
 
 const struct copt_kind copt_mount = { mount_parse, mount_write, mount_read, mount_free };
+
+/* ---- fetch= ---- */
+
+static int fetch_parse(const struct copt *o, const char *key, const char *val, void *f,
+		       const struct copt_ctx *x, struct nerr *err)
+{
+	struct cfetches *fs = f;
+	struct fetch_spec s = { 0 }, *nv;
+	int r = fetch_spec_parse(val, &s, err);
+
+	if (r < 0)
+		return r;
+	if (strncmp(s.uri, "file://", 7) == 0) {
+		/* the daemon reads it as root: only where bind= may reach */
+		const char *path = s.uri + 7 + (strncmp(s.uri + 7, "localhost/", 10) == 0 ? 9 : 0);
+		size_t n = 0;
+
+		while (x->allowed_targets && x->allowed_targets[n])
+			n++;
+		if (valid_path(path, x->allowed_targets, n, NULL) < 0) {
+			r = nerr_set(err, EPERM, "fetch %.200s: a file:// path must lie under "
+				     "allowed_targets", s.uri);
+			fetch_spec_free(&s);
+			return r;
+		}
+	}
+	nv = realloc(fs->v, (fs->n + 1) * sizeof(*nv));
+	if (!nv) {
+		fetch_spec_free(&s);
+		return nerr_set(err, ENOMEM, "out of memory");
+	}
+	fs->v = nv;
+	nv[fs->n++] = s;
+	return 0;
+}
+
+static void fetch_write(const struct copt *o, const void *f, struct jw *w, bool redact)
+{
+	const struct cfetches *fs = f;
+
+	jw_key(w, json_key(o));
+	jw_arr(w);
+	for (size_t i = 0; i < fs->n; i++) {
+		jw_obj(w);
+		jw_kstr(w, "uri", fs->v[i].uri);
+		if (fs->v[i].sha256[0])
+			jw_kstr(w, "sha256", fs->v[i].sha256);
+		jw_kbool(w, "extract", fs->v[i].extract);
+		jw_kbool(w, "executable", fs->v[i].executable);
+		if (fs->v[i].dest)
+			jw_kstr(w, "dest", fs->v[i].dest);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+static void fetch_read(const struct copt *o, json_t *rec, void *f)
+{
+	struct cfetches *fs = f;
+	json_t *a = json_object_get(rec, json_key(o)), *v;
+	size_t i;
+
+	if (!json_array_size(a) || !(fs->v = calloc(json_array_size(a), sizeof(*fs->v))))
+		return;
+	json_array_foreach(a, i, v) {
+		struct fetch_spec *s = &fs->v[fs->n];
+		const char *u = json_string_value(json_object_get(v, "uri"));
+		const char *h = json_string_value(json_object_get(v, "sha256"));
+		const char *d = json_string_value(json_object_get(v, "dest"));
+
+		if (!u || !(s->uri = strdup(u)))
+			continue;
+		snprintf(s->sha256, sizeof(s->sha256), "%s", h && strlen(h) == 64 ? h : "");
+		s->extract = json_is_true(json_object_get(v, "extract"));
+		s->executable = json_is_true(json_object_get(v, "executable"));
+		s->dest = d ? strdup(d) : NULL;
+		fs->n++;
+	}
+}
+
+static void fetch_free(void *f)
+{
+	struct cfetches *fs = f;
+
+	for (size_t i = 0; i < fs->n; i++)
+		fetch_spec_free(&fs->v[i]);
+	free(fs->v);
+}
+
+const struct copt_kind copt_fetch = { fetch_parse, fetch_write, fetch_read, fetch_free };
 
 /* ---- the checks rows name ---- */
 

@@ -48,8 +48,9 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	 * prefix keeps "" (the driver's "nodefs-NAME") */
 	s = json_string_value(json_object_get(j, "engine_name"));
 	snprintf(c->engine_name, sizeof(c->engine_name), "%s", s && e->ops->engine_names ? s : "");
-#undef S
 	copts_read(j, &c->spec);
+	S(sandbox, "sandbox_dir");
+#undef S
 	container_service_read(c, j);	/* the restart policy's state */
 	st = cstate_from_string(json_string_value(json_object_get(j, "state")));
 	c->state = st < 0 ? C_EXITED : (enum cstate)st;

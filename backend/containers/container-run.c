@@ -59,6 +59,8 @@ static int do_create(struct cact *x, struct nerr *err)
 				.start_period_ms = c->spec.health.start_period_ms,
 				.retries = c->spec.health.retries };
 	_cleanup_engine_ struct engine_ref *h = NULL;
+	_cleanup_free_ struct rt_mount *mounts = NULL;
+	long uid = -1, gid = -1;
 	char *id = NULL;
 	enum cstate was;
 	int r;
@@ -70,9 +72,22 @@ static int do_create(struct cact *x, struct nerr *err)
 	r = engine_take(c->eng, &h, err);
 	if (r < 0)
 		goto fail;
+	/* the sandbox before the create: the engine mounts it */
+	r = container_sandbox_make(c, err);
+	if (r < 0)
+		goto fail;
+	r = container_sandbox_mounts(c, &mounts, &spec.nmounts);
+	if (r < 0) {
+		nerr_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	spec.mounts = mounts;
+	spec.ret_uid = &uid;
+	spec.ret_gid = &gid;
 	r = c->eng->ops->create(h->h, &spec, &c->prog, &id, err);
 	if (r < 0)
 		goto fail;
+	container_sandbox_own(c, uid, gid);
 	pthread_mutex_lock(&c->lock);
 	c->id = id;
 	c->progress[0] = '\0';
@@ -90,6 +105,7 @@ static int do_create(struct cact *x, struct nerr *err)
 	op_events_emit(c->b, "container", c->name, cstate_to_string(was), "CREATED", opid(x), NULL);
 	return 0;
 fail:
+	container_sandbox_drop(c, false);	/* a failed create leaves nothing */
 	if (r == -ECANCELED)
 		nerr_set(err, ECANCELED, "create of %s cancelled by destroy", c->name);
 	/* a destroy is queued behind a cancelled create: it takes the
@@ -135,6 +151,10 @@ static int do_start(struct cact *x, struct nerr *err)
 				cstate_to_string(old));
 	if (!x->by_policy)
 		container_policy_user_start(c);
+	/* nothing starts before its fetches are all done */
+	r = container_fetch_stage(c, opid(x), err);
+	if (r < 0)
+		return r;
 	container_set_state(c, C_STARTING, opid(x), note[0] ? note : NULL);
 	pthread_mutex_lock(&c->lock);
 	c->rs.due_ms = 0;	/* made: wait follows the new run */
@@ -241,6 +261,10 @@ static int run_action_masked(struct action *a, struct nerr *err)
 
 	if (x->kind == CA_CREATE) {
 		r = do_create(x, err);
+		/* the launch's fetch stage, then the start (do_start runs what
+		 * a failed or cut stage left) */
+		if (r >= 0)
+			r = container_fetch_stage(c, opid(x), err);
 		if (r >= 0 && x->then_start)
 			r = do_start(x, err);
 		return r;
@@ -268,6 +292,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 #if NODEFS_TEST_HOOKS
 		slow_destroy_hook();
 #endif
+		container_sandbox_drop(c, true);
 		container_forget(c, opid(x));
 		return 0;
 	}

@@ -35,7 +35,7 @@
 
 const char *const cstate_names[] = {
 	"CREATED", "PULLING", "STARTING", "RUNNING", "PAUSED", "STOPPING", "EXITED",
-	"DESTROYING", "CREATING",
+	"DESTROYING", "CREATING", "FETCHING",
 };
 
 const char *const exit_reasons[5] = { "completed", "error", "signal", "oom", "lost" };
@@ -44,12 +44,12 @@ _Static_assert(ARRAY_SIZE(exit_reasons) == ARRAY_SIZE(((struct container *)0)->e
 
 const char *cstate_to_string(enum cstate s)
 {
-	return s <= C_CREATING ? cstate_names[s] : "UNKNOWN";
+	return s <= C_LAST ? cstate_names[s] : "UNKNOWN";
 }
 
 int cstate_from_string(const char *s)
 {
-	for (int i = 0; i <= C_CREATING; i++)
+	for (int i = 0; i <= C_LAST; i++)
 		if (s && strcmp(s, cstate_names[i]) == 0)
 			return i;
 	return -1;
@@ -97,6 +97,8 @@ void container_free(struct container *c)
 	if (!c)
 		return;
 	cspec_free(&c->spec);
+	free(c->sandbox);
+	free(c->fst);
 	free(c->id);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
@@ -197,6 +199,8 @@ void container_write_locked(struct container *c, struct jw *w, bool redact)
 	jw_kstr(w, "state", cstate_to_string(c->state));
 	copts_write(&c->spec, w, redact);
 	container_service_write_locked(c, w);	/* container-restart.c: the policy's state */
+	if (c->sandbox)
+		jw_kstr(w, "sandbox_dir", c->sandbox);
 	jw_kint(w, "pid", c->pid);
 	if (c->has_exit)
 		jw_kint(w, "exit_code", c->exit_code);

@@ -3,8 +3,10 @@
 
 Contract is mixed into each runtime's TestCase (test_docker.Docker,
 test_lxc.Lxc), which gives it three things:
-  start(env, short, cmd)    run a container of that runtime with cmd, and
-                            return its nodefs name;
+  start(env, short, cmd, extra="")
+                            run a container of that runtime with cmd (and
+                            the create options extra), and return its
+                            nodefs name;
   engine_stopped(env, name) assert that the engine itself (docker inspect,
                             lxc-info) says the container does not run;
   stop_more(env), logs_more(env)
@@ -27,7 +29,7 @@ FOREVER = "sleep 1000"
 
 
 class Contract:
-    def start(self, env, short, cmd):
+    def start(self, env, short, cmd, extra=""):
         raise NotImplementedError
 
     def engine_stopped(self, env, name):
@@ -128,6 +130,60 @@ class Contract:
             self.assertEqual(env.state(s), "EXITED")
             q = self.start(env, "quick", "sh -c 'exit 7'")
             self.assertEqual(env.cread(q, "wait"), "exit_code=7 oom_killed=0\n")
+
+    def test_sandbox_mounted_owned_sized_and_removed(self):
+        """The sandbox: made before the create under STATE_DIR/sandboxes,
+        the container user's with mode 0750, mounted at sandbox_path,
+        files written on either side seen on the other, its bytes in
+        stats; none with sandbox=no; gone with destroy."""
+        import os
+        with ctest.Env() as env:
+            n = self.start(env, "sb", FOREVER, "user=65534 sandbox_path=/work")
+            path = env.cread(n, "sandbox").strip()
+            self.assertTrue(path.startswith(os.path.join(env.state_dir, "sandboxes", n + "-")), path)
+            st = os.stat(path)
+            self.assertEqual((st.st_mode & 0o7777, st.st_uid), (0o750, 65534))
+            with open(os.path.join(path, "from-host"), "w") as f:
+                f.write("h" * 1000)
+            same, out, code = env.exec_fd(n, 'sh -c "cat /work/from-host | wc -c; '
+                                          'echo inside >/work/from-inside"')
+            self.assertEqual((out.strip(), code), ("1000", "0"))
+            with open(os.path.join(path, "from-inside")) as f:
+                self.assertEqual(f.read(), "inside\n")
+            self.assertEqual(env.stats(n)["sandbox_bytes"], 1007)
+            info = __import__("json").loads(env.cread(n, "info.json"))
+            self.assertEqual((info["sandbox_dir"], info["sandbox_path"], info["sandbox"]),
+                             (path, "/work", True))
+            # sandbox=no: none, nothing mounted
+            o = self.start(env, "nosb", FOREVER, "sandbox=no")
+            self.assertEqual(env.cread(o, "sandbox"), "")
+            same, out, code = env.exec_fd(o, "test -e /sandbox")
+            self.assertEqual(code, "1")
+            self.assertEqual(env.stats(o)["sandbox_bytes"], 0)
+            env.cctl(n, "destroy")
+            env.wait_gone(n)
+            self.assertFalse(os.path.exists(path))
+
+    def test_fetch_lands_in_the_sandbox(self):
+        """fetch= on this runtime: a tar.gz unpacked and an executable file
+        in the sandbox before the start, seen inside (test_fetch.py has
+        the fetcher's cases; the stage is the same for every runtime)."""
+        import hashlib
+        import httpfix
+        import test_fetch
+        with httpfix.Server() as srv, ctest.Env() as env:
+            tool = b"#!/bin/sh\necho tool-ran\n"
+            srv.put("tool", tool)
+            srv.put("a.tgz", test_fetch.tgz([("d/a.txt", b"alpha\n")]))
+            n = self.start(env, "fe", FOREVER, "user=65534 fetch=%s fetch=%s" % (
+                ctest._shq(srv.url("/f/tool") + " executable sha256=" +
+                           hashlib.sha256(tool).hexdigest()),
+                ctest._shq(srv.url("/f/a.tgz") + " extract")))
+            same, out, code = env.exec_fd(n, 'sh -c "/sandbox/tool; cat /sandbox/d/a.txt; '
+                                          'stat -c %u /sandbox/d/a.txt"')
+            self.assertEqual((out, code), ("tool-ran\nalpha\n65534\n", "0"))
+            self.assertEqual([l.split()[1] for l in env.cread(n, "fetch").splitlines()],
+                             ["done", "done"])
 
     def test_logs_stdout_and_stderr(self):
         with ctest.Env() as env:

@@ -47,7 +47,7 @@ IGNORE_TERM = "sh -c \"trap '' TERM; while :; do sleep 1; done\""
 # handler for, so the handler is what makes the signal observable).
 HUP_42 = "sh -c \"trap 'exit 42' HUP; while :; do sleep 0.1; done\""
 STATS_KEYS = ("cpu_user_seconds", "cpu_system_seconds", "memory_bytes",
-              "memory_limit_bytes", "pids")
+              "memory_limit_bytes", "pids", "sandbox_bytes")
 
 
 def _terminated(signum, frame):

@@ -114,8 +114,8 @@ class StalledRegistry:
 
 
 class Docker(contract.Contract, unittest.TestCase):
-    def start(self, env, short, cmd):
-        return drun(env, short, cmd)
+    def start(self, env, short, cmd, extra=""):
+        return drun(env, short, cmd, extra)
 
     def engine_stopped(self, env, name):
         self.assertFalse(inspect(env.cread(name, "id").strip())["State"]["Running"])
@@ -553,6 +553,12 @@ class Docker(contract.Contract, unittest.TestCase):
             self.assertEqual(info["labels"], {"tier": "front", "team": "a"})
             self.assertEqual((info["user"], info["workdir"], info["hostname"], info["entrypoint"]),
                              ("nobody:nogroup", "/tmp", "web-1", ["/bin/sh", "-c"]))
+            # checkpointed: the same after a crash and a restart
+            env.fs.kill9()
+            env.fs.start()
+            self.assertEqual(json.loads(env.cread(n, "info.json"))["labels"], info["labels"])
+            self.assertEqual(json.loads(env.cread(n, "info.json"))["sandbox_dir"],
+                             info["sandbox_dir"])
             # refused: a user the image lacks (after the engine made it:
             # removed), a label under io.nodefs.
             for line, want, says in [

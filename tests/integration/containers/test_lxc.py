@@ -74,8 +74,8 @@ def cgroup_mounts():
 
 
 class Lxc(contract.Contract, unittest.TestCase):
-    def start(self, env, short, cmd):
-        return lrun(env, short, cmd)
+    def start(self, env, short, cmd, extra=""):
+        return lrun(env, short, cmd, extra)
 
     def engine_stopped(self, env, name):
         self.assertEqual(lxc_state(env, env.engine(name)), "STOPPED")

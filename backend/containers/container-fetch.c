@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * container-fetch: the launch's fetch stage, between the create and the
+ * first start, the same for every runtime: each fetch= the container was
+ * made with runs in order through backend/fetch/ into its sandbox, on the
+ * worker that runs the container's action (never a FUSE thread), with the
+ * state FETCHING meanwhile and containers/NAME/fetch showing each one's
+ * progress. A fetch that fails leaves the container CREATED with the
+ * reason in its error file; a later start runs what is not done yet.
+ *
+ * It must not know HTTP, archives or the cache's layout (fetch.h), nor
+ * the engines.
+ */
+#include "container-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/stat.h>
+
+static void progress(void *ctx, const struct fetch_status *st)
+{
+	struct container *c = ctx;
+
+	/* st is c->fst[i] itself, written by the fetch as it goes: the file
+	 * shows a snapshot (a number read mid-write is a stale number) */
+	bnode_changed(c->node);
+}
+
+int container_fetch_stage(struct container *c, const char *op_id, struct nerr *err)
+{
+	struct backend *b = c->b;
+	char cache[4200];
+	enum cstate was;
+	long uid = -1, gid = -1;
+	size_t n = c->spec.fetches.n;
+	int r = 0;
+
+	if (!n || c->fetched)
+		return 0;
+	if (!c->sandbox)
+		return nerr_set(err, EINVAL, "fetch=: the container has no sandbox (sandbox=no)");
+	pthread_mutex_lock(&c->lock);
+	if (!c->fst)
+		c->fst = calloc(n, sizeof(*c->fst));
+	was = c->state;
+	pthread_mutex_unlock(&c->lock);
+	if (!c->fst)
+		return nerr_set(err, ENOMEM, "out of memory");
+	if (b->cfg->fetch_cache)
+		snprintf(cache, sizeof(cache), "%s", b->cfg->fetch_cache);
+	else
+		snprintf(cache, sizeof(cache), "%s/fetch-cache", b->cfg->state_dir);
+	if (c->spec.user)
+		(void)rt_user_resolve(c->spec.user, NULL, 0, NULL, 0, &uid, &gid, NULL);
+	{
+		struct stat st;
+
+		/* a name resolved at create: the sandbox is the user's */
+		if (stat(c->sandbox, &st) == 0 && st.st_uid != 0) {
+			uid = st.st_uid;
+			gid = st.st_gid;
+		}
+	}
+	container_set_state(c, C_FETCHING, op_id, NULL);
+	for (size_t i = 0; i < n; i++) {
+		if (c->fst[i].state == FETCH_DONE)
+			continue;
+		struct fetch_env env = {
+			.cache_dir = cache, .cache_size = b->cfg->fetch_cache_size,
+			.sandbox = c->sandbox, .uid = (uid_t)uid, .gid = (gid_t)gid,
+			.sandbox_limit = c->spec.sandbox_size, .progress = progress, .ctx = c,
+			.cancel = &c->prog.cancel,
+		};
+
+		r = fetch_run(&env, &c->spec.fetches.v[i], &c->fst[i], err);
+		bnode_changed(c->node);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0) {
+		pthread_mutex_lock(&c->lock);
+		c->fetched = true;
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		bnode_set_error(c->node, err->msg);
+	}
+	container_set_state(c, was == C_FETCHING ? C_CREATED : was, op_id, r < 0 ? err->msg : NULL);
+	return r;
+}

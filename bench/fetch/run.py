@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""bench/fetch/run.py BUILD_DIR: the fetcher (issue #32) against anchors
+measured in the same run. Root, a dockerd (NODEFS_TEST_DOCKER_HOST, else
+one of its own from tests/fixtures/dockerd.sh). Not a test: prints a
+table, exit 0 whatever the figures, 1 only when they could not be made.
+
+The loopback server is tests/integration/containers/httpfix.py (the
+tests' own). Each nodefs figure is a `create` with the fetch less a
+`create` without it (the engine's create is the same in both), medians
+over ROUNDS:
+  1. a 256 MB download (a URI not in the cache) against `curl -s -o` of
+     the same URI to the same disk:          goal at most 1.05x
+  2. a cache hit with a sha256 against os.link of the cached file:
+                                             goal under 5 ms beyond it
+  3. extracting a 10,000-file tar.gz (cached) against `tar -xzf` of the
+     same file into a fresh directory:       goal at most 1.1x
+  4. `run` with one cached fetch (1 MB, sha256) against `run` with none:
+                                             goal at most 1.1x
+"""
+
+import hashlib
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build"
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+os.environ.setdefault("NODEFS_BIN", os.path.join(BUILD, "nodefs"))
+os.environ.setdefault("NODEFS_SRC", SRC)
+os.environ.setdefault("NODEFS_BUILD", BUILD)
+sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+sys.path.insert(0, os.path.join(SRC, "tests", "integration", "containers"))
+
+own_dk = None
+if not os.environ.get("NODEFS_TEST_DOCKER_HOST"):
+    own_dk = tempfile.mkdtemp(prefix="bench-fetch-dk-")
+    out = subprocess.run([os.path.join(SRC, "tests", "fixtures", "dockerd.sh"), "start", own_dk],
+                         capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("export "):
+            k, v = line[7:].split("=", 1)
+            os.environ[k] = v
+    if not os.environ.get("NODEFS_TEST_DOCKER_HOST"):
+        print("bench-fetch: no dockerd:", out.stderr[-500:])
+        sys.exit(1)
+
+import ctest  # noqa: E402
+import httpfix  # noqa: E402
+from ctest import IMAGE  # noqa: E402
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def timed(f):
+    t = time.monotonic()
+    f()
+    return time.monotonic() - t
+
+
+def main():
+    rows = []
+    seq = [0]
+    with httpfix.Server() as srv, ctest.Env(nodefs_extra="fetch_cache_size = 2G") as env:
+        def create(fetch=None, verb="create", cmd="true"):
+            seq[0] += 1
+            n = env.name("b%d" % seq[0])
+            line = "%s %s runtime=docker image=%s cmd=%s" % (verb, n, IMAGE, ctest._shq(cmd))
+            if fetch:
+                line += " fetch=" + ctest._shq(fetch)
+            t = time.monotonic()
+            env.must("containers/ctl", line)
+            dt = time.monotonic() - t
+            return n, dt
+
+        def destroy(n):
+            env.cctl(n, "destroy")
+
+        def base(verb="create"):
+            n, dt = create(verb=verb)
+            destroy(n)
+            return dt
+
+        # warm: the engine, the image, libcurl loaded
+        srv.put("warm", b"w")
+        n, _ = create(srv.url("/f/warm"))
+        destroy(n)
+        # 1. 256 MB download
+        big = os.urandom(256 << 20)
+        ours, theirs = [], []
+        for i in range(max(2, ROUNDS // 2)):
+            name = "big%d" % i
+            srv.put(name, big)
+            b0 = base()
+            n, dt = create(srv.url("/f/" + name))
+            ours.append(dt - b0)
+            destroy(n)
+            dst = os.path.join(env.tmp, "curl.out")
+            theirs.append(timed(lambda: subprocess.run(
+                ["curl", "-s", "-o", dst, srv.url("/f/" + name)], check=True)))
+            os.unlink(dst)
+            srv.files.pop(name)
+        del big
+        a, b = statistics.median(ours), statistics.median(theirs)
+        rows.append(("256 MB download vs curl -o", "%.0f ms" % (a * 1e3), "%.0f ms" % (b * 1e3),
+                     "%.2fx" % (a / b), "<= 1.05x"))
+        # 2. cache hit with a sha256 vs a hard link
+        data = os.urandom(16 << 20)
+        srv.put("hit", data)
+        f = srv.url("/f/hit") + " sha256=" + sha(data)
+        n, _ = create(f)
+        destroy(n)
+        objs = os.path.join(env.state_dir, "fetch-cache", "objects")
+        obj = os.path.join(objs, sha(srv.url("/f/hit").encode()) + ".data")
+        ours, theirs = [], []
+        for i in range(ROUNDS):
+            b0 = base()
+            n, dt = create(f)
+            ours.append(dt - b0)
+            destroy(n)
+            ln = os.path.join(env.tmp, "ln%d" % i)
+            theirs.append(timed(lambda: os.link(obj, ln)))
+            os.unlink(ln)
+        a, b = statistics.median(ours), statistics.median(theirs)
+        rows.append(("cache hit (16 MB, sha256) vs link", "%.2f ms" % (a * 1e3),
+                     "%.3f ms" % (b * 1e3), "+%.2f ms" % ((a - b) * 1e3), "< +5 ms"))
+        # 3. 10,000-file tar.gz vs tar -xzf
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            for i in range(10000):
+                ti = tarfile.TarInfo("d%02d/f%05d" % (i % 100, i))
+                body = b"x" * (i % 512)
+                ti.size = len(body)
+                t.addfile(ti, io.BytesIO(body))
+        tgz = buf.getvalue()
+        srv.put("many.tgz", tgz)
+        f = srv.url("/f/many.tgz") + " extract sha256=" + sha(tgz)
+        n, _ = create(f)
+        destroy(n)
+        src = os.path.join(objs, sha(srv.url("/f/many.tgz").encode()) + ".data")
+        ours, theirs = [], []
+        for i in range(ROUNDS):
+            b0 = base()
+            n, dt = create(f)
+            ours.append(dt - b0)
+            destroy(n)
+            d = os.path.join(env.tmp, "tar%d" % i)
+            os.mkdir(d)
+            theirs.append(timed(lambda: subprocess.run(["tar", "-xzf", src, "-C", d], check=True)))
+            subprocess.run(["rm", "-rf", d])
+        a, b = statistics.median(ours), statistics.median(theirs)
+        rows.append(("extract 10,000-file tar.gz vs tar -xzf", "%.0f ms" % (a * 1e3),
+                     "%.0f ms" % (b * 1e3), "%.2fx" % (a / b), "<= 1.1x"))
+        # 4. run with one cached fetch vs run with none
+        one = os.urandom(1 << 20)
+        srv.put("one", one)
+        f = srv.url("/f/one") + " sha256=" + sha(one)
+        n, _ = create(f, verb="run", cmd="sleep 1000")
+        destroy(n)
+        ours, theirs = [], []
+        for i in range(ROUNDS):
+            n, dt = create(verb="run", cmd="sleep 1000")
+            theirs.append(dt)
+            destroy(n)
+            n, dt = create(f, verb="run", cmd="sleep 1000")
+            ours.append(dt)
+            destroy(n)
+        a, b = statistics.median(ours), statistics.median(theirs)
+        rows.append(("run with a cached fetch vs run", "%.0f ms" % (a * 1e3), "%.0f ms" % (b * 1e3),
+                     "%.2fx" % (a / b), "<= 1.1x"))
+    w = [max(len(r[i]) for r in rows + [("what", "nodefs", "anchor", "ratio", "goal")])
+         for i in range(5)]
+    for r in [("what", "nodefs", "anchor", "ratio", "goal")] + rows:
+        print("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |")
+
+
+try:
+    main()
+finally:
+    if own_dk:
+        subprocess.run([os.path.join(SRC, "tests", "fixtures", "dockerd.sh"), "stop", own_dk])
