@@ -9,7 +9,8 @@
  * reason in its error file; a later start runs what is not done yet.
  *
  * It must not know HTTP, archives or the cache's layout (fetch.h), nor
- * the engines.
+ * the engines, nor move the container's state: the start action
+ * (container-run.c) says FETCHING around container_fetch_run.
  */
 #include "container-internal.h"
 
@@ -29,23 +30,29 @@ static void progress(void *ctx, const struct fetch_status *st)
 	bnode_changed(c->node);
 }
 
-int container_fetch_stage(struct container *c, const char *op_id, struct nerr *err)
+bool container_fetch_pending(struct container *c)
+{
+	bool fetched;
+
+	pthread_mutex_lock(&c->lock);
+	fetched = c->fetched;
+	pthread_mutex_unlock(&c->lock);
+	return c->spec.fetches.n && !fetched;
+}
+
+int container_fetch_run(struct container *c, struct nerr *err)
 {
 	struct backend *b = c->b;
 	char cache[4200];
-	enum cstate was;
 	long uid = -1, gid = -1;
 	size_t n = c->spec.fetches.n;
 	int r = 0;
 
-	if (!n || c->fetched)
-		return 0;
 	if (!c->sandbox)
 		return nerr_set(err, EINVAL, "fetch=: the container has no sandbox (sandbox=no)");
 	pthread_mutex_lock(&c->lock);
 	if (!c->fst)
 		c->fst = calloc(n, sizeof(*c->fst));
-	was = c->state;
 	pthread_mutex_unlock(&c->lock);
 	if (!c->fst)
 		return nerr_set(err, ENOMEM, "out of memory");
@@ -64,7 +71,6 @@ int container_fetch_stage(struct container *c, const char *op_id, struct nerr *e
 			gid = st.st_gid;
 		}
 	}
-	container_set_state(c, C_FETCHING, op_id, NULL);
 	for (size_t i = 0; i < n; i++) {
 		if (c->fst[i].state == FETCH_DONE)
 			continue;
@@ -87,6 +93,5 @@ int container_fetch_stage(struct container *c, const char *op_id, struct nerr *e
 	} else {
 		bnode_set_error(c->node, err->msg);
 	}
-	container_set_state(c, was == C_FETCHING ? C_CREATED : was, op_id, r < 0 ? err->msg : NULL);
 	return r;
 }

@@ -298,10 +298,12 @@ int container_sandbox_mounts(struct container *c, struct rt_mount **ret, size_t 
 
 /* ---- container-fetch.c ---- */
 
+/* Whether c has a fetch= not done yet. Any thread. */
+bool container_fetch_pending(struct container *c);
 /* The launch's fetch stage: each fetch= not done yet, in order, into the
- * sandbox, state FETCHING meanwhile (back to was after). On a worker.
- * -EIO, -EFBIG, -ECANCELED with the URI in err. */
-int container_fetch_stage(struct container *c, const char *op_id, struct nerr *err);
+ * sandbox (the caller says FETCHING meanwhile: container-run.c). On a
+ * worker. -EIO, -EFBIG, -ECANCELED with the URI in err (and c's error). */
+int container_fetch_run(struct container *c, struct nerr *err);
 
 /* ---- container-files.c ---- */
 

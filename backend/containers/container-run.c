@@ -115,6 +115,22 @@ fail:
 	return r;
 }
 
+/* The launch's fetch stage (container-fetch.c), FETCHING while it runs:
+ * back to CREATED after (or the state it was in), the error with it. */
+static int fetch_stage(struct container *c, const char *op_id, struct nerr *err)
+{
+	enum cstate was;
+	int r;
+
+	if (!container_fetch_pending(c))
+		return 0;
+	was = container_state_of(c);
+	container_set_state(c, C_FETCHING, op_id, NULL);
+	r = container_fetch_run(c, err);
+	container_set_state(c, was == C_FETCHING ? C_CREATED : was, op_id, r < 0 ? err->msg : NULL);
+	return r;
+}
+
 static int do_start(struct cact *x, struct nerr *err)
 {
 	struct container *c = x->c;
@@ -152,7 +168,7 @@ static int do_start(struct cact *x, struct nerr *err)
 	if (!x->by_policy)
 		container_policy_user_start(c);
 	/* nothing starts before its fetches are all done */
-	r = container_fetch_stage(c, opid(x), err);
+	r = fetch_stage(c, opid(x), err);
 	if (r < 0)
 		return r;
 	container_set_state(c, C_STARTING, opid(x), note[0] ? note : NULL);
@@ -264,7 +280,7 @@ static int run_action_masked(struct action *a, struct nerr *err)
 		/* the launch's fetch stage, then the start (do_start runs what
 		 * a failed or cut stage left) */
 		if (r >= 0)
-			r = container_fetch_stage(c, opid(x), err);
+			r = fetch_stage(c, opid(x), err);
 		if (r >= 0 && x->then_start)
 			r = do_start(x, err);
 		return r;
