@@ -366,11 +366,15 @@ int container_refresh(struct container *c, bool defer, const char *op_id, struct
 {
 	_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
 	struct rt_status st = { 0 };
+	char id[256];
 	int r;
 
 	if (!h)
 		return engine_ready(c->eng, err);
-	r = c->eng->ops->inspect(h->h, c->id, &st, err);
+	/* a copy: an event's container_mark_gone may free c->id meanwhile */
+	if (!container_current_id(c, id, sizeof(id)))
+		return nerr_set(err, ENOENT, "container %s has no engine container", c->name);
+	r = c->eng->ops->inspect(h->h, id, &st, err);
 	if (r < 0)
 		return r;
 	if (apply_status(c, &st, defer, op_id) == 0)
@@ -385,7 +389,7 @@ int container_refresh(struct container *c, bool defer, const char *op_id, struct
 			break;
 		usleep(1000);
 	}
-	r = c->eng->ops->inspect(h->h, c->id, &st, err);
+	r = c->eng->ops->inspect(h->h, id, &st, err);
 	if (r < 0)
 		return r;
 	apply_status(c, &st, false, op_id);
