@@ -20,6 +20,7 @@
 #include "operation.h"
 #include "plugins.h"
 #include "profiles.h"
+#include "resources.h"
 #include "uncertain.h"
 #include "volumes.h"
 
@@ -41,6 +42,11 @@ static const struct backend_links links = {
 	.uncertain_stop = uncertain_stop,
 	.uncertain_render_metrics = uncertain_render_metrics,
 	.plugin_probe = plugin_probe,
+	.containers_limits = containers_limits,
+	.profiles_capacity = profiles_capacity,
+	.volumes_bytes_provisioned = volumes_bytes_provisioned,
+	.resources_show = resources_show,
+	.resources_render_metrics = resources_render_metrics,
 };
 
 int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)

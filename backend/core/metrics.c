@@ -118,6 +118,9 @@ static int render_operations(struct backend *b, struct sbuf *out)
 	if (r >= 0)
 		r = b->links && b->links->uncertain_render_metrics ?
 			b->links->uncertain_render_metrics(b, out) : 0;
+	if (r >= 0)
+		r = b->links && b->links->resources_render_metrics ?
+			b->links->resources_render_metrics(b, out) : 0;
 	return r;
 }
 

@@ -56,5 +56,10 @@ void plugin_lists_stale(struct backend *b, const char *name);
 /* links.h's plugin_probe: probe the plugin of node (plugins/NAME) through
  * its storage handle; -ECANCELED when it has none (worker pool). */
 int plugin_probe(struct bnode *node, bool *ready, struct nerr *err);
+/* links.h's profiles_capacity: fn once per profile line of each plugin's
+ * capacity file as last refreshed ("NAME BYTES"; the plugin's "default"
+ * and the failed ones left out). Any thread. */
+void profiles_capacity(struct backend *b,
+		       void (*fn)(void *ctx, const char *profile, long long bytes), void *ctx);
 
 #endif

@@ -25,5 +25,7 @@ struct volume_index *volume_index_new(struct backend *b, const char *plugin);
 const char *volume_index_find(const struct volume_index *ix, const char *id);
 void volume_index_free(struct volume_index *ix);
 void volumes_refresh_stats(struct backend *b, const char *plugin);
+/* The bytes of the volumes made (each its capacity, else its size asked). */
+uint64_t volumes_bytes_provisioned(struct backend *b);
 
 #endif
