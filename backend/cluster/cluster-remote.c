@@ -4,11 +4,14 @@
  * sides, in two raft commits (docs/design.md, "A remote command"). The
  * writer creates PREFIX/nodes/NODE/inbox/ID in a transaction that fails if
  * it exists (and that carries the deletions of its earlier answered
- * records) and waits for the answer in the watch it already has; the
- * target, seeing the record in its watch, runs the line through the ctl
- * file's own check and store (so the same operation records, checkpoints
- * and events as a local write) and writes the answer in one transaction
- * conditional on the record's revision as seen. There is no "taken" write.
+ * records) and waits for the answer in the watch of its own inbox; the
+ * target, seeing the record in the watch of its inbox, runs the line
+ * through the ctl file's own check and store (so the same operation
+ * records, checkpoints and events as a local write) and writes the answer
+ * in one transaction conditional on the record's revision as seen: the
+ * record goes and the answer is put at PREFIX/nodes/WRITER/inbox/ID (a
+ * node writing to itself: in the record's place). Each node watches only
+ * its own inbox. There is no "taken" write.
  *
  * At most once: the command's id goes into the first checkpoint of the
  * operation it starts (breq.cluster_cmd, operation.cluster_cmd). Within a
@@ -38,10 +41,12 @@
 #include <jansson.h>
 
 #include "cluster-internal.h"
+#include "jw.h"
 #include "log.h"
 #include "macro.h"
 #include "nodefs-config.h"
 #include "operation.h"
+#include "valid.h"
 
 #if NODEFS_TEST_HOOKS
 /* Crash tests: NODEFS_CRASH_AT=cluster:run kills the daemon right before
@@ -70,7 +75,8 @@ int cluster_remote_write(struct cluster *c, const char *node, const char *path, 
 			 size_t len, struct breq *rq)
 {
 	struct cluster_rcmd *rc;
-	json_t *j;
+	struct sbuf rec = SBUF_INIT(64u << 10);
+	struct jw w;
 	char up[NERR_MSG_MAX + 64];
 
 	pthread_mutex_lock(&c->lock);
@@ -88,11 +94,22 @@ int cluster_remote_write(struct cluster *c, const char *node, const char *path, 
 	}
 	snprintf(rc->id, sizeof(rc->id), "%s-%s-%" PRIu64, c->node, c->token, ++c->seq);
 	snprintf(rc->key, sizeof(rc->key), "%s/nodes/%s/inbox/%s", c->prefix, node, rc->id);
-	j = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:b,s:I}", "from", c->node, "by", rq->by, "path", path,
-		      "line", line, len, "state", "new", "nonblock", rq->nonblock,
-		      "written", (json_int_t)time(NULL));
-	rc->record = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
+	_cleanup_free_ char *ln = strndup(line, len);
+	jw_init(&w, &rec, 0);
+	jw_obj(&w);
+	jw_kstr(&w, "from", c->node);
+	jw_kstr(&w, "by", rq->by);
+	jw_kstr(&w, "path", path);
+	jw_kstr(&w, "line", ln ? ln : "");
+	jw_kstr(&w, "state", "new");
+	jw_kbool(&w, "nonblock", rq->nonblock);
+	jw_kint(&w, "written", (long long)time(NULL));
+	jw_obj_end(&w);
+	if (!ln)
+		jw_fail(&w, -ENOMEM);
+	if (jw_end(&w) < 0)
+		sbuf_free(&rec);
+	rc->record = rec.buf;
 	if (!rc->record) {
 		pthread_mutex_unlock(&c->lock);
 		free(rc);
@@ -142,25 +159,30 @@ static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, 
 	pthread_mutex_lock(&c->lock);
 }
 
-/* The answer to a command written here (c->lock held): complete it. */
-static void rcmd_answered_locked(struct cluster *c, const char *key, const char *val, size_t vlen)
+/* An answer in this node's inbox (key below the prefix; c->lock held):
+ * complete the command written here it answers. Returns false when no
+ * command waits for it (an answer its writer gave up on, or an earlier
+ * run's): the caller deletes it. */
+static bool rcmd_answered_locked(struct cluster *c, const char *key, const char *val, size_t vlen)
 {
 	const char *id = strrchr(key, '/');
+	char full[512];
 
 	for (struct cluster_rcmd **pp = &c->rcmds; id && *pp; pp = &(*pp)->next) {
 		struct cluster_rcmd *rc = *pp;
-		if (strcmp(rc->id, id + 1) != 0 || strcmp(rc->key + strlen(c->prefix) + 1, key) != 0)
+		if (strcmp(rc->id, id + 1) != 0)
 			continue;
 		json_t *j = json_loadb(val, vlen, 0, NULL);
 		const char *st = json_string_value(json_object_get(j, "state"));
 		if (!st || strcmp(st, "done") != 0) {
 			json_decref(j);
-			return;
+			return true;
 		}
 		int e = (int)json_integer_value(json_object_get(j, "errno"));
 		const char *m = json_string_value(json_object_get(j, "error"));
 		const char *reply = json_string_value(json_object_get(j, "reply"));
-		const char *node = key + strlen("nodes/");
+		/* the target: the node whose inbox the command went to */
+		const char *node = rc->key + strlen(c->prefix) + strlen("/nodes/");
 		int nl = (int)strcspn(node, "/");
 		struct breq *rq = rc->rq;
 
@@ -175,7 +197,8 @@ static void rcmd_answered_locked(struct cluster *c, const char *key, const char 
 		}
 		/* deleted with the next create: not in the way of the
 		 * writer's next command */
-		add_delete_locked(c, rc->key);
+		snprintf(full, sizeof(full), "%s/%s", c->prefix, key);
+		add_delete_locked(c, full);
 		free(rc->record);
 		free(rc);
 		json_decref(j);
@@ -186,8 +209,9 @@ static void rcmd_answered_locked(struct cluster *c, const char *key, const char 
 		breq_complete(rq, e > 0 ? -e : 0);
 		cluster_wake_remote(c);
 		pthread_mutex_lock(&c->lock);
-		return;
+		return true;
 	}
+	return false;
 }
 
 static bool ts_past(const struct timespec *t)
@@ -320,33 +344,41 @@ void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce)
 	char mine[512];
 
 	snprintf(mine, sizeof(mine), "nodes/%s/inbox/", c->node);
-	/* queued once per revision: a re-list shows it again */
-	if (strncmp(ce->key, mine, strlen(mine)) == 0 && ce->queued_rev != ce->mod_rev) {
-		json_t *j = json_loadb(ce->val, ce->vlen, 0, NULL);
-		const char *st = json_string_value(json_object_get(j, "state"));
-		/* "taken": written by an earlier version, which took commands
-		 * with a write of their own before running them */
-		bool open = st && (strcmp(st, "new") == 0 || strcmp(st, "taken") == 0);
+	if (strncmp(ce->key, mine, strlen(mine)) != 0)
+		return;
+	json_t *j = json_loadb(ce->val, ce->vlen, 0, NULL);
+	const char *st = json_string_value(json_object_get(j, "state"));
+	/* "taken": written by an earlier version, which took commands with a
+	 * write of their own before running them */
+	bool open = !j || (st && (strcmp(st, "new") == 0 || strcmp(st, "taken") == 0));
+	bool done = st && strcmp(st, "done") == 0;
 
-		if (open || !j) {
-			struct cluster_job *jb = calloc(1, sizeof(*jb));
-			if (jb && (jb->val = strndup(ce->val, ce->vlen))) {
-				snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, ce->key);
-				snprintf(jb->id, sizeof(jb->id), "%s", ce->key + strlen(mine));
-				jb->mod_rev = ce->mod_rev;
-				jb->orphan = ce->mod_rev <= c->boot_rev;
-				jb->nonblock = json_is_true(json_object_get(j, "nonblock"));
-				jb->c = c;
-				ce->queued_rev = ce->mod_rev;
-				*c->jobs_tail = jb;
-				c->jobs_tail = &jb->next;
-				c->jobs_kick = true;
-			} else
-				free(jb);
-		}
-		json_decref(j);
+	/* queued once per revision: a re-list shows it again */
+	if (open && ce->queued_rev != ce->mod_rev) {
+		struct cluster_job *jb = calloc(1, sizeof(*jb));
+		if (jb && (jb->val = strndup(ce->val, ce->vlen))) {
+			snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, ce->key);
+			snprintf(jb->id, sizeof(jb->id), "%s", ce->key + strlen(mine));
+			jb->mod_rev = ce->mod_rev;
+			jb->orphan = ce->mod_rev <= c->boot_rev;
+			jb->nonblock = json_is_true(json_object_get(j, "nonblock"));
+			jb->c = c;
+			ce->queued_rev = ce->mod_rev;
+			*c->jobs_tail = jb;
+			c->jobs_tail = &jb->next;
+			c->jobs_kick = true;
+		} else
+			free(jb);
 	}
-	rcmd_answered_locked(c, ce->key, ce->val, ce->vlen);
+	json_decref(j);
+	if (done) {
+		char full[512];
+		snprintf(full, sizeof(full), "%s/%s", c->prefix, ce->key);
+		/* an answer no command here waits for (its writer gave up, or
+		 * it is an earlier run's): gone with the next create */
+		if (!rcmd_answered_locked(c, ce->key, ce->val, ce->vlen))
+			add_delete_locked(c, full);
+	}
 }
 
 void cluster_unlock_kick(struct cluster *c)
@@ -444,25 +476,59 @@ out:
 
 /* Write jb's answer, only while the record is still at jb->mod_rev (as
  * seen): a record the writer has deleted (it gave up) is not made again.
+ * The record goes and the answer lands in the writer's inbox (a node's
+ * own command: in the record's place), in one transaction.
  * 0, -ESTALE (changed: nothing to answer), or etcd's failure. */
 static int answer(struct cluster *c, struct etcd *e, struct cluster_job *jb)
 {
 	struct nerr err = { 0 };
 	json_t *rec = json_loads(jb->val, 0, NULL);
+	struct sbuf out = SBUF_INIT(8u << 20);
+	struct jw w;
+	const char *from = json_string_value(json_object_get(rec, "from"));
+	const char *keys[] = { "from", "by", "path", "line" };
+	char akey[512];
+	struct etcd_op ops[2];
+	size_t nops = 0;
+	struct nerr ne;
+	int r;
 
-	if (!json_is_object(rec)) {
-		json_decref(rec);
-		rec = json_object();
+	jw_init(&w, &out, 0);
+	jw_obj(&w);
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		const char *v = json_string_value(json_object_get(rec, keys[i]));
+		if (v)
+			jw_kstr(&w, keys[i], v);
 	}
-	json_object_set_new(rec, "state", json_string("done"));
-	json_object_del(rec, "taker");
-	json_object_set_new(rec, "errno", json_integer(jb->result < 0 ? -jb->result : 0));
-	json_object_set_new(rec, "error", json_string(jb->result < 0 ? jb->msg : ""));
-	json_object_set_new(rec, "reply", json_stringn(jb->rq.reply.buf ? jb->rq.reply.buf : "",
-						       jb->rq.reply.len));
-	_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT);
+	jw_kbool(&w, "nonblock", json_is_true(json_object_get(rec, "nonblock")));
+	if (json_is_integer(json_object_get(rec, "written")))
+		jw_kint(&w, "written", (long long)json_integer_value(json_object_get(rec, "written")));
+	jw_kstr(&w, "state", "done");
+	jw_kint(&w, "errno", jb->result < 0 ? -jb->result : 0);
+	jw_kstr(&w, "error", jb->result < 0 ? jb->msg : "");
+	jw_key(&w, "reply");
+	{
+		_cleanup_free_ char *reply = strndup(jb->rq.reply.buf ? jb->rq.reply.buf : "",
+						     jb->rq.reply.len);
+		jw_str(&w, reply ? reply : "");
+	}
+	jw_obj_end(&w);
+	r = jw_end(&w);
+	/* the writer's inbox, when the record names a writer that is
+	 * another node (the id starts with its name) */
+	if (from && strcmp(from, c->node) != 0 && valid_name(from, &ne) == 0 &&
+	    strncmp(jb->id, from, strlen(from)) == 0 && jb->id[strlen(from)] == '-') {
+		snprintf(akey, sizeof(akey), "%s/nodes/%s/inbox/%s", c->prefix, from, jb->id);
+		ops[nops++] = (struct etcd_op){ .del = true, .key = jb->key };
+	} else
+		snprintf(akey, sizeof(akey), "%s", jb->key);
+	ops[nops++] = (struct etcd_op){ .key = akey, .val = out.buf, .vlen = out.len };
 	json_decref(rec);
-	int r = s ? etcd_put_if(e, jb->key, s, strlen(s), jb->mod_rev, NULL, &err) : -ENOMEM;
+	if (r >= 0)
+		r = etcd_txn_if(e, jb->key, jb->mod_rev, ops, nops, &err);
+	else
+		r = -ENOMEM;
+	sbuf_free(&out);
 	if (r < 0 && r != -ESTALE)
 		log_msg(LOG_LVL_WARN, "cluster: cannot answer %s (will retry): %s", jb->key, err.msg);
 	return r;

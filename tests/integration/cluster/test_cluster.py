@@ -278,7 +278,7 @@ class Cluster(unittest.TestCase):
         e.ctl("put", "/nodefs/nodes/x/volumes/bad", "{truncated")
         e.ctl("put", "/nodefs/nodes/x/volumes/typ", '{"state": 3, "info": []}')
         e.ctl("put", "/nodefs/nodes/x/volumes/..", "{}")
-        e.ctl("put", "/nodefs/nodes/x/info", "[1]")
+        e.ctl("put", "/nodefs/summary/x/info", "[1]")
         e.ctl("put", "/nodefs/nodes/y", "nothing")
         e.ctl("put", "/nodefs/nodes/a/inbox/junk", "[not a command")
         a.wait_read("cluster/nodes/x/volumes/bad/state", lambda s: s == "INVALID\n")
