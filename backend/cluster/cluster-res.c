@@ -8,8 +8,6 @@
  * bytes from etcd, fuzzed (tests/fuzz/fuzz_cluster_records.c). Knows
  * jansson; not the tree, not etcd, not FUSE.
  */
-#include "backend-internal.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +16,7 @@
 #include <jansson.h>
 
 #include "cluster-internal.h"
+#include "sbuf.h"
 
 void cluster_fmt_cpus(double v, char *buf, size_t len)
 {
