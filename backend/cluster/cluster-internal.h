@@ -134,6 +134,7 @@ struct cluster {
 	bool threads;
 	struct hmap pubs;		/* "volumes/NAME" -> struct pubrec (publisher only) */
 	char *pub_summary;		/* the summary last written, less `updated` (publisher) */
+	uint64_t summary_at, summary_due;	/* when written; when one held back is due */
 };
 
 struct centry {

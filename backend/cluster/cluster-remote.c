@@ -372,11 +372,16 @@ void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce)
 	}
 	json_decref(j);
 	if (done) {
+		const char *id = ce->key + strlen(mine);
+		size_t nl = strlen(c->node);
 		char full[512];
 		snprintf(full, sizeof(full), "%s/%s", c->prefix, ce->key);
-		/* an answer no command here waits for (its writer gave up, or
-		 * it is an earlier run's): gone with the next create */
-		if (!rcmd_answered_locked(c, ce->key, ce->val, ce->vlen))
+		/* an answer to a command of this node's (its id starts with
+		 * the node's name) that none here waits for (its writer gave
+		 * up, or it is an earlier run's): gone with the next create.
+		 * Other answered records are their writers' to delete. */
+		bool ours = strncmp(id, c->node, nl) == 0 && id[nl] == '-';
+		if (!rcmd_answered_locked(c, ce->key, ce->val, ce->vlen) && ours)
 			add_delete_locked(c, full);
 	}
 }

@@ -331,8 +331,6 @@ struct batch {
 static int batch_flush(struct cluster *c, struct etcd *e, struct batch *bt, struct nerr *err)
 {
 	struct etcd_op ops[ETCD_TXN_MAX];
-	_cleanup_free_ char *info = NULL;
-	char ik[512];
 	size_t n = 0;
 	int r;
 
@@ -342,10 +340,9 @@ static int batch_flush(struct cluster *c, struct etcd *e, struct batch *bt, stru
 		ops[n++] = (struct etcd_op){ .del = !bt->v[i].val, .key = bt->v[i].key,
 					     .val = bt->v[i].val,
 					     .vlen = bt->v[i].val ? strlen(bt->v[i].val) : 0 };
-	info = node_record(c, true, time(NULL));
-	summary_key(c, ik, sizeof(ik), "info");
-	if (info)
-		ops[n++] = (struct etcd_op){ .key = ik, .val = info, .vlen = strlen(info) };
+	/* the summary is not in it: every node watches the summaries, and a
+	 * record there per object change would fan each out to all of them
+	 * (publish_summary writes it, at most every SUMMARY_MIN_MS) */
 	r = etcd_txn(e, ops, n, NULL, err);
 	for (size_t i = 0; i < bt->n; i++) {
 		struct pend *x = &bt->v[i];
@@ -369,9 +366,6 @@ static int batch_flush(struct cluster *c, struct etcd *e, struct batch *bt, stru
 	}
 	bt->n = bt->bytes = 0;
 	if (r == 0) {
-		/* the summary as written, less `updated` */
-		free(c->pub_summary);
-		c->pub_summary = node_record(c, true, 0);
 		pthread_mutex_lock(&c->lock);
 		c->publish_writes++;
 		pthread_mutex_unlock(&c->lock);
@@ -401,6 +395,40 @@ static int batch_add(struct cluster *c, struct etcd *e, struct batch *bt, struct
 	x->serial = serial;
 	bt->bytes += len + strlen(x->key);
 	p->pending = true;
+	return 0;
+}
+
+/* The summary (summary/NODE/info: the counts, the resources) when it
+ * changed (a volume made, a container's limits, a profile's capacity), at
+ * most once every SUMMARY_MIN_MS: every node watches every summary, so
+ * its rate times the number of nodes is what each node receives. A change
+ * held back sets c->summary_due for the publisher's sleep. */
+#define SUMMARY_MIN_MS 5000
+static int publish_summary(struct cluster *c, struct etcd *e, struct nerr *err)
+{
+	_cleanup_free_ char *now = node_record(c, true, 0);
+	uint64_t t = loop_now_ms();
+	int r;
+
+	c->summary_due = 0;
+	if (!now || (c->pub_summary && strcmp(now, c->pub_summary) == 0))
+		return 0;
+	if (c->pub_summary && t < c->summary_at + SUMMARY_MIN_MS) {
+		c->summary_due = c->summary_at + SUMMARY_MIN_MS;
+		return 0;
+	}
+	_cleanup_free_ char *info = node_record(c, true, time(NULL));
+	char ik[512];
+	summary_key(c, ik, sizeof(ik), "info");
+	r = info ? etcd_put(e, ik, info, strlen(info), 0, NULL, err) : 0;
+	if (r < 0)
+		return r;
+	free(c->pub_summary);
+	c->pub_summary = TAKE_PTR(now);
+	c->summary_at = t;
+	pthread_mutex_lock(&c->lock);
+	c->publish_writes++;
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
@@ -485,24 +513,9 @@ static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct ner
 	}
 	if (r >= 0)
 		r = batch_flush(c, e, bt, err);
-	/* nothing else to write, but the summary changed (the counts, the
-	 * resources: a container's limits, a profile's capacity): it alone */
-	if (r >= 0) {
-		_cleanup_free_ char *now = node_record(c, true, 0);
-		if (now && (!c->pub_summary || strcmp(now, c->pub_summary) != 0)) {
-			_cleanup_free_ char *info = node_record(c, true, time(NULL));
-			char ik[512];
-			summary_key(c, ik, sizeof(ik), "info");
-			r = info ? etcd_put(e, ik, info, strlen(info), 0, NULL, err) : 0;
-			if (r >= 0) {
-				free(c->pub_summary);
-				c->pub_summary = TAKE_PTR(now);
-				pthread_mutex_lock(&c->lock);
-				c->publish_writes++;
-				pthread_mutex_unlock(&c->lock);
-			}
-		}
-	} else {
+	if (r >= 0)
+		r = publish_summary(c, e, err);
+	else {
 		for (size_t i = 0; i < bt->n; i++)
 			free(bt->v[i].val);
 	}
@@ -760,6 +773,8 @@ static void *pub_main(void *arg)
 		now = loop_now_ms();
 		if (up)
 			wait_ms = last_ka + ka_every > now ? last_ka + ka_every - now : 0;
+		if (up && c->summary_due && (c->summary_due > now ? c->summary_due - now : 0) < wait_ms)
+			wait_ms = c->summary_due > now ? c->summary_due - now : 0;
 		else
 			wait_ms = backoff > now ? backoff - now : 0;
 		cwake_wait(&c->pub_wake, wait_ms);

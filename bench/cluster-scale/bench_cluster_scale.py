@@ -139,12 +139,27 @@ def revision(e):
         return 0
 
 
+def pid_cpu_s(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / HZ
+    except OSError:
+        return 0.0
+
+
+def etcd_cpu_s(e):
+    return sum(pid_cpu_s(p.pid) for p in e.procs if p and p.poll() is None)
+
+
 def sample(e, nodes, secs):
     """CPU and RSS of each node, etcd's writes and watch events, over secs."""
+    ec0 = etcd_cpu_s(e)
     c0 = [n.cpu_s() for n in nodes]
     r0, ev0, t0 = revision(e), etcd_metric(e, "etcd_debugging_mvcc_events_total"), time.monotonic()
     time.sleep(secs)
     c1 = [n.cpu_s() for n in nodes]
+    ec1 = etcd_cpu_s(e)
     r1, ev1, t1 = revision(e), etcd_metric(e, "etcd_debugging_mvcc_events_total"), time.monotonic()
     dt = t1 - t0
     cpu = [(b - a) / dt for a, b in zip(c0, c1)]
@@ -154,7 +169,7 @@ def sample(e, nodes, secs):
     anon = [m.get("Anonymous", 0) / 1024 for m in sm]
     return dict(writes=(r1 - r0) / dt, events=(ev1 - ev0) / dt, cpu_med=med(cpu), cpu_max=max(cpu),
                 cpu_all=sum(cpu), rss_med=med(rss), rss_max=max(rss), pss_med=med(pss),
-                anon_med=med(anon))
+                anon_med=med(anon), etcd_cpu=(ec1 - ec0) / dt)
 
 
 class Load:
@@ -442,6 +457,7 @@ def main():
         print("  CPU %% a node med/max   idle %5.2f/%5.2f  loaded %5.2f/%5.2f"
               % (100 * i["cpu_med"], 100 * i["cpu_max"], 100 * l["cpu_med"], 100 * l["cpu_max"]))
         print("  CPU all nodes (cores)  idle %6.3f   loaded %6.3f" % (i["cpu_all"], l["cpu_all"]))
+        print("  CPU etcd, 3 members    idle %6.3f   loaded %6.3f" % (i["etcd_cpu"], l["etcd_cpu"]))
         print("  visibility ms p50/p99  %7.2f / %7.2f  (%d samples)"
               % (med(r["vis"]), pct(r["vis"], 99), len(r["vis"])))
         print("  first read of a node   %7.2f ms p50, %7.2f max" % (med(r["first"]),
