@@ -773,10 +773,11 @@ static void *pub_main(void *arg)
 		now = loop_now_ms();
 		if (up)
 			wait_ms = last_ka + ka_every > now ? last_ka + ka_every - now : 0;
-		if (up && c->summary_due && (c->summary_due > now ? c->summary_due - now : 0) < wait_ms)
-			wait_ms = c->summary_due > now ? c->summary_due - now : 0;
 		else
 			wait_ms = backoff > now ? backoff - now : 0;
+		/* a summary held back: written when due */
+		if (up && c->summary_due && (c->summary_due > now ? c->summary_due - now : 0) < wait_ms)
+			wait_ms = c->summary_due > now ? c->summary_due - now : 0;
 		cwake_wait(&c->pub_wake, wait_ms);
 	}
 	etcd_free(e);
