@@ -400,21 +400,28 @@ static int batch_add(struct cluster *c, struct etcd *e, struct batch *bt, struct
 
 /* The summary (summary/NODE/info: the counts, the resources) when it
  * changed (a volume made, a container's limits, a profile's capacity), at
- * most once every SUMMARY_MIN_MS: every node watches every summary, so
- * its rate times the number of nodes is what each node receives. A change
- * held back sets c->summary_due for the publisher's sleep. */
+ * most once every SUMMARY_MIN_MS, or SUMMARY_PER_NODE_MS times the number
+ * of nodes when that is longer: every node watches every summary, so N
+ * nodes writing theirs every T send N * N / T events; with T growing as N
+ * each node receives at most 1000 / SUMMARY_PER_NODE_MS (20) summaries a
+ * second, whatever the fleet's size, and etcd sends 20 * N. A change held
+ * back sets c->summary_due for the publisher's sleep. */
 #define SUMMARY_MIN_MS 5000
+#define SUMMARY_PER_NODE_MS 50
 static int publish_summary(struct cluster *c, struct etcd *e, struct nerr *err)
 {
 	_cleanup_free_ char *now = node_record(c, true, 0);
-	uint64_t t = loop_now_ms();
+	uint64_t t = loop_now_ms(), every = SUMMARY_MIN_MS;
+	size_t nodes = bnode_count(c->nodes);
 	int r;
 
+	if (nodes * SUMMARY_PER_NODE_MS > every)
+		every = nodes * SUMMARY_PER_NODE_MS;
 	c->summary_due = 0;
 	if (!now || (c->pub_summary && strcmp(now, c->pub_summary) == 0))
 		return 0;
-	if (c->pub_summary && t < c->summary_at + SUMMARY_MIN_MS) {
-		c->summary_due = c->summary_at + SUMMARY_MIN_MS;
+	if (c->pub_summary && t < c->summary_at + every) {
+		c->summary_due = c->summary_at + every;
 		return 0;
 	}
 	_cleanup_free_ char *info = node_record(c, true, time(NULL));
