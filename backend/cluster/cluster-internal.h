@@ -34,6 +34,12 @@ struct cluster_rcmd {
 	struct breq *rq;
 	struct timespec deadline;	/* CLOCK_MONOTONIC */
 	bool sent;
+	/* its create is in flight (the inbox thread holds it): an answer
+	 * that comes meanwhile (an earlier attempt of the create committed,
+	 * its reply lost) is kept here and completed once the call returns */
+	bool inflight, answered;
+	int aerrno;
+	char *amsg, *areply;
 };
 
 /* A remote command for this node, seen in the inbox. */

@@ -8,10 +8,10 @@
  * target, seeing the record in the watch of its inbox, runs the line
  * through the ctl file's own check and store (so the same operation
  * records, checkpoints and events as a local write) and writes the answer
- * in one transaction conditional on the record's revision as seen: the
- * record goes and the answer is put at PREFIX/nodes/WRITER/inbox/ID (a
- * node writing to itself: in the record's place). Each node watches only
- * its own inbox. There is no "taken" write.
+ * in one transaction conditional on the record's revision as seen, in the
+ * record's place and at PREFIX/nodes/WRITER/inbox/ID; the writer deletes
+ * both with its next create. Each node watches only its own inbox. There
+ * is no "taken" write.
  *
  * At most once: the command's id goes into the first checkpoint of the
  * operation it starts (breq.cluster_cmd, operation.cluster_cmd). Within a
@@ -66,6 +66,34 @@ static void crash_hook(const char *point)
 static void crash_hook(const char *point)
 {
 	(void)point;
+}
+#endif
+
+#if NODEFS_TEST_HOOKS
+/* Tests: NODEFS_TEST_CLUSTER_CREATE_RETRY=1 makes every create of a
+ * command record behave as one whose first attempt committed and whose
+ * reply was lost: the call is made again (as the client does on another
+ * member) once the target has answered the first, or after a second. */
+static int lost_reply_hook(struct cluster *c, struct cluster_rcmd *rc, struct etcd *e,
+			   const char *key, const char *rec, int r, struct nerr *err)
+{
+	if (r != 0 || !getenv("NODEFS_TEST_CLUSTER_CREATE_RETRY"))
+		return r;
+	for (int i = 0; i < 100; i++) {
+		pthread_mutex_lock(&c->lock);
+		bool answered = rc->answered;
+		pthread_mutex_unlock(&c->lock);
+		if (answered)
+			break;
+		usleep(10000);
+	}
+	return etcd_create_and(e, key, rec, strlen(rec), NULL, 0, err);
+}
+#else
+static int lost_reply_hook(struct cluster *c, struct cluster_rcmd *rc, struct etcd *e,
+			   const char *key, const char *rec, int r, struct nerr *err)
+{
+	return r;
 }
 #endif
 
@@ -140,6 +168,14 @@ static void add_delete_locked(struct cluster *c, const char *key)
 	}
 }
 
+static void rcmd_free(struct cluster_rcmd *rc)
+{
+	free(rc->record);
+	free(rc->amsg);
+	free(rc->areply);
+	free(rc);
+}
+
 /* Unlink rc (lock held) and complete it with r (lock dropped meanwhile). */
 static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, const char *msg)
 {
@@ -154,8 +190,38 @@ static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, 
 	c->remote_err += r < 0;
 	pthread_mutex_unlock(&c->lock);
 	breq_complete(rc->rq, r);
-	free(rc->record);
-	free(rc);
+	rcmd_free(rc);
+	pthread_mutex_lock(&c->lock);
+}
+
+/* An answer in this node's inbox (key below the prefix; c->lock held):
+ * complete the command written here it answers. Returns false when no
+ * command waits for it (an answer its writer gave up on, or an earlier
+ * run's): the caller deletes it. */
+/* Complete rc (unlinked, c->lock held, dropped meanwhile) with the
+ * target's answer: errno e, message m, reply. */
+static void rcmd_complete_locked(struct cluster *c, struct cluster_rcmd *rc, int e, const char *m,
+				 const char *reply)
+{
+	/* the target: the node whose inbox the command went to */
+	const char *node = rc->key + strlen(c->prefix) + strlen("/nodes/");
+	int nl = (int)strcspn(node, "/");
+	struct breq *rq = rc->rq;
+
+	if (e > 0) {
+		nerr_set(&rq->err, e, "node %.*s: %s", nl, node, m && *m ? m : strerror(e));
+		c->remote_err++;
+	} else {
+		if (reply && *reply)
+			sbuf_printf(&rq->reply, "%s", reply);
+		c->remote_ok++;
+	}
+	/* completing may run the writer's next line: not under our lock.
+	 * The writer first: the inbox thread, woken for the deletions, would
+	 * take a core from the answer */
+	pthread_mutex_unlock(&c->lock);
+	breq_complete(rq, e > 0 ? -e : 0);
+	cluster_wake_remote(c);
 	pthread_mutex_lock(&c->lock);
 }
 
@@ -174,41 +240,35 @@ static bool rcmd_answered_locked(struct cluster *c, const char *key, const char 
 			continue;
 		json_t *j = json_loadb(val, vlen, 0, NULL);
 		const char *st = json_string_value(json_object_get(j, "state"));
-		if (!st || strcmp(st, "done") != 0) {
+		if (!st || strcmp(st, "done") != 0 || rc->answered) {
 			json_decref(j);
 			return true;
 		}
 		int e = (int)json_integer_value(json_object_get(j, "errno"));
 		const char *m = json_string_value(json_object_get(j, "error"));
 		const char *reply = json_string_value(json_object_get(j, "reply"));
-		/* the target: the node whose inbox the command went to */
-		const char *node = rc->key + strlen(c->prefix) + strlen("/nodes/");
-		int nl = (int)strcspn(node, "/");
-		struct breq *rq = rc->rq;
 
-		*pp = rc->next;
-		if (e > 0) {
-			nerr_set(&rq->err, e, "node %.*s: %s", nl, node, m ? m : strerror(e));
-			c->remote_err++;
-		} else {
-			if (reply && *reply)
-				sbuf_printf(&rq->reply, "%s", reply);
-			c->remote_ok++;
-		}
-		/* deleted with the next create: not in the way of the
-		 * writer's next command */
+		/* both go with the next create: the answer here, and the
+		 * record in the target's inbox (kept there until now, so that
+		 * a create retried on another member finds it and is not made
+		 * again) */
 		snprintf(full, sizeof(full), "%s/%s", c->prefix, key);
 		add_delete_locked(c, full);
-		free(rc->record);
-		free(rc);
+		if (strcmp(full, rc->key) != 0)
+			add_delete_locked(c, rc->key);
+		if (rc->inflight) {
+			/* its create has not returned yet: completed then */
+			rc->answered = true;
+			rc->aerrno = e;
+			rc->amsg = m ? strdup(m) : NULL;
+			rc->areply = reply ? strdup(reply) : NULL;
+			json_decref(j);
+			return true;
+		}
+		*pp = rc->next;
+		rcmd_complete_locked(c, rc, e, m, reply);
+		rcmd_free(rc);
 		json_decref(j);
-		/* completing may run the writer's next line: not under our
-		 * lock. The writer first: the inbox thread, woken for the
-		 * deletion, would take a core from the answer */
-		pthread_mutex_unlock(&c->lock);
-		breq_complete(rq, e > 0 ? -e : 0);
-		cluster_wake_remote(c);
-		pthread_mutex_lock(&c->lock);
 		return true;
 	}
 	return false;
@@ -298,23 +358,48 @@ static bool send_rcmds(struct cluster *c, struct etcd *e)
 			rcmd_fail_locked(c, rc, -EHOSTUNREACH, "etcd unavailable");
 			continue;
 		}
-		rc->sent = true;
+		rc->sent = rc->inflight = true;
 		char key[512], *rec = rc->record;
 		struct nerr err = { 0 };
 		size_t nd = take_deletes_locked(c, ops, ARRAY_SIZE(ops));
 		snprintf(key, sizeof(key), "%s", rc->key);
 		pthread_mutex_unlock(&c->lock);
-		/* rc stays ours: only this thread unlinks a sent command before
-		 * its answer, and the answer cannot precede the record */
+		/* rc stays ours while inflight: an answer that comes meanwhile
+		 * is kept in it (rcmd_answered_locked) */
 		int r = etcd_create_and(e, key, rec, strlen(rec), ops, nd, &err);
+		r = lost_reply_hook(c, rc, e, key, rec, r, &err);
 		pthread_mutex_lock(&c->lock);
-		/* -EEXIST: the transaction's other branch deleted them */
-		if (r == 0 || r == -EEXIST)
+		rc->inflight = false;
+		/* -EEXIST: the key (this run's token and sequence) is made by
+		 * no one else, so it is this create's own, its first attempt
+		 * committed and its reply lost (the client then tries another
+		 * member), whatever the target has written in it since: made,
+		 * and never made again (the record stays until the answer is
+		 * in, so a retry cannot find it gone and create it anew). The
+		 * transaction's other branch deleted the deletions. */
+		if (r == -EEXIST)
+			r = 0;
+		if (r == 0)
 			free_ops_keys(ops, nd);
 		else
 			put_back_deletes_locked(c, ops, nd);
-		if (r < 0)
+		if (rc->answered) {
+			for (struct cluster_rcmd **pp = &c->rcmds; *pp; pp = &(*pp)->next)
+				if (*pp == rc) {
+					*pp = rc->next;
+					break;
+				}
+			rcmd_complete_locked(c, rc, rc->aerrno, rc->amsg, rc->areply);
+			rcmd_free(rc);
+			continue;
+		}
+		if (r < 0) {
+			/* a timeout may have committed it: deleted, so the target
+			 * does not run what its writer was told failed */
+			if (r == -ETIMEDOUT)
+				add_delete_locked(c, key);
 			rcmd_fail_locked(c, rc, r == -ETIMEDOUT || r == -EHOSTUNREACH ? r : -EIO, err.msg);
+		}
 	}
 	struct timespec due = c->deletes_since;
 	due.tv_nsec += DELETE_LINGER_MS * 1000000L;
@@ -481,8 +566,9 @@ out:
 
 /* Write jb's answer, only while the record is still at jb->mod_rev (as
  * seen): a record the writer has deleted (it gave up) is not made again.
- * The record goes and the answer lands in the writer's inbox (a node's
- * own command: in the record's place), in one transaction.
+ * The answer goes in the record's place and, in the same transaction, to
+ * the writer's inbox (the writer deletes both once it has it: the record
+ * stays until then, so a create retried on another member finds it).
  * 0, -ESTALE (changed: nothing to answer), or etcd's failure. */
 static int answer(struct cluster *c, struct etcd *e, struct cluster_job *jb)
 {
@@ -521,13 +607,12 @@ static int answer(struct cluster *c, struct etcd *e, struct cluster_job *jb)
 	r = jw_end(&w);
 	/* the writer's inbox, when the record names a writer that is
 	 * another node (the id starts with its name) */
+	ops[nops++] = (struct etcd_op){ .key = jb->key, .val = out.buf, .vlen = out.len };
 	if (from && strcmp(from, c->node) != 0 && valid_name(from, &ne) == 0 &&
 	    strncmp(jb->id, from, strlen(from)) == 0 && jb->id[strlen(from)] == '-') {
 		snprintf(akey, sizeof(akey), "%s/nodes/%s/inbox/%s", c->prefix, from, jb->id);
-		ops[nops++] = (struct etcd_op){ .del = true, .key = jb->key };
-	} else
-		snprintf(akey, sizeof(akey), "%s", jb->key);
-	ops[nops++] = (struct etcd_op){ .key = akey, .val = out.buf, .vlen = out.len };
+		ops[nops++] = (struct etcd_op){ .key = akey, .val = out.buf, .vlen = out.len };
+	}
 	json_decref(rec);
 	if (r >= 0)
 		r = etcd_txn_if(e, jb->key, jb->mod_rev, ops, nops, &err);

@@ -244,14 +244,20 @@ class Cluster(unittest.TestCase):
         once), none after the idle time. An etcd member replaced (member
         remove, a new member with an empty data dir added): nothing lost.
         etcd gone: a's view of b says it is stale, and serves on; back:
-        live."""
-        nt.requires("docker")
+        live. a's creates of command records are made twice (a test hook):
+        the command runs once and its answer comes back."""
+        nt.requires("docker", "hooks")
         dock = ("[runtime docker]\nendpoint = %s\nstop_timeout = 1s\n"
                 "[profile fast]\nplugin = hp\n" % ctr.HOST)
         idle = "detail_idle = 1s\n"
         with contextlib.ExitStack() as st:
             e = etcdtest.Etcd(wait=False)
-            e, a, b, c = ct.started(st, e, ct.Node(e, "a", extra=idle),
+            na = ct.Node(e, "a", extra=idle)
+            # every remote create of a's as one whose reply was lost: made
+            # again once b has answered (the client's retry on another
+            # member); it must count as made, and run once
+            na.env = {"NODEFS_TEST_CLUSTER_CREATE_RETRY": "1"}
+            e, a, b, c = ct.started(st, e, na,
                                     ct.Node(e, "b", accept_remote=True, extra_conf=dock,
                                             extra=idle),
                                     ct.Node(e, "c", extra=idle))
@@ -373,6 +379,11 @@ class Cluster(unittest.TestCase):
         ok, err = a.write_ctl("cluster/nodes/b/volumes/r3/ctl", "destroy")
         self.assertTrue(ok, (nt.errname(err), error_of(a, "cluster/nodes/b/volumes/r3")))
         self.assertNotIn("r3", b.listdir("volumes"))
+        # run once, though a's create of the command was made twice (the hook)
+        self.assertEqual(len(ops_for(b, "volumes/r3", "volume.destroy")), 1)
+        ok, err = a.write_ctl("cluster/nodes/b/volumes/ctl", "create r1 size=1M")
+        self.assertEqual((ok, nt.errname(err)), (False, "EEXIST"))
+        self.assertIn("node b", error_of(a, "cluster/nodes/b/volumes"))
         self.assertTrue(nt.wait_until(lambda: dirs(a, "cluster/nodes/b/volumes") == ["r1", "r2"],
                                       nt.scaled(5)))
         a.wait_read("cluster/status", lambda s: s.count("healthy member") == 3, timeout=15)
