@@ -267,6 +267,10 @@ class Cluster(unittest.TestCase):
                 self.lazy(e, a, b)
                 self.replaced(e, a, b)
                 self.stale(e, a, b)
+                # through b, before the engine is told behind its back
+                for n in ("lim", "unl"):
+                    ok, err = b.write_ctl("containers/%s/ctl" % n, "destroy")
+                    self.assertTrue(ok, (n, nt.errname(err), b.error("containers/" + n)))
             finally:
                 if prefix:
                     for n in ctr.docker_names(prefix):
