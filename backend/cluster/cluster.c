@@ -692,19 +692,33 @@ static void *status_main(void *arg)
 	pthread_setname_np(pthread_self(), "nodefs-cstatus");
 	if (etcd_new(c->endpoints, &tls, 300, &e, &err) < 0)
 		return NULL;
-	while (!cluster_stopping(c)) {
+	for (unsigned round = 0; !cluster_stopping(c); round++) {
 		struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
+		bool look[CLUSTER_MAX_ENDPOINTS];
 		size_t n = etcd_nendpoints(e);
 
 		if (n > CLUSTER_MAX_ENDPOINTS)
 			n = CLUSTER_MAX_ENDPOINTS;
+		/* the leader (every thread talks to it) and any member found
+		 * bad each second, the others every third: each is a request
+		 * every node makes of etcd however idle, the first thing that
+		 * costs at a thousand nodes (docs/design.md) */
+		pthread_mutex_lock(&c->lock);
+		for (size_t i = 0; i < n; i++) {
+			look[i] = round % 3 == 0 || !c->leader_ep || c->leader_ep - 1 == i ||
+				  i >= c->nms || !c->ms[i].ok;
+			ms[i] = i < c->nms ? c->ms[i] : (struct etcd_member_status){ 0 };
+		}
+		pthread_mutex_unlock(&c->lock);
 		for (size_t i = 0; i < n; i++)
-			etcd_status(e, i, &ms[i]);
+			if (look[i])
+				etcd_status(e, i, &ms[i]);
 		pthread_mutex_lock(&c->lock);
 		memcpy(c->ms, ms, n * sizeof(ms[0]));
 		c->nms = n;
 		for (size_t i = 0; i < n; i++)
-			c->ms_bad[i] = ms[i].ok ? 0 : c->ms_bad[i] + 1;
+			if (look[i])
+				c->ms_bad[i] = ms[i].ok ? 0 : c->ms_bad[i] + 1;
 		for (size_t i = 0; i < n; i++)
 			if (ms[i].ok && ms[i].revision > c->rev_store)
 				c->rev_store = ms[i].revision;

@@ -270,7 +270,8 @@ class Cluster(unittest.TestCase):
                 # through b, before the engine is told behind its back
                 for n in ("lim", "unl"):
                     ok, err = b.write_ctl("containers/%s/ctl" % n, "destroy")
-                    self.assertTrue(ok, (n, nt.errname(err), b.error("containers/" + n)))
+                    self.assertNotIn(n, b.listdir("containers"),
+                                     (n, ok, nt.errname(err), error_of(b, "containers/" + n)))
             finally:
                 if prefix:
                     for n in ctr.docker_names(prefix):
