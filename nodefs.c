@@ -269,7 +269,8 @@ static enum notify_phase daemon_phase(void *ctx, char *status, size_t len, uint6
 		snprintf(status, len, "recovering %llu of %llu records", p.records_read, p.records);
 		return NOTIFY_STARTING;
 	}
-	snprintf(status, len, "ready with %zu volumes and %zu containers", p.volumes, p.containers);
+	snprintf(status, len, "ready with %zu volumes and %zu containers",
+		 backend_count(d->b, "volumes"), backend_count(d->b, "containers"));
 	return NOTIFY_READY;
 }
 

@@ -5,7 +5,8 @@
  * kinds, in the root directory's order, and the links between rooms
  * (core/links.h: a container's volume mount, a plugin's volume stats, ...)
  * and so defines backend_new (backend.h) for main, the tests and the
- * fuzzers.
+ * fuzzers. Reload is each kind's (its table's reload hooks, driven by
+ * core/reload.c).
  * Must not know: how any kind works; it only names their tables and the
  * functions each offers another through links.h.
  */
@@ -18,6 +19,7 @@
 #include "links.h"
 #include "macro.h"
 #include "operation.h"
+#include "plugin-proc.h"
 #include "plugins.h"
 #include "profiles.h"
 #include "resources.h"
@@ -27,6 +29,8 @@
 static const struct kind_ops *const kinds[] = {
 	&plugins_kind, &profiles_kind, &runtimes_kind, &volumes_kind, &operations_kind,
 	&containers_kind, &cluster_kind,
+	&resources_kind,	/* no directory: the top-level resources files, its gauges */
+	&supervise_kind,	/* no directory; its metrics after every other kind's */
 };
 
 static const struct backend_links links = {
@@ -39,14 +43,15 @@ static const struct backend_links links = {
 	.containers_using_volume = containers_using_volume,
 	.container_creating_now = container_creating_now,
 	.container_find_by_id = container_find_by_id,
+	.containers_on_engine = containers_on,
 	.uncertain_stop = uncertain_stop,
 	.uncertain_render_metrics = uncertain_render_metrics,
 	.plugin_probe = plugin_probe,
+	.plugin_live = plugin_live,
 	.containers_limits = containers_limits,
 	.profiles_capacity = profiles_capacity,
 	.volumes_bytes_provisioned = volumes_bytes_provisioned,
 	.resources_show = resources_show,
-	.resources_render_metrics = resources_render_metrics,
 };
 
 int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)

@@ -159,7 +159,19 @@ struct rt_event {
 	const char *id;		/* engine id; NULL for ENGINE_* */
 	int exit_code;
 	time_t time;
+	/* when it happened, in CLOCK_REALTIME nanoseconds (Docker's timeNano;
+	 * the LXC driver's post); 0: not known */
+	int64_t time_ns;
 };
+
+/* Now, as rt_event's time_ns counts it. */
+static inline int64_t rt_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 typedef void (*rt_event_fn)(void *ctx, const struct rt_event *ev);
 

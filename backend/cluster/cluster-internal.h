@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "etcd.h"
+#include "kind.h"
 #include "hmap.h"
 #include "tree.h"
 
@@ -84,6 +86,15 @@ struct cwake {
 	pthread_cond_t cond;	/* CLOCK_MONOTONIC */
 	bool set;
 };
+
+struct backend;
+struct cluster;
+/* b's cluster (NULL: no [cluster]): kept in the kind's slot (kind_state). */
+struct cluster **cluster_slot(struct backend *b);
+static inline struct cluster *cluster_of(struct backend *b)
+{
+	return *cluster_slot(b);
+}
 
 struct cluster {
 	struct backend *b;

@@ -45,7 +45,7 @@ struct cnode {
 
 static struct cluster *cl_of(struct bnode *n)
 {
-	return node_backend(n)->cluster;
+	return cluster_of(node_backend(n));
 }
 
 static bool centry_eq(const void *v, const void *k)
@@ -526,7 +526,7 @@ int cluster_view_init(struct cluster *c)
 		return -ENOMEM;
 	}
 	c->dir = d;
-	c->b->cluster_dir = bnode_ref(d);	/* the hub's reference, dropped at free */
+	kind_set_dir(c->b, &cluster_kind, bnode_ref(d));	/* the hub's, dropped at free */
 	c->nodes = nodes;
 	bnode_unref(d);
 	bnode_unref(nodes);

@@ -154,7 +154,7 @@ static int cluster_init(struct backend *b, struct nerr *err)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return nerr_set(err, ENOMEM, "out of memory");
-	b->cluster = c;
+	*cluster_slot(b) = c;
 	c->b = b;
 	c->started = time(NULL);
 	pthread_mutex_init(&c->lock, NULL);
@@ -823,7 +823,7 @@ static void cluster_halt(struct cluster *c, int nthreads)
 
 static int cluster_start(struct backend *b, struct nerr *err)
 {
-	struct cluster *c = b->cluster;
+	struct cluster *c = cluster_of(b);
 	int r;
 
 	if (!c)
@@ -848,7 +848,7 @@ static int cluster_start(struct backend *b, struct nerr *err)
 
 static void cluster_quiesce(struct backend *b)
 {
-	struct cluster *c = b->cluster;
+	struct cluster *c = cluster_of(b);
 
 	if (!c || !c->threads)
 		return;
@@ -861,7 +861,7 @@ static void cluster_quiesce(struct backend *b)
 
 static void cluster_stop(struct backend *b)
 {
-	struct cluster *c = b->cluster;
+	struct cluster *c = cluster_of(b);
 	size_t pos;
 	struct pubrec *p;
 	struct centry *ce;
@@ -896,12 +896,12 @@ static void cluster_stop(struct backend *b)
 	cwake_destroy(&c->pub_wake);
 	cwake_destroy(&c->remote_wake);
 	free(c);
-	b->cluster = NULL;
+	*cluster_slot(b) = NULL;
 }
 
 static int cluster_metrics(struct backend *b, struct sbuf *out)
 {
-	struct cluster *c = b->cluster;
+	struct cluster *c = cluster_of(b);
 
 	if (!c)
 		return 0;
@@ -952,10 +952,15 @@ static int cluster_metrics(struct backend *b, struct sbuf *out)
 	return 0;
 }
 
+struct cluster **cluster_slot(struct backend *b)
+{
+	return kind_state(b, &cluster_kind);
+}
+
 const struct kind_ops cluster_kind = {
 	.name = "cluster",
 	.type = NULL,	/* its directory is made by init, with [cluster] only */
-	.dir = offsetof(struct backend, cluster_dir),
+	.state_size = sizeof(struct cluster *),
 	.init = cluster_init,
 	.start = cluster_start,
 	.render_metrics = cluster_metrics,

@@ -160,4 +160,13 @@ const struct config_plugin *config_default_plugin(const struct config *c);
 const struct config_plugin *config_plugin_find(const struct config *c, const char *name);
 const struct config_profile *config_profile_find(const struct config *c, const char *name);
 
+/* For a reload (config-diff.c): equal strings (both NULL, or the same);
+ * equal NULL-terminated lists (NULL as empty); a log line that what
+ * changed needs a restart; and the [nodefs] keys of o and n compared, each
+ * difference logged as needing a restart, their number returned. */
+bool config_str_eq(const char *a, const char *b);
+bool config_strv_eq(char *const *a, char *const *b);
+void config_restart_needed(const char *what);
+unsigned config_nodefs_diff(const struct config *o, const struct config *n);
+
 #endif

@@ -400,7 +400,7 @@ static int build_container(struct backend *b, const struct ctl_cmd *cmd, bool dr
 			if (ctl_opt_get(cmd, lxc_only[i]))
 				return nerr_set(err, EINVAL, "%s=: an LXC option, not for runtime=docker", lxc_only[i]);
 	}
-	k = dry_run ? NULL : bnode_lookup(b->containers, name);
+	k = dry_run ? NULL : bnode_lookup(containers_dir(b), name);
 	if (k) {
 		bnode_unref(k);
 		return nerr_set(err, EEXIST, "container '%s' exists", name);
@@ -524,7 +524,7 @@ static int cmd_create_run(struct bnode *n, const struct ctl_cmd *cmd, struct bre
 		container_free(c);
 		return nerr_set(&rq->err, ENOMEM, "out of memory");
 	}
-	r = bnode_add(b->containers, c->node);
+	r = bnode_add(containers_dir(b), c->node);
 	if (r < 0) {
 		bnode_unref(c->node);	/* frees c */
 		return nerr_set(&rq->err, -r, "container '%s': %s", cmd->argv[1],

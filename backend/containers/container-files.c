@@ -359,7 +359,7 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 	size_t n;
 	int r;
 
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return -ENOMEM;
 	m = calloc(n ? n : 1, sizeof(*m));
 	if (!m) {
@@ -386,14 +386,14 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 	}
 	r = sbuf_adds(out, "# HELP nodefs_containers Containers by runtime and state.\n"
 			   "# TYPE nodefs_containers gauge\n");
-	for (size_t e = 0; r >= 0 && e < b->nengines; e++)
+	for (size_t e = 0; r >= 0 && e < engines_of(b)->n; e++)
 		for (int s = 0; r >= 0 && s <= C_CREATING; s++) {
 			size_t count = 0;
 			for (size_t i = 0; i < n; i++)
-				count += cof(v[i])->eng == &b->engines[e] && cof(v[i])->state == (enum cstate)s;
+				count += cof(v[i])->eng == &engines_of(b)->v[e] && cof(v[i])->state == (enum cstate)s;
 			if (count)
 				r = sbuf_printf(out, "nodefs_containers{runtime=\"%s\",state=\"%s\"} %zu\n",
-						b->engines[e].ops->name, cstate_names[s], count);
+						engines_of(b)->v[e].ops->name, cstate_names[s], count);
 		}
 	if (r >= 0)
 		r = sbuf_adds(out, "# HELP nodefs_container_memory_bytes Memory the container uses.\n"

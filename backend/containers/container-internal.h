@@ -96,6 +96,9 @@ struct container {
 	int exit_code;
 	bool oom_killed;
 	time_t started_at, finished_at;
+	/* when state last changed (rt_now_ns): a pause or unpause event that
+	 * happened before it is history the state already holds */
+	int64_t state_ns;
 	char progress[512];
 	struct sbuf exec_out;
 	bool has_exec;

@@ -15,7 +15,6 @@
 const struct kind_ops containers_kind = {
 	.name = "containers",
 	.type = &containers_type,
-	.dir = offsetof(struct backend, containers),
 	.op_prefix = "container.",
 	.recover = containers_recover,		/* container-recover.c */
 	.watch = containers_watch,		/* container-sync.c */

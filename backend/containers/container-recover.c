@@ -111,7 +111,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		container_free(c);
 		return;
 	}
-	if (bnode_add(b->containers, c->node) < 0) {
+	if (bnode_add(containers_dir(b), c->node) < 0) {
 		bnode_unref(c->node);
 		return;
 	}
@@ -208,7 +208,7 @@ static void take_back_cut_creates(struct backend *b)
 	struct bnode **v;
 	size_t n;
 
-	if (bnode_list(b->operations, &v, &n) < 0)
+	if (bnode_list(operations_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct operation *op = v[i]->priv;
@@ -225,7 +225,7 @@ static void take_back_cut_creates(struct backend *b)
 		name = op->object + 11;
 		if (valid_name(name, NULL) < 0)
 			continue;
-		k = bnode_lookup(b->containers, name);
+		k = bnode_lookup(containers_dir(b), name);
 		if (k) {
 			bnode_unref(k);
 			continue;	/* it has a record: recover_check has it */
@@ -239,8 +239,8 @@ static void take_back_cut_creates(struct backend *b)
 		intent_word(op->intent, "runtime", rt, sizeof(rt));
 		intent_word(op->intent, "engine_name", ename, sizeof(ename));
 		pthread_mutex_unlock(&op->lock);
-		for (size_t e = 0; e < b->nengines; e++) {
-			struct engine *eng = &b->engines[e];
+		for (size_t e = 0; e < engines_of(b)->n; e++) {
+			struct engine *eng = &engines_of(b)->v[e];
 			int removed = 0;
 
 			if (!engine_opened(eng) || (rt[0] && strcmp(rt, eng->ops->name) != 0))
@@ -278,9 +278,9 @@ static void take_back_cut_creates(struct backend *b)
 	}
 	bnode_list_free(v, n);
 	/* half-made containers whose operation is not there to say so */
-	for (size_t e = 0; e < b->nengines; e++)
-		if (engine_opened(&b->engines[e]))
-			take_back_half_made(&b->engines[e], NULL);
+	for (size_t e = 0; e < engines_of(b)->n; e++)
+		if (engine_opened(&engines_of(b)->v[e]))
+			take_back_half_made(&engines_of(b)->v[e], NULL);
 }
 
 static void recover_check(struct container *c)
@@ -325,7 +325,7 @@ int containers_recover(struct backend *b, struct nerr *err)
 	if (r < 0)
 		return nerr_set(err, -r, "cannot read the container checkpoints: %s", strerror(-r));
 	/* the engines' first probe has run (engines_start): check each */
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		recover_check(cof(v[i]));
@@ -351,7 +351,7 @@ int container_resume(struct backend *b, struct operation *op)
 
 	if (strncmp(op->object, "containers/", 11) != 0)
 		return -EINVAL;
-	n = bnode_lookup(b->containers, op->object + 11);
+	n = bnode_lookup(containers_dir(b), op->object + 11);
 	if (!n)
 		return -ENOENT;
 	c = cof(n);

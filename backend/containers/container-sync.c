@@ -28,7 +28,7 @@ static void resync_engine(struct backend *b, struct engine *e)
 	struct bnode **v;
 	size_t n;
 
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct container *c = cof(v[i]);
@@ -51,6 +51,26 @@ static void slow_events_hook(void)
 }
 #endif
 
+/*
+ * A start, pause or unpause event that happened before the container's
+ * state last changed tells nothing the state does not: a pause, then a
+ * resume whose look set RUNNING before the engine's pause event came, must
+ * not read PAUSED again with no operation of its own, nor a stop that began
+ * before the run's start event came read RUNNING. Events without a time
+ * apply.
+ */
+static bool event_is_history(struct container *c, const struct rt_event *ev)
+{
+	bool old;
+
+	if (!ev->time_ns)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	old = ev->time_ns < c->state_ns;
+	pthread_mutex_unlock(&c->lock);
+	return old;
+}
+
 static void on_engine_event(void *ctx, const struct rt_event *ev)
 {
 	struct engine *e = ctx;
@@ -72,15 +92,16 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 #endif
 	switch (ev->kind) {
 	case RT_EV_START: {
-		bool ours;
+		bool ours, history = event_is_history(c, ev);
+
 		pthread_mutex_lock(&c->lock);
 		if (!c->started_at || ev->time > c->started_at)
 			c->started_at = ev->time ? ev->time : time(NULL);
 		/* STARTING is ours: the start action moves on from it; RUNNING
-		 * is news we already have; DESTROYING: a start event that came
+		 * is news we already have; history: a state set since; DESTROYING: a start event that came
 		 * late (Podman's do) moves no container a destroy takes away */
 		ours = c->state == C_STARTING || c->state == C_RUNNING ||
-		       c->state == C_DESTROYING || c->removed;
+		       c->state == C_DESTROYING || c->removed || history;
 		if (!ours) {
 			/* started by the engine (a restart policy, a system
 			 * container rebooting): the last run's end is history */
@@ -119,6 +140,8 @@ static void on_engine_event(void *ctx, const struct rt_event *ev)
 
 		if (container_state_of(c) == C_DESTROYING)
 			break;	/* late news of a container being destroyed */
+		if (event_is_history(c, ev))
+			break;
 		container_set_state(c, pause ? C_PAUSED : C_RUNNING,
 				    container_running_op(c, pause ? CA_PAUSE : CA_RESUME, op), NULL);
 		break;
@@ -139,7 +162,7 @@ bool containers_on(struct backend *b, struct engine *e)
 	bool any = false;
 	size_t n;
 
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return true;	/* cannot tell: as if it had */
 	for (size_t i = 0; i < n && !any; i++)
 		any = cof(v[i])->eng == e;
@@ -149,8 +172,8 @@ bool containers_on(struct backend *b, struct engine *e)
 
 int containers_watch(struct backend *b)
 {
-	for (size_t i = 0; i < b->nengines; i++) {
-		struct engine *e = &b->engines[i];
+	for (size_t i = 0; i < engines_of(b)->n; i++) {
+		struct engine *e = &engines_of(b)->v[i];
 		struct nerr err = { 0 };
 
 		if (engine_watch(e, on_engine_event, e, &err) < 0)
@@ -332,7 +355,7 @@ int containers_reconcile(struct backend *b, struct engine *e, struct drift_repor
 	if (r < 0)
 		return r;
 	seen = calloc(n ? n : 1, sizeof(*seen));
-	if (!seen || bnode_list(b->containers, &v, &nv) < 0) {
+	if (!seen || bnode_list(containers_dir(b), &v, &nv) < 0) {
 		r = nerr_set(err, ENOMEM, "out of memory");
 		goto out;
 	}

@@ -308,6 +308,8 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 	old = c->state;
 	gone = c->removed;
 	if (!gone) {
+		if (old != s)
+			c->state_ns = rt_now_ns();
 		c->state = s;
 		if (s == C_EXITED && old != C_EXITED)
 			c->exits[exit_reason_locked(c)]++;
@@ -462,7 +464,7 @@ void containers_limits(struct backend *b,
 	struct bnode **v;
 	size_t n;
 
-	if (!b->containers || bnode_list(b->containers, &v, &n) < 0)
+	if (!containers_dir(b) || bnode_list(containers_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct container *c = cof(v[i]);
@@ -473,7 +475,7 @@ void containers_limits(struct backend *b,
 		uint64_t mem = c->memory;
 		pthread_mutex_unlock(&c->lock);
 		if (running)
-			fn(ctx, c->eng && c->eng->node ? c->eng->node->name : "?", cpus, mem);
+			fn(ctx, c->eng && c->eng->ops ? c->eng->ops->name : "?", cpus, mem);
 	}
 	bnode_list_free(v, n);
 }
@@ -484,7 +486,7 @@ size_t containers_using_volume(struct backend *b, const char *vol, char *buf, si
 	size_t n, users = 0, off = 0;
 
 	buf[0] = '\0';
-	if (!b->containers || bnode_list(b->containers, &v, &n) < 0)
+	if (!containers_dir(b) || bnode_list(containers_dir(b), &v, &n) < 0)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		struct container *c = cof(v[i]);
@@ -533,7 +535,7 @@ struct container *container_find_by_id(struct backend *b, struct engine *e, cons
 	size_t n;
 	struct container *found = NULL;
 
-	if (bnode_list(b->containers, &v, &n) < 0)
+	if (bnode_list(containers_dir(b), &v, &n) < 0)
 		return NULL;
 	for (size_t i = 0; i < n && !found; i++) {
 		struct container *c = cof(v[i]);
@@ -552,7 +554,7 @@ struct container *container_find_by_id(struct backend *b, struct engine *e, cons
  * not known yet). */
 bool container_creating_now(struct backend *b, struct engine *e, const char *name)
 {
-	struct bnode *k = name ? bnode_lookup(b->containers, name) : NULL;
+	struct bnode *k = name ? bnode_lookup(containers_dir(b), name) : NULL;
 	bool yes = false;
 
 	if (!k)

@@ -8,6 +8,8 @@
 #ifndef NODEFS_CONTAINERS_H
 #define NODEFS_CONTAINERS_H
 
+#include "kind.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -18,6 +20,11 @@ struct engine;
 struct kind_ops;
 
 extern const struct kind_ops containers_kind;	/* container-kind.c */
+/* containers/: the kind's directory, which the hub keeps (kind_dir_named). */
+static inline struct bnode *containers_dir(struct backend *b)
+{
+	return kind_dir_named(b, "containers");
+}
 
 /* Whether any container of b's runs on e (container-sync.c). */
 bool containers_on(struct backend *b, struct engine *e);

@@ -15,37 +15,11 @@
 #include "intern.h"
 #include "loop.h"
 #include "events.h"
-#include "runtime.h"
 #include "storage.h"
 #include "tree.h"
 #include "work.h"
 
 enum backend_state { BACKEND_RECOVERING, BACKEND_READY, BACKEND_STOPPING };
-
-/* A driver handle, shared by the calls made on it: a reload of the
- * runtime's section puts a new one in place, and the old one is closed
- * once the last call on it has finished (engine_put). */
-struct engine_ref {
-	atomic_uint refs;
-	const struct runtime_ops *ops;
-	void *h;
-};
-
-/* A container engine as the tree shows it (runtimes/NAME/). */
-struct engine {
-	struct backend *b;
-	const struct runtime_ops *ops;
-	struct bnode *node;
-	pthread_mutex_t lock;	/* guards the fields below */
-	struct engine_ref *cur;	/* the handle calls take; NULL when open failed */
-	const struct config *cfg;	/* whose [runtime] section cur was opened with */
-	rt_event_fn watch_fn;	/* who is told of the engine's events (engine_watch) */
-	void *watch_ctx;
-	bool healthy;
-	char reason[256];	/* why unhealthy */
-	char version[128];
-	time_t since;
-};
 
 struct backend_links;
 struct kind_ops;
@@ -65,12 +39,14 @@ struct backend {
 	size_t nkinds;
 	/* The narrow interfaces between rooms (links.h), from the same hand. */
 	const struct backend_links *links;
-	struct bnode *root, *metrics, *plugins, *profiles, *runtimes;
+	/* Each kind's collection directory and its state, in its place in
+	 * kinds (kind_dir, kind_state): the hub holds them, the kind knows
+	 * what they are. */
+	struct bnode **dirs;
+	void **states;
+	struct bnode *root, *metrics;
 	int (*metrics_hook)(void *ctx, struct sbuf *out);	/* backend_set_metrics_hook */
 	void *metrics_hook_ctx;
-	struct bnode *volumes, *operations, *containers;
-	struct bnode *cluster_dir;	/* cluster/ with [cluster] only (cluster.c) */
-	struct cluster *cluster;
 	struct events *events;
 	struct work_pool *work;
 	struct loop *loop;		/* the CSI connections; its own thread */
@@ -79,8 +55,6 @@ struct backend {
 	const struct storage_ops *storage;
 	pthread_t loop_thread;
 	bool loop_running;
-	struct engine *engines;
-	size_t nengines;
 	atomic_int state;
 	atomic_ullong next_op;		/* the next operation id */
 	atomic_uint bad_records;	/* checkpoints that could not be read */
@@ -102,14 +76,6 @@ struct backend {
 	struct timespec started_mono;
 	time_t started;
 
-	pthread_t monitor;	/* engine health */
-	bool monitor_running;
-	pthread_mutex_t mlock;
-	pthread_cond_t mcond;
-	bool stopping;
-	bool plugins_poked;	/* a plugin's health changed: tick the plugins now */
-	struct plugin_sup *sup;	/* plugin-proc.c: started plugins; made at first use (mlock) */
-
 	/* Recovery runs on its own thread while fs serves (status says
 	 * RECOVERING); commands wait for it in the parked list. dlock guards
 	 * the list, recovered and the RECOVERING -> READY/STOPPING moves. */
@@ -122,9 +88,8 @@ struct backend {
 	atomic_bool failed;		/* recovery failed: the daemon stops */
 	atomic_ullong records, records_base;	/* backend_progress */
 	uint64_t work_seen;		/* backend_moving */
-	/* reload.c: the config whose profiles are current (NULL: cfg), and
-	 * every config a reload brought, kept until backend_free */
-	_Atomic(struct config *) pcfg;
+	/* reload.c: every config a reload brought, kept until backend_free
+	 * (objects of the kinds may point into them) */
 	struct config **old_cfgs;
 	size_t nold_cfgs;
 	struct parked *parked, **parked_tail;
@@ -160,10 +125,6 @@ int backend_admit_rmdir(struct bnode *dir, struct bnode *child, struct breq *rq)
 struct parked;
 struct parked *backend_parked_take_locked(struct backend *b);
 void backend_parked_finish(struct parked *p, bool run);
-
-/* The config whose [profile] sections are current: b->cfg, or the last
- * reload's (backend_reload). Borrowed; valid until backend_free. */
-const struct config *backend_profiles(struct backend *b);
 
 /* Shared by the object modules (backend.c). */
 /* t as 2026-11-29T17:55:07Z; "" for 0. */

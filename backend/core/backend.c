@@ -3,11 +3,11 @@
  * backend: the hub. The root of the tree, the daemon status, the threads
  * the objects share, and the daemon's life: make, start, recover, stop.
  *
- * It knows the kinds of object (plugins, profiles, runtimes, volumes,
- * operations, containers) only through their tables (kind.h), as Plan 9's
- * kernel knows its devices through devtab[]: it makes each kind's
- * collection, calls its init and start, runs recovery in rounds over all
- * kinds, and stops them. It must not call a kind's functions by name.
+ * It knows the kinds of object only through their tables (kind.h), handed
+ * from above, as Plan 9's kernel knows its devices through devtab[]: it
+ * makes each kind's collection and state, calls its init and start, runs
+ * recovery in rounds over all kinds, lets each render its lines of the
+ * status file, and stops and frees them. It must not name a kind.
  */
 #include "backend-internal.h"
 
@@ -46,35 +46,81 @@ static int show_status(struct bnode *n, struct sbuf *out)
 {
 	struct backend *b = node_backend(n);
 	struct timespec now;
-	size_t healthy = 0;
+	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	for (size_t i = 0; i < b->nengines; i++) {
-		pthread_mutex_lock(&b->engines[i].lock);
-		healthy += b->engines[i].healthy;
-		pthread_mutex_unlock(&b->engines[i].lock);
-	}
-	return sbuf_printf(out,
+	r = sbuf_printf(out,
 		"state: %s\n"
 		"version: %s\n"
 		"uptime_seconds: %lld\n"
 		"state_dir: %s\n"
 		"instance: %s\n"
-		"name_prefix: %s\n"
-		"plugins: %zu\n"
-		"profiles: %zu\n"
-		"runtimes: %zu\n"
-		"runtimes_healthy: %zu\n"
-		"volumes: %zu\n"
-		"operations: %zu\n"
-		"containers: %zu\n"
-		"checkpoint_errors: %u\n",
+		"name_prefix: %s\n",
 		backend_state_to_string(atomic_load(&b->state)), NODEFS_VERSION,
 		(long long)(now.tv_sec - b->started_mono.tv_sec),
-		b->cfg->state_dir, b->instance, b->name_prefix,
-		bnode_count(b->plugins), bnode_count(b->profiles), b->nengines, healthy,
-		bnode_count(b->volumes), bnode_count(b->operations),
-		bnode_count(b->containers), atomic_load(&b->bad_records));
+		b->cfg->state_dir, b->instance, b->name_prefix);
+	/* each kind with a collection: its count, then what it adds */
+	for (size_t i = 0; r >= 0 && i < b->nkinds; i++) {
+		const struct kind_ops *k = b->kinds[i];
+
+		if (k->type)
+			r = sbuf_printf(out, "%s: %zu\n", k->name, bnode_count(b->dirs[i]));
+		if (r >= 0 && k->status)
+			r = k->status(b, out);
+	}
+	if (r >= 0)
+		r = sbuf_printf(out, "checkpoint_errors: %u\n", atomic_load(&b->bad_records));
+	return r;
+}
+
+/* ---- the kinds' slots ---- */
+
+static ssize_t kind_index(struct backend *b, const struct kind_ops *k)
+{
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i] == k)
+			return (ssize_t)i;
+	return -1;
+}
+
+struct bnode *kind_dir(struct backend *b, const struct kind_ops *k)
+{
+	ssize_t i = kind_index(b, k);
+
+	return i < 0 || !b->dirs ? NULL : b->dirs[i];
+}
+
+void kind_set_dir(struct backend *b, const struct kind_ops *k, struct bnode *dir)
+{
+	ssize_t i = kind_index(b, k);
+
+	if (i >= 0 && b->dirs) {
+		bnode_unref(b->dirs[i]);
+		b->dirs[i] = dir;
+	} else
+		bnode_unref(dir);
+}
+
+void *kind_state(struct backend *b, const struct kind_ops *k)
+{
+	ssize_t i = kind_index(b, k);
+
+	return i < 0 || !b->states ? NULL : b->states[i];
+}
+
+struct bnode *kind_dir_named(struct backend *b, const char *name)
+{
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (strcmp(b->kinds[i]->name, name) == 0)
+			return b->dirs ? b->dirs[i] : NULL;
+	return NULL;
+}
+
+size_t backend_count(struct backend *b, const char *name)
+{
+	struct bnode *d = kind_dir_named(b, name);
+
+	return d ? bnode_count(d) : 0;
 }
 
 struct events_reader {
@@ -219,11 +265,9 @@ int backend_new_with(struct config *cfg, const struct kind_ops *const *kinds, si
 	atomic_init(&b->state, BACKEND_RECOVERING);
 	clock_gettime(CLOCK_MONOTONIC, &b->started_mono);
 	b->started = time(NULL);
-	pthread_mutex_init(&b->mlock, NULL);
 	pthread_mutex_init(&b->ended_lock, NULL);
 	intern_init(&b->names);
 	b->op_pool = pool_new();
-	pthread_cond_init(&b->mcond, NULL);
 	pthread_mutex_init(&b->dlock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -231,10 +275,17 @@ int backend_new_with(struct config *cfg, const struct kind_ops *const *kinds, si
 	pthread_condattr_destroy(&ca);
 	b->parked_tail = &b->parked;
 	b->lock_fd = -1;
-	if (!b->op_pool) {
+	b->dirs = calloc(nkinds ? nkinds : 1, sizeof(*b->dirs));
+	b->states = calloc(nkinds ? nkinds : 1, sizeof(*b->states));
+	if (!b->op_pool || !b->dirs || !b->states) {
 		r = nerr_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
+	for (size_t i = 0; i < nkinds; i++)
+		if (kinds[i]->state_size && !(b->states[i] = calloc(1, kinds[i]->state_size))) {
+			r = nerr_set(err, ENOMEM, "out of memory");
+			goto fail;
+		}
 
 	r = mkdir_p(cfg->state_dir, err);
 	if (r < 0)
@@ -292,7 +343,7 @@ int backend_new_with(struct config *cfg, const struct kind_ops *const *kinds, si
 
 		if (!k->type)
 			continue;	/* makes its own directory, when configured */
-		r = add_dir(b->root, k->type, k->name, (struct bnode **)((char *)b + k->dir));
+		r = add_dir(b->root, k->type, k->name, &b->dirs[i]);
 		if (r < 0)
 			goto oom;
 	}
@@ -445,8 +496,18 @@ static void *recovery_main(void *arg)
 		return NULL;	/* stopping */
 	bnode_changed(b->root);
 	events_emit(b->events, "daemon", NULL, "RECOVERING", "READY", NULL, NULL);
-	log_info("ready: %zu plugins, %zu profiles, %zu runtimes",
-		 bnode_count(b->plugins), bnode_count(b->profiles), b->nengines);
+	{
+		/* "ready: 1 plugins, 0 profiles, 2 runtimes": what the config made */
+		char what[256] = "";
+		size_t len = 0;
+
+		for (size_t i = 0; i < b->nkinds && len < sizeof(what); i++)
+			if (b->kinds[i]->ready_count)
+				len += snprintf(what + len, sizeof(what) - len, "%s%zu %s",
+						len ? ", " : "", bnode_count(b->dirs[i]),
+						b->kinds[i]->name);
+		log_info("ready: %s", what);
+	}
 	backend_parked_finish(parked, true);
 	return NULL;
 }
@@ -519,16 +580,9 @@ size_t backend_stop(struct backend *b, unsigned grace_ms)
 	       recovering;
 }
 
-/* The configs a reload (backend/reload.c) replaced: kept alive until
- * backend_free, since a profile node or a reader that looked a profile up
- * a moment ago may still point into one. */
-const struct config *backend_profiles(struct backend *b)
-{
-	struct config *c = atomic_load(&b->pcfg);
-
-	return c ? c : b->cfg;
-}
-
+/* The configs a reload (reload.c) brought: kept alive until backend_free,
+ * since a kind's object or a reader that looked one up a moment ago may
+ * still point into one. */
 static void backend_reload_free(struct backend *b)
 {
 	for (size_t i = 0; i < b->nold_cfgs; i++)
@@ -567,16 +621,21 @@ void backend_free(struct backend *b)
 	if (b->root)
 		bnode_remove(b->root);
 	bnode_unref(b->metrics);
-	for (size_t i = 0; i < b->nkinds; i++)
-		bnode_unref(kind_dir(b, b->kinds[i]));
+	for (size_t i = 0; b->dirs && i < b->nkinds; i++)
+		bnode_unref(b->dirs[i]);
 	bnode_unref(b->root);
 	events_free(b->events);
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (b->kinds[i]->free)
+			b->kinds[i]->free(b);
+	for (size_t i = 0; b->states && i < b->nkinds; i++)
+		free(b->states[i]);
+	free(b->states);
+	free(b->dirs);
 	backend_reload_free(b);
 	store_close(b->store);
 	config_free(b->cfg);
-	pthread_mutex_destroy(&b->mlock);
 	pthread_mutex_destroy(&b->ended_lock);
-	pthread_cond_destroy(&b->mcond);
 	pthread_mutex_destroy(&b->dlock);
 	pthread_cond_destroy(&b->dcond);
 	if (b->lock_fd >= 0)
@@ -600,7 +659,6 @@ void backend_progress(struct backend *b, struct backend_progress *ret)
 	*ret = (struct backend_progress){
 		.recovering = st == BACKEND_RECOVERING, .stopping = st == BACKEND_STOPPING,
 		.records = total, .records_read = read < total ? read : total,
-		.volumes = bnode_count(b->volumes), .containers = bnode_count(b->containers),
 	};
 }
 

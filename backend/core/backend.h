@@ -2,9 +2,8 @@
 /*
  * backend: the daemon's objects and what they do.
  *
- * The backend owns the tree (tree.h) of plugins, profiles, runtimes,
- * volumes, operations and containers, their state machines, checkpoints and
- * events. It reaches CSI plugins through csi/ and container engines through
+ * The backend owns the tree (tree.h) of the kinds of object the registry
+ * gives it, their state machines, checkpoints and events. It reaches CSI plugins through csi/ and container engines through
  * runtimes/, and is driven by fs/ only through the tree's attribute tables.
  * backend_new is the registry's (backend/registry.c: the kinds and the
  * links between rooms); the rest is core's (core/backend.c).
@@ -57,9 +56,12 @@ struct backend_progress {
 	bool recovering, stopping;	/* neither: READY */
 	unsigned long long records;	/* checkpoint records recovery found */
 	unsigned long long records_read;	/* of them, read so far */
-	size_t volumes, containers;
 };
 void backend_progress(struct backend *b, struct backend_progress *ret);
+/* The objects in the collection directory named name ("volumes"): 0 when
+ * no kind has that name. Any thread. */
+#include <stddef.h>
+size_t backend_count(struct backend *b, const char *name);
 /* A reload (SIGHUP): nc, a config just read (taken: the backend keeps or
  * frees it), against the running one. Applies the [profile] sections
  * (profiles added, removed, changed) and logs every other difference as

@@ -8,10 +8,9 @@
  * declared here, below both, and filled from above: the registry
  * (backend/registry.c), which alone names every room, hands core the kinds
  * and these links together (backend_new_with). core holds them and calls
- * none of them itself but uncertain_render_metrics (metrics.c) and
- * uncertain_stop (through the runtimes' quiesce); a NULL entry is a room
- * that is not linked in (a unit test's backend), and its callers then act
- * as if the other side had nothing.
+ * none of them itself; a NULL entry is a room that is not linked in (a
+ * unit test's backend), and its callers then act as if the other side had
+ * nothing.
  *
  * Must not know: any room's types beyond their forward declarations.
  */
@@ -55,10 +54,12 @@ struct backend_links {
 	bool (*container_creating_now)(struct backend *b, struct engine *e, const char *name);
 	struct container *(*container_find_by_id)(struct backend *b, struct engine *e,
 						  const char *id, struct bnode **ret_node);
+	/* containers/, for engines/' reload: whether e has any container. */
+	bool (*containers_on_engine)(struct backend *b, struct engine *e);
 
-	/* uncertain/, for engines/ and core's metrics: stop its watcher
-	 * (with the runtimes' monitor); its metric family, rendered after
-	 * the operations' ones. */
+	/* uncertain/, for engines/ and operations/: stop its watcher (with
+	 * the runtimes' monitor); its metric family, rendered after the
+	 * operations' ones. */
 	void (*uncertain_stop)(struct backend *b);
 	int (*uncertain_render_metrics)(struct backend *b, struct sbuf *out);
 
@@ -79,11 +80,13 @@ struct backend_links {
 				  void (*fn)(void *ctx, const char *profile, long long bytes),
 				  void *ctx);
 	uint64_t (*volumes_bytes_provisioned)(struct backend *b);
-	/* resources/, for core's top-level files and metrics and for
-	 * cluster/'s record: how is RESOURCES_TEXT (0), RESOURCES_JSON (1,
-	 * indented) or RESOURCES_JSON_COMPACT (2); -E2BIG/-ENOMEM. */
+	/* resources/, for core's top-level files and for cluster/'s record:
+	 * how is RESOURCES_TEXT (0), RESOURCES_JSON (1, indented) or
+	 * RESOURCES_JSON_COMPACT (2); -E2BIG/-ENOMEM. (Its gauges are its
+	 * kind's render_metrics.) */
 	int (*resources_show)(struct backend *b, struct sbuf *out, int how);
-	int (*resources_render_metrics)(struct backend *b, struct sbuf *out);
+	/* plugins/, for profiles/' reload: whether plugin is one nodefs runs. */
+	bool (*plugin_live)(struct backend *b, const char *plugin);
 };
 
 #endif

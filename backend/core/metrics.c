@@ -7,10 +7,13 @@
  *
  * One read renders the whole file once (fs serves later offsets from that
  * snapshot), so a reader sees one consistent set of figures. The daemon's
- * own figures are rendered here; each kind renders its families (its
- * render_metrics hook, kind.h, in the kinds' order) and counters that outlive their objects are kept as tallies beside the
- * event stream (events.h); fs appends its FUSE request figures through the
- * metrics hook. Rendering never calls a plugin or an engine over the
+ * own figures and the checkpoints' are rendered here; each kind renders its
+ * families through its table (kind.h, in the kinds' order: its
+ * render_metrics_first ones after the daemon's, its render_metrics ones
+ * after the checkpoints'); counters that outlive their objects are kept as
+ * tallies beside the event stream (events.h, events_render_tallies); fs
+ * appends its FUSE request figures through the metrics hook. Names no
+ * kind. Rendering never calls a plugin or an engine over the
  * network: it reads what the modules keep.
  */
 #include "backend-internal.h"
@@ -21,12 +24,10 @@
 #include "kind.h"
 #include "nodefs-config.h"
 #include "store.h"
-#include "links.h"
 
 /* Append v as a label value: backslash, double quote and newline escaped,
- * as the format requires. Names (volumes, containers, plugins) are checked
- * to [A-Za-z0-9._-] when made, but a label value may come from elsewhere
- * (a version, an engine's name). -E2BIG/-ENOMEM from out. */
+ * as the format requires. Objects' names are checked to [A-Za-z0-9._-]
+ * when made, but a label value may come from elsewhere (a version). -E2BIG/-ENOMEM from out. */
 static int metrics_label(struct sbuf *out, const char *v)
 {
 	int r = 0;
@@ -85,42 +86,6 @@ static int render_daemon(struct backend *b, struct sbuf *out)
 	if (r >= 0)
 		r = sbuf_printf(out, "nodefs_events_total %llu\n",
 				(unsigned long long)(events_head(b->events) - 1));
-	if (r >= 0)
-		r = family(out, "nodefs_runtime_up", "gauge", "1 when the container runtime answers.");
-	for (size_t i = 0; r >= 0 && i < b->nengines; i++) {
-		struct engine *e = &b->engines[i];
-		bool up;
-
-		pthread_mutex_lock(&e->lock);
-		up = e->healthy;
-		pthread_mutex_unlock(&e->lock);
-		r = sample1(out, "nodefs_runtime_up", "runtime", e->ops->name, up);
-	}
-	return r;
-}
-
-/* Operations: tallied by operation.c as they begin and end (ended ones are
- * trimmed from operations/, so counting the directory would go backwards). */
-static int render_operations(struct backend *b, struct sbuf *out)
-{
-	int r;
-
-	r = family(out, "nodefs_operations_pending", "gauge",
-		   "Operations checkpointed and not yet ended, by type.");
-	if (r >= 0)
-		r = events_render_tallies(b->events, "nodefs_operations_pending", out);
-	if (r >= 0)
-		r = family(out, "nodefs_operations_total", "counter",
-			   "Operations ended since the daemon started, by type and outcome "
-			   "(finished, failed, dropped).");
-	if (r >= 0)
-		r = events_render_tallies(b->events, "nodefs_operations_total", out);
-	if (r >= 0)
-		r = b->links && b->links->uncertain_render_metrics ?
-			b->links->uncertain_render_metrics(b, out) : 0;
-	if (r >= 0)
-		r = b->links && b->links->resources_render_metrics ?
-			b->links->resources_render_metrics(b, out) : 0;
 	return r;
 }
 
@@ -181,43 +146,19 @@ static int render_checkpoints(struct backend *b, struct sbuf *out)
 	return r;
 }
 
-/* The plugins nodefs starts: tallied by plugin-proc.c as they end and
- * start again (a series is made, at 0, when a plugin is first started). */
-static int render_plugin_processes(struct backend *b, struct sbuf *out)
-{
-	static const struct {
-		const char *name, *help;
-	} fam[] = {
-		{ "nodefs_csi_plugin_terminations_total",
-		  "Exits of the plugin processes nodefs started (crashes, kills, stops), by plugin." },
-		{ "nodefs_csi_plugin_restarts_total",
-		  "Starts of a plugin process after the first (after an exit, a hang or a failed "
-		  "exec), by plugin." },
-	};
-	int r = 0;
-
-	for (size_t i = 0; r >= 0 && i < sizeof(fam) / sizeof(fam[0]); i++) {
-		r = family(out, fam[i].name, "counter", fam[i].help);
-		if (r >= 0)
-			r = events_render_tallies(b->events, fam[i].name, out);
-	}
-	return r;
-}
-
 int metrics_render(struct backend *b, struct sbuf *out)
 {
 	int r;
 
 	r = render_daemon(b, out);
-	if (r >= 0)
-		r = render_operations(b, out);
+	for (size_t i = 0; r >= 0 && i < b->nkinds; i++)
+		if (b->kinds[i]->render_metrics_first)
+			r = b->kinds[i]->render_metrics_first(b, out);
 	if (r >= 0)
 		r = render_checkpoints(b, out);
 	for (size_t i = 0; r >= 0 && i < b->nkinds; i++)
 		if (b->kinds[i]->render_metrics)
 			r = b->kinds[i]->render_metrics(b, out);
-	if (r >= 0)
-		r = render_plugin_processes(b, out);
 	if (r >= 0 && b->metrics_hook)
 		r = b->metrics_hook(b->metrics_hook_ctx, out);	/* fs: FUSE requests */
 	return r;

@@ -280,10 +280,14 @@ static uint64_t mono_ms(void)
 
 void engines_poke_plugins(struct backend *b)
 {
-	pthread_mutex_lock(&b->mlock);
-	b->plugins_poked = true;
-	pthread_cond_signal(&b->mcond);
-	pthread_mutex_unlock(&b->mlock);
+	struct engines_state *es = engines_of(b);
+
+	if (!es->inited)
+		return;
+	pthread_mutex_lock(&es->mlock);
+	es->poked = true;
+	pthread_cond_signal(&es->mcond);
+	pthread_mutex_unlock(&es->mlock);
 }
 
 /* Memory back to the kernel after objects went (a mass destroy, trimmed
@@ -310,21 +314,22 @@ static void *monitor_main(void *arg)
 	unsigned long long trimmed = 0;
 	size_t free_after = 0;
 	struct backend *b = arg;
+	struct engines_state *es = engines_of(b);
 	uint64_t every = b->cfg->reconcile_interval_ms;
 	uint64_t next_probe = 0, next_rec = mono_ms() + every;
 
 	pthread_setname_np(pthread_self(), "nodefs-monitor");
-	pthread_mutex_lock(&b->mlock);
-	while (!b->stopping) {
+	pthread_mutex_lock(&es->mlock);
+	while (!es->stopping) {
 		struct timespec ts;
 		uint64_t now = mono_ms(), until;
-		bool poked = b->plugins_poked;
+		bool poked = es->poked;
 
-		b->plugins_poked = false;
-		pthread_mutex_unlock(&b->mlock);
+		es->poked = false;
+		pthread_mutex_unlock(&es->mlock);
 		if (now >= next_probe) {
-			for (size_t i = 0; i < b->nengines; i++)
-				engine_probe(&b->engines[i]);
+			for (size_t i = 0; i < es->n; i++)
+				engine_probe(&es->v[i]);
 			tick_kinds(b);
 			trim_memory(b, &trimmed, &free_after);
 			next_probe = now + ENGINE_PROBE_SECONDS * 1000;
@@ -333,8 +338,8 @@ static void *monitor_main(void *arg)
 		/* not while recovery still sets containers straight */
 		if (every && now >= next_rec && atomic_load(&b->state) == BACKEND_READY &&
 		    reconciler(b)) {
-			for (size_t i = 0; i < b->nengines; i++)
-				engine_reconcile(&b->engines[i]);
+			for (size_t i = 0; i < es->n; i++)
+				engine_reconcile(&es->v[i]);
 			next_rec = mono_ms() + every;
 		}
 		now = mono_ms();
@@ -342,24 +347,25 @@ static void *monitor_main(void *arg)
 		if (every && next_rec < until)
 			until = next_rec;
 		until = until > now ? until - now : 1;
-		pthread_mutex_lock(&b->mlock);
+		pthread_mutex_lock(&es->mlock);
 		ts = ts_after_ms(CLOCK_REALTIME, until);
-		while (!b->stopping && !b->plugins_poked
-		       && pthread_cond_timedwait(&b->mcond, &b->mlock, &ts) == 0)
+		while (!es->stopping && !es->poked
+		       && pthread_cond_timedwait(&es->mcond, &es->mlock, &ts) == 0)
 			;
 	}
-	pthread_mutex_unlock(&b->mlock);
+	pthread_mutex_unlock(&es->mlock);
 	return NULL;
 }
 
 static int engines_render_metrics(struct backend *b, struct sbuf *out)
 {
+	struct engines_state *es = engines_of(b);
 	int r = sbuf_printf(out, "# HELP nodefs_reconcile_drift Differences between nodefs's "
 			    "containers and the runtime's listing at the last reconciliation, by kind "
 			    "(missing, state, orphan).\n# TYPE nodefs_reconcile_drift gauge\n");
 
-	for (size_t i = 0; r >= 0 && i < b->nengines; i++) {
-		struct engine *e = &b->engines[i];
+	for (size_t i = 0; r >= 0 && i < es->n; i++) {
+		struct engine *e = &es->v[i];
 		struct engine_view *w = e->node ? view(e->node) : NULL;
 		size_t count[DRIFT_KINDS] = { 0 };
 
@@ -574,13 +580,17 @@ int engine_reload(struct engine *e, const struct config *nc, bool in_use, struct
 
 static int engines_init(struct backend *b, struct nerr *err)
 {
+	struct engines_state *es = engines_of(b);
 	size_t n = sizeof(engine_names) / sizeof(engine_names[0]);
 
-	b->engines = calloc(n, sizeof(*b->engines));
-	if (!b->engines)
+	pthread_mutex_init(&es->mlock, NULL);
+	pthread_cond_init(&es->mcond, NULL);
+	es->inited = true;
+	es->v = calloc(n, sizeof(*es->v));
+	if (!es->v)
 		return nerr_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		struct engine *e = &b->engines[b->nengines];
+		struct engine *e = &es->v[es->n];
 		int r;
 
 		e->ops = runtime_find(engine_names[i]);
@@ -609,8 +619,8 @@ static int engines_init(struct backend *b, struct nerr *err)
 				return nerr_set(err, ENOMEM, "out of memory");
 			}
 		}
-		b->nengines++;
-		r = bnode_add(b->runtimes, e->node);
+		es->n++;
+		r = bnode_add(kind_dir(b, &runtimes_kind), e->node);
 		if (r < 0)
 			return nerr_set(err, -r, "runtime %s: %s", engine_names[i], strerror(-r));
 	}
@@ -619,29 +629,35 @@ static int engines_init(struct backend *b, struct nerr *err)
 
 static int engines_start(struct backend *b, struct nerr *err)
 {
-	for (size_t i = 0; i < b->nengines; i++) {
-		int r = engine_open(&b->engines[i], err);
+	struct engines_state *es = engines_of(b);
+
+	for (size_t i = 0; i < es->n; i++) {
+		int r = engine_open(&es->v[i], err);
 		if (r < 0)
 			return r;
 	}
 	/* a first probe before anything asks an engine for work */
-	for (size_t i = 0; i < b->nengines; i++)
-		engine_probe(&b->engines[i]);
-	if (pthread_create(&b->monitor, NULL, monitor_main, b) != 0)
+	for (size_t i = 0; i < es->n; i++)
+		engine_probe(&es->v[i]);
+	if (pthread_create(&es->monitor, NULL, monitor_main, b) != 0)
 		return nerr_set(err, EAGAIN, "cannot start the runtime monitor thread");
-	b->monitor_running = true;
+	es->monitor_running = true;
 	return 0;
 }
 
 static void engines_stop_monitor(struct backend *b)
 {
-	pthread_mutex_lock(&b->mlock);
-	b->stopping = true;
-	pthread_cond_broadcast(&b->mcond);
-	pthread_mutex_unlock(&b->mlock);
-	if (b->monitor_running)
-		pthread_join(b->monitor, NULL);
-	b->monitor_running = false;
+	struct engines_state *es = engines_of(b);
+
+	if (es->inited) {	/* not when an earlier kind's init failed */
+		pthread_mutex_lock(&es->mlock);
+		es->stopping = true;
+		pthread_cond_broadcast(&es->mcond);
+		pthread_mutex_unlock(&es->mlock);
+	}
+	if (es->monitor_running)
+		pthread_join(es->monitor, NULL);
+	es->monitor_running = false;
 	/* the watcher of uncertain creates looks through the engines */
 	if (b->links && b->links->uncertain_stop)
 		b->links->uncertain_stop(b);
@@ -649,18 +665,95 @@ static void engines_stop_monitor(struct backend *b)
 
 static void engines_stop(struct backend *b)
 {
+	struct engines_state *es = engines_of(b);
+
 	engines_stop_monitor(b);
-	for (size_t i = 0; i < b->nengines; i++) {
-		struct engine *e = &b->engines[i];
+	for (size_t i = 0; i < es->n; i++) {
+		struct engine *e = &es->v[i];
 
 		engine_swap(e, NULL);
 		bnode_unref(e->node);
 		e->node = NULL;
 		pthread_mutex_destroy(&e->lock);
 	}
-	free(b->engines);
-	b->engines = NULL;
-	b->nengines = 0;
+	free(es->v);
+	es->v = NULL;
+	es->n = 0;
+}
+
+/* A reload's second round (kind.h): each [runtime] section that changed
+ * gets a new driver handle, keeping nc (e->cfg); calls in flight finish on
+ * the old one, closed with the last of them. One that moves where the
+ * containers live is refused while the runtime has some (links.h). */
+static void engines_reload_finish(struct backend *b, struct config *nc, struct reload_tally *t)
+{
+	struct engines_state *es = engines_of(b);
+
+	for (size_t i = 0; i < es->n; i++) {
+		struct engine *e = &es->v[i];
+		struct nerr e2 = { 0 };
+		bool in_use = b->links && b->links->containers_on_engine &&
+			      b->links->containers_on_engine(b, e);
+		int r = engine_reload(e, nc, in_use, &e2);
+
+		if (r < 0) {
+			log_err("reload: runtime %s: %s", e->ops->name, e2.msg);
+			t->refused++;
+		} else if (r > 0) {
+			log_info("reload: runtime %s: changed (calls under way finish with the old "
+				 "settings)", e->ops->name);
+			t->applied++;
+		}
+	}
+}
+
+static void engines_free(struct backend *b)
+{
+	struct engines_state *es = engines_of(b);
+
+	if (!es->inited)
+		return;
+	pthread_mutex_destroy(&es->mlock);
+	pthread_cond_destroy(&es->mcond);
+}
+
+struct engines_state *engines_of(struct backend *b)
+{
+	return kind_state(b, &runtimes_kind);
+}
+
+/* The root's status file: how many runtimes answer. */
+static int engines_status(struct backend *b, struct sbuf *out)
+{
+	struct engines_state *es = engines_of(b);
+	size_t healthy = 0;
+
+	for (size_t i = 0; i < es->n; i++) {
+		pthread_mutex_lock(&es->v[i].lock);
+		healthy += es->v[i].healthy;
+		pthread_mutex_unlock(&es->v[i].lock);
+	}
+	return sbuf_printf(out, "runtimes_healthy: %zu\n", healthy);
+}
+
+/* nodefs_runtime_up, in the daemon's part of the metrics. */
+static int engines_render_up(struct backend *b, struct sbuf *out)
+{
+	struct engines_state *es = engines_of(b);
+	int r = sbuf_printf(out, "# HELP nodefs_runtime_up 1 when the container runtime answers.\n"
+			    "# TYPE nodefs_runtime_up gauge\n");
+
+	for (size_t i = 0; r >= 0 && i < es->n; i++) {
+		struct engine *e = &es->v[i];
+		bool up;
+
+		pthread_mutex_lock(&e->lock);
+		up = e->healthy;
+		pthread_mutex_unlock(&e->lock);
+		/* runtime names are the drivers' own ([a-z]): no escaping */
+		r = sbuf_printf(out, "nodefs_runtime_up{runtime=\"%s\"} %d\n", e->ops->name, up);
+	}
+	return r;
 }
 
 /* An engine that is down answers nothing: say so at once. */
@@ -703,19 +796,28 @@ int engine_take(struct engine *e, struct engine_ref **ret, struct nerr *err)
 
 struct engine *engine_find(struct backend *b, const char *name)
 {
-	for (size_t i = 0; i < b->nengines; i++)
-		if (strcmp(b->engines[i].ops->name, name) == 0)
-			return &b->engines[i];
+	struct engines_state *es = engines_of(b);
+
+	for (size_t i = 0; i < es->n; i++)
+		if (strcmp(es->v[i].ops->name, name) == 0)
+			return &es->v[i];
 	return NULL;
 }
 
 const struct kind_ops runtimes_kind = {
 	.name = "runtimes",
 	.type = &runtimes_type,
-	.dir = offsetof(struct backend, runtimes),
+	.state_size = sizeof(struct engines_state),
+	.ready_count = true,
 	.init = engines_init,
 	.start = engines_start,
+	.status = engines_status,
+	.render_metrics_first = engines_render_up,
 	.render_metrics = engines_render_metrics,
+	.reload_finish = engines_reload_finish,
+	.reload_noun = "runtime",
+	.reload_quiet = true,
 	.quiesce = engines_stop_monitor,
 	.stop = engines_stop,
+	.free = engines_free,
 };

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engines: what the rooms above (supervise/, containers/, uncertain/, the
- * registry's reload) may ask of the runtimes: an engine by name, its
- * health, a held driver handle to call through, its events, a reload of
- * its section; and the monitor's poke. struct engine itself is core's
- * (backend-internal.h: the status file counts healthy engines).
+ * registry) may ask of the runtimes: an engine by name, its health, a held
+ * driver handle to call through, its events, a reload of its section (the
+ * runtimes' reload hook uses it); and the monitor's poke. struct engine and the runtimes'
+ * state (the engines, the monitor thread) are this room's: the hub keeps
+ * the state in the kind's slot (kind_state), engines_of finds it.
  * Must not know: containers, volumes or plugins (the monitor ticks and
  * reconciles the kinds through their tables).
  */
@@ -14,8 +15,50 @@
 #include <stdbool.h>
 
 #include "backend-internal.h"
+#include "runtime.h"
 
 struct kind_ops;
+
+/* A driver handle, shared by the calls made on it: a reload of the
+ * runtime's section puts a new one in place, and the old one is closed
+ * once the last call on it has finished (engine_put). */
+struct engine_ref {
+	atomic_uint refs;
+	const struct runtime_ops *ops;
+	void *h;
+};
+
+/* A container engine as the tree shows it (runtimes/NAME/). */
+struct engine {
+	struct backend *b;
+	const struct runtime_ops *ops;
+	struct bnode *node;
+	pthread_mutex_t lock;	/* guards the fields below */
+	struct engine_ref *cur;	/* the handle calls take; NULL when open failed */
+	const struct config *cfg;	/* whose [runtime] section cur was opened with */
+	rt_event_fn watch_fn;	/* who is told of the engine's events (engine_watch) */
+	void *watch_ctx;
+	bool healthy;
+	char reason[256];	/* why unhealthy */
+	char version[128];
+	time_t since;
+};
+
+/* The runtimes' state (kind_state of runtimes_kind). */
+struct engines_state {
+	struct engine *v;	/* one per driver this build has */
+	size_t n;
+	bool inited;		/* mlock and mcond are */
+	pthread_t monitor;	/* engine health, the kinds' ticks, reconciliation */
+	bool monitor_running;
+	pthread_mutex_t mlock;	/* guards stopping and poked */
+	pthread_cond_t mcond;
+	bool stopping;
+	bool poked;		/* a plugin's health changed: tick the kinds now */
+};
+
+/* b's runtimes (never NULL in a backend the registry made). */
+struct engines_state *engines_of(struct backend *b);
 
 /* runtimes/: the kind's table and its directory's type (engines.c). */
 extern const struct kind_ops runtimes_kind;

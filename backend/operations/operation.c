@@ -20,6 +20,7 @@
 #include "intern.h"
 #include "jw.h"
 #include "kind.h"
+#include "links.h"
 #include "log.h"
 #include "nodefs-config.h"
 #include "operation.h"
@@ -436,7 +437,7 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 		bnode_unref(op->node);
 		return r;
 	}
-	r = bnode_add(b->operations, op->node);
+	r = bnode_add(operations_dir(b), op->node);
 	if (r < 0) {
 		store_del(b->store, "operations", id, STORE_LAZY, NULL);
 		bnode_unref(op->node);
@@ -623,7 +624,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 	op->attempts = (unsigned)json_integer_value(json_object_get(j, "attempts"));
 	op->created = (time_t)json_integer_value(json_object_get(j, "created_unix"));
 	op->finished = (time_t)json_integer_value(json_object_get(j, "finished_unix"));
-	if (bnode_add(b->operations, op->node) < 0) {
+	if (bnode_add(operations_dir(b), op->node) < 0) {
 		bnode_unref(op->node);
 		return;
 	}
@@ -672,7 +673,7 @@ void ops_drop_orphans(struct backend *b)
 	struct bnode **v;
 	size_t n;
 
-	if (bnode_list(b->operations, &v, &n) < 0)
+	if (bnode_list(operations_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct operation *op = opof(v[i]);
@@ -694,7 +695,7 @@ void ops_drop_orphans(struct backend *b)
 
 struct operation *op_find(struct backend *b, const char *id)
 {
-	struct bnode *n = bnode_lookup(b->operations, id);
+	struct bnode *n = bnode_lookup(operations_dir(b), id);
 
 	return n ? opof(n) : NULL;	/* the caller holds the node's reference */
 }
@@ -719,7 +720,7 @@ struct operation *op_find_cluster_cmd(struct backend *b, const char *id)
 	size_t n = 0;
 	struct operation *found = NULL;
 
-	if (!id[0] || bnode_list(b->operations, &v, &n) < 0)
+	if (!id[0] || bnode_list(operations_dir(b), &v, &n) < 0)
 		return NULL;
 	/* newest first: the one sought is among the last made */
 	for (size_t i = n; i-- > 0 && !found;)
@@ -919,10 +920,34 @@ int actq_submit(struct actq *q, struct action *a)
 
 static const struct btype operations_type = { .name = "operations" };
 
+/* Operations: tallied here as they begin and end (ended ones are trimmed
+ * from operations/, so counting the directory would go backwards), in the
+ * daemon's part of the metrics; then the uncertain outcomes' family
+ * (links.h). */
+static int ops_render_metrics(struct backend *b, struct sbuf *out)
+{
+	int r;
+
+	r = sbuf_printf(out, "# HELP nodefs_operations_pending Operations checkpointed and not "
+			"yet ended, by type.\n# TYPE nodefs_operations_pending gauge\n");
+	if (r >= 0)
+		r = events_render_tallies(b->events, "nodefs_operations_pending", out);
+	if (r >= 0)
+		r = sbuf_printf(out, "# HELP nodefs_operations_total Operations ended since the "
+				"daemon started, by type and outcome (finished, failed, dropped).\n"
+				"# TYPE nodefs_operations_total counter\n");
+	if (r >= 0)
+		r = events_render_tallies(b->events, "nodefs_operations_total", out);
+	if (r >= 0)
+		r = b->links && b->links->uncertain_render_metrics ?
+			b->links->uncertain_render_metrics(b, out) : 0;
+	return r;
+}
+
 const struct kind_ops operations_kind = {
 	.name = "operations",
 	.type = &operations_type,
-	.dir = offsetof(struct backend, operations),
+	.render_metrics_first = ops_render_metrics,
 	.load = ops_recover,
 	.settle = ops_drop_orphans,
 	.stop = ops_ended_free,

@@ -15,6 +15,8 @@
 #ifndef NODEFS_OPERATION_H
 #define NODEFS_OPERATION_H
 
+#include "kind.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <time.h>
@@ -144,5 +146,10 @@ int actq_submit(struct actq *q, struct action *a);
 /* operations/: the kind's table (operation.c), for the registry. */
 struct kind_ops;
 extern const struct kind_ops operations_kind;
+/* operations/: the kind's directory, which the hub keeps (kind_dir_named). */
+static inline struct bnode *operations_dir(struct backend *b)
+{
+	return kind_dir_named(b, "operations");
+}
 
 #endif

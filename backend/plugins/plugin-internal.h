@@ -79,6 +79,11 @@ void plugin_vols_free(struct plugin_vol *v, size_t n);
 /* The kind's hooks (plugin-kind.c's table): plugin.c, but plugins_tick
  * (plugin-refresh.c). */
 int plugins_init(struct backend *b, struct nerr *err);
+/* The plugins' reload hooks (plugin-reload.c, kind.h): the [plugin]
+ * sections added and changed; then the ones nc no longer has removed. */
+int plugins_reload(struct backend *b, struct config *nc, struct reload_tally *t,
+		   struct nerr *err);
+void plugins_reload_finish(struct backend *b, struct config *nc, struct reload_tally *t);
 void plugins_stop(struct backend *b);
 /* A stop's grace is over: every plugin's calls in flight end now (the
  * handles stay until plugins_stop). */

@@ -13,11 +13,14 @@
 const struct kind_ops plugins_kind = {
 	.name = "plugins",
 	.type = &plugins_type,
-	.dir = offsetof(struct backend, plugins),
+	.ready_count = true,
 	.init = plugins_init,
 	.start = plugins_start,
 	.tick = plugins_tick,
 	.render_metrics = plugins_render_metrics,
+	.reload = plugins_reload,
+	.reload_finish = plugins_reload_finish,
+	.reload_noun = "plugin",
 	.cancel = plugins_cancel,
 	.stop = plugins_stop,
 };

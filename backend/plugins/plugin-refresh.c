@@ -18,6 +18,7 @@
 
 #include "macro.h"
 #include "plugin-internal.h"
+#include "profiles.h"
 
 static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, struct sbuf *out)
 {
@@ -27,7 +28,7 @@ static void refresh_capacity(struct plugin *p, const struct storage_caps *caps, 
 		sbuf_adds(out, "unsupported: the plugin has no GET_CAPACITY capability\n");
 		return;
 	}
-	const struct config *pc = backend_profiles(b);
+	const struct config *pc = profiles_config(b);
 
 	for (size_t i = 0; i <= pc->nprofiles; i++) {
 		const struct config_profile *pr = i < pc->nprofiles ? &pc->profiles[i] : NULL;
@@ -206,7 +207,7 @@ void plugins_tick(struct backend *b)
 	struct bnode **v;
 	size_t n;
 
-	if (bnode_list(b->plugins, &v, &n) < 0)
+	if (bnode_list(plugins_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct plugin *p = pof(v[i]);
@@ -294,7 +295,7 @@ int plugin_show_volumes(struct plugin *p, struct sbuf *out)
  * that finds them stale still shows the cached lists. */
 void plugin_lists_stale(struct backend *b, const char *name)
 {
-	struct bnode *n = bnode_lookup(b->plugins, name);
+	struct bnode *n = bnode_lookup(plugins_dir(b), name);
 
 	if (!n)
 		return;

@@ -23,6 +23,7 @@
 
 #include "jw.h"
 #include "log.h"
+#include "profiles.h"
 #include "macro.h"
 #include "plugin-internal.h"
 #include "plugin-proc.h"
@@ -161,7 +162,7 @@ void profiles_capacity(struct backend *b,
 	struct bnode **v;
 	size_t n;
 
-	if (!b->plugins || bnode_list(b->plugins, &v, &n) < 0)
+	if (!plugins_dir(b) || bnode_list(plugins_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct plugin *p = pof(v[i]);
@@ -207,7 +208,7 @@ const char *plugin_name(struct plugin *p)
 
 char *plugin_secrets_dup(struct backend *b, const char *name)
 {
-	struct bnode *n = bnode_lookup(b->plugins, name);
+	struct bnode *n = bnode_lookup(plugins_dir(b), name);
 	char *s = n && pof(n)->secrets ? strdup(pof(n)->secrets) : NULL;
 
 	bnode_unref(n);
@@ -459,7 +460,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 		bnode_unref(n);
 		return r;
 	}
-	r = bnode_add(b->plugins, n);
+	r = bnode_add(plugins_dir(b), n);
 	if (r < 0) {
 		bnode_unref(n);
 		if (r == -EEXIST)
@@ -492,7 +493,7 @@ static int plugin_add(struct backend *b, const struct plugin_def *def, struct ne
 
 struct plugin *plugin_get(struct backend *b, const char *name, struct bnode **ret_node)
 {
-	struct bnode *n = bnode_lookup(b->plugins, name);
+	struct bnode *n = bnode_lookup(plugins_dir(b), name);
 
 	if (!n)
 		return NULL;
@@ -573,12 +574,12 @@ static void plugin_drop(struct backend *b, struct bnode *k);
 
 int plugin_remove(struct backend *b, const char *name, struct nerr *err)
 {
-	struct bnode *k = bnode_lookup(b->plugins, name);
+	struct bnode *k = bnode_lookup(plugins_dir(b), name);
 	char user[80];
 
 	if (!k)
 		return nerr_set(err, ENOENT, "no plugin '%s'", name);
-	const struct config *pc = backend_profiles(b);
+	const struct config *pc = profiles_config(b);
 
 	for (size_t i = 0; i < pc->nprofiles; i++) {
 		const char *pp = pc->profiles[i].plugin;
@@ -655,7 +656,7 @@ int plugin_from_config(struct backend *b, const struct config_plugin *cp, bool r
 		r = valid_endpoint(cp->endpoint, err);
 	if (r < 0)
 		return r;
-	if (replace && (k = bnode_lookup(b->plugins, cp->name)))
+	if (replace && (k = bnode_lookup(plugins_dir(b), cp->name)))
 		plugin_drop(b, k);
 	/* the process of the one replaced ends first: never two copies, and
 	 * its record is gone before the new one's is written */
@@ -736,7 +737,7 @@ int plugins_start(struct backend *b, struct nerr *err)
 	size_t n;
 	int r = 0;
 
-	if (bnode_list(b->plugins, &v, &n) < 0)
+	if (bnode_list(plugins_dir(b), &v, &n) < 0)
 		return nerr_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < n && r >= 0; i++)
 		r = plugin_connect(pof(v[i]), err);
@@ -750,7 +751,7 @@ void plugins_stop(struct backend *b)
 	struct bnode **v;
 	size_t n;
 
-	if (!b->plugins || bnode_list(b->plugins, &v, &n) < 0)
+	if (!plugins_dir(b) || bnode_list(plugins_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct plugin *p = pof(v[i]);
@@ -769,7 +770,7 @@ void plugins_cancel(struct backend *b)
 	struct bnode **v;
 	size_t n;
 
-	if (!b->plugins || bnode_list(b->plugins, &v, &n) < 0)
+	if (!plugins_dir(b) || bnode_list(plugins_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct plugin *p = pof(v[i]);
@@ -786,7 +787,7 @@ int plugins_render_metrics(struct backend *b, struct sbuf *out)
 	size_t n;
 	int r;
 
-	if (bnode_list(b->plugins, &v, &n) < 0)
+	if (bnode_list(plugins_dir(b), &v, &n) < 0)
 		return -ENOMEM;
 	r = sbuf_adds(out, "# HELP nodefs_csi_plugin_up 1 when the plugin answers Probe as ready.\n"
 			   "# TYPE nodefs_csi_plugin_up gauge\n");

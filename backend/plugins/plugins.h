@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * plugins: what the rooms above (volumes/, the registry's reload) may ask
- * of plugins/: a plugin by name, its capabilities, node id and storage
+ * plugins: what the rooms above (volumes/, the registry) may ask of
+ * plugins/: a plugin by name, its capabilities, node id and storage
  * handle, its secrets, its lists marked stale; a reload's add, replace
- * and remove.
+ * and remove (plugin-reload.c, the plugins' reload hooks), and whether a
+ * plugin runs (for profiles/, through links.h).
  * Must not know: volumes or containers (what it needs of volumes comes
  * through links.h).
  */
 #ifndef NODEFS_PLUGINS_H
 #define NODEFS_PLUGINS_H
+
+#include "kind.h"
 
 #include "backend-internal.h"
 
@@ -18,8 +21,17 @@ struct plugin;
 
 /* plugins/: the kind's table (plugin-kind.c) and its type (plugin.c). */
 extern const struct kind_ops plugins_kind;
+/* plugins/: the kind's directory, which the hub keeps (kind_dir_named). */
+static inline struct bnode *plugins_dir(struct backend *b)
+{
+	return kind_dir_named(b, "plugins");
+}
 extern const struct btype plugins_type;
 
+/* Whether plugin is one the daemon runs now (from the config, or added
+ * through plugins/ctl; NULL: the default plugin, always). Any thread. The
+ * profiles' reload asks it through links.h. */
+bool plugin_live(struct backend *b, const char *plugin);
 /* plugins/ctl remove, and a reload's: take plugin name out unless a
  * profile or a volume uses it (-EBUSY naming it), -ENOENT. Any thread. */
 int plugin_remove(struct backend *b, const char *name, struct nerr *err);

@@ -13,6 +13,9 @@
 const struct kind_ops profiles_kind = {
 	.name = "profiles",
 	.type = &profiles_type,
-	.dir = offsetof(struct backend, profiles),
+	.state_size = sizeof(struct profiles_state),
+	.ready_count = true,
 	.init = profiles_init,
+	.reload = profiles_reload,
+	.reload_noun = "profile",
 };

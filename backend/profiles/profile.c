@@ -98,7 +98,7 @@ int profile_add(struct backend *b, struct config_profile *p, struct nerr *err)
 
 	if (!n)
 		return nerr_set(err, ENOMEM, "out of memory");
-	r = bnode_add(b->profiles, n);
+	r = bnode_add(profiles_dir(b), n);
 	bnode_unref(n);
 	if (r < 0)
 		return nerr_set(err, -r, "profile %s: %s", p->name, strerror(-r));

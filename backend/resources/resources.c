@@ -3,7 +3,8 @@
  * resources: what this node has and what its work already takes, as the
  * top-level files `resources` (one `key value` a line) and
  * `resources.json`, the nodefs_node_* gauges of metrics/nodefs.prom, and
- * the record cluster/ publishes with the node's status (nodefs(5)).
+ * the record cluster/ publishes with the node's status (nodefs(5)). A kind
+ * with no directory and no state (kind.h): its table gives the gauges.
  *
  *   cpus_total, memory_total     the machine, bounded by nodefs' own cgroup
  *                                (v2 cpu.max/memory.max, v1 cfs quota and
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "jw.h"
+#include "kind.h"
 #include "links.h"
 #include "macro.h"
 #include "resources.h"
@@ -365,3 +367,9 @@ int resources_render_metrics(struct backend *b, struct sbuf *out)
 				r.prof[i].name, r.prof[i].bytes);
 	return e < 0 ? e : 0;
 }
+
+const struct kind_ops resources_kind = {
+	.name = "resources",
+	.type = NULL,	/* no directory: files at the top (core's root, links.h) */
+	.render_metrics = resources_render_metrics,
+};

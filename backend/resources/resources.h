@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * resources: what the registry (backend/registry.c) takes of resources/:
- * the two functions it links into core/links.h. Nothing else includes
- * this header.
+ * its kind (the gauges) and the function it links into core/links.h.
+ * Nothing else includes this header.
  * Must not know: containers, plugins, volumes, cluster.
  */
 #ifndef NODEFS_RESOURCES_H
 #define NODEFS_RESOURCES_H
 
 struct backend;
+struct kind_ops;
 struct sbuf;
+
+/* Its kind: no directory, no state; its gauges (render_metrics). */
+extern const struct kind_ops resources_kind;
 
 /* How resources_show renders (links.h's resources_show). */
 enum { RESOURCES_TEXT = 0, RESOURCES_JSON = 1, RESOURCES_JSON_COMPACT = 2 };

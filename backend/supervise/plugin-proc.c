@@ -32,6 +32,7 @@
 
 #include "backend-internal.h"
 #include "jw.h"
+#include "kind.h"
 #include "links.h"
 #include "log.h"
 #include "macro.h"
@@ -236,21 +237,34 @@ static void *sup_main(void *arg)
 	return NULL;
 }
 
+/* The supervisor of b's plugins, kept in the kind's slot (kind_state). */
+struct supervise_state {
+	pthread_mutex_t lock;	/* guards sup */
+	bool inited;
+	struct plugin_sup *sup;	/* made at first use */
+};
+
+static struct supervise_state *sv_of(struct backend *b)
+{
+	return kind_state(b, &supervise_kind);
+}
+
 static struct plugin_sup *sup_get(struct backend *b, struct nerr *err)
 {
+	struct supervise_state *sv = sv_of(b);
 	struct plugin_sup *s;
 	sigset_t all, old;
 	int r;
 
-	pthread_mutex_lock(&b->mlock);
-	s = b->sup;
+	pthread_mutex_lock(&sv->lock);
+	s = sv->sup;
 	if (s) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		return s;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s || loop_new(&s->loop) < 0) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		free(s);
 		nerr_set(err, ENOMEM, "cannot make the plugin supervisor's loop");
 		return NULL;
@@ -263,14 +277,14 @@ static struct plugin_sup *sup_get(struct backend *b, struct nerr *err)
 	r = pthread_create(&s->thread, NULL, sup_main, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
-		pthread_mutex_unlock(&b->mlock);
+		pthread_mutex_unlock(&sv->lock);
 		loop_free(s->loop);
 		free(s);
 		nerr_set(err, r, "cannot start the plugin supervisor thread");
 		return NULL;
 	}
-	b->sup = s;
-	pthread_mutex_unlock(&b->mlock);
+	sv->sup = s;
+	pthread_mutex_unlock(&sv->lock);
 	return s;
 }
 
@@ -815,12 +829,13 @@ void pproc_remove(struct pproc *pp)
 
 bool pproc_stopping(struct backend *b, const char *name)
 {
+	struct supervise_state *sv = sv_of(b);
 	struct plugin_sup *s;
 	bool found = false;
 
-	pthread_mutex_lock(&b->mlock);
-	s = b->sup;
-	pthread_mutex_unlock(&b->mlock);
+	pthread_mutex_lock(&sv->lock);
+	s = sv->sup;
+	pthread_mutex_unlock(&sv->lock);
 	if (!s)
 		return false;
 	pthread_mutex_lock(&s->lock);
@@ -871,7 +886,8 @@ static void do_stop_all(struct loop *l, void *ud)
 
 void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 {
-	struct plugin_sup *s = b->sup;
+	struct supervise_state *sv = sv_of(b);
+	struct plugin_sup *s = sv->sup;
 	struct timespec t;
 
 	if (!s)
@@ -908,8 +924,60 @@ void plugins_proc_stop(struct backend *b, unsigned grace_ms)
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s);
-	b->sup = NULL;
+	sv->sup = NULL;
 }
+
+/* The plugins nodefs starts: tallied here as they end and start again (a
+ * series is made, at 0, when a plugin is first started). */
+static int supervise_render_metrics(struct backend *b, struct sbuf *out)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+		{ "nodefs_csi_plugin_terminations_total",
+		  "Exits of the plugin processes nodefs started (crashes, kills, stops), by plugin." },
+		{ "nodefs_csi_plugin_restarts_total",
+		  "Starts of a plugin process after the first (after an exit, a hang or a failed "
+		  "exec), by plugin." },
+	};
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && i < sizeof(fam) / sizeof(fam[0]); i++) {
+		r = sbuf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", fam[i].name, fam[i].help,
+				fam[i].name);
+		if (r >= 0)
+			r = events_render_tallies(b->events, fam[i].name, out);
+	}
+	return r;
+}
+
+static int supervise_init(struct backend *b, struct nerr *err)
+{
+	struct supervise_state *sv = sv_of(b);
+
+	(void)err;
+	pthread_mutex_init(&sv->lock, NULL);
+	sv->inited = true;
+	return 0;
+}
+
+static void supervise_free(struct backend *b)
+{
+	struct supervise_state *sv = sv_of(b);
+
+	if (sv->inited)
+		pthread_mutex_destroy(&sv->lock);
+}
+
+/* No directory of its own (the plugins' show each process): the hub keeps
+ * its state and renders its metrics, after every other kind's. */
+const struct kind_ops supervise_kind = {
+	.name = "supervise",
+	.state_size = sizeof(struct supervise_state),
+	.init = supervise_init,
+	.render_metrics = supervise_render_metrics,
+	.free = supervise_free,
+};
 
 /* ---- files ---- */
 

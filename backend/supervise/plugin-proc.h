@@ -38,6 +38,11 @@
 struct backend;
 struct bnode;
 struct storage_health_info;
+struct kind_ops;
+
+/* The supervisor's table (no directory: its state and the plugin processes'
+ * metric families); last in the registry's list. */
+extern const struct kind_ops supervise_kind;
 struct nerr;
 struct pproc;
 struct sbuf;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "operation.h"
+#include "profiles.h"
 #include "units.h"
 #include "valid.h"
 
@@ -167,7 +168,7 @@ static bool target_taken(struct backend *b, const char *t, const struct volume *
 	size_t n;
 	bool taken = false;
 
-	if (bnode_list(b->volumes, &v, &n) < 0)
+	if (bnode_list(volumes_dir(b), &v, &n) < 0)
 		return false;
 	for (size_t i = 0; i < n && !taken; i++) {
 		struct volume *o = vof(v[i]);
@@ -377,7 +378,7 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 		return r;
 	}
 	if (c && (s = ctl_opt_get(c, "profile"))) {
-		prof = config_profile_find(backend_profiles(b), s);
+		prof = config_profile_find(profiles_config(b), s);
 		if (!prof)
 			return nerr_set(err, EINVAL, "no profile '%s'", s);
 		plugin = prof->plugin;
@@ -403,7 +404,7 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 		const struct config_plugin *dp = config_default_plugin(b->cfg);
 		if (dp)
 			plugin = dp->name;
-		else if (bnode_list(b->plugins, &v2, &n2) == 0) {
+		else if (bnode_list(plugins_dir(b), &v2, &n2) == 0) {
 			/* with exactly one plugin, that one */
 			if (n2 == 1) {
 				snprintf(only, sizeof(only), "%s", v2[0]->name);
@@ -417,7 +418,7 @@ static int build_volume(struct backend *b, const struct ctl_cmd *c, const char *
 	if (!plugin_get(b, plugin, &pn))
 		return nerr_set(err, EINVAL, "no plugin '%s'", plugin);
 	bnode_unref(pn);
-	k = bnode_lookup(b->volumes, name);
+	k = bnode_lookup(volumes_dir(b), name);
 	if (k) {
 		bnode_unref(k);
 		return nerr_set(err, EEXIST, "volume '%s' exists", name);
@@ -481,7 +482,7 @@ static int volume_start(struct backend *b, struct volume *v, int kind, const cha
 					 * the create may fail, unmake the
 					 * volume and the tree let it go */
 
-	r = bnode_add(b->volumes, node);
+	r = bnode_add(volumes_dir(b), node);
 	if (r < 0) {
 		nerr_set(&rq->err, -r, "volume '%s': %s", v->name,
 			 r == -EEXIST ? "exists" : strerror(-r));

@@ -141,7 +141,7 @@ void volumes_refresh_stats(struct backend *b, const char *plugin)
 	struct bnode **v;
 	size_t n;
 
-	if (bnode_list(b->volumes, &v, &n) < 0)
+	if (bnode_list(volumes_dir(b), &v, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct volume *x = vof(v[i]);
@@ -239,7 +239,7 @@ int volumes_render_metrics(struct backend *b, struct sbuf *out)
 	size_t n;
 	int r;
 
-	if (bnode_list(b->volumes, &v, &n) < 0)
+	if (bnode_list(volumes_dir(b), &v, &n) < 0)
 		return -ENOMEM;
 	r = sbuf_adds(out, "# HELP nodefs_volumes Volumes by plugin and state.\n# TYPE nodefs_volumes gauge\n");
 	/* count (plugin, state) pairs in one pass: few plugins, few states */

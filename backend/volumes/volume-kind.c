@@ -13,7 +13,6 @@
 const struct kind_ops volumes_kind = {
 	.name = "volumes",
 	.type = &volumes_type,
-	.dir = offsetof(struct backend, volumes),
 	.op_prefix = "volume.",
 	.recover = volumes_recover,
 	.resume = volume_resume,

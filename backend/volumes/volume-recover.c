@@ -126,7 +126,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 		volume_free(v);
 		return;
 	}
-	if (bnode_add(b->volumes, v->node) < 0) {
+	if (bnode_add(volumes_dir(b), v->node) < 0) {
 		log_err("volume %s: read from its checkpoint, but cannot be added", name);
 		bnode_unref(v->node);
 		return;
@@ -185,7 +185,7 @@ int volume_resume(struct backend *b, struct operation *op)
 
 	if (strncmp(op->object, "volumes/", 8) != 0)
 		return -EINVAL;
-	n = bnode_lookup(b->volumes, op->object + 8);
+	n = bnode_lookup(volumes_dir(b), op->object + 8);
 	if (!n)
 		return -ENOENT;	/* it never reached its first checkpoint */
 	v = vof(n);

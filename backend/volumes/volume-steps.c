@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "profiles.h"
 #include "macro.h"
 #include "operation.h"
 #include "secrets.h"
@@ -719,7 +720,7 @@ static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
  * current config's, or add's secrets=), read now; none when none names one. */
 static int load_secrets(struct vctx *x, struct nerr *err)
 {
-	const struct config *c = backend_profiles(x->v->b);
+	const struct config *c = profiles_config(x->v->b);
 	const struct config_profile *pr = x->v->profile ? config_profile_find(c, x->v->profile) : NULL;
 	const struct config_plugin *cp = config_plugin_find(c, x->v->plugin);
 	const char *path = pr && pr->secrets ? pr->secrets : cp ? cp->secrets : NULL;

@@ -333,7 +333,7 @@ void volume_forget(struct volume *v, const char *op_id)
 
 int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err)
 {
-	struct bnode *k = bnode_lookup(b->volumes, name);
+	struct bnode *k = bnode_lookup(volumes_dir(b), name);
 	struct volume *v;
 	int r = 0;
 
@@ -357,7 +357,7 @@ static bool find_volume(struct backend *b, const char *plugin, const char *id, c
 	size_t n;
 	bool found = false;
 
-	if (bnode_list(b->volumes, &v, &n) < 0)
+	if (bnode_list(volumes_dir(b), &v, &n) < 0)
 		return false;
 	for (size_t i = 0; i < n && !found; i++) {
 		struct volume *x = vof(v[i]);
@@ -391,7 +391,7 @@ struct volume_index *volume_index_new(struct backend *b, const char *plugin)
 	struct bnode **v;
 	size_t n;
 
-	if (!ix || bnode_list(b->volumes, &v, &n) < 0) {
+	if (!ix || bnode_list(volumes_dir(b), &v, &n) < 0) {
 		free(ix);
 		return NULL;
 	}
@@ -457,7 +457,7 @@ uint64_t volumes_bytes_provisioned(struct backend *b)
 	size_t n;
 	uint64_t sum = 0;
 
-	if (!b->volumes || bnode_list(b->volumes, &v, &n) < 0)
+	if (!volumes_dir(b) || bnode_list(volumes_dir(b), &v, &n) < 0)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		struct volume *vol = vof(v[i]);

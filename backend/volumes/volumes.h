@@ -8,6 +8,8 @@
 #ifndef NODEFS_VOLUMES_H
 #define NODEFS_VOLUMES_H
 
+#include "kind.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -17,6 +19,11 @@ struct nerr;
 struct volume_index;
 
 extern const struct kind_ops volumes_kind;	/* volume-kind.c */
+/* volumes/: the kind's directory, which the hub keeps (kind_dir_named). */
+static inline struct bnode *volumes_dir(struct backend *b)
+{
+	return kind_dir_named(b, "volumes");
+}
 
 /* The links (links.h) volumes offer. */
 int volume_mount_source(struct backend *b, const char *name, char **ret_path, struct nerr *err);

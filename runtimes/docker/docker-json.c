@@ -904,6 +904,7 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 	ev.kind = tab[i].kind;
 	ev.id = ret_id;
 	ev.time = (time_t)json_integer_value(json_object_get(o, "time"));
+	ev.time_ns = (int64_t)json_integer_value(json_object_get(o, "timeNano"));
 	if (ev.kind == RT_EV_DIE) {
 		const char *code = json_string_value(json_object_get(attrs, "exitCode"));
 		char *end;

@@ -103,6 +103,7 @@ struct qevent {
 	char name[RT_LXC_NAME_MAX + 1];
 	int exit_code;
 	time_t time;
+	int64_t time_ns;
 };
 
 struct rt_lxc_watch {
@@ -151,6 +152,7 @@ static void queue_locked(struct rt_lxc_watch *w, enum rt_event_kind kind, const 
 	snprintf(q->name, sizeof(q->name), "%s", name ? name : "");
 	q->exit_code = exit_code;
 	q->time = time(NULL);
+	q->time_ns = rt_now_ns();
 	*w->qtail = q;
 	w->qtail = &q->next;
 }
@@ -623,6 +625,7 @@ static void deliver(struct rt_lxc_watch *w)
 				.id = q->name[0] ? q->name : NULL,
 				.exit_code = q->exit_code,
 				.time = q->time,
+				.time_ns = q->time_ns,
 			};
 			fn(ctx, &ev);
 		}

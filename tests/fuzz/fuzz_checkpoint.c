@@ -199,15 +199,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	switch (k) {
 	case 0:
 		ops_recover(b, &err);
-		parent = b->operations;
+		parent = operations_dir(b);
 		break;
 	case 1:
 		volumes_kind.recover(b, &err);
-		parent = b->volumes;
+		parent = volumes_dir(b);
 		break;
 	default:
 		containers_kind.recover(b, &err);
-		parent = b->containers;
+		parent = containers_dir(b);
 		break;
 	}
 	/* at most one object, named after its record; none when the record

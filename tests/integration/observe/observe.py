@@ -109,9 +109,11 @@ class World:
     the error file's line on failure; volumes and containers made through
     w.volume()/w.container() are destroyed on exit."""
 
-    def __init__(self, docker=False, plugin_args=(), nodefs_extra=""):
-        """nodefs_extra: lines added to the config's [nodefs] section."""
+    def __init__(self, docker=False, plugin_args=(), nodefs_extra="", env=None):
+        """nodefs_extra: lines added to the config's [nodefs] section; env:
+        extra environment of nodefs."""
         self.docker = docker
+        self.env = env
         self.plugin_args = plugin_args
         self.nodefs_extra = nodefs_extra
         self.tmp = None
@@ -125,7 +127,8 @@ class World:
         os.chmod(self.tmp, 0o755)
         try:
             self.plugin = Plugin(self.tmp, self.plugin_args)
-            self.fs = nt.Nodefs(config(self.plugin.sock, self.docker, self.nodefs_extra))
+            self.fs = nt.Nodefs(config(self.plugin.sock, self.docker, self.nodefs_extra),
+                                env=self.env)
             self.fs.__enter__()
             ok = nt.wait_until(lambda: self.fs.read(
                 "plugins", "hostpath", "health").startswith("READY"), 20)

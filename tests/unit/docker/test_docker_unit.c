@@ -497,6 +497,7 @@ Test(podman, events)
 	cr_assert_eq(docker_json_parse_event(remove, strlen(remove), &ev, id, sizeof(id)), 1);
 	cr_assert_eq(ev.kind, RT_EV_DESTROY);
 	cr_assert_eq(ev.time, 1796618323);
+	cr_assert_eq(ev.time_ns, 1796618323637357700LL);	/* orders it against state changes */
 	const char *ignored[] = { "init", "cleanup", "kill", "create", "attach" };
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++) {
 		char line[200];
