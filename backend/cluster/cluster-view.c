@@ -34,6 +34,7 @@
 #include <jansson.h>
 
 #include "cluster-internal.h"
+#include "jw.h"
 #include "log.h"
 #include "macro.h"
 #include "valid.h"
@@ -424,11 +425,19 @@ static int show_obj_info(struct bnode *n, struct sbuf *out)
 	touch_obj(n);
 	pthread_mutex_lock(&c->lock);
 	json_t *j = obj_record_locked(c, n, why, sizeof(why), &rev);
-	json_t *info = j ? json_incref(json_object_get(j, "info"))
-			 : json_pack("{s:s}", "error", why);
+	json_t *info = j ? json_incref(json_object_get(j, "info")) : NULL;
 	pthread_mutex_unlock(&c->lock);
 	json_decref(j);
-	return show_json(out, info);
+	if (info)
+		return show_json(out, info);
+	/* nodefs' own words: through jw */
+	struct jw w;
+	jw_init(&w, out, 2);
+	jw_obj(&w);
+	jw_kstr(&w, "error", why);
+	jw_obj_end(&w);
+	int r = jw_end(&w);
+	return r < 0 ? r : sbuf_adds(out, "\n");
 }
 
 static int show_obj_error(struct bnode *n, struct sbuf *out)
