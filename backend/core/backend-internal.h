@@ -23,7 +23,6 @@ enum backend_state { BACKEND_RECOVERING, BACKEND_READY, BACKEND_STOPPING };
 
 struct backend_links;
 struct kind_ops;
-struct pool;
 
 struct backend {
 	struct config *cfg;
@@ -56,22 +55,11 @@ struct backend {
 	pthread_t loop_thread;
 	bool loop_running;
 	atomic_int state;
-	atomic_ullong next_op;		/* the next operation id */
 	atomic_uint bad_records;	/* checkpoints that could not be read */
 	atomic_ullong freed;		/* objects removed: the monitor trims the heap */
 	/* names thousands of objects repeat (operation types, volumes'
 	 * plugins, profiles, access modes, fs types), one copy each */
 	struct intern names;
-	/* Operations and their texts, in a region of their own: the kept
-	 * ones are made among the volumes a mass destroy frees, and in
-	 * malloc's heap would hold a page of it each (common/pool.c) */
-	struct pool *op_pool;
-	/* Ended operations, oldest end first, each holding a node reference:
-	 * ops_trim drops from the front, so keeping operations_keep of them
-	 * costs the same at 10 or 100,000 operations. */
-	pthread_mutex_t ended_lock;
-	struct bnode **ended;		/* a ring of ended_cap slots */
-	size_t ended_head, ended_len, ended_cap;
 	bool rebooted;			/* the boot id changed since the last run */
 	struct timespec started_mono;
 	time_t started;

@@ -25,7 +25,6 @@
 #include "links.h"
 #include "log.h"
 #include "macro.h"
-#include "pool.h"
 #include "store.h"
 #include "nodefs-config.h"
 #include "loop.h"
@@ -265,9 +264,7 @@ int backend_new_with(struct config *cfg, const struct kind_ops *const *kinds, si
 	atomic_init(&b->state, BACKEND_RECOVERING);
 	clock_gettime(CLOCK_MONOTONIC, &b->started_mono);
 	b->started = time(NULL);
-	pthread_mutex_init(&b->ended_lock, NULL);
 	intern_init(&b->names);
-	b->op_pool = pool_new();
 	pthread_mutex_init(&b->dlock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -277,7 +274,7 @@ int backend_new_with(struct config *cfg, const struct kind_ops *const *kinds, si
 	b->lock_fd = -1;
 	b->dirs = calloc(nkinds ? nkinds : 1, sizeof(*b->dirs));
 	b->states = calloc(nkinds ? nkinds : 1, sizeof(*b->states));
-	if (!b->op_pool || !b->dirs || !b->states) {
+	if (!b->dirs || !b->states) {
 		r = nerr_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -528,7 +525,8 @@ int backend_start(struct backend *b, struct nerr *err)
 			return r;
 	b->rebooted = check_reboot(b);
 	if (b->rebooted)
-		log_warn("the node rebooted since the last run: staged and published volumes go back to NODE_READY");
+		log_warn("the node rebooted since the last run (a new boot id): each kind's recovery "
+			 "puts back what the reboot undid");
 	/* recovery's progress (backend_progress): what there is to read */
 	atomic_store(&b->records_base, store_loaded(b->store));
 	atomic_store(&b->records, store_count(b->store));
@@ -609,10 +607,14 @@ void backend_free(struct backend *b)
 	for (size_t i = 0; i < b->nkinds; i++)
 		if (b->kinds[i]->cancel)
 			b->kinds[i]->cancel(b);
-	work_pool_free(b->work);
+	/* no worker from here on; the pool itself stays until the kinds have
+	 * stopped, for an engine's event stream still submits (-ESHUTDOWN)
+	 * until its runtime's stop closes it */
+	work_pool_join(b->work);
 	for (size_t i = 0; i < b->nkinds; i++)
 		if (b->kinds[i]->stop)
 			b->kinds[i]->stop(b);
+	work_pool_free(b->work);
 	if (b->loop_running) {
 		loop_stop(b->loop);
 		pthread_join(b->loop_thread, NULL);
@@ -635,13 +637,11 @@ void backend_free(struct backend *b)
 	backend_reload_free(b);
 	store_close(b->store);
 	config_free(b->cfg);
-	pthread_mutex_destroy(&b->ended_lock);
 	pthread_mutex_destroy(&b->dlock);
 	pthread_cond_destroy(&b->dcond);
 	if (b->lock_fd >= 0)
 		close(b->lock_fd);	/* last: nothing of ours writes the dir now */
 	intern_fini(&b->names);	/* after the tree: its objects hold names */
-	pool_close(b->op_pool);	/* it goes with the last operation */
 	free(b);
 }
 

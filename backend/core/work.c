@@ -27,6 +27,7 @@ struct work_pool {
 	size_t nthreads, max, idle, left;
 	uint64_t taken;		/* items a worker took: the pool's heartbeat */
 	bool stopping;
+	bool joined;		/* work_pool_join ran: the owner's thread only */
 };
 
 static void *worker_main(void *arg)
@@ -149,13 +150,22 @@ bool work_pool_moving(struct work_pool *p, uint64_t *seen)
 	return moving;
 }
 
+void work_pool_join(struct work_pool *p)
+{
+	if (!p || p->joined)
+		return;
+	work_pool_stop(p, 0);
+	/* no thread is made once stopping is set: nthreads holds still */
+	for (size_t i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	p->joined = true;
+}
+
 void work_pool_free(struct work_pool *p)
 {
 	if (!p)
 		return;
-	work_pool_stop(p, 0);
-	for (size_t i = 0; i < p->nthreads; i++)
-		pthread_join(p->threads[i], NULL);
+	work_pool_join(p);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
 	pthread_cond_destroy(&p->gone);

@@ -28,7 +28,12 @@ size_t work_pool_stop(struct work_pool *p, unsigned timeout_ms);
  * worker took an item since the last look (*seen, updated; start at 0).
  * A pool whose queue stands still for a whole look is wedged. Any thread. */
 bool work_pool_moving(struct work_pool *p, uint64_t *seen);
-/* Finish queued work, join the threads, free. NULL-safe. */
+/* Finish queued work and join the threads; the pool stays, answering
+ * work_submit -ESHUTDOWN, for threads that are not its own (an engine's
+ * event stream) and may still submit until their owner stops them.
+ * Once; NULL-safe. The owner's thread. */
+void work_pool_join(struct work_pool *p);
+/* work_pool_join if not done, then free. NULL-safe. */
 void work_pool_free(struct work_pool *p);
 
 #endif

@@ -28,6 +28,26 @@
 #include "redact.h"
 #include "store.h"
 
+/* The operations' own state (their slot in the hub, kind_state). */
+struct ops_state {
+	/* Operations and their texts, in a region of their own: the kept
+	 * ones are made among the volumes a mass destroy frees, and in
+	 * malloc's heap would hold a page of it each (common/pool.c) */
+	struct pool *pool;
+	atomic_ullong next;		/* the next operation id */
+	/* Ended operations, oldest end first, each holding a node reference:
+	 * ops_trim drops from the front, so keeping operations_keep of them
+	 * costs the same at 10 or 100,000 operations. */
+	pthread_mutex_t ended_lock;
+	struct bnode **ended;		/* a ring of cap slots */
+	size_t head, len, cap;
+};
+
+static struct ops_state *ops_of(struct backend *b)
+{
+	return kind_state(b, &operations_kind);
+}
+
 const char *op_state_to_string(enum op_state s)
 {
 	switch (s) {
@@ -96,7 +116,7 @@ static int op_set_fixed(struct operation *op, const char *object, const char *co
 
 	if (!lo && !lc && !lb)
 		return 0;
-	p = pool_alloc(op->b->op_pool, lo + lc + lb + 3);
+	p = pool_alloc(ops_of(op->b)->pool, lo + lc + lb + 3);
 	if (!p)
 		return -ENOMEM;
 	op->object = p;
@@ -366,7 +386,7 @@ static void op_tally(struct operation *op, int pending_delta, enum op_state outc
 
 static struct operation *op_alloc(struct backend *b, const char *id)
 {
-	struct bnode *n = bnode_new_priv(&op_type, id, sizeof(struct operation), b->op_pool);
+	struct bnode *n = bnode_new_priv(&op_type, id, sizeof(struct operation), ops_of(b)->pool);
 	struct operation *op;
 
 	if (!n)
@@ -398,7 +418,7 @@ void op_note_outcome(struct operation *op, const char *line)
 	pthread_mutex_lock(&op->lock);
 	n = strlen(op->outcome);
 	snprintf(t, sizeof(t), "%s%s%s", op->outcome, n ? "; " : "", line);
-	if (op_str_set(op->b->op_pool, &op->outcome, t, sizeof(t)) < 0)
+	if (op_str_set(ops_of(op->b)->pool, &op->outcome, t, sizeof(t)) < 0)
 		log_err("operation %s: outcome not kept: out of memory", op->id);
 	pthread_mutex_unlock(&op->lock);
 	if (!atomic_load(&op->node->dead))
@@ -412,7 +432,7 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 {
 	const char *by = rq ? rq->by : NULL;
 	struct sbuf shown = SBUF_INIT(0);
-	unsigned long long seq = atomic_fetch_add(&b->next_op, 1);
+	unsigned long long seq = atomic_fetch_add(&ops_of(b)->next, 1);
 	char id[32];
 	struct operation *op;
 	int r;
@@ -422,8 +442,8 @@ int op_begin_intent(struct backend *b, const char *type, const char *object, con
 	if (!op)
 		return nerr_set(err, ENOMEM, "out of memory");
 	if (op_set_type(op, type) < 0 || op_set_fixed(op, object, command, by) < 0 ||
-	    op_str_set(op->b->op_pool, &op->intent, intent, 256) < 0 ||
-	    op_str_set(op->b->op_pool, &op->cluster_cmd, rq ? rq->cluster_cmd : NULL, 128) < 0) {
+	    op_str_set(ops_of(op->b)->pool, &op->intent, intent, 256) < 0 ||
+	    op_str_set(ops_of(op->b)->pool, &op->cluster_cmd, rq ? rq->cluster_cmd : NULL, 128) < 0) {
 		bnode_unref(op->node);
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
@@ -465,7 +485,7 @@ void op_set_attempts(struct operation *op, unsigned attempts)
 void op_set_remote(struct operation *op, const char *remote)
 {
 	pthread_mutex_lock(&op->lock);
-	if (op_str_set(op->b->op_pool, &op->remote, remote, 64) < 0)
+	if (op_str_set(ops_of(op->b)->pool, &op->remote, remote, 64) < 0)
 		op_str_free(&op->remote);	/* not an old one's */
 	pthread_mutex_unlock(&op->lock);
 }
@@ -473,50 +493,54 @@ void op_set_remote(struct operation *op, const char *remote)
 /* Queue an ended operation (its node referenced) behind the others. */
 static void ended_push(struct backend *b, struct operation *op)
 {
-	pthread_mutex_lock(&b->ended_lock);
-	if (b->ended_len == b->ended_cap) {
-		size_t cap = b->ended_cap ? 2 * b->ended_cap : 64;
+	struct ops_state *os = ops_of(b);
+
+	pthread_mutex_lock(&os->ended_lock);
+	if (os->len == os->cap) {
+		size_t cap = os->cap ? 2 * os->cap : 64;
 		struct bnode **q = malloc(cap * sizeof(*q));
 
 		if (!q) {
-			pthread_mutex_unlock(&b->ended_lock);
+			pthread_mutex_unlock(&os->ended_lock);
 			return;	/* kept, untrimmed: memory, not correctness */
 		}
-		for (size_t i = 0; i < b->ended_len; i++)
-			q[i] = b->ended[(b->ended_head + i) % b->ended_cap];
-		free(b->ended);
-		b->ended = q;
-		b->ended_head = 0;
-		b->ended_cap = cap;
+		for (size_t i = 0; i < os->len; i++)
+			q[i] = os->ended[(os->head + i) % os->cap];
+		free(os->ended);
+		os->ended = q;
+		os->head = 0;
+		os->cap = cap;
 	}
-	b->ended[(b->ended_head + b->ended_len++) % b->ended_cap] = bnode_ref(op->node);
-	pthread_mutex_unlock(&b->ended_lock);
+	os->ended[(os->head + os->len++) % os->cap] = bnode_ref(op->node);
+	pthread_mutex_unlock(&os->ended_lock);
 }
 
 /* The oldest ended operation when more than keep are queued, else NULL. */
 static struct bnode *ended_pop_over(struct backend *b, size_t keep)
 {
+	struct ops_state *os = ops_of(b);
 	struct bnode *n = NULL;
 
-	pthread_mutex_lock(&b->ended_lock);
-	if (b->ended_len > keep) {
-		n = b->ended[b->ended_head];
-		b->ended_head = (b->ended_head + 1) % b->ended_cap;
-		b->ended_len--;
+	pthread_mutex_lock(&os->ended_lock);
+	if (os->len > keep) {
+		n = os->ended[os->head];
+		os->head = (os->head + 1) % os->cap;
+		os->len--;
 	}
-	pthread_mutex_unlock(&b->ended_lock);
+	pthread_mutex_unlock(&os->ended_lock);
 	return n;
 }
 
 void ops_ended_free(struct backend *b)
 {
+	struct ops_state *os = ops_of(b);
 	struct bnode *n;
 
 	while ((n = ended_pop_over(b, 0)))
 		bnode_unref(n);
-	free(b->ended);
-	b->ended = NULL;
-	b->ended_cap = 0;
+	free(os->ended);
+	os->ended = NULL;
+	os->cap = 0;
 }
 
 /* Keep at most operations_keep ended operations: drop those that ended
@@ -556,8 +580,8 @@ static void op_finish(struct operation *op, enum op_state st, const char *msg)
 	old = op_state_to_string(op->state);
 	op->state = st;
 	op->finished = time(NULL);
-	if (op_str_set(op->b->op_pool, &op->error, msg, NERR_MSG_MAX) < 0 &&
-	    op_str_set(op->b->op_pool, &op->error, "out of memory", NERR_MSG_MAX) < 0)
+	if (op_str_set(ops_of(op->b)->pool, &op->error, msg, NERR_MSG_MAX) < 0 &&
+	    op_str_set(ops_of(op->b)->pool, &op->error, "out of memory", NERR_MSG_MAX) < 0)
 		op_str_free(&op->error);
 	pthread_mutex_unlock(&op->lock);
 	if (op_checkpoint(op, STORE_LAZY, &cerr) < 0)	/* flushed before the writer hears */
@@ -604,10 +628,10 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 
 	if (!op)
 		return;
-	if (seq >= atomic_load(&b->next_op))
-		atomic_store(&b->next_op, seq + 1);
+	if (seq >= atomic_load(&ops_of(b)->next))
+		atomic_store(&ops_of(b)->next, seq + 1);
 #define STR(f, k, cap) ((s = json_string_value(json_object_get(j, k))) ? \
-			op_str_set(b->op_pool, &op->f, s, cap) : 0)
+			op_str_set(ops_of(b)->pool, &op->f, s, cap) : 0)
 	if (op_set_type(op, json_string_value(json_object_get(j, "type"))) < 0 ||
 	    op_set_fixed(op, json_string_value(json_object_get(j, "object")),
 			 json_string_value(json_object_get(j, "command")),
@@ -944,9 +968,34 @@ static int ops_render_metrics(struct backend *b, struct sbuf *out)
 	return r;
 }
 
+static int ops_init(struct backend *b, struct nerr *err)
+{
+	struct ops_state *os = ops_of(b);
+
+	os->pool = pool_new();
+	if (!os->pool)
+		return nerr_set(err, ENOMEM, "out of memory");
+	pthread_mutex_init(&os->ended_lock, NULL);
+	return 0;
+}
+
+/* After the tree: an operation's node frees its block after pool_close. */
+static void ops_free(struct backend *b)
+{
+	struct ops_state *os = ops_of(b);
+
+	if (!os->pool)
+		return;	/* init never ran */
+	pthread_mutex_destroy(&os->ended_lock);
+	pool_close(os->pool);
+}
+
 const struct kind_ops operations_kind = {
 	.name = "operations",
 	.type = &operations_type,
+	.state_size = sizeof(struct ops_state),
+	.init = ops_init,
+	.free = ops_free,
 	.render_metrics_first = ops_render_metrics,
 	.load = ops_recover,
 	.settle = ops_drop_orphans,

@@ -109,6 +109,7 @@ static void recover_one(void *ctx, const char *name, json_t *j)
 			 "it: was %s%s%s, now NODE_READY; write publish TARGET to mount it again",
 			 vstate_to_string(v->state), v->target ? " at " : "",
 			 v->target ? v->target : "");
+		log_warn("volume %s: %s", v->name, rebooted);
 		v->state = V_NODE_READY;
 		v->staged = false;
 		free(v->target);
