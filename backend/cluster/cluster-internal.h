@@ -40,6 +40,8 @@ struct cluster_rcmd {
 	 * that comes meanwhile (an earlier attempt of the create committed,
 	 * its reply lost) is kept here and completed once the call returns */
 	bool inflight, answered;
+	unsigned tries;			/* creates that timed out (an election) */
+	struct timespec retry_at;	/* the next, CLOCK_MONOTONIC */
 	int aerrno;
 	char *amsg, *areply;
 };

@@ -329,7 +329,7 @@ static bool send_rcmds(struct cluster *c, struct etcd *e)
 	for (;;) {
 		struct cluster_rcmd *rc = NULL;
 		for (struct cluster_rcmd *x = c->rcmds; x && !rc; x = x->next)
-			if (!x->sent || ts_past(&x->deadline))
+			if ((!x->sent && ts_past(&x->retry_at)) || (x->sent && ts_past(&x->deadline)))
 				rc = x;
 		if (!rc)
 			break;
@@ -391,6 +391,15 @@ static bool send_rcmds(struct cluster *c, struct etcd *e)
 				}
 			rcmd_complete_locked(c, rc, rc->aerrno, rc->amsg, rc->areply);
 			rcmd_free(rc);
+			continue;
+		}
+		if (r == -ETIMEDOUT && rc->tries < 3) {
+			/* every member timed out (an election after the leader
+			 * went): made again in a moment, which is safe, as a
+			 * create that finds its key counts as made */
+			rc->tries++;
+			rc->sent = false;
+			rc->retry_at = ts_after_ms(CLOCK_MONOTONIC, 300);
 			continue;
 		}
 		if (r < 0) {
