@@ -23,12 +23,14 @@
 #include "plugins.h"
 #include "profiles.h"
 #include "snapshots.h"
+#include "resources.h"
 #include "uncertain.h"
 #include "volumes.h"
 
 static const struct kind_ops *const kinds[] = {
 	&plugins_kind, &profiles_kind, &runtimes_kind, &volumes_kind, &operations_kind,
 	&snapshots_kind, &containers_kind, &cluster_kind,
+	&resources_kind,	/* no directory: the top-level resources files, its gauges */
 	&supervise_kind,	/* no directory; its metrics after every other kind's */
 };
 
@@ -55,6 +57,10 @@ static const struct backend_links links = {
 	.snapshot_identity = snapshot_identity,
 	.snapshots_of_volume = snapshots_of_volume,
 	.snapshot_name_by_id = snapshot_name_by_id,
+	.containers_limits = containers_limits,
+	.profiles_capacity = profiles_capacity,
+	.volumes_bytes_provisioned = volumes_bytes_provisioned,
+	.resources_show = resources_show,
 };
 
 int backend_new(struct config *cfg, struct backend **ret, struct nerr *err)

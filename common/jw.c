@@ -169,6 +169,12 @@ void jw_str(struct jw *w, const char *s)
 		put(w, "null", 4);
 }
 
+void jw_raw(struct jw *w, const char *json, size_t len)
+{
+	value(w);
+	put(w, json, len);
+}
+
 void jw_int(struct jw *w, long long v)
 {
 	char b[24];

@@ -45,6 +45,9 @@ void jw_key(struct jw *w, const char *key);
 /* A string (null when s is NULL), an integer, a boolean. */
 void jw_str(struct jw *w, const char *s);
 void jw_int(struct jw *w, long long v);
+/* A value already rendered as JSON (len bytes, the caller's to vouch
+ * for), written as it is. */
+void jw_raw(struct jw *w, const char *json, size_t len);
 void jw_bool(struct jw *w, bool v);
 /* A finite double as jansson writes a real (-EINVAL sticks otherwise). */
 void jw_real(struct jw *w, double v);

@@ -573,6 +573,31 @@ int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_r
 	return 0;
 }
 
+int etcd_txn_if(struct etcd *e, const char *key, int64_t rev, const struct etcd_op *ops,
+		size_t n, struct nerr *err)
+{
+	json_t *ans = NULL;
+	struct req q;
+	int r;
+
+	if (n > ETCD_TXN_MAX)
+		return nerr_set(err, E2BIG, "%zu operations in one transaction (at most %d)", n,
+				ETCD_TXN_MAX);
+	req_begin(&q);
+	compare(&q.w, key, "MOD", "mod_revision", rev);
+	jw_key(&q.w, "success");
+	jw_arr(&q.w);
+	ops_json(&q.w, ops, n);
+	jw_arr_end(&q.w);
+	r = post(e, "/v3/kv/txn", &q, &ans, err);
+	if (r < 0)
+		return r;
+	if (!json_is_true(json_object_get(ans, "succeeded")))
+		r = nerr_set(err, ESTALE, "%s changed since revision %" PRId64, key, rev);
+	json_decref(ans);
+	return r;
+}
+
 int etcd_create_and(struct etcd *e, const char *key, const char *val, size_t vlen,
 		    const struct etcd_op *also, size_t nalso, struct nerr *err)
 {

@@ -68,6 +68,11 @@ int etcd_create(struct etcd *e, const char *key, const char *val, size_t vlen, i
 int etcd_put_if(struct etcd *e, const char *key, const char *val, size_t vlen, int64_t rev,
 		int64_t *ret_rev, struct nerr *err);
 int etcd_delete(struct etcd *e, const char *key, struct nerr *err);
+/* ops[0..n) (puts and deletes, n at most ETCD_TXN_MAX) in one transaction,
+ * only while key's mod revision is still rev: -ESTALE otherwise. */
+struct etcd_op;
+int etcd_txn_if(struct etcd *e, const char *key, int64_t rev, const struct etcd_op *ops,
+		size_t n, struct nerr *err);
 /* Several puts and deletes in one transaction (one raft commit): all or
  * none. n at most ETCD_TXN_MAX (etcd's --max-txn-ops default); ret_rev
  * (may be NULL): the revision. */

@@ -205,6 +205,8 @@ void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, err);
 		return;
 	}
+	if (p->node->type->touch)
+		p->node->type->touch(p->node);
 	if (bnode_attr(p->node, name, &idx)) {
 		r = inode_lookup(f->inodes, p->node, (int)idx, &i);
 	} else {
@@ -341,6 +343,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		return;
 	}
 	n = i->node;
+	if (o == 0 && n->type->touch)
+		n->type->touch(n);
 	buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * cluster-internal: what the cluster modules share (cluster.c: the config,
- * the lease, publishing and taking remote commands; cluster-view.c: the
- * cache of the prefix from one Watch and the cluster/ tree served from it).
+ * the lease, publishing; cluster-remote.c: remote commands; cluster-view.c:
+ * the cache the watches keep (every node's summary, this node's inbox,
+ * another node's objects while read) and the cluster/ tree served from it;
+ * cluster-res.c: the records' decoders).
  * fs/ never sees this: cluster/ is tree files like every other object.
  */
 #ifndef NODEFS_CLUSTER_INTERNAL_H
@@ -34,6 +36,14 @@ struct cluster_rcmd {
 	struct breq *rq;
 	struct timespec deadline;	/* CLOCK_MONOTONIC */
 	bool sent;
+	/* its create is in flight (the inbox thread holds it): an answer
+	 * that comes meanwhile (an earlier attempt of the create committed,
+	 * its reply lost) is kept here and completed once the call returns */
+	bool inflight, answered;
+	unsigned tries;			/* creates that timed out (an election) */
+	struct timespec retry_at;	/* the next, CLOCK_MONOTONIC */
+	int aerrno;
+	char *amsg, *areply;
 };
 
 /* A remote command for this node, seen in the inbox. */
@@ -51,6 +61,24 @@ struct cluster_job {
 	char msg[NERR_MSG_MAX];
 	struct breq rq;
 	struct cluster *c;
+};
+
+/* A watch on another node's objects (nodes/NODE/), open while someone
+ * reads under cluster/nodes/NODE/{volumes,containers}/ and for
+ * detail_idle after the last read (cluster-view.c). Under c->lock. */
+struct cdetail {
+	struct cdetail *next;
+	struct cluster *c;
+	char node[65];
+	pthread_t th;
+	struct timespec last_read;	/* CLOCK_MONOTONIC */
+	time_t since;			/* opened (wall clock) */
+	int64_t rev;			/* its objects are as of this revision */
+	bool listed;			/* its first range read is in */
+	bool list_failed;		/* ... or failed: a reader waits no more */
+	bool watching;
+	bool closing;			/* idle: its objects dropped, its thread ending */
+	bool done;			/* its thread has ended: join it */
 };
 
 /* A thread's wake-up: a leaf lock (the tree's watcher takes the
@@ -74,6 +102,7 @@ struct cluster {
 	struct backend *b;
 	char *endpoints, *node, *prefix, *ca, *cert, *key;
 	long ttl_s;
+	uint64_t detail_idle_ms;
 	bool accept_remote;
 	char boot_id[64];
 	char token[17];		/* this run's: in command ids */
@@ -84,6 +113,7 @@ struct cluster {
 
 	pthread_mutex_t lock;	/* guards everything below */
 	pthread_cond_t cond;	/* the watch and status threads' sleeps (CLOCK_MONOTONIC) */
+	pthread_cond_t detail_cond;	/* a detail's first list is in (CLOCK_MONOTONIC) */
 	bool stopping;
 	bool connected;
 	time_t since;			/* of the current connected/unavailable state */
@@ -91,9 +121,15 @@ struct cluster {
 	int64_t lease;
 	long lease_ttl;			/* as last kept alive */
 	struct timespec lease_at;	/* when */
-	int64_t rev_seen, rev_store;	/* the watch's, the store's last known */
-	int64_t boot_rev;		/* the revision of this run's first list */
-	bool watching;
+	int64_t rev_seen, rev_store;	/* the summary watch's, the store's last known */
+	int64_t boot_rev;		/* the revision of this run's first inbox list */
+	bool watching;			/* the summary watch */
+	bool inbox_watching;
+	size_t sum_ep;			/* the summary watch's endpoint */
+	struct timespec sum_live_at;	/* when the summary view was last known
+					 * current (CLOCK_MONOTONIC; 0: never) */
+	struct cdetail *details;	/* open watches on other nodes' objects */
+	uint64_t details_opened, watch_events;
 	struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
 	unsigned ms_bad[CLUSTER_MAX_ENDPOINTS];	/* failed looks in a row */
 	size_t leader_ep;		/* 1 + the leader's endpoint index; 0: unknown */
@@ -113,9 +149,11 @@ struct cluster {
 	/* metrics */
 	uint64_t publishes, publish_us, publish_writes;
 	uint64_t remote_ok, remote_err, remote_refused, remote_run, remote_adopted;
-	pthread_t pub_thread, watch_thread, status_thread, remote_thread;
+	pthread_t pub_thread, watch_thread, status_thread, remote_thread, inbox_thread;
 	bool threads;
 	struct hmap pubs;		/* "volumes/NAME" -> struct pubrec (publisher only) */
+	char *pub_summary;		/* the summary last written, less `updated` (publisher) */
+	uint64_t summary_at, summary_due;	/* when written; when one held back is due */
 };
 
 struct centry {
@@ -132,10 +170,51 @@ int cluster_view_init(struct cluster *c);
  * c->lock held. */
 void cluster_view_set_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
 			     int64_t mod_rev);
-void cluster_view_clear_locked(struct cluster *c);
 /* Whether node (len bytes) holds its lease, as last seen; c->lock held. */
 bool cluster_node_up_locked(struct cluster *c, const char *node, size_t len);
+/* The watches' threads: every node's summary (summary/), this node's
+ * inbox (nodes/NODE/inbox/). */
 void *cluster_watch_main(void *arg);
+void *cluster_inbox_watch_main(void *arg);
+/* End and join the detail watches (c->stopping set). */
+void cluster_details_stop(struct cluster *c);
+/* The summary view's liveness for the status thread: the member the
+ * summary watch uses answered just now (c->lock held). */
+void cluster_view_live_locked(struct cluster *c);
+
+/* cluster-res.c: decoders of peers' records (fuzzed: fuzz_cluster_records). */
+#define CRES_MAX_PROF 64
+#define CRES_MAX_RT 16
+struct cres {
+	double cpus_total, cpus_allocated, cpus_free;
+	long long memory_total, memory_allocated, memory_free;
+	long long containers_unlimited, volumes_bytes_provisioned;
+	struct {
+		char name[65];
+		double cpus;
+		long long memory;
+	} rt[CRES_MAX_RT];
+	size_t nrt;
+	struct {
+		char name[65];
+		long long bytes;
+	} prof[CRES_MAX_PROF];
+	size_t nprof;
+};
+/* A node's summary record (summary/NODE/info or alive). */
+struct cinfo {
+	char version[64], boot_id[64];
+	long long started, updated, volumes, containers;
+	bool has_counts, has_res;
+	struct cres res;
+};
+/* Parse a summary record (len bytes, from a peer): 0, or -EINVAL with
+ * why (a record that is not what nodefs writes). Fields it lacks stay 0. */
+int cluster_info_parse(const char *val, size_t len, struct cinfo *ret, char *why, size_t wlen);
+/* A node's resources as the `resources` file shows them. -E2BIG/-ENOMEM. */
+int cluster_res_text(const struct cres *r, struct sbuf *out);
+/* cpus as the resources files show them: "2", "1.5". */
+void cluster_fmt_cpus(double v, char *buf, size_t len);
 
 /* cluster-remote.c: remote commands, both sides. */
 /* A PUT of a key under inbox/, as now cached in ce (c->lock held). A

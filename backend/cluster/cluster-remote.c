@@ -4,11 +4,14 @@
  * sides, in two raft commits (docs/design.md, "A remote command"). The
  * writer creates PREFIX/nodes/NODE/inbox/ID in a transaction that fails if
  * it exists (and that carries the deletions of its earlier answered
- * records) and waits for the answer in the watch it already has; the
- * target, seeing the record in its watch, runs the line through the ctl
- * file's own check and store (so the same operation records, checkpoints
- * and events as a local write) and writes the answer in one transaction
- * conditional on the record's revision as seen. There is no "taken" write.
+ * records) and waits for the answer in the watch of its own inbox; the
+ * target, seeing the record in the watch of its inbox, runs the line
+ * through the ctl file's own check and store (so the same operation
+ * records, checkpoints and events as a local write) and writes the answer
+ * in one transaction conditional on the record's revision as seen, in the
+ * record's place and at PREFIX/nodes/WRITER/inbox/ID; the writer deletes
+ * both with its next create. Each node watches only its own inbox. There
+ * is no "taken" write.
  *
  * At most once: the command's id goes into the first checkpoint of the
  * operation it starts (breq.cluster_cmd, operation.cluster_cmd). Within a
@@ -38,10 +41,12 @@
 #include <jansson.h>
 
 #include "cluster-internal.h"
+#include "jw.h"
 #include "log.h"
 #include "macro.h"
 #include "nodefs-config.h"
 #include "operation.h"
+#include "valid.h"
 
 #if NODEFS_TEST_HOOKS
 /* Crash tests: NODEFS_CRASH_AT=cluster:run kills the daemon right before
@@ -64,13 +69,42 @@ static void crash_hook(const char *point)
 }
 #endif
 
+#if NODEFS_TEST_HOOKS
+/* Tests: NODEFS_TEST_CLUSTER_CREATE_RETRY=1 makes every create of a
+ * command record behave as one whose first attempt committed and whose
+ * reply was lost: the call is made again (as the client does on another
+ * member) once the target has answered the first, or after a second. */
+static int lost_reply_hook(struct cluster *c, struct cluster_rcmd *rc, struct etcd *e,
+			   const char *key, const char *rec, int r, struct nerr *err)
+{
+	if (r != 0 || !getenv("NODEFS_TEST_CLUSTER_CREATE_RETRY"))
+		return r;
+	for (int i = 0; i < 100; i++) {
+		pthread_mutex_lock(&c->lock);
+		bool answered = rc->answered;
+		pthread_mutex_unlock(&c->lock);
+		if (answered)
+			break;
+		usleep(10000);
+	}
+	return etcd_create_and(e, key, rec, strlen(rec), NULL, 0, err);
+}
+#else
+static int lost_reply_hook(struct cluster *c, struct cluster_rcmd *rc, struct etcd *e,
+			   const char *key, const char *rec, int r, struct nerr *err)
+{
+	return r;
+}
+#endif
+
 /* ---- the writer ---- */
 
 int cluster_remote_write(struct cluster *c, const char *node, const char *path, const char *line,
 			 size_t len, struct breq *rq)
 {
 	struct cluster_rcmd *rc;
-	json_t *j;
+	struct sbuf rec = SBUF_INIT(64u << 10);
+	struct jw w;
 	char up[NERR_MSG_MAX + 64];
 
 	pthread_mutex_lock(&c->lock);
@@ -88,11 +122,22 @@ int cluster_remote_write(struct cluster *c, const char *node, const char *path, 
 	}
 	snprintf(rc->id, sizeof(rc->id), "%s-%s-%" PRIu64, c->node, c->token, ++c->seq);
 	snprintf(rc->key, sizeof(rc->key), "%s/nodes/%s/inbox/%s", c->prefix, node, rc->id);
-	j = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:b,s:I}", "from", c->node, "by", rq->by, "path", path,
-		      "line", line, len, "state", "new", "nonblock", rq->nonblock,
-		      "written", (json_int_t)time(NULL));
-	rc->record = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
+	_cleanup_free_ char *ln = strndup(line, len);
+	jw_init(&w, &rec, 0);
+	jw_obj(&w);
+	jw_kstr(&w, "from", c->node);
+	jw_kstr(&w, "by", rq->by);
+	jw_kstr(&w, "path", path);
+	jw_kstr(&w, "line", ln ? ln : "");
+	jw_kstr(&w, "state", "new");
+	jw_kbool(&w, "nonblock", rq->nonblock);
+	jw_kint(&w, "written", (long long)time(NULL));
+	jw_obj_end(&w);
+	if (!ln)
+		jw_fail(&w, -ENOMEM);
+	if (jw_end(&w) < 0)
+		sbuf_free(&rec);
+	rc->record = rec.buf;
 	if (!rc->record) {
 		pthread_mutex_unlock(&c->lock);
 		free(rc);
@@ -123,6 +168,14 @@ static void add_delete_locked(struct cluster *c, const char *key)
 	}
 }
 
+static void rcmd_free(struct cluster_rcmd *rc)
+{
+	free(rc->record);
+	free(rc->amsg);
+	free(rc->areply);
+	free(rc);
+}
+
 /* Unlink rc (lock held) and complete it with r (lock dropped meanwhile). */
 static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, const char *msg)
 {
@@ -137,57 +190,88 @@ static void rcmd_fail_locked(struct cluster *c, struct cluster_rcmd *rc, int r, 
 	c->remote_err += r < 0;
 	pthread_mutex_unlock(&c->lock);
 	breq_complete(rc->rq, r);
-	free(rc->record);
-	free(rc);
+	rcmd_free(rc);
 	pthread_mutex_lock(&c->lock);
 }
 
-/* The answer to a command written here (c->lock held): complete it. */
-static void rcmd_answered_locked(struct cluster *c, const char *key, const char *val, size_t vlen)
+/* An answer in this node's inbox (key below the prefix; c->lock held):
+ * complete the command written here it answers. Returns false when no
+ * command waits for it (an answer its writer gave up on, or an earlier
+ * run's): the caller deletes it. */
+/* Complete rc (unlinked, c->lock held, dropped meanwhile) with the
+ * target's answer: errno e, message m, reply. */
+static void rcmd_complete_locked(struct cluster *c, struct cluster_rcmd *rc, int e, const char *m,
+				 const char *reply)
+{
+	/* the target: the node whose inbox the command went to */
+	const char *node = rc->key + strlen(c->prefix) + strlen("/nodes/");
+	int nl = (int)strcspn(node, "/");
+	struct breq *rq = rc->rq;
+
+	if (e > 0) {
+		nerr_set(&rq->err, e, "node %.*s: %s", nl, node, m && *m ? m : strerror(e));
+		c->remote_err++;
+	} else {
+		if (reply && *reply)
+			sbuf_printf(&rq->reply, "%s", reply);
+		c->remote_ok++;
+	}
+	/* completing may run the writer's next line: not under our lock.
+	 * The writer first: the inbox thread, woken for the deletions, would
+	 * take a core from the answer */
+	pthread_mutex_unlock(&c->lock);
+	breq_complete(rq, e > 0 ? -e : 0);
+	cluster_wake_remote(c);
+	pthread_mutex_lock(&c->lock);
+}
+
+/* An answer in this node's inbox (key below the prefix; c->lock held):
+ * complete the command written here it answers. Returns false when no
+ * command waits for it (an answer its writer gave up on, or an earlier
+ * run's): the caller deletes it. */
+static bool rcmd_answered_locked(struct cluster *c, const char *key, const char *val, size_t vlen)
 {
 	const char *id = strrchr(key, '/');
+	char full[512];
 
 	for (struct cluster_rcmd **pp = &c->rcmds; id && *pp; pp = &(*pp)->next) {
 		struct cluster_rcmd *rc = *pp;
-		if (strcmp(rc->id, id + 1) != 0 || strcmp(rc->key + strlen(c->prefix) + 1, key) != 0)
+		if (strcmp(rc->id, id + 1) != 0)
 			continue;
 		json_t *j = json_loadb(val, vlen, 0, NULL);
 		const char *st = json_string_value(json_object_get(j, "state"));
-		if (!st || strcmp(st, "done") != 0) {
+		if (!st || strcmp(st, "done") != 0 || rc->answered) {
 			json_decref(j);
-			return;
+			return true;
 		}
 		int e = (int)json_integer_value(json_object_get(j, "errno"));
 		const char *m = json_string_value(json_object_get(j, "error"));
 		const char *reply = json_string_value(json_object_get(j, "reply"));
-		const char *node = key + strlen("nodes/");
-		int nl = (int)strcspn(node, "/");
-		struct breq *rq = rc->rq;
 
-		*pp = rc->next;
-		if (e > 0) {
-			nerr_set(&rq->err, e, "node %.*s: %s", nl, node, m ? m : strerror(e));
-			c->remote_err++;
-		} else {
-			if (reply && *reply)
-				sbuf_printf(&rq->reply, "%s", reply);
-			c->remote_ok++;
+		/* both go with the next create: the answer here, and the
+		 * record in the target's inbox (kept there until now, so that
+		 * a create retried on another member finds it and is not made
+		 * again) */
+		snprintf(full, sizeof(full), "%s/%s", c->prefix, key);
+		add_delete_locked(c, full);
+		if (strcmp(full, rc->key) != 0)
+			add_delete_locked(c, rc->key);
+		if (rc->inflight) {
+			/* its create has not returned yet: completed then */
+			rc->answered = true;
+			rc->aerrno = e;
+			rc->amsg = m ? strdup(m) : NULL;
+			rc->areply = reply ? strdup(reply) : NULL;
+			json_decref(j);
+			return true;
 		}
-		/* deleted with the next create: not in the way of the
-		 * writer's next command */
-		add_delete_locked(c, rc->key);
-		free(rc->record);
-		free(rc);
+		*pp = rc->next;
+		rcmd_complete_locked(c, rc, e, m, reply);
+		rcmd_free(rc);
 		json_decref(j);
-		/* completing may run the writer's next line: not under our
-		 * lock. The writer first: the inbox thread, woken for the
-		 * deletion, would take a core from the answer */
-		pthread_mutex_unlock(&c->lock);
-		breq_complete(rq, e > 0 ? -e : 0);
-		cluster_wake_remote(c);
-		pthread_mutex_lock(&c->lock);
-		return;
+		return true;
 	}
+	return false;
 }
 
 static bool ts_past(const struct timespec *t)
@@ -245,7 +329,7 @@ static bool send_rcmds(struct cluster *c, struct etcd *e)
 	for (;;) {
 		struct cluster_rcmd *rc = NULL;
 		for (struct cluster_rcmd *x = c->rcmds; x && !rc; x = x->next)
-			if (!x->sent || ts_past(&x->deadline))
+			if ((!x->sent && ts_past(&x->retry_at)) || (x->sent && ts_past(&x->deadline)))
 				rc = x;
 		if (!rc)
 			break;
@@ -274,23 +358,57 @@ static bool send_rcmds(struct cluster *c, struct etcd *e)
 			rcmd_fail_locked(c, rc, -EHOSTUNREACH, "etcd unavailable");
 			continue;
 		}
-		rc->sent = true;
+		rc->sent = rc->inflight = true;
 		char key[512], *rec = rc->record;
 		struct nerr err = { 0 };
 		size_t nd = take_deletes_locked(c, ops, ARRAY_SIZE(ops));
 		snprintf(key, sizeof(key), "%s", rc->key);
 		pthread_mutex_unlock(&c->lock);
-		/* rc stays ours: only this thread unlinks a sent command before
-		 * its answer, and the answer cannot precede the record */
+		/* rc stays ours while inflight: an answer that comes meanwhile
+		 * is kept in it (rcmd_answered_locked) */
 		int r = etcd_create_and(e, key, rec, strlen(rec), ops, nd, &err);
+		r = lost_reply_hook(c, rc, e, key, rec, r, &err);
 		pthread_mutex_lock(&c->lock);
-		/* -EEXIST: the transaction's other branch deleted them */
-		if (r == 0 || r == -EEXIST)
+		rc->inflight = false;
+		/* -EEXIST: the key (this run's token and sequence) is made by
+		 * no one else, so it is this create's own, its first attempt
+		 * committed and its reply lost (the client then tries another
+		 * member), whatever the target has written in it since: made,
+		 * and never made again (the record stays until the answer is
+		 * in, so a retry cannot find it gone and create it anew). The
+		 * transaction's other branch deleted the deletions. */
+		if (r == -EEXIST)
+			r = 0;
+		if (r == 0)
 			free_ops_keys(ops, nd);
 		else
 			put_back_deletes_locked(c, ops, nd);
-		if (r < 0)
+		if (rc->answered) {
+			for (struct cluster_rcmd **pp = &c->rcmds; *pp; pp = &(*pp)->next)
+				if (*pp == rc) {
+					*pp = rc->next;
+					break;
+				}
+			rcmd_complete_locked(c, rc, rc->aerrno, rc->amsg, rc->areply);
+			rcmd_free(rc);
+			continue;
+		}
+		if (r == -ETIMEDOUT && rc->tries < 3) {
+			/* every member timed out (an election after the leader
+			 * went): made again in a moment, which is safe, as a
+			 * create that finds its key counts as made */
+			rc->tries++;
+			rc->sent = false;
+			rc->retry_at = ts_after_ms(CLOCK_MONOTONIC, 300);
+			continue;
+		}
+		if (r < 0) {
+			/* a timeout may have committed it: deleted, so the target
+			 * does not run what its writer was told failed */
+			if (r == -ETIMEDOUT)
+				add_delete_locked(c, key);
 			rcmd_fail_locked(c, rc, r == -ETIMEDOUT || r == -EHOSTUNREACH ? r : -EIO, err.msg);
+		}
 	}
 	struct timespec due = c->deletes_since;
 	due.tv_nsec += DELETE_LINGER_MS * 1000000L;
@@ -320,33 +438,46 @@ void cluster_inbox_seen_locked(struct cluster *c, struct centry *ce)
 	char mine[512];
 
 	snprintf(mine, sizeof(mine), "nodes/%s/inbox/", c->node);
-	/* queued once per revision: a re-list shows it again */
-	if (strncmp(ce->key, mine, strlen(mine)) == 0 && ce->queued_rev != ce->mod_rev) {
-		json_t *j = json_loadb(ce->val, ce->vlen, 0, NULL);
-		const char *st = json_string_value(json_object_get(j, "state"));
-		/* "taken": written by an earlier version, which took commands
-		 * with a write of their own before running them */
-		bool open = st && (strcmp(st, "new") == 0 || strcmp(st, "taken") == 0);
+	if (strncmp(ce->key, mine, strlen(mine)) != 0)
+		return;
+	json_t *j = json_loadb(ce->val, ce->vlen, 0, NULL);
+	const char *st = json_string_value(json_object_get(j, "state"));
+	/* "taken": written by an earlier version, which took commands with a
+	 * write of their own before running them */
+	bool open = !j || (st && (strcmp(st, "new") == 0 || strcmp(st, "taken") == 0));
+	bool done = st && strcmp(st, "done") == 0;
 
-		if (open || !j) {
-			struct cluster_job *jb = calloc(1, sizeof(*jb));
-			if (jb && (jb->val = strndup(ce->val, ce->vlen))) {
-				snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, ce->key);
-				snprintf(jb->id, sizeof(jb->id), "%s", ce->key + strlen(mine));
-				jb->mod_rev = ce->mod_rev;
-				jb->orphan = ce->mod_rev <= c->boot_rev;
-				jb->nonblock = json_is_true(json_object_get(j, "nonblock"));
-				jb->c = c;
-				ce->queued_rev = ce->mod_rev;
-				*c->jobs_tail = jb;
-				c->jobs_tail = &jb->next;
-				c->jobs_kick = true;
-			} else
-				free(jb);
-		}
-		json_decref(j);
+	/* queued once per revision: a re-list shows it again */
+	if (open && ce->queued_rev != ce->mod_rev) {
+		struct cluster_job *jb = calloc(1, sizeof(*jb));
+		if (jb && (jb->val = strndup(ce->val, ce->vlen))) {
+			snprintf(jb->key, sizeof(jb->key), "%s/%s", c->prefix, ce->key);
+			snprintf(jb->id, sizeof(jb->id), "%s", ce->key + strlen(mine));
+			jb->mod_rev = ce->mod_rev;
+			jb->orphan = ce->mod_rev <= c->boot_rev;
+			jb->nonblock = json_is_true(json_object_get(j, "nonblock"));
+			jb->c = c;
+			ce->queued_rev = ce->mod_rev;
+			*c->jobs_tail = jb;
+			c->jobs_tail = &jb->next;
+			c->jobs_kick = true;
+		} else
+			free(jb);
 	}
-	rcmd_answered_locked(c, ce->key, ce->val, ce->vlen);
+	json_decref(j);
+	if (done) {
+		const char *id = ce->key + strlen(mine);
+		size_t nl = strlen(c->node);
+		char full[512];
+		snprintf(full, sizeof(full), "%s/%s", c->prefix, ce->key);
+		/* an answer to a command of this node's (its id starts with
+		 * the node's name) that none here waits for (its writer gave
+		 * up, or it is an earlier run's): gone with the next create.
+		 * Other answered records are their writers' to delete. */
+		bool ours = strncmp(id, c->node, nl) == 0 && id[nl] == '-';
+		if (!rcmd_answered_locked(c, ce->key, ce->val, ce->vlen) && ours)
+			add_delete_locked(c, full);
+	}
 }
 
 void cluster_unlock_kick(struct cluster *c)
@@ -444,25 +575,59 @@ out:
 
 /* Write jb's answer, only while the record is still at jb->mod_rev (as
  * seen): a record the writer has deleted (it gave up) is not made again.
+ * The answer goes in the record's place and, in the same transaction, to
+ * the writer's inbox (the writer deletes both once it has it: the record
+ * stays until then, so a create retried on another member finds it).
  * 0, -ESTALE (changed: nothing to answer), or etcd's failure. */
 static int answer(struct cluster *c, struct etcd *e, struct cluster_job *jb)
 {
 	struct nerr err = { 0 };
 	json_t *rec = json_loads(jb->val, 0, NULL);
+	struct sbuf out = SBUF_INIT(8u << 20);
+	struct jw w;
+	const char *from = json_string_value(json_object_get(rec, "from"));
+	const char *keys[] = { "from", "by", "path", "line" };
+	char akey[512];
+	struct etcd_op ops[2];
+	size_t nops = 0;
+	struct nerr ne;
+	int r;
 
-	if (!json_is_object(rec)) {
-		json_decref(rec);
-		rec = json_object();
+	jw_init(&w, &out, 0);
+	jw_obj(&w);
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		const char *v = json_string_value(json_object_get(rec, keys[i]));
+		if (v)
+			jw_kstr(&w, keys[i], v);
 	}
-	json_object_set_new(rec, "state", json_string("done"));
-	json_object_del(rec, "taker");
-	json_object_set_new(rec, "errno", json_integer(jb->result < 0 ? -jb->result : 0));
-	json_object_set_new(rec, "error", json_string(jb->result < 0 ? jb->msg : ""));
-	json_object_set_new(rec, "reply", json_stringn(jb->rq.reply.buf ? jb->rq.reply.buf : "",
-						       jb->rq.reply.len));
-	_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT);
+	jw_kbool(&w, "nonblock", json_is_true(json_object_get(rec, "nonblock")));
+	if (json_is_integer(json_object_get(rec, "written")))
+		jw_kint(&w, "written", (long long)json_integer_value(json_object_get(rec, "written")));
+	jw_kstr(&w, "state", "done");
+	jw_kint(&w, "errno", jb->result < 0 ? -jb->result : 0);
+	jw_kstr(&w, "error", jb->result < 0 ? jb->msg : "");
+	jw_key(&w, "reply");
+	{
+		_cleanup_free_ char *reply = strndup(jb->rq.reply.buf ? jb->rq.reply.buf : "",
+						     jb->rq.reply.len);
+		jw_str(&w, reply ? reply : "");
+	}
+	jw_obj_end(&w);
+	r = jw_end(&w);
+	/* the writer's inbox, when the record names a writer that is
+	 * another node (the id starts with its name) */
+	ops[nops++] = (struct etcd_op){ .key = jb->key, .val = out.buf, .vlen = out.len };
+	if (from && strcmp(from, c->node) != 0 && valid_name(from, &ne) == 0 &&
+	    strncmp(jb->id, from, strlen(from)) == 0 && jb->id[strlen(from)] == '-') {
+		snprintf(akey, sizeof(akey), "%s/nodes/%s/inbox/%s", c->prefix, from, jb->id);
+		ops[nops++] = (struct etcd_op){ .key = akey, .val = out.buf, .vlen = out.len };
+	}
 	json_decref(rec);
-	int r = s ? etcd_put_if(e, jb->key, s, strlen(s), jb->mod_rev, NULL, &err) : -ENOMEM;
+	if (r >= 0)
+		r = etcd_txn_if(e, jb->key, jb->mod_rev, ops, nops, &err);
+	else
+		r = -ENOMEM;
+	sbuf_free(&out);
 	if (r < 0 && r != -ESTALE)
 		log_msg(LOG_LVL_WARN, "cluster: cannot answer %s (will retry): %s", jb->key, err.msg);
 	return r;

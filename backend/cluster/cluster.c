@@ -10,12 +10,16 @@
  * watch and the cluster/ tree).
  *
  * Key layout below PREFIX (docs/design.md):
- *   nodes/NODE/alive            {version, boot_id, started} on the lease
- *   nodes/NODE/info             the same and `updated`, no lease
+ *   summary/NODE/alive          {version, boot_id, started} on the lease
+ *   summary/NODE/info           the same, `updated`, the counts of volumes
+ *                               and containers, `resources` (resources.json)
  *   nodes/NODE/volumes/NAME     {"state": TEXT, "info": OBJECT}
  *   nodes/NODE/containers/NAME  same
  *   nodes/NODE/inbox/ID         {"from", "path", "line", "state": new|done,
- *                                "errno", "error", "reply"}
+ *                                "errno", "error", "reply"}: commands to
+ *                               NODE, and the answers to NODE's own
+ * Every node watches summary/ and its own inbox; another node's objects
+ * only while someone reads them (cluster-view.c).
  * cluster-view.c serves the tree from the Watch's cache. Knows the tree and
  * the etcd client; never FUSE.
  */
@@ -31,10 +35,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "cluster-internal.h"
+#include "jw.h"
 #include "kind.h"
+#include "links.h"
 #include "log.h"
 #include "macro.h"
 #include "nodefs-config.h"
@@ -67,7 +71,7 @@ void cluster_fmt_time(time_t t, char *buf, size_t len)
 /* ---- config ---- */
 
 static const char *const cluster_keys[] = {
-	"etcd", "node", "prefix", "lease_ttl", "accept_remote", "ca", "cert", "key",
+	"etcd", "node", "prefix", "lease_ttl", "accept_remote", "ca", "cert", "key", "detail_idle",
 };
 
 static int cluster_config(struct cluster *c, const struct config_section *s, struct nerr *err)
@@ -112,6 +116,13 @@ static int cluster_config(struct cluster *c, const struct config_section *s, str
 	if (ms < 2000 || ms > 3600000)
 		return nerr_set(err, EINVAL, "[cluster]: lease_ttl must be 2s to 1h");
 	c->ttl_s = (long)(ms / 1000);
+	ms = 60000;
+	v = config_section_get(s, "detail_idle");
+	if (v && parse_duration_ms(v, &ms, err) < 0)
+		return nerr_set(err, EINVAL, "[cluster]: detail_idle: %s", err->msg);
+	if (ms < 100 || ms > 86400000)
+		return nerr_set(err, EINVAL, "[cluster]: detail_idle must be 100ms to 24h");
+	c->detail_idle_ms = ms;
 	v = config_section_get(s, "accept_remote");
 	if (v && parse_bool(v, &c->accept_remote, err) < 0)
 		return nerr_set(err, EINVAL, "[cluster]: accept_remote: %s", err->msg);
@@ -150,6 +161,7 @@ static int cluster_init(struct backend *b, struct nerr *err)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &ca);
+	pthread_cond_init(&c->detail_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	cwake_init(&c->pub_wake);
 	cwake_init(&c->remote_wake);
@@ -182,6 +194,11 @@ static void cluster_key(const struct cluster *c, char *buf, size_t len, const ch
 	snprintf(buf, len, "%s/nodes/%s/%s", c->prefix, c->node, rest);
 }
 
+static void summary_key(const struct cluster *c, char *buf, size_t len, const char *rest)
+{
+	snprintf(buf, len, "%s/summary/%s/%s", c->prefix, c->node, rest);
+}
+
 static void set_state(struct cluster *c, bool connected, const char *reason)
 {
 	pthread_mutex_lock(&c->lock);
@@ -197,39 +214,102 @@ static void set_state(struct cluster *c, bool connected, const char *reason)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static char *node_record(struct cluster *c, bool with_updated)
+/* Copy the JSON text in (len bytes, valid JSON) into out without the
+ * whitespace outside its strings. */
+static void json_compact_into(const char *in, size_t len, struct sbuf *out)
 {
-	json_t *j = json_pack("{s:s,s:s,s:I}", "version", NODEFS_VERSION, "boot_id", c->boot_id,
-			      "started", (json_int_t)c->started);
-	char *s;
+	bool str = false, esc = false;
 
-	if (j && with_updated)
-		json_object_set_new(j, "updated", json_integer(time(NULL)));
-	s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	return s;
+	for (size_t i = 0; i < len; i++) {
+		char ch = in[i];
+
+		if (str) {
+			if (esc)
+				esc = false;
+			else if (ch == '\\')
+				esc = true;
+			else if (ch == '"')
+				str = false;
+		} else if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r')
+			continue;
+		else if (ch == '"')
+			str = true;
+		sbuf_addc(out, ch);
+	}
+}
+
+static size_t count_of(struct cluster *c, const char *coll)
+{
+	struct bnode *d = bnode_lookup(c->b->root, coll);
+	size_t n = d ? bnode_count(d) : 0;
+
+	bnode_unref(d);
+	return n;
+}
+
+/* The node's alive record ({version, boot_id, started}) or, summary, its
+ * info record: the same, the counts, the resources, and `updated` when
+ * updated is not 0. Malloc'd, NULL on OOM. */
+static char *node_record(struct cluster *c, bool summary, time_t updated)
+{
+	struct sbuf out = SBUF_INIT(1u << 20), res = SBUF_INIT(1u << 20);
+	struct jw w;
+
+	jw_init(&w, &out, 0);
+	jw_obj(&w);
+	jw_kstr(&w, "version", NODEFS_VERSION);
+	jw_kstr(&w, "boot_id", c->boot_id);
+	jw_kint(&w, "started", (long long)c->started);
+	if (summary) {
+		const struct backend_links *l = c->b->links;
+
+		if (updated)
+			jw_kint(&w, "updated", (long long)updated);
+		jw_kint(&w, "volumes", (long long)count_of(c, "volumes"));
+		jw_kint(&w, "containers", (long long)count_of(c, "containers"));
+		if (l && l->resources_show && l->resources_show(c->b, &res, 2) >= 0 && res.len) {
+			jw_key(&w, "resources");
+			jw_raw(&w, res.buf, res.len);
+		}
+	}
+	jw_obj_end(&w);
+	sbuf_free(&res);
+	if (jw_end(&w) < 0) {
+		sbuf_free(&out);
+		return NULL;
+	}
+	return out.buf;	/* NUL-terminated by sbuf */
 }
 
 /* The record of object n: its state and info.json as its files show them. */
 static char *object_record(struct bnode *n)
 {
 	const struct battr *st = bnode_attr(n, "state", NULL), *in = bnode_attr(n, "info.json", NULL);
-	struct sbuf a, i;
-	json_t *j = json_object(), *info = NULL;
-	char *s = NULL;
+	struct sbuf a, i, out = SBUF_INIT(1u << 22), info = SBUF_INIT(1u << 22);
+	struct jw w;
 
 	sbuf_init(&a, 256);
 	sbuf_init(&i, 1024);
-	if (st && st->show && st->show(n, &a) >= 0)
-		json_object_set_new(j, "state", json_stringn(a.buf ? a.buf : "", a.len));
 	if (in && in->show && in->show(n, &i) >= 0 && i.len)
-		info = json_loadb(i.buf, i.len, 0, NULL);
-	json_object_set_new(j, "info", info ? info : json_object());
-	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(j);
+		json_compact_into(i.buf, i.len, &info);
+	jw_init(&w, &out, 0);
+	jw_obj(&w);
+	jw_key(&w, "info");
+	if (info.len)
+		jw_raw(&w, info.buf, info.len);
+	else
+		jw_raw(&w, "{}", 2);
+	if (st && st->show && st->show(n, &a) >= 0)
+		jw_kstr(&w, "state", a.buf ? a.buf : "");
+	jw_obj_end(&w);
 	sbuf_free(&a);
 	sbuf_free(&i);
-	return s;
+	sbuf_free(&info);
+	if (jw_end(&w) < 0) {
+		sbuf_free(&out);
+		return NULL;
+	}
+	return out.buf;
 }
 
 static const char *const colls[] = { "volumes", "containers" };
@@ -251,8 +331,6 @@ struct batch {
 static int batch_flush(struct cluster *c, struct etcd *e, struct batch *bt, struct nerr *err)
 {
 	struct etcd_op ops[ETCD_TXN_MAX];
-	_cleanup_free_ char *info = NULL;
-	char ik[512];
 	size_t n = 0;
 	int r;
 
@@ -262,10 +340,9 @@ static int batch_flush(struct cluster *c, struct etcd *e, struct batch *bt, stru
 		ops[n++] = (struct etcd_op){ .del = !bt->v[i].val, .key = bt->v[i].key,
 					     .val = bt->v[i].val,
 					     .vlen = bt->v[i].val ? strlen(bt->v[i].val) : 0 };
-	info = node_record(c, true);
-	cluster_key(c, ik, sizeof(ik), "info");
-	if (info)
-		ops[n++] = (struct etcd_op){ .key = ik, .val = info, .vlen = strlen(info) };
+	/* the summary is not in it: every node watches the summaries, and a
+	 * record there per object change would fan each out to all of them
+	 * (publish_summary writes it, at most every SUMMARY_MIN_MS) */
 	r = etcd_txn(e, ops, n, NULL, err);
 	for (size_t i = 0; i < bt->n; i++) {
 		struct pend *x = &bt->v[i];
@@ -318,6 +395,47 @@ static int batch_add(struct cluster *c, struct etcd *e, struct batch *bt, struct
 	x->serial = serial;
 	bt->bytes += len + strlen(x->key);
 	p->pending = true;
+	return 0;
+}
+
+/* The summary (summary/NODE/info: the counts, the resources) when it
+ * changed (a volume made, a container's limits, a profile's capacity), at
+ * most once every SUMMARY_MIN_MS, or SUMMARY_PER_NODE_MS times the number
+ * of nodes when that is longer: every node watches every summary, so N
+ * nodes writing theirs every T send N * N / T events; with T growing as N
+ * each node receives at most 1000 / SUMMARY_PER_NODE_MS (20) summaries a
+ * second, whatever the fleet's size, and etcd sends 20 * N. A change held
+ * back sets c->summary_due for the publisher's sleep. */
+#define SUMMARY_MIN_MS 5000
+#define SUMMARY_PER_NODE_MS 50
+static int publish_summary(struct cluster *c, struct etcd *e, struct nerr *err)
+{
+	_cleanup_free_ char *now = node_record(c, true, 0);
+	uint64_t t = loop_now_ms(), every = SUMMARY_MIN_MS;
+	size_t nodes = bnode_count(c->nodes);
+	int r;
+
+	if (nodes * SUMMARY_PER_NODE_MS > every)
+		every = nodes * SUMMARY_PER_NODE_MS;
+	c->summary_due = 0;
+	if (!now || (c->pub_summary && strcmp(now, c->pub_summary) == 0))
+		return 0;
+	if (c->pub_summary && t < c->summary_at + every) {
+		c->summary_due = c->summary_at + every;
+		return 0;
+	}
+	_cleanup_free_ char *info = node_record(c, true, time(NULL));
+	char ik[512];
+	summary_key(c, ik, sizeof(ik), "info");
+	r = info ? etcd_put(e, ik, info, strlen(info), 0, NULL, err) : 0;
+	if (r < 0)
+		return r;
+	free(c->pub_summary);
+	c->pub_summary = TAKE_PTR(now);
+	c->summary_at = t;
+	pthread_mutex_lock(&c->lock);
+	c->publish_writes++;
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
@@ -402,6 +520,8 @@ static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct ner
 	}
 	if (r >= 0)
 		r = batch_flush(c, e, bt, err);
+	if (r >= 0)
+		r = publish_summary(c, e, err);
 	else {
 		for (size_t i = 0; i < bt->n; i++)
 			free(bt->v[i].val);
@@ -424,7 +544,7 @@ static int publish_pass(struct cluster *c, struct etcd *e, bool full, struct ner
  * and whatever of this node is in etcd but no longer here deleted. */
 static int connect_pass(struct cluster *c, struct etcd *e, struct nerr *err)
 {
-	_cleanup_free_ char *alive = node_record(c, false);
+	_cleanup_free_ char *alive = node_record(c, false, 0);
 	char key[512], pre[512];
 	struct etcd_kv *kvs = NULL;
 	size_t n = 0;
@@ -434,11 +554,13 @@ static int connect_pass(struct cluster *c, struct etcd *e, struct nerr *err)
 	r = etcd_lease_grant(e, c->ttl_s, &lease, err);
 	if (r < 0)
 		return r;
-	cluster_key(c, key, sizeof(key), "alive");
+	summary_key(c, key, sizeof(key), "alive");
 	r = etcd_put(e, key, alive ? alive : "{}", alive ? strlen(alive) : 2, lease, NULL, err);
 	if (r < 0)
 		return r;
 	/* forget what was published: all of it again, in one pass */
+	free(c->pub_summary);
+	c->pub_summary = NULL;
 	size_t pos;
 	struct pubrec *p;
 	while ((pos = 0, p = hmap_next(&c->pubs, &pos))) {
@@ -570,19 +692,33 @@ static void *status_main(void *arg)
 	pthread_setname_np(pthread_self(), "nodefs-cstatus");
 	if (etcd_new(c->endpoints, &tls, 300, &e, &err) < 0)
 		return NULL;
-	while (!cluster_stopping(c)) {
+	for (unsigned round = 0; !cluster_stopping(c); round++) {
 		struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
+		bool look[CLUSTER_MAX_ENDPOINTS];
 		size_t n = etcd_nendpoints(e);
 
 		if (n > CLUSTER_MAX_ENDPOINTS)
 			n = CLUSTER_MAX_ENDPOINTS;
+		/* the leader (every thread talks to it) and any member found
+		 * bad each second, the others every third: each is a request
+		 * every node makes of etcd however idle, the first thing that
+		 * costs at a thousand nodes (docs/design.md) */
+		pthread_mutex_lock(&c->lock);
+		for (size_t i = 0; i < n; i++) {
+			look[i] = round % 3 == 0 || !c->leader_ep || c->leader_ep - 1 == i ||
+				  i >= c->nms || !c->ms[i].ok;
+			ms[i] = i < c->nms ? c->ms[i] : (struct etcd_member_status){ 0 };
+		}
+		pthread_mutex_unlock(&c->lock);
 		for (size_t i = 0; i < n; i++)
-			etcd_status(e, i, &ms[i]);
+			if (look[i])
+				etcd_status(e, i, &ms[i]);
 		pthread_mutex_lock(&c->lock);
 		memcpy(c->ms, ms, n * sizeof(ms[0]));
 		c->nms = n;
 		for (size_t i = 0; i < n; i++)
-			c->ms_bad[i] = ms[i].ok ? 0 : c->ms_bad[i] + 1;
+			if (look[i])
+				c->ms_bad[i] = ms[i].ok ? 0 : c->ms_bad[i] + 1;
 		for (size_t i = 0; i < n; i++)
 			if (ms[i].ok && ms[i].revision > c->rev_store)
 				c->rev_store = ms[i].revision;
@@ -590,6 +726,7 @@ static void *status_main(void *arg)
 		for (size_t i = 0; i < n; i++)
 			if (ms[i].ok && ms[i].member && ms[i].member == ms[i].leader)
 				c->leader_ep = i + 1;
+		cluster_view_live_locked(c);
 		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, 1000);
 		if (!c->stopping)
 			pthread_cond_timedwait(&c->cond, &c->lock, &t);
@@ -659,6 +796,9 @@ static void *pub_main(void *arg)
 			wait_ms = last_ka + ka_every > now ? last_ka + ka_every - now : 0;
 		else
 			wait_ms = backoff > now ? backoff - now : 0;
+		/* a summary held back: written when due */
+		if (up && c->summary_due && (c->summary_due > now ? c->summary_due - now : 0) < wait_ms)
+			wait_ms = c->summary_due > now ? c->summary_due - now : 0;
 		cwake_wait(&c->pub_wake, wait_ms);
 	}
 	etcd_free(e);
@@ -667,7 +807,8 @@ static void *pub_main(void *arg)
 
 static void cluster_halt(struct cluster *c, int nthreads)
 {
-	pthread_t *th[] = { &c->pub_thread, &c->remote_thread, &c->watch_thread, &c->status_thread };
+	pthread_t *th[] = { &c->pub_thread, &c->remote_thread, &c->watch_thread, &c->status_thread,
+			    &c->inbox_thread };
 
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
@@ -677,6 +818,7 @@ static void cluster_halt(struct cluster *c, int nthreads)
 	cluster_wake_remote(c);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(*th[i], NULL);
+	cluster_details_stop(c);
 }
 
 static int cluster_start(struct backend *b, struct nerr *err)
@@ -686,8 +828,10 @@ static int cluster_start(struct backend *b, struct nerr *err)
 
 	if (!c)
 		return 0;
-	void *(*mains[])(void *) = { pub_main, cluster_remote_main, cluster_watch_main, status_main };
-	pthread_t *th[] = { &c->pub_thread, &c->remote_thread, &c->watch_thread, &c->status_thread };
+	void *(*mains[])(void *) = { pub_main, cluster_remote_main, cluster_watch_main, status_main,
+				     cluster_inbox_watch_main };
+	pthread_t *th[] = { &c->pub_thread, &c->remote_thread, &c->watch_thread, &c->status_thread,
+			    &c->inbox_thread };
 
 	tree_set_watcher(b->root, on_tree_change, c);
 	for (int i = 0; i < (int)ARRAY_SIZE(mains); i++) {
@@ -709,7 +853,7 @@ static void cluster_quiesce(struct backend *b)
 	if (!c || !c->threads)
 		return;
 	tree_set_watcher(b->root, NULL, NULL);
-	cluster_halt(c, 4);
+	cluster_halt(c, 5);
 	c->threads = false;
 	/* commands still waiting for an answer end now */
 	cluster_remote_stop(c);
@@ -731,6 +875,7 @@ static void cluster_stop(struct backend *b)
 		free(p);
 	}
 	hmap_free(&c->pubs);
+	free(c->pub_summary);
 	pthread_mutex_lock(&c->lock);
 	for (pos = 0; (ce = hmap_next(&c->cache, &pos));) {
 		free(ce->key);
@@ -747,6 +892,7 @@ static void cluster_stop(struct backend *b)
 	free(c->key);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
+	pthread_cond_destroy(&c->detail_cond);
 	cwake_destroy(&c->pub_wake);
 	cwake_destroy(&c->remote_wake);
 	free(c);
@@ -761,6 +907,9 @@ static int cluster_metrics(struct backend *b, struct sbuf *out)
 		return 0;
 	pthread_mutex_lock(&c->lock);
 	int64_t lag = c->rev_store > c->rev_seen ? c->rev_store - c->rev_seen : 0;
+	size_t ndet = 0;
+	for (struct cdetail *d = c->details; d; d = d->next)
+		ndet += !d->closing;
 	sbuf_printf(out,
 		    "# HELP nodefs_cluster_connected 1 when etcd answers this node.\n"
 		    "# TYPE nodefs_cluster_connected gauge\n"
@@ -781,10 +930,24 @@ static int cluster_metrics(struct backend *b, struct sbuf *out)
 		    "nodefs_cluster_remote_commands_total{side=\"writer\",result=\"error\"} %" PRIu64 "\n"
 		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"run\"} %" PRIu64 "\n"
 		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"refused\"} %" PRIu64 "\n"
-		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"adopted\"} %" PRIu64 "\n",
+		    "nodefs_cluster_remote_commands_total{side=\"target\",result=\"adopted\"} %" PRIu64 "\n"
+		    "# HELP nodefs_cluster_watches etcd watches open now: every node's summary, "
+		    "this node's inbox, other nodes' objects while read (detail).\n"
+		    "# TYPE nodefs_cluster_watches gauge\n"
+		    "nodefs_cluster_watches{kind=\"summary\"} %d\n"
+		    "nodefs_cluster_watches{kind=\"inbox\"} %d\n"
+		    "nodefs_cluster_watches{kind=\"detail\"} %zu\n"
+		    "# HELP nodefs_cluster_detail_watches_opened_total Watches opened on other "
+		    "nodes' objects.\n"
+		    "# TYPE nodefs_cluster_detail_watches_opened_total counter\n"
+		    "nodefs_cluster_detail_watches_opened_total %" PRIu64 "\n"
+		    "# HELP nodefs_cluster_watch_events_total Events the watches received.\n"
+		    "# TYPE nodefs_cluster_watch_events_total counter\n"
+		    "nodefs_cluster_watch_events_total %" PRIu64 "\n",
 		    c->connected ? 1 : 0, (double)c->publish_us / 1e6, c->publishes, c->publish_writes,
 		    lag, c->remote_ok, c->remote_err, c->remote_run, c->remote_refused,
-		    c->remote_adopted);
+		    c->remote_adopted, c->watching ? 1 : 0, c->inbox_watching ? 1 : 0, ndet,
+		    c->details_opened, c->watch_events);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -418,6 +418,29 @@ bool container_mark_gone(struct container *c, const char *op_id, const char *why
 	return had;
 }
 
+void containers_limits(struct backend *b,
+		       void (*fn)(void *ctx, const char *runtime, double cpus, uint64_t memory),
+		       void *ctx)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (!containers_dir(b) || bnode_list(containers_dir(b), &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct container *c = cof(v[i]);
+
+		pthread_mutex_lock(&c->lock);
+		bool running = c->state == C_RUNNING || c->state == C_PAUSED;
+		double cpus = c->cpus;
+		uint64_t mem = c->memory;
+		pthread_mutex_unlock(&c->lock);
+		if (running)
+			fn(ctx, c->eng && c->eng->ops ? c->eng->ops->name : "?", cpus, mem);
+	}
+	bnode_list_free(v, n);
+}
+
 size_t containers_using_volume(struct backend *b, const char *vol, char *buf, size_t len)
 {
 	struct bnode **v;

@@ -33,6 +33,11 @@ bool containers_on(struct backend *b, struct engine *e);
 /* How many containers (any state, until destroyed) mount volume vol with
  * volume=, their names comma-separated in buf (container.c). */
 size_t containers_using_volume(struct backend *b, const char *vol, char *buf, size_t len);
+/* fn once per running or paused container: its runtime's name, its limits
+ * (0: none) (container.c). */
+void containers_limits(struct backend *b,
+		       void (*fn)(void *ctx, const char *runtime, double cpus, uint64_t memory),
+		       void *ctx);
 bool container_creating_now(struct backend *b, struct engine *e, const char *name);
 struct container *container_find_by_id(struct backend *b, struct engine *e, const char *id,
 				       struct bnode **ret_node);

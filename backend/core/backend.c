@@ -22,6 +22,7 @@
 
 #include "instance.h"
 #include "kind.h"
+#include "links.h"
 #include "log.h"
 #include "macro.h"
 #include "store.h"
@@ -164,9 +165,30 @@ static const struct bstream_ops events_stream = {
 	.close = events_close,
 };
 
+/* resources, resources.json: resources/ through links.h (empty when it
+ * is not linked in) */
+static int show_resources_how(struct bnode *n, struct sbuf *out, int how)
+{
+	struct backend *b = node_backend(n);
+
+	return b->links && b->links->resources_show ? b->links->resources_show(b, out, how) : 0;
+}
+
+static int show_resources(struct bnode *n, struct sbuf *out)
+{
+	return show_resources_how(n, out, 0);
+}
+
+static int show_resources_json(struct bnode *n, struct sbuf *out)
+{
+	return show_resources_how(n, out, 1);
+}
+
 static const struct battr root_attrs[] = {
 	{ .name = "status", .flags = BATTR_POLL, .show = show_status },
 	{ .name = "events", .stream = &events_stream },
+	{ .name = "resources", .show = show_resources },
+	{ .name = "resources.json", .show = show_resources_json },
 };
 
 static const struct btype root_type = {

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct backend;
 struct bnode;
@@ -67,6 +68,25 @@ struct backend_links {
 	/* plugins/, for supervise/: probe the plugin of node (a plugins/NAME
 	 * node) through its storage handle; -ECANCELED when it has none. */
 	int (*plugin_probe)(struct bnode *node, bool *ready, struct nerr *err);
+
+	/* For resources/ (node resources): containers/ calls fn once per
+	 * running (or paused) container with its runtime's name and limits
+	 * (cpus 0, memory 0: none); plugins/ calls fn once per profile whose
+	 * capacity the last refresh had (GetCapacity); volumes/ sums the bytes
+	 * of the volumes made (capacity, else the size asked). Any thread. */
+	void (*containers_limits)(struct backend *b,
+				  void (*fn)(void *ctx, const char *runtime, double cpus,
+					     uint64_t memory),
+				  void *ctx);
+	void (*profiles_capacity)(struct backend *b,
+				  void (*fn)(void *ctx, const char *profile, long long bytes),
+				  void *ctx);
+	uint64_t (*volumes_bytes_provisioned)(struct backend *b);
+	/* resources/, for core's top-level files and for cluster/'s record:
+	 * how is RESOURCES_TEXT (0), RESOURCES_JSON (1, indented) or
+	 * RESOURCES_JSON_COMPACT (2); -E2BIG/-ENOMEM. (Its gauges are its
+	 * kind's render_metrics.) */
+	int (*resources_show)(struct backend *b, struct sbuf *out, int how);
 	/* plugins/, for profiles/' reload: whether plugin is one nodefs runs. */
 	bool (*plugin_live)(struct backend *b, const char *plugin);
 

@@ -121,6 +121,11 @@ struct btype {
 	int (*mkdir)(struct bnode *dir, const char *name, struct breq *rq);
 	int (*rmdir)(struct bnode *dir, struct bnode *child, struct breq *rq);
 	void (*free)(struct bnode *n);	/* release n->priv */
+	/* A directory whose children are kept on demand (cluster/'s other
+	 * nodes' objects): fs calls it on a lookup in n and before a listing
+	 * of n, from a FUSE thread, before it looks at the children; it may
+	 * block for about one backend round trip. NULL for most. */
+	void (*touch)(struct bnode *n);
 };
 
 /* An error line: a time, the command line that failed, the message. */

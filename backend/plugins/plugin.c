@@ -157,6 +157,41 @@ int plugin_probe(struct bnode *node, bool *ready, struct nerr *err)
 	return p->ops->probe(p->h, ready, err);
 }
 
+void profiles_capacity(struct backend *b,
+		       void (*fn)(void *ctx, const char *profile, long long bytes), void *ctx)
+{
+	struct bnode **v;
+	size_t n;
+
+	if (!plugins_dir(b) || bnode_list(plugins_dir(b), &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct plugin *p = pof(v[i]);
+		char *text;
+
+		pthread_mutex_lock(&p->lock);
+		text = p->capacity.buf ? strndup(p->capacity.buf, p->capacity.len) : NULL;
+		pthread_mutex_unlock(&p->lock);
+		for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			char name[65], *end;
+			const char *num;
+			long long bytes;
+
+			if (sscanf(line, "%64s", name) != 1 || strcmp(name, "default") == 0)
+				continue;
+			num = line + strlen(name);
+			if (*num != ' ' || !num[1])
+				continue;
+			bytes = strtoll(num + 1, &end, 10);
+			if (*end == '\0' && bytes >= 0)
+				fn(ctx, name, bytes);
+		}
+		free(text);
+	}
+	bnode_list_free(v, n);
+}
+
 const struct storage_ops *plugin_ops(struct plugin *p)
 {
 	return p->ops;

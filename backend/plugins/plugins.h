@@ -75,5 +75,10 @@ int plugin_reach(struct backend *b, const char *name, const struct storage_ops *
 		 struct bnode **ret_node, struct nerr *err);
 bool plugin_caps_known(struct backend *b, const char *name, struct storage_caps *ret);
 int plugin_default(struct backend *b, char *buf, size_t len);
+/* links.h's profiles_capacity: fn once per profile line of each plugin's
+ * capacity file as last refreshed ("NAME BYTES"; the plugin's "default"
+ * and the failed ones left out). Any thread. */
+void profiles_capacity(struct backend *b,
+		       void (*fn)(void *ctx, const char *profile, long long bytes), void *ctx);
 
 #endif

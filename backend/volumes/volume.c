@@ -482,3 +482,24 @@ bool volume_uses_plugin(struct backend *b, const char *plugin, char *buf, size_t
 {
 	return find_volume(b, plugin, NULL, buf, len);
 }
+
+uint64_t volumes_bytes_provisioned(struct backend *b)
+{
+	struct bnode **v;
+	size_t n;
+	uint64_t sum = 0;
+
+	if (!volumes_dir(b) || bnode_list(volumes_dir(b), &v, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct volume *vol = vof(v[i]);
+
+		pthread_mutex_lock(&vol->lock);
+		/* made on its plugin: it has an id */
+		if (vol->id)
+			sum += vol->capacity > 0 ? (uint64_t)vol->capacity : vol->size_req;
+		pthread_mutex_unlock(&vol->lock);
+	}
+	bnode_list_free(v, n);
+	return sum;
+}

@@ -36,5 +36,7 @@ void volumes_refresh_stats(struct backend *b, const char *plugin);
  * -EBUSY while it has no id. Any thread. */
 int volume_identity(struct backend *b, const char *name, char *plugin, size_t plen, char *id,
 		    size_t idlen, struct nerr *err);
+/* The bytes of the volumes made (each its capacity, else its size asked). */
+uint64_t volumes_bytes_provisioned(struct backend *b);
 
 #endif

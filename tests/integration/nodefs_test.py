@@ -111,7 +111,7 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                      ": runtime error: ")
 
 # Entries the top level of every mount has (docs/nodefs.5).
-TOP_LEVEL = ("status", "events", "metrics", "plugins", "profiles",
+TOP_LEVEL = ("status", "events", "resources", "resources.json", "metrics", "plugins", "profiles",
              "runtimes", "volumes", "operations", "snapshots", "containers")
 
 

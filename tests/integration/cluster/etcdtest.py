@@ -7,12 +7,15 @@
         e.kill(0, signal.SIGSTOP)        # or stop one (e.cont(0) resumes)
         e.start(0); e.start(1)          # back, same data dirs
         e.ctl("put", "/k", "v")         # etcdctl against the live members
+        e.replace(0)                    # member remove, then a new member added
+        e.watchers()                    # watchers the members hold, summed
 
 Ports are picked free by binding port 0; data dirs live under one temp dir
 removed on exit, with every member stopped. Members start with short
 election timeouts so a test's quorum faults settle in well under a second.
 Knows nothing of nodefs. Stdlib only.
 """
+import json
 import os
 import shutil
 import signal
@@ -60,22 +63,26 @@ class Etcd:
         scheme = "https" if tls else "http"
         self.urls = ["%s://127.0.0.1:%d" % (scheme, p) for p in self.client_ports]
         self.endpoints = " ".join(self.urls)
-        self.cluster = ",".join("m%d=http://127.0.0.1:%d" % (i, p)
+        self.names = ["m%d" % i for i in range(members)]
+        self.state = ["new"] * members
+        self._set_cluster()
+
+    def _set_cluster(self):
+        self.cluster = ",".join("%s=http://127.0.0.1:%d" % (self.names[i], p)
                                 for i, p in enumerate(self.peer_ports))
-        self.new = [True] * members
 
     def start(self, i):
         if self.procs[i] and self.procs[i].poll() is None:
             return
-        d = os.path.join(self.tmp, "m%d" % i)
-        argv = [ETCD, "--name", "m%d" % i, "--data-dir", d,
+        d = os.path.join(self.tmp, self.names[i])
+        argv = [ETCD, "--name", self.names[i], "--data-dir", d,
                 "--listen-client-urls", self.urls[i],
                 "--advertise-client-urls", self.urls[i],
                 "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer_ports[i],
                 "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer_ports[i],
                 "--initial-cluster", self.cluster,
                 "--initial-cluster-token", os.path.basename(self.tmp),
-                "--initial-cluster-state", "new",
+                "--initial-cluster-state", self.state[i],
                 "--heartbeat-interval", "50", "--election-timeout", "500",
                 "--logger", "zap", "--log-level", "error"]
         if self.tls:
@@ -93,14 +100,64 @@ class Etcd:
             if sig == signal.SIGKILL:
                 p.wait()
 
+    def replace(self, i):
+        """Member i is lost and replaced as an operator replaces a machine:
+        killed, removed from the cluster (member remove), and a new member
+        (a new name, a new peer port, an empty data dir) added (member add)
+        and started with --initial-cluster-state existing; it keeps the
+        client URL, the one nodes were configured with."""
+        self.kill(i)
+        others = [self.urls[k] for k in range(self.n)
+                  if k != i and self.procs[k] and self.procs[k].poll() is None]
+        ms = json.loads(self.ctl_on(others, "member", "list", "-w", "json"))["members"]
+        (mid,) = [m["ID"] for m in ms if m.get("name") == self.names[i]]
+        # the others elect a leader first when the lost one led
+        self.wait_healthy()
+        self._retry(others, "member", "remove", "%x" % mid)
+        self.names[i] = "%s-r%d" % (self.names[i].split("-")[0], time.monotonic_ns() % 100000)
+        self.peer_ports[i] = _free_ports(1)[0]
+        # (refused as "unhealthy cluster" until the others have been
+        # connected to each other for etcd's health interval, 5 s)
+        self._retry(others, "member", "add", self.names[i],
+                    "--peer-urls=http://127.0.0.1:%d" % self.peer_ports[i])
+        self._set_cluster()
+        self.state[i] = "existing"
+        self.start(i)
+
+    def _retry(self, urls, *args, timeout=20):
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                return self.ctl_on(urls, *args)
+            except AssertionError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.25)
+
+    def watchers(self):
+        """The watchers the live members hold (etcd_debugging_mvcc_watcher_total,
+        summed): one per watch a client has open."""
+        total = 0
+        for i in range(self.n):
+            if not self.procs[i] or self.procs[i].poll() is not None:
+                continue
+            with urllib.request.urlopen(self.urls[i] + "/metrics", timeout=3) as f:
+                for line in f.read().decode().splitlines():
+                    if line.startswith("etcd_debugging_mvcc_watcher_total "):
+                        total += int(float(line.split()[1]))
+        return total
+
     def cont(self, i):
         p = self.procs[i]
         if p and p.poll() is None:
             p.send_signal(signal.SIGCONT)
 
     def ctl(self, *args, check=True, timeout=10):
+        return self.ctl_on(self.urls, *args, check=check, timeout=timeout)
+
+    def ctl_on(self, urls, *args, check=True, timeout=10):
         env = dict(os.environ, ETCDCTL_API="3")
-        argv = [ETCDCTL, "--endpoints", ",".join(self.urls), "--command-timeout=3s"]
+        argv = [ETCDCTL, "--endpoints", ",".join(urls), "--command-timeout=3s"]
         if self.tls:
             argv += ["--cacert", self.tls["ca"], "--cert", self.tls["client_cert"],
                      "--key", self.tls["client_key"]]

@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""bench-cluster-scale: N real nodefs processes on this machine, one
+three-member etcd on loopback, measured idle and under load.
+
+Each node has its own mount, state dir and built-in CSI plugin
+(nodefs-csi-local, dir backing), and is named n0..n(N-1) in [cluster].
+Per N (default 10 30; NODEFS_BENCH_SCALE_NODES="10 30 100"):
+  - idle, then loaded (each node makes and destroys volumes at
+    NODEFS_BENCH_SCALE_RATE changes a second, default 0.5, while a reader
+    on n0 walks every node's cluster/nodes/NODE/volumes/ and their states):
+    etcd's writes (store revisions) a second and watch events a second (all
+    members, etcd_debugging_mvcc_events_total), each nodefs's RSS and CPU
+    (median and max, and all together in cores);
+  - visibility: a volume made on a node, from the CREATED event on its
+    events file until n0's cluster/nodes/NODE/volumes/NAME/state shows it
+    (p50, p99), and the first read of a node not watched yet;
+  - remote ctl: a create that fails with EEXIST on the target, written on
+    n0 into cluster/nodes/NODE/volumes/ctl (p50, p99);
+  - a node killed with SIGKILL: the time until every other node's
+    cluster/nodes/NODE/status says DOWN (lease_ttl NODEFS_BENCH_SCALE_TTL,
+    default 5s).
+With NODEFS_BENCH_SCALE_FAULTS=1, at N=30: an etcd member replaced
+(member remove, a new member with an empty data dir added), compaction
+and defragmentation under load, and a node that loses etcd for longer
+than its lease (SIGSTOP for 2 TTLs, then SIGCONT); after each, every
+node's volumes as n0 sees them must equal that node's own (nothing lost).
+NODEFS_BENCH_SCALE_BIN: another nodefs binary (the baseline, e.g. the
+whole-prefix watch) for the same run. Exits 0 whatever the figures; 77
+without root, FUSE, etcd or the plugin.
+"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+
+sys.path.insert(0, os.path.join(os.environ.get("NODEFS_SRC", "."), "tests", "integration",
+                                "cluster"))
+import nodefs_test as nt  # noqa: E402
+import etcdtest  # noqa: E402
+
+BUILD = os.environ.get("NODEFS_BUILD", "build")
+LOCAL = os.path.join(BUILD, "csi-local", "nodefs-csi-local")
+BIN = os.environ.get("NODEFS_BENCH_SCALE_BIN") or nt.NODEFS_BIN
+TTL = os.environ.get("NODEFS_BENCH_SCALE_TTL", "5s")
+RATE = float(os.environ.get("NODEFS_BENCH_SCALE_RATE", "0.5"))
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
+
+
+def med(v):
+    return pct(v, 50)
+
+
+class Node(nt.Nodefs):
+    def __init__(self, etcd, i):
+        self.name = "n%d" % i
+        self.ptmp = tempfile.mkdtemp(prefix="nodefs-scale-%d-" % i)
+        os.makedirs(os.path.join(self.ptmp, "pub"))
+        sock = os.path.join(self.ptmp, "csi.sock")
+        conf = ("[nodefs]\nallowed_targets = {t}/pub\nreconcile_interval = 0\n\n"
+                "[plugin local]\nendpoint = unix://{s}\n"
+                "command = {l} --endpoint unix://{s} --base-dir {t}/base\ndefault = yes\n\n"
+                "[cluster]\netcd = {e}\nnode = {n}\nlease_ttl = {ttl}\naccept_remote = yes\n"
+                ).format(t=self.ptmp, s=sock, l=os.path.abspath(LOCAL), e=etcd.endpoints,
+                         n=self.name, ttl=TTL)
+        super().__init__(conf, start_timeout=60)
+
+    def argv(self):
+        return [BIN] + super().argv()[1:]
+
+    def __exit__(self, *exc):
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGCONT)
+            return super().__exit__(*exc)
+        finally:
+            nt.unmount_all_under(self.ptmp)
+            import shutil
+            shutil.rmtree(self.ptmp, ignore_errors=True)
+
+    def cpu_s(self):
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+            return (int(v[11]) + int(v[12])) / HZ
+        except (OSError, AttributeError):
+            return 0.0
+
+    def rss_kb(self):
+        return self.smaps().get("Rss", 0)
+
+    def smaps(self):
+        """Rss, Pss (shared pages divided among the processes mapping
+        them) and Anonymous, kB."""
+        out = {}
+        try:
+            with open("/proc/%d/smaps_rollup" % self.proc.pid) as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k in ("Rss", "Pss", "Anonymous"):
+                        out[k] = int(v.split()[0])
+        except (OSError, AttributeError, ValueError):
+            pass
+        return out
+
+
+def etcd_metric(e, name):
+    total = 0.0
+    for i in range(e.n):
+        if not e.procs[i] or e.procs[i].poll() is not None:
+            continue
+        try:
+            import urllib.request
+            with urllib.request.urlopen(e.urls[i] + "/metrics", timeout=3) as f:
+                for line in f.read().decode().splitlines():
+                    if line.startswith(name + " "):
+                        total += float(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def revision(e):
+    out = e.ctl("endpoint", "status", "-w", "json", check=False)
+    try:
+        return max(int(m["Status"]["header"]["revision"]) for m in json.loads(out))
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def pid_cpu_s(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / HZ
+    except OSError:
+        return 0.0
+
+
+def etcd_cpu_s(e):
+    return sum(pid_cpu_s(p.pid) for p in e.procs if p and p.poll() is None)
+
+
+def sample(e, nodes, secs):
+    """CPU and RSS of each node, etcd's writes and watch events, over secs."""
+    ec0 = etcd_cpu_s(e)
+    c0 = [n.cpu_s() for n in nodes]
+    r0, ev0, t0 = revision(e), etcd_metric(e, "etcd_debugging_mvcc_events_total"), time.monotonic()
+    time.sleep(secs)
+    c1 = [n.cpu_s() for n in nodes]
+    ec1 = etcd_cpu_s(e)
+    r1, ev1, t1 = revision(e), etcd_metric(e, "etcd_debugging_mvcc_events_total"), time.monotonic()
+    dt = t1 - t0
+    cpu = [(b - a) / dt for a, b in zip(c0, c1)]
+    sm = [n.smaps() for n in nodes]
+    rss = [m.get("Rss", 0) / 1024 for m in sm]
+    pss = [m.get("Pss", 0) / 1024 for m in sm]
+    anon = [m.get("Anonymous", 0) / 1024 for m in sm]
+    return dict(writes=(r1 - r0) / dt, events=(ev1 - ev0) / dt, cpu_med=med(cpu), cpu_max=max(cpu),
+                cpu_all=sum(cpu), rss_med=med(rss), rss_max=max(rss), pss_med=med(pss),
+                anon_med=med(anon), etcd_cpu=(ec1 - ec0) / dt)
+
+
+class Load:
+    """Each node makes and destroys volumes at RATE changes a second
+    (O_NONBLOCK writes: the driver never waits for a plugin), and a reader
+    walks n0's cluster/ tree."""
+    def __init__(self, nodes):
+        self.nodes, self.stop, self.ths = nodes, threading.Event(), []
+        self.walks = 0
+
+    def drive(self):
+        n, k = len(self.nodes), 0
+        period = 1.0 / (RATE * n)
+        live = {}
+        nxt = time.monotonic()
+        while not self.stop.is_set():
+            node = self.nodes[k % n]
+            k += 1
+            have = live.setdefault(node.name, [])
+            if len(have) >= 3 or (have and random.random() < 0.5):
+                line = "destroy"
+                path = node.path("volumes", have.pop(0), "ctl")
+            else:
+                name = "l%d" % k
+                have.append(name)
+                line, path = "create %s size=1M" % name, node.path("volumes", "ctl")
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                try:
+                    os.write(fd, (line + "\n").encode())
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+            nxt += period
+            d = nxt - time.monotonic()
+            if d > 0:
+                self.stop.wait(d)
+
+    def walk(self):
+        n0 = self.nodes[0]
+        while not self.stop.is_set():
+            for node in self.nodes:
+                try:
+                    for v in n0.listdir("cluster/nodes/%s/volumes" % node.name):
+                        if v not in ("ctl", "error"):
+                            n0.read("cluster/nodes/%s/volumes/%s/state" % (node.name, v))
+                except OSError:
+                    pass
+            self.walks += 1
+            self.stop.wait(1.0)
+
+    def __enter__(self):
+        for fn in (self.drive, self.walk):
+            th = threading.Thread(target=fn, daemon=True)
+            th.start()
+            self.ths.append(th)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for th in self.ths:
+            th.join(10)
+
+
+def created_events(node, seen, stop):
+    def run():
+        try:
+            with open(node.path("events")) as f:
+                while not stop.is_set():
+                    line = f.readline()
+                    if not line:
+                        continue
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if ev.get("kind") == "volume" and ev.get("new") == "CREATED":
+                        t = datetime.strptime(ev["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+                        seen[ev["name"]] = (t - datetime(1970, 1, 1)).total_seconds()
+        except OSError:
+            pass
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+
+
+def visibility(nodes, count):
+    """A volume made on a node, from its CREATED event to n0's cluster/
+    file showing it."""
+    n0, vis = nodes[0], []
+    srcs = nodes[1:] if len(nodes) > 1 else nodes
+    seen, stop = {}, threading.Event()
+    for s in srcs[:4]:
+        created_events(s, seen, stop)
+    time.sleep(0.5)
+    for i in range(count):
+        src = srcs[i % min(4, len(srcs))]
+        name = "vis%d" % i
+        ok, _ = src.write_ctl("volumes/ctl", "create %s size=1M" % name)
+        if not ok:
+            continue
+        path = n0.path("cluster/nodes/%s/volumes/%s/state" % (src.name, name))
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                with open(path) as f:
+                    if f.read() == "CREATED\n":
+                        break
+            except OSError:
+                pass
+            time.sleep(0.001)
+        t1 = time.time()
+        end = time.monotonic() + 2
+        while name not in seen and time.monotonic() < end:
+            time.sleep(0.001)
+        if name in seen:
+            vis.append((t1 - seen.pop(name)) * 1e3)
+        src.write_ctl("volumes/%s/ctl" % name, "destroy")
+    stop.set()
+    return vis
+
+
+def first_read(nodes, count):
+    """n1 lists another node's volumes it does not watch yet: the time of
+    that first listing (one etcd range read)."""
+    if len(nodes) < 3:
+        return []
+    r = nodes[1]
+    out = []
+    for node in random.sample(nodes[2:], min(count, len(nodes) - 2)):
+        t0 = time.monotonic()
+        r.listdir("cluster/nodes/%s/volumes" % node.name)
+        out.append((time.monotonic() - t0) * 1e3)
+    return out
+
+
+def remote(nodes, count):
+    n0, out = nodes[0], []
+    tgt = nodes[-1]
+    tgt.write_ctl("volumes/ctl", "create rtarget size=1M")
+    for i in range(count):
+        t0 = time.monotonic()
+        ok, err = n0.write_ctl("cluster/nodes/%s/volumes/ctl" % tgt.name,
+                               "create rtarget size=1M")
+        out.append((time.monotonic() - t0) * 1e3)
+    return out
+
+
+def down_time(nodes):
+    victim = nodes[len(nodes) // 2]
+    others = [n for n in nodes if n is not victim]
+    t0 = time.monotonic()
+    victim.kill9()
+    pending = set(range(len(others)))
+    end = time.monotonic() + 120
+    while pending and time.monotonic() < end:
+        for k in list(pending):
+            try:
+                if others[k].read("cluster/nodes/%s/status" % victim.name).startswith("DOWN"):
+                    pending.discard(k)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    took = time.monotonic() - t0
+    victim.start()
+    return took if not pending else float("nan")
+
+
+def consistent(nodes, timeout=60):
+    """Every node's volumes as n0 sees them equal that node's own."""
+    n0 = nodes[0]
+    end = time.monotonic() + timeout
+    bad = []
+    while time.monotonic() < end:
+        bad = []
+        for node in nodes:
+            mine = sorted(v for v in node.listdir("volumes") if v not in ("ctl", "error"))
+            try:
+                seen = sorted(v for v in n0.listdir("cluster/nodes/%s/volumes" % node.name)
+                              if v not in ("ctl", "error"))
+            except OSError:
+                seen = None
+            if mine != seen:
+                bad.append(node.name)
+        if not bad:
+            return True, 0
+        time.sleep(0.5)
+    return False, bad
+
+
+def faults(e, nodes):
+    out = []
+    with Load(nodes):
+        time.sleep(3)
+        t0 = time.monotonic()
+        e.replace(1)
+        e.wait_healthy(60)
+        out.append(("member replaced", time.monotonic() - t0))
+        rev = revision(e)
+        t0 = time.monotonic()
+        e.ctl("compact", str(rev), timeout=60)
+        for u in e.urls:
+            e.ctl_on([u], "defrag", timeout=60)
+        out.append(("compaction + defrag", time.monotonic() - t0))
+        victim = nodes[-1]
+        victim.proc.send_signal(signal.SIGSTOP)
+        ttl = float(TTL.rstrip("s"))
+        time.sleep(2 * ttl)
+        victim.proc.send_signal(signal.SIGCONT)
+        out.append(("a node away past its lease", 2 * ttl))
+        time.sleep(3)
+    res = []
+    for what, took in out:
+        res.append((what, took))
+    ok, bad = consistent(nodes)
+    return res, ok, bad
+
+
+def run_n(n, do_faults):
+    with tempfile.TemporaryDirectory(prefix="nodefs-scale-etcd-", dir="/dev/shm") as base:
+        e = etcdtest.Etcd(base=base)
+        with e:
+            nodes = [Node(e, i) for i in range(n)]
+            started = []
+            lock = threading.Lock()
+
+            def start(node):
+                node.__enter__()
+                with lock:
+                    started.append(node)
+            try:
+                for k in range(0, n, 6):
+                    ths = [threading.Thread(target=start, args=(node,))
+                           for node in nodes[k:k + 6]]
+                    for t in ths:
+                        t.start()
+                    for t in ths:
+                        t.join()
+                if len(started) != n:
+                    raise RuntimeError("only %d of %d nodes started" % (len(started), n))
+                n0 = nodes[0]
+                nt.wait_until(lambda: len([d for d in n0.listdir("cluster/nodes")]) == n, 60)
+                time.sleep(5)
+                idle = sample(e, nodes, 10)
+                fr = first_read(nodes, 10)
+                with Load(nodes) as ld:
+                    time.sleep(5)
+                    loaded = sample(e, nodes, 10)
+                    vis = visibility(nodes, 60)
+                    rem = remote(nodes, 60)
+                    walks = ld.walks
+                dt = down_time(nodes)
+                fl = faults(e, nodes) if do_faults else None
+                return dict(n=n, idle=idle, loaded=loaded, vis=vis, first=fr, remote=rem,
+                            down=dt, faults=fl, walks=walks)
+            finally:
+                for node in started:
+                    try:
+                        node.__exit__(None, None, None)
+                    except Exception as ex:  # noqa: B902 (report, go on)
+                        print("stop %s: %s" % (node.name, ex), file=sys.stderr)
+
+
+def main():
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("SKIP: needs root and /dev/fuse")
+        sys.exit(77)
+    if etcdtest.why_not() or not os.path.exists(LOCAL):
+        print("SKIP: %s" % (etcdtest.why_not() or "no " + LOCAL))
+        sys.exit(77)
+    ns = [int(x) for x in os.environ.get("NODEFS_BENCH_SCALE_NODES", "10 30").split()]
+    do_faults = os.environ.get("NODEFS_BENCH_SCALE_FAULTS") == "1"
+    print("bench-cluster-scale: binary %s, lease_ttl %s, load %.2f changes/s a node"
+          % (BIN, TTL, RATE))
+    for n in ns:
+        r = run_n(n, do_faults and n == 30)
+        i, l = r["idle"], r["loaded"]
+        print("\nN=%d" % n)
+        print("  etcd writes/s          idle %8.1f   loaded %8.1f" % (i["writes"], l["writes"]))
+        print("  etcd watch events/s    idle %8.1f   loaded %8.1f" % (i["events"], l["events"]))
+        print("  RSS MiB median/max     idle %5.1f/%5.1f  loaded %5.1f/%5.1f"
+              % (i["rss_med"], i["rss_max"], l["rss_med"], l["rss_max"]))
+        print("  PSS / anon MiB median  idle %5.1f/%5.1f  loaded %5.1f/%5.1f"
+              % (i["pss_med"], i["anon_med"], l["pss_med"], l["anon_med"]))
+        print("  CPU %% a node med/max   idle %5.2f/%5.2f  loaded %5.2f/%5.2f"
+              % (100 * i["cpu_med"], 100 * i["cpu_max"], 100 * l["cpu_med"], 100 * l["cpu_max"]))
+        print("  CPU all nodes (cores)  idle %6.3f   loaded %6.3f" % (i["cpu_all"], l["cpu_all"]))
+        print("  CPU etcd, 3 members    idle %6.3f   loaded %6.3f" % (i["etcd_cpu"], l["etcd_cpu"]))
+        print("  visibility ms p50/p99  %7.2f / %7.2f  (%d samples)"
+              % (med(r["vis"]), pct(r["vis"], 99), len(r["vis"])))
+        print("  first read of a node   %7.2f ms p50, %7.2f max" % (med(r["first"]),
+                                                                  max(r["first"] or [0])))
+        print("  remote ctl ms p50/p99  %7.2f / %7.2f" % (med(r["remote"]), pct(r["remote"], 99)))
+        print("  all see DOWN after kill -9: %.2f s (lease_ttl %s)" % (r["down"], TTL))
+        print("  reader walks of the whole tree under load: %d" % r["walks"])
+        if r["faults"]:
+            res, ok, bad = r["faults"]
+            for what, took in res:
+                print("  fault: %-28s %.1f s" % (what, took))
+            print("  after the faults, every node's volumes as n0 sees them: %s"
+                  % ("equal (nothing lost)" if ok else "DIFFER on %s" % bad))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
