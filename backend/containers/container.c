@@ -432,8 +432,8 @@ void containers_limits(struct backend *b,
 
 		pthread_mutex_lock(&c->lock);
 		bool running = c->state == C_RUNNING || c->state == C_PAUSED;
-		double cpus = c->cpus;
-		uint64_t mem = c->memory;
+		double cpus = c->spec.cpus;
+		uint64_t mem = c->spec.memory;
 		pthread_mutex_unlock(&c->lock);
 		if (running)
 			fn(ctx, c->eng && c->eng->ops ? c->eng->ops->name : "?", cpus, mem);
