@@ -154,7 +154,7 @@ static void usage(FILE *out)
 		"  [runtime docker]  endpoint stop_timeout network\n"
 		"  [runtime lxc]     lxcpath template_dir network_type apparmor_profile\n"
 		"                    stop_timeout console_size log_level\n"
-		"  [cluster]         etcd node prefix lease_ttl accept_remote ca cert key\n"
+		"  [cluster]         etcd node prefix lease_ttl detail_idle accept_remote ca cert key\n"
 		"\n"
 		"Typical mountpoint: /run/nodefs. SIGTERM or SIGINT unmounts cleanly;\n"
 		"SIGHUP re-reads the config. Under systemd (Type=notify) it reports\n"
