@@ -490,6 +490,17 @@ void op_set_remote(struct operation *op, const char *remote)
 	pthread_mutex_unlock(&op->lock);
 }
 
+void op_note_call(struct operation *op, unsigned attempts, int code, const char *code_name)
+{
+	char remote[64];
+
+	if (!op)
+		return;
+	op_set_attempts(op, attempts);
+	snprintf(remote, sizeof(remote), "%d %s", code, code_name);
+	op_set_remote(op, remote);
+}
+
 /* Queue an ended operation (its node referenced) behind the others. */
 static void ended_push(struct backend *b, struct operation *op)
 {

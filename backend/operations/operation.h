@@ -80,6 +80,9 @@ struct operation *op_find_cluster_cmd(struct backend *b, const char *id);
 void op_note_outcome(struct operation *op, const char *line);
 void op_set_attempts(struct operation *op, unsigned attempts);
 void op_set_remote(struct operation *op, const char *remote);
+/* A plugin call's word on op (NULL: none): its attempts and its last
+ * status as "CODE NAME", shown as they happen (a call being retried too). */
+void op_note_call(struct operation *op, unsigned attempts, int code, const char *code_name);
 /* End the operation: FINISHED when result >= 0, else FAILED with err. */
 void op_end(struct operation *op, int result, const struct nerr *err);
 void op_drop(struct operation *op, const char *reason);

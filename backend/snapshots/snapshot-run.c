@@ -53,25 +53,15 @@ static void note(struct sctx *x, const struct storage_result *res)
 	x->uncertain = res->uncertain;
 	if (res->attempts > x->attempts)
 		x->attempts = res->attempts;
-	if (x->op) {
-		char remote[64];
-
-		op_set_attempts(x->op, x->attempts);
-		snprintf(remote, sizeof(remote), "%d %s", res->code, res->code_name);
-		op_set_remote(x->op, remote);
-	}
+	op_note_call(x->op, x->attempts, res->code, res->code_name);
 }
 
 static void retry_note(void *ctx, const struct storage_result *so_far)
 {
 	struct sctx *x = ctx;
-	char remote[64];
 
-	if (!x->op)
-		return;
-	op_set_attempts(x->op, so_far->attempts > x->attempts ? so_far->attempts : x->attempts);
-	snprintf(remote, sizeof(remote), "%d %s", so_far->code, so_far->code_name);
-	op_set_remote(x->op, remote);
+	op_note_call(x->op, so_far->attempts > x->attempts ? so_far->attempts : x->attempts,
+		     so_far->code, so_far->code_name);
 }
 
 /* CreateSnapshot: the answer fills the record. */

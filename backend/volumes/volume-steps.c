@@ -60,12 +60,7 @@ static void note_result(struct vctx *x, const struct storage_result *res)
 	 * retried step stays visible after the steps that followed it */
 	if (res->attempts > x->attempts)
 		x->attempts = res->attempts;
-	if (x->op) {
-		char remote[64];
-		op_set_attempts(x->op, x->attempts);
-		snprintf(remote, sizeof(remote), "%d %s", res->code, res->code_name);
-		op_set_remote(x->op, remote);
-	}
+	op_note_call(x->op, x->attempts, res->code, res->code_name);
 }
 
 /* A call being retried: its attempts so far and its last status are in the
@@ -73,13 +68,9 @@ static void note_result(struct vctx *x, const struct storage_result *res)
 static void retry_note(void *ctx, const struct storage_result *so_far)
 {
 	struct vctx *x = ctx;
-	char remote[64];
 
-	if (!x->op)
-		return;
-	op_set_attempts(x->op, so_far->attempts > x->attempts ? so_far->attempts : x->attempts);
-	snprintf(remote, sizeof(remote), "%d %s", so_far->code, so_far->code_name);
-	op_set_remote(x->op, remote);
+	op_note_call(x->op, so_far->attempts > x->attempts ? so_far->attempts : x->attempts,
+		     so_far->code, so_far->code_name);
 }
 
 #define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
