@@ -10,6 +10,13 @@
 # Usage: run-with-fetch.sh NAME URL SHA256 [IMAGE]
 #   e.g. run-with-fetch.sh web https://example.org/app-1.2.tar.gz 3f7a...e1 debian:12
 set -eu
+usage() {
+	echo "usage: run-with-fetch.sh NAME URL SHA256 [IMAGE]   (NODEFS_MNT: the mount, default /run/nodefs)"
+}
+case "${1:-}" in
+-h|--help) usage; exit 0 ;;
+esac
+[ $# -ge 3 ] && [ $# -le 4 ] || { usage >&2; exit 2; }
 mnt=${NODEFS_MNT:-/run/nodefs}
 name=$1 url=$2 digest=$3 image=${4:-debian:12}
 
