@@ -26,6 +26,7 @@ struct bnode;
 struct container;
 struct engine;
 struct nerr;
+struct operation;
 struct sbuf;
 struct storage_caps;
 struct storage_ops;
@@ -64,6 +65,16 @@ struct backend_links {
 	 * operations' ones. */
 	void (*uncertain_stop)(struct backend *b);
 	int (*uncertain_render_metrics)(struct backend *b, struct sbuf *out);
+	/* uncertain/, for snapshots/: a call whose answer never came,
+	 * repeated by its owner in the background (fn runs once on the
+	 * watcher after delay_ms and takes ctx; drop frees ctx if the watcher
+	 * stops first), and its end counted (an event, a line in op's outcome,
+	 * nodefs_uncertain_outcomes_total); uncertain.h says how. */
+	int (*uncertain_watch_call)(struct backend *b, const char *name, uint64_t delay_ms,
+				    void (*fn)(struct backend *, void *), void (*drop)(void *),
+				    void *ctx);
+	void (*uncertain_settled)(struct backend *b, const char *kind, const char *name,
+				  struct operation *op, const char *result, const char *line);
 
 	/* plugins/, for supervise/: probe the plugin of node (a plugins/NAME
 	 * node) through its storage handle; -ECANCELED when it has none. */

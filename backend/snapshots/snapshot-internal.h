@@ -52,6 +52,7 @@ struct snapshot {
 	struct actq q;
 	atomic_int inflight;		/* actions submitted and not yet answered */
 	bool resumed;			/* recovery: a PENDING operation re-drives it */
+	atomic_bool watched;		/* an uncertain call is settled in the background */
 
 	/* what it was made with; immutable after the command */
 	char *plugin;
@@ -102,6 +103,12 @@ struct sact {
 	struct snapshot *s;
 	struct bnode *node;
 	int kind;
+	/* SA_SETTLE from the background watch: its deadline (0: recovery's
+	 * settle, which starts a watch if the answer stays unknown) and the
+	 * delay before the next look */
+	int64_t deadline_ms;
+	uint64_t delay_ms;
+	struct operation *uop;		/* the command's, for its outcome; referenced */
 };
 
 /* Queue an action of kind for s; with its operation unless SA_SETTLE

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -178,7 +179,7 @@ static int run_create(struct sctx *x, struct nerr *err)
 	r = call_create(x, err);
 	if (r < 0 && x->uncertain) {
 		snapshot_apply(s, SE_UNCERTAIN, xop(x));
-		nerr_prefix(err, "CreateSnapshot's answer never came (repeated at the next command or start)");
+		nerr_prefix(err, "CreateSnapshot's answer never came (repeated in the background)");
 		return r;
 	}
 	snapshot_apply(s, r < 0 ? SE_CREATE_FAILED : SE_CREATED, xop(x));
@@ -240,7 +241,7 @@ static int run_delete(struct sctx *x, struct nerr *err)
 		else
 			r = call_delete(x, err);
 		if (r < 0 && x->uncertain) {
-			nerr_prefix(err, "DeleteSnapshot's answer never came (repeated at the next command or start)");
+			nerr_prefix(err, "DeleteSnapshot's answer never came (repeated in the background)");
 			return r;
 		}
 		if (r < 0) {
@@ -264,6 +265,135 @@ static int reach(struct sctx *x, struct nerr *err)
 		return nerr_set(err, ENOENT, "no plugins");
 	return ln->plugin_reach(x->s->b, x->s->plugin, &x->ops, &x->h, &x->caps, &x->secrets,
 				&x->pnode, err);
+}
+
+/* ---- the background settling (uncertain.c runs the timer) ---- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What the watcher holds between two looks. */
+struct swatch {
+	struct bnode *node;		/* the snapshot's */
+	struct operation *op;		/* the command's; referenced, may be NULL */
+	int64_t deadline_ms;
+	uint64_t delay_ms;
+};
+
+static void swatch_drop(void *ctx)
+{
+	struct swatch *w = ctx;
+
+	atomic_store(&sof(w->node)->watched, false);
+	op_unref(w->op);
+	bnode_unref(w->node);
+	free(w);
+}
+
+static int submit_settle(struct snapshot *s, struct operation *op, int64_t deadline_ms,
+			 uint64_t delay_ms);
+
+/* On the watcher thread: the look is an action on the snapshot's queue, so
+ * it runs in order with the commands. */
+static void swatch_fire(struct backend *b, void *ctx)
+{
+	struct swatch *w = ctx;
+
+	(void)b;
+	if (submit_settle(sof(w->node), TAKE_PTR(w->op), w->deadline_ms, w->delay_ms) < 0) {
+		swatch_drop(w);
+		return;
+	}
+	bnode_unref(w->node);	/* the op's reference went to the look */
+	free(w);
+}
+
+/* Takes op's reference. */
+static void watch_arm(struct snapshot *s, struct operation *op, int64_t deadline_ms,
+		      uint64_t delay_ms)
+{
+	const struct backend_links *ln = s->b->links;
+	struct swatch *w;
+
+	if (!ln || !ln->uncertain_watch_call || !(w = calloc(1, sizeof(*w)))) {
+		atomic_store(&s->watched, false);
+		op_unref(op);
+		return;
+	}
+	w->node = bnode_ref(s->node);
+	w->op = op;
+	w->deadline_ms = deadline_ms;
+	w->delay_ms = delay_ms;
+	if (ln->uncertain_watch_call(s->b, s->name, delay_ms, swatch_fire, swatch_drop, w) < 0)
+		swatch_drop(w);
+}
+
+/* A call whose answer never came: watched until settled or until
+ * uncertain_timeout; one watch a snapshot. */
+static void watch_start(struct snapshot *s, struct operation *op)
+{
+	if (!atomic_exchange(&s->watched, true))
+		watch_arm(s, op ? (bnode_ref(op->node), op) : NULL,
+			  mono_ms() + (int64_t)s->b->cfg->uncertain_timeout_ms, 1000);
+}
+
+/* After a look of the watch (was: the state it found). */
+static void watch_after(struct sctx *x, struct sact *act, enum sstate was, int r,
+			struct nerr *err)
+{
+	struct snapshot *s = x->s;
+	struct backend *b = s->b;
+	const struct backend_links *ln = b->links;
+	uint64_t cap = b->cfg->reconcile_interval_ms ? b->cfg->reconcile_interval_ms : 60000;
+	const char *call = was == S_CREATING ? "CreateSnapshot" : "DeleteSnapshot";
+	const char *result;
+	char kind[48], line[512];
+
+	if (was != S_CREATING && was != S_DELETING) {
+		/* a command run meanwhile settled it */
+		atomic_store(&s->watched, false);
+		return;
+	}
+	if (r < 0 && x->uncertain) {
+		if (mono_ms() < act->deadline_ms) {
+			uint64_t d = act->delay_ms * 2 > cap ? cap : act->delay_ms * 2;
+
+			watch_arm(s, TAKE_PTR(act->uop), act->deadline_ms, d);
+			return;
+		}
+		result = "never_answered";
+		snprintf(line, sizeof(line), "%s of snapshot %s had no answer within "
+			 "uncertain_timeout (%llu s): %s; left %s for the next command", call, s->name,
+			 (unsigned long long)(b->cfg->uncertain_timeout_ms / 1000), err->msg,
+			 sstate_to_string(snapshot_state(s)));
+	} else if (was == S_CREATING) {
+		result = r >= 0 ? "made" : "not_made";
+		if (r >= 0)
+			snprintf(line, sizeof(line), "CreateSnapshot of snapshot %s answered after all: "
+				 "READY", s->name);
+		else
+			snprintf(line, sizeof(line), "CreateSnapshot of snapshot %s answered that it "
+				 "made nothing: %s", s->name, err->msg);
+	} else {
+		result = r >= 0 ? "deleted" : "not_deleted";
+		if (r >= 0)
+			snprintf(line, sizeof(line), "DeleteSnapshot of snapshot %s answered after all: "
+				 "the snapshot is gone", s->name);
+		else
+			snprintf(line, sizeof(line), "DeleteSnapshot of snapshot %s answered: %s",
+				 s->name, err->msg);
+	}
+	atomic_store(&s->watched, false);
+	snprintf(kind, sizeof(kind), "csi.%s", call);
+	if (ln && ln->uncertain_settled)
+		ln->uncertain_settled(b, kind, s->name, act->uop, result, line);
+	if (r < 0 && !atomic_load(&s->node->dead))
+		bnode_set_error(s->node, err->msg);
 }
 
 static int run_action(struct action *a, struct nerr *err)
@@ -292,16 +422,29 @@ static int run_action(struct action *a, struct nerr *err)
 	case SA_DELETE:
 		r = run_delete(&x, err);
 		break;
-	case SA_SETTLE:
-		/* recovery: a call whose answer no one has, repeated */
-		if (snapshot_state(s) == S_CREATING)
+	case SA_SETTLE: {
+		/* recovery, or the watch: a call whose answer no one has,
+		 * repeated */
+		enum sstate was = snapshot_state(s);
+
+		if (was == S_CREATING)
 			r = run_create(&x, err);
-		else if (snapshot_state(s) == S_DELETING)
+		else if (was == S_DELETING)
 			r = run_delete(&x, err);
 		if (r < 0)
 			log_err("snapshot %s: settling: %s", s->name, err->msg);
+		if (act->deadline_ms) {
+			watch_after(&x, act, was, r, err);
+			goto out;
+		}
 		break;
 	}
+	}
+	/* a call whose answer never came: settled in the background, not
+	 * left for the next command */
+	if (r < 0 && x.uncertain && !atomic_load(&s->node->dead) &&
+	    !(act->kind == SA_DELETE && snapshot_state(s) == S_CREATING))
+		watch_start(s, a->op);
 out:
 	if (r < 0 && act->kind != SA_SETTLE && !atomic_load(&s->node->dead))
 		bnode_set_error(s->node, err->msg);
@@ -326,6 +469,7 @@ static void act_free(struct action *a)
 {
 	struct sact *x = (struct sact *)a;
 
+	op_unref(x->uop);
 	bnode_unref(x->node);
 	free(x);
 }
@@ -389,6 +533,39 @@ int snapshot_submit(struct snapshot *s, int kind, const char *cmdline, struct br
 		return nerr_set(err, EBUSY, "snapshot %s has a command in flight", s->name);
 	}
 	return r;
+}
+
+/* A look of the background watch, on s's queue (no operation). */
+/* Takes op's reference (also when it fails). */
+static int submit_settle(struct snapshot *s, struct operation *op, int64_t deadline_ms,
+			 uint64_t delay_ms)
+{
+	struct sact *x = calloc(1, sizeof(*x));
+	int r;
+
+	if (!x) {
+		op_unref(op);
+		return -ENOMEM;
+	}
+	x->s = s;
+	x->node = bnode_ref(s->node);
+	x->kind = SA_SETTLE;
+	x->uop = op;
+	x->deadline_ms = deadline_ms;
+	x->delay_ms = delay_ms;
+	x->a.b = s->b;
+	x->a.run = run_action;
+	x->a.done = act_done;
+	x->a.free = act_free;
+	x->a.self_sync = true;
+	atomic_fetch_add(&s->inflight, 1);
+	r = actq_submit(&s->q, &x->a);
+	if (r < 0 && r != -EINPROGRESS) {
+		atomic_fetch_sub(&s->inflight, 1);
+		act_free(&x->a);
+		return r;
+	}
+	return 0;
 }
 
 /* ---- recovery ---- */

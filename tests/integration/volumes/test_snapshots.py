@@ -13,7 +13,8 @@ the parameters and condition files; bad input refused with nothing
 changed; each capability missing answered ENOTSUP naming it; kill -9 of
 nodefs while CreateSnapshot, DeleteSnapshot or a restore's CreateVolume is
 in flight, each driven to its end at the next start with one object at the
-plugin; an uncertain CreateSnapshot settled by repeating it; a snapshot
+plugin; an uncertain CreateSnapshot settled by repeating it, and in the
+background with no command written again; a snapshot
 whose source volume is then destroyed stays, and restores.
 """
 
@@ -329,16 +330,34 @@ class CrashTest(unittest.TestCase):
         # each retry too
         with vt.VolEnv(["--late", "CreateSnapshot=2"], csi_timeout="500ms") as env:
             self.assertEqual(env.ctl("volumes/ctl", "create db size=16M"), (True, "OK"))
+            evfd = env.open_events()
             ok, e = env.ctl("snapshots/ctl", "create s volume=db")
             self.assertEqual((ok, e), (False, "ETIMEDOUT"), env.fs.error("snapshots"))
             self.assertEqual(snap(env, "s", "state"), "CREATING")
             self.assertIn("never came", snap(env, "s", "error"))
-            self.assertEqual(len(plugin_snapshots(env)), 1)   # made once, by name
+            oid, _ = env.last_op("snapshots/s")
+            self.assertTrue(nt.wait_until(lambda: len(plugin_snapshots(env)) == 1, 10))
+            # the same line again repeats the call, by name: nothing more made
+            self.assertEqual(env.ctl("snapshots/ctl", "create s volume=db"), (False, "ETIMEDOUT"))
+            self.assertEqual(snap(env, "s", "state"), "CREATING")
+            self.assertEqual(len(plugin_snapshots(env)), 1)
+            # nothing written again: the background watch repeats the call
+            # once answers come, and learns what the first one made
             env.restart_plugin([])
-            # the same line again repeats the call: it learns what the first made
-            self.assertEqual(env.ctl("snapshots/ctl", "create s volume=db"), (True, "OK"))
-            self.assertEqual(snap(env, "s", "state"), "READY")
+            self.assertTrue(nt.wait_until(lambda: snap(env, "s", "state") == "READY", 10),
+                            env.fs.log())
             self.assertEqual(plugin_snapshots(env), [snap(env, "s", "id")])
+            self.assertTrue(nt.wait_until(
+                lambda: "answered after all" in env.fs.read("operations", oid, "outcome"), 5),
+                env.fs.read("operations", oid, "outcome"))
+            key = 'nodefs_uncertain_outcomes_total{kind="csi.CreateSnapshot",result="made"} '
+            made = [float(l[len(key):]) for l in env.fs.read("metrics", "nodefs.prom").splitlines()
+                    if l.startswith(key)]
+            self.assertEqual(made, [1.0])
+            ev = [x for x in env.drain_events(evfd) if x.get("kind") == "uncertain"]
+            self.assertEqual([(x["name"], x["new"], x["operation"]) for x in ev],
+                             [("s", "made", oid)], ev)
+            os.close(evfd)
 
     def test_ready_reread_until_the_plugin_says_so(self):
         with vt.VolEnv(["--snapshot-not-ready", "3"]) as env:
