@@ -81,15 +81,22 @@ class SlowResetEnv(ctest.Env):
 
 # Run by sh before nodefs, in a mount namespace of its own joined to the
 # test's network namespace: a sysfs mounted there shows that namespace's
-# interfaces (liblxc looks for a veth's bridge under /sys/class/net), and the
-# cgroup hierarchies are bound back in under it. The new sysfs is mounted
-# aside first (on /sys/dev of the old, now private one), the cgroup tree
-# bound into it, and the whole moved onto /sys: nothing of it reaches the
-# test's mount namespace.
+# interfaces (liblxc looks for a veth's bridge under /sys/class/net), and
+# what was mounted under the old one (the cgroup hierarchies, securityfs,
+# ...) is moved under it. The new sysfs is mounted aside first (on /sys/dev
+# of the old, now private one), those mounts moved into it, and the whole
+# moved onto /sys: nothing of it reaches the test's mount namespace, and
+# /proc/self/mountinfo lists each cgroup hierarchy once.
 SYSFS_OF_NETNS = """set -e
 mount --make-rprivate /sys
+subs=$(awk '$5 ~ "^/sys/" { print $5 }' /proc/self/mountinfo | sort -u)
 mount -t sysfs sysfs /sys/dev
-mount --rbind /sys/fs/cgroup /sys/dev/fs/cgroup
+prev=/sys/dev
+for m in $subs; do
+    case $m in "$prev"/*) continue;; esac
+    prev=$m
+    if [ -d "/sys/dev${m#/sys}" ]; then mount --move "$m" "/sys/dev${m#/sys}"; fi
+done
 mount --move /sys/dev /sys
 exec "$@"
 """
