@@ -176,8 +176,8 @@ class Env:
             if self.csi:
                 self.plugin = Plugin(self.tmp)
                 self.plugin.start()
-            self.fs = nt.Nodefs(self.config(), state_dir=self.state_dir,
-                                env=sanitizer_env())
+            self.fs = self.new_nodefs(self.config(), state_dir=self.state_dir,
+                                      env=sanitizer_env())
             self.fs.__enter__()
             # this instance's identity: on its docker labels and names
             st = nt.parse_kv(self.fs.read("status"))
@@ -192,6 +192,10 @@ class Env:
             self._teardown()
             raise
         return self
+
+    def new_nodefs(self, config, **kw):
+        """The mount's nt.Nodefs (a subclass may start it elsewhere)."""
+        return nt.Nodefs(config, **kw)
 
     def _teardown(self):
         problems = []

@@ -13,6 +13,10 @@ published ports, networks and health checks, against real engines.
   health_restart=yes restarts it.
 - LXC: network=none (a namespace of its own), nodefs's http check made
   inside it, and restart=on-failure:MAX through the same policy code.
+- LXC: network=veth:BRIDGE with ip= and gateway=, on a bridge made in a
+  network namespace the test makes, nodefs running in that namespace (with
+  a sysfs of its own, where liblxc looks for the bridge): busybox httpd
+  answers there at its ip=.
 No traffic leaves loopback or those namespaces.
 """
 
@@ -73,6 +77,83 @@ class SlowResetEnv(ctest.Env):
 
     def config(self):
         return super().config().replace("retry_max = 400ms", "retry_max = 5s")
+
+
+# Run by sh before nodefs, in a mount namespace of its own joined to the
+# test's network namespace: a sysfs mounted there shows that namespace's
+# interfaces (liblxc looks for a veth's bridge under /sys/class/net), and
+# what was mounted under the old one (the cgroup hierarchies, securityfs,
+# ...) is moved under it. The new sysfs is mounted aside first (on /sys/dev
+# of the old, now private one), those mounts moved into it, and the whole
+# moved onto /sys: nothing of it reaches the test's mount namespace, and
+# /proc/self/mountinfo lists each cgroup hierarchy once.
+SYSFS_OF_NETNS = """set -e
+mount --make-rprivate /sys
+subs=$(awk '$5 ~ "^/sys/" { print $5 }' /proc/self/mountinfo | sort -u)
+mount -t sysfs sysfs /sys/dev
+prev=/sys/dev
+for m in $subs; do
+    case $m in "$prev"/*) continue;; esac
+    prev=$m
+    if [ -d "/sys/dev${m#/sys}" ]; then mount --move "$m" "/sys/dev${m#/sys}"; fi
+done
+mount --move /sys/dev /sys
+exec "$@"
+"""
+
+
+class NetnsNodefs(nt.Nodefs):
+    """nodefs inside the network namespace ns, in a mount namespace of its
+    own (SYSFS_OF_NETNS). Its dir is bound on itself and made shared first,
+    so the FUSE mount made in the other namespace shows in the test's at
+    the same path."""
+
+    def __init__(self, ns, config, **kw):
+        super().__init__(config, **kw)
+        self.ns = ns
+        self.shared = False
+
+    def argv(self):
+        return (["nsenter", "--net=/run/netns/" + self.ns, "unshare", "--mount",
+                 "--propagation", "unchanged", "sh", "-c", SYSFS_OF_NETNS, "sh"]
+                + super().argv())
+
+    def start(self):
+        if not self.shared:
+            subprocess.run(["mount", "--bind", self.tmp, self.tmp], check=True)
+            self.shared = True
+            subprocess.run(["mount", "--make-shared", self.tmp], check=True)
+        super().start()
+
+    def _cleanup(self):
+        if self.proc is not None:
+            self.stop()
+        if self.shared:
+            subprocess.run(["umount", "-l", self.tmp], capture_output=True)
+            self.shared = False
+        super()._cleanup()
+
+
+class NetnsEnv(ctest.Env):
+    """A ctest.Env whose nodefs runs in the network namespace ns. liblxc's
+    command sockets are abstract, so of that namespace: the lxc-* tools
+    of the cleanup run there too."""
+
+    def __init__(self, ns, **kw):
+        super().__init__(**kw)
+        self.ns = ns
+
+    def new_nodefs(self, config, **kw):
+        return NetnsNodefs(self.ns, config, **kw)
+
+    def clean_engines(self):
+        if self.tmp and os.path.isdir(self.lxcpath):
+            for name in os.listdir(self.lxcpath):
+                if os.path.isdir(os.path.join(self.lxcpath, name)):
+                    in_netns(self.ns, "lxc-stop", "-P", self.lxcpath, "-n", name, "-k",
+                             timeout=30)
+                    in_netns(self.ns, "lxc-destroy", "-P", self.lxcpath, "-n", name, "-f",
+                             timeout=60)
 
 
 class Service(unittest.TestCase):
@@ -276,6 +357,58 @@ class Service(unittest.TestCase):
             r = restarts(env, f)
             self.assertEqual((r["count"], r["total"]), ("2", "2"), env.cread(f, "restarts"))
             self.assertEqual(env.state(f), "EXITED")
+
+    def test_lxc_veth_bridge_in_netns(self):
+        # network=veth:BRIDGE ip= gateway=: a bridge made in a network
+        # namespace of the test's, nodefs running there; busybox httpd
+        # answers at the ip= inside that namespace, and the veth goes with
+        # the container. No traffic leaves the namespace.
+        nt.requires("mount", "lxc")
+        for tool in ("ip", "nsenter", "unshare", "curl"):
+            if not shutil.which(tool):
+                nt.skip("no %s" % tool)
+        ns = "nodefs-lxcnet-%d" % os.getpid()
+        br, ip, gw = "nbr0", "10.77.33.2", "10.77.33.1"
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        try:
+            for cmd in (["link", "set", "lo", "up"],
+                        ["link", "add", br, "type", "bridge"],
+                        ["addr", "add", gw + "/24", "dev", br],
+                        ["link", "set", br, "up"]):
+                subprocess.run(["ip", "-n", ns] + cmd, check=True)
+            with NetnsEnv(ns) as env:
+                n = env.name("veth")
+                try_run(self, env, n, "runtime=lxc network=veth:%s ip=%s/24 gateway=%s "
+                        "cmd='%s'" % (br, ip, gw, HTTPD_LOOP))
+                url = "http://%s/index.html" % ip
+                self.assertTrue(nt.wait_until(lambda: get(ns, url) == "hello\n",
+                                              nt.scaled(10)), env.cread(n, "state"))
+                # what liblxc was given
+                with open(os.path.join(env.lxcpath, env.engine(n), "config")) as f:
+                    conf = f.read()
+                for line in ("lxc.net.0.type = veth", "lxc.net.0.link = %s" % br,
+                             "lxc.net.0.ipv4.address = %s/24" % ip,
+                             "lxc.net.0.ipv4.gateway = %s" % gw):
+                    self.assertIn(line + "\n", conf)
+                # inside: the address on its one veth, the default route
+                # through the gateway
+                out, _, code = env.exec_fd(n, "ip -4 addr")
+                self.assertEqual(code, "0", out)
+                self.assertIn("inet %s/24" % ip, out)
+                out, _, code = env.exec_fd(n, "ip route")
+                self.assertIn("default via %s" % gw, out)
+                # the host end of the veth is on the bridge, in the
+                # namespace; nothing of it in the test's
+                ports = in_netns(ns, "ip", "-o", "link", "show", "master", br).stdout
+                self.assertEqual(len(ports.splitlines()), 1, ports)
+                self.assertFalse(os.path.exists("/sys/class/net/" + br))
+                env.cctl(n, "kill")
+                env.wait_state(n, "EXITED", nt.scaled(10))
+                self.assertTrue(nt.wait_until(lambda: in_netns(
+                    ns, "ip", "-o", "link", "show", "master", br).stdout == "",
+                    nt.scaled(5)), "the veth outlived its container")
+        finally:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def try_run(tc, env, n, opts):
