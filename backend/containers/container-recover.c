@@ -250,6 +250,10 @@ static void recover_check(struct container *c)
 		if (cstate_making(c->state)) {
 			take_back_half_made(c->eng, c->name);
 			container_forget(c, NULL);
+		} else if (c->state == C_EXITED) {
+			/* the record of one container_mark_gone took: the reason
+			 * is not in it, but no other way leaves EXITED without an id */
+			bnode_set_error(c->node, "the engine container was removed outside nodefs");
 		}
 		return;
 	}
