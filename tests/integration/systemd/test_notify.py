@@ -289,6 +289,9 @@ class Reload(unittest.TestCase):
                 self.assertTrue(nt.wait_until(
                     lambda: "and 2 profile changes applied" in fs.log(), 10),
                     fs.log())
+                # the new directory reaches the kernel's cached listing
+                # through the notifier, after the log line
+                nt.wait_until(lambda: fs.listdir("profiles") == ["fast", "slow"], 5)
                 self.assertEqual(fs.listdir("profiles"), ["fast", "slow"])
                 self.assertEqual(fs.read("profiles", "fast", "fs_type"), "xfs\n")
                 # a file that does not parse changes nothing
