@@ -354,7 +354,8 @@ class CrashTest(unittest.TestCase):
             made = [float(l[len(key):]) for l in env.fs.read("metrics", "nodefs.prom").splitlines()
                     if l.startswith(key)]
             self.assertEqual(made, [1.0])
-            ev = [x for x in env.drain_events(evfd) if x.get("kind") == "uncertain"]
+            ev = vt.events_until(evfd, lambda x: x.get("kind") == "uncertain",
+                                 lambda kept: len(kept) >= 1)
             self.assertEqual([(x["name"], x["new"], x["operation"]) for x in ev],
                              [("s", "made", oid)], ev)
             os.close(evfd)

@@ -192,8 +192,9 @@ class SuperviseTest(unittest.TestCase):
             self.assertEqual(env.pids(), [int(proc["pid"])], "one process")
             self.assertEqual(env.metric("nodefs_csi_plugin_terminations_total"), 1)
             self.assertEqual(env.metric("nodefs_csi_plugin_restarts_total"), 1)
-            ev = [e for e in vt.drain_events(evfd)
-                  if e.get("kind") == "plugin" and e.get("name") == "hp"]
+            ev = vt.events_until(
+                evfd, lambda e: e.get("kind") == "plugin" and e.get("name") == "hp",
+                lambda kept: {"exited", "restarted"} <= {e.get("new") for e in kept})
             news = [e["new"] for e in ev]
             self.assertIn("exited", news)
             self.assertIn("restarted", news)

@@ -41,8 +41,10 @@ def outcome_count(env, kind, result):
     return 0
 
 
-def uncertain_events(env, fd):
-    return [e for e in env.drain_events(fd) if e.get("kind") == "uncertain"]
+def uncertain_events(env, fd, n=1):
+    """The uncertain events on fd, once n came (or the wait ran out)."""
+    return vt.events_until(fd, lambda e: e.get("kind") == "uncertain",
+                           lambda kept: len(kept) >= n)
 
 
 class UncertainTest(unittest.TestCase):

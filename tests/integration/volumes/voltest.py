@@ -292,6 +292,20 @@ def drain_events(fd):
     return [json.loads(l) for l in buf.decode().splitlines() if l.strip()]
 
 
+def events_until(fd, keep, want, timeout=10):
+    """The events kept by keep(e), read from fd until want(kept) holds or
+    timeout (scaled) passes. An event is shown once the tree has flushed
+    the files it speaks of (events.c), a moment after the change itself:
+    a reader that saw the change in a file waits for its line."""
+    kept = []
+
+    def more():
+        kept.extend(e for e in drain_events(fd) if keep(e))
+        return want(kept)
+    nt.wait_until(more, timeout)
+    return kept
+
+
 def config_text(tmp, plugin, extra_nodefs="", extra="", csi_timeout="2s",
                 retry_backoff="50ms"):
     return """[nodefs]
