@@ -2,8 +2,10 @@
 /*
  * etcd: the v3 JSON gateway client (etcd.h). Requests are JSON bodies
  * POSTed to /v3/..., written with common/jw; answers are JSON with int64s
- * as strings, parsed with jansson. Knows nothing of nodefs' objects: keys
- * and values are opaque bytes here.
+ * as strings, parsed with jansson. A plain http:// member is spoken to
+ * with etcd-http.c's own HTTP/1.1; libcurl is loaded (lazycurl) only for
+ * https://, for its TLS. Knows nothing of nodefs' objects: keys and values
+ * are opaque bytes here.
  */
 #include "etcd.h"
 
@@ -12,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lazycurl.h"	/* libcurl, loaded on first need */
+#include "lazycurl.h"	/* libcurl, loaded on first need (https:// only) */
 #include <jansson.h>
+
+#include "etcd-http.h"
 
 #include "jw.h"
 #include "nerr.h"
@@ -27,7 +31,8 @@ struct etcd {
 	struct etcd_tls tls;
 	char *ca, *cert, *key;
 	long timeout_ms;
-	CURL *h;
+	CURL *h;		/* https:// members: NULL until the first */
+	struct ehttp_conn hc;	/* http:// members */
 };
 
 /* ---- base64 ---- */
@@ -97,18 +102,22 @@ int etcd_new(const char *endpoints, const struct etcd_tls *tls, long timeout_ms,
 {
 	struct etcd *e;
 	char *copy, *save = NULL;
-	int r = lazycurl_load(err);
+	bool tls_urls = false;
 
-	if (r < 0)
-		return r;
 	e = calloc(1, sizeof(*e));
+	if (e)
+		ehttp_conn_init(&e->hc);
 	copy = strdup(endpoints ? endpoints : "");
 	if (!e || !copy)
 		goto oom;
 	for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
 		char **nu;
 
-		if (strncmp(w, "http://", 7) != 0 && strncmp(w, "https://", 8) != 0) {
+		size_t l = strlen(w);
+		while (l && w[l - 1] == '/')
+			w[--l] = '\0';
+		if ((strncmp(w, "http://", 7) != 0 || !ehttp_url_ok(w)) &&
+		    strncmp(w, "https://", 8) != 0) {
 			nerr_set(err, EINVAL, "etcd endpoint '%.64s' is not an http:// or https:// URL", w);
 			free(copy);
 			etcd_free(e);
@@ -118,11 +127,9 @@ int etcd_new(const char *endpoints, const struct etcd_tls *tls, long timeout_ms,
 		if (!nu)
 			goto oom;
 		e->urls = nu;
-		size_t l = strlen(w);
-		while (l && w[l - 1] == '/')
-			w[--l] = '\0';
 		if (!(e->urls[e->nurls] = strdup(w)))
 			goto oom;
+		tls_urls |= strncmp(w, "https://", 8) == 0;
 		e->nurls++;
 	}
 	free(copy);
@@ -137,9 +144,16 @@ int etcd_new(const char *endpoints, const struct etcd_tls *tls, long timeout_ms,
 		e->key = dup_or_null(tls->key);
 	}
 	e->timeout_ms = timeout_ms;
-	e->h = curl_easy_init();
-	if (!e->h)
-		goto oom;
+	if (tls_urls) {
+		int r = lazycurl_load(err);
+		if (r < 0) {
+			etcd_free(e);
+			return r;
+		}
+		e->h = curl_easy_init();
+		if (!e->h)
+			goto oom;
+	}
 	*ret = e;
 	return 0;
 oom:
@@ -160,6 +174,7 @@ void etcd_free(struct etcd *e)
 	free(e->key);
 	if (e->h)
 		curl_easy_cleanup(e->h);
+	ehttp_conn_close(&e->hc);
 	free(e);
 }
 
@@ -258,9 +273,75 @@ static int curl_errno(CURLcode c)
 	}
 }
 
-/* POST body to url+path on endpoint i; the answer in b. */
-static int post_one(struct etcd *e, size_t i, const char *path, const char *body,
-		    struct body *b, long timeout_ms, struct nerr *err)
+/* A non-200 answer's error: etcd's message when it gave one. */
+static int http_status_err(struct etcd *e, size_t i, long code, struct body *b, struct nerr *err)
+{
+	json_t *j = b->buf ? json_loads(b->buf, 0, NULL) : NULL;
+	const char *m = j ? json_string_value(json_object_get(j, "message")) : NULL;
+
+	if (!m && j)
+		m = json_string_value(json_object_get(j, "error"));
+	nerr_set(err, EIO, "%s: HTTP %ld: %.160s", e->urls[i], code, m ? m : b->buf ? b->buf : "");
+	json_decref(j);
+	return code == 503 || code == 504 ? -ETIMEDOUT : -EIO;
+}
+
+/* A body's bytes (etcd-http.c's callback): the watch parser, or b. */
+static int on_body(void *ud, const char *p, size_t n)
+{
+	struct body *b = ud;
+
+	if (b->wp) {
+		int r = etcd_wparse_feed(b->wp, p, n, b->cb, b->werr);
+		if (r < 0) {
+			b->wresult = r;
+			return r;
+		}
+		return b->cb->stop(b->cb->ctx) ? 1 : 0;
+	}
+	return on_data((char *)p, 1, n, b) == n ? 0 : b->over ? -E2BIG : -ENOMEM;
+}
+
+static bool http_stop(void *ud)
+{
+	struct body *b = ud;
+
+	return b->cb && b->cb->stop(b->cb->ctx);
+}
+
+/* POST body to a plain http:// endpoint i, with etcd-http.c. */
+static int post_http(struct etcd *e, size_t i, const char *path, const char *body,
+		     struct body *b, long timeout_ms, struct nerr *err)
+{
+	struct ehttp_call call = {
+		.url = e->urls[i], .path = path, .body = body, .blen = strlen(body),
+		.connect_ms = e->timeout_ms < 500 ? e->timeout_ms : 500, .timeout_ms = timeout_ms,
+		.on_body = on_body, .ctx = b,
+		/* a watch's stop is looked at this often while it is quiet */
+		.stop = b->cb ? http_stop : NULL, .poll_ms = 100,
+	};
+	int r = ehttp_post(&e->hc, &call, err);
+
+	if (b->cb && b->wresult)
+		return b->wresult;
+	if (b->cb && r == 0)
+		return 0;	/* stopped */
+	if (r == -E2BIG && b->over)
+		return nerr_set(err, E2BIG, "%s%s: answer over %u bytes", e->urls[i], path,
+				ETCD_BODY_MAX);
+	if (r < 0)
+		return r;
+	if (b->cb)
+		return nerr_set(err, ECONNRESET, "%s: the watch stream ended", e->urls[i]);
+	if (r != 200)
+		return http_status_err(e, i, r, b, err);
+	return 0;
+}
+
+/* POST body to url+path on an https:// endpoint i with libcurl; the
+ * answer in b. */
+static int post_curl(struct etcd *e, size_t i, const char *path, const char *body,
+		     struct body *b, long timeout_ms, struct nerr *err)
 {
 	char url[1024], ebuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
@@ -317,17 +398,18 @@ static int post_one(struct etcd *e, size_t i, const char *path, const char *body
 	if (b->cb)
 		return -ECONNRESET;	/* the stream ended */
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	if (code != 200) {
-		json_t *j = b->buf ? json_loads(b->buf, 0, NULL) : NULL;
-		const char *m = j ? json_string_value(json_object_get(j, "message")) : NULL;
-		if (!m && j)
-			m = json_string_value(json_object_get(j, "error"));
-		nerr_set(err, EIO, "%s: HTTP %ld: %.160s", e->urls[i], code,
-			 m ? m : b->buf ? b->buf : "");
-		json_decref(j);
-		return code == 503 || code == 504 ? -ETIMEDOUT : -EIO;
-	}
+	if (code != 200)
+		return http_status_err(e, i, code, b, err);
 	return 0;
+}
+
+/* POST body to url+path on endpoint i; the answer in b. */
+static int post_one(struct etcd *e, size_t i, const char *path, const char *body,
+		    struct body *b, long timeout_ms, struct nerr *err)
+{
+	if (strncmp(e->urls[i], "http://", 7) == 0)
+		return post_http(e, i, path, body, b, timeout_ms, err);
+	return post_curl(e, i, path, body, b, timeout_ms, err);
 }
 
 /* A request body, written with common/jw into an sbuf capped at

@@ -158,3 +158,266 @@ Test(etcd_watch, errors)
 	/* a key that is not base64 is skipped, not fatal */
 	cr_assert_eq(feed1("{\"result\":{\"events\":[{\"kv\":{\"key\":\"!!\"}}]}}\n", &err, &c), 0);
 }
+
+/* ---- etcd-http.c: the HTTP/1.1 a plain http:// member is spoken to with ---- */
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "etcd-http.h"
+
+struct got {
+	char buf[4096];
+	size_t len;
+};
+
+static int got_body(void *ctx, const char *p, size_t n)
+{
+	struct got *g = ctx;
+
+	cr_assert(g->len + n < sizeof(g->buf));
+	memcpy(g->buf + g->len, p, n);
+	g->len += n;
+	return 0;
+}
+
+/* Feed resp cut at one place (and then whole at cut == len): the same
+ * result and body whatever the cut. */
+static int feed_cut(const char *resp, size_t cut, struct ehttp_resp *r, struct got *g)
+{
+	struct nerr err = { 0 };
+	size_t len = strlen(resp), used = 0, used2 = 0;
+	int k;
+
+	ehttp_resp_init(r);
+	memset(g, 0, sizeof(*g));
+	k = ehttp_feed(r, resp, cut, &used, got_body, g, &err);
+	if (k != 0)
+		return k;
+	cr_assert_eq(used, cut);
+	return ehttp_feed(r, resp + cut, len - cut, &used2, got_body, g, &err);
+}
+
+Test(etcd_http, content_length_any_cut)
+{
+	const char *resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			   "content-length:  7\r\nGrpc-Metadata-X: y\r\n\r\n{\"a\":1}";
+	struct ehttp_resp r;
+	struct got g;
+
+	for (size_t cut = 0; cut <= strlen(resp); cut++) {
+		cr_assert_eq(feed_cut(resp, cut, &r, &g), 1, "cut %zu", cut);
+		cr_assert_eq(r.status, 200);
+		cr_assert_not(r.close);
+		cr_assert_eq(g.len, 7);
+		cr_assert(memcmp(g.buf, "{\"a\":1}", 7) == 0);
+	}
+}
+
+Test(etcd_http, chunked_any_cut)
+{
+	/* a watch stream's shape: chunks of JSON lines, an extension, a
+	 * trailer; a 100 Continue before the answer */
+	const char *resp = "HTTP/1.1 100 Continue\r\n\r\n"
+			   "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+			   "5\r\nhello\r\n"
+			   "A;ext=1\r\n, world\n!!\r\n"
+			   "0\r\nX-Trailer: 1\r\n\r\n";
+	struct ehttp_resp r;
+	struct got g;
+
+	for (size_t cut = 0; cut <= strlen(resp); cut++) {
+		cr_assert_eq(feed_cut(resp, cut, &r, &g), 1, "cut %zu", cut);
+		cr_assert_eq(r.status, 200);
+		cr_assert_eq(g.len, 15);
+		cr_assert(memcmp(g.buf, "hello, world\n!!", 15) == 0);
+	}
+}
+
+Test(etcd_http, close_and_until_close)
+{
+	struct ehttp_resp r;
+	struct got g;
+	struct nerr err = { 0 };
+	size_t used;
+	const char *a = "HTTP/1.0 503 Service Unavailable\r\n\r\nbusy";
+
+	ehttp_resp_init(&r);
+	memset(&g, 0, sizeof(g));
+	cr_assert_eq(ehttp_feed(&r, a, strlen(a), &used, got_body, &g, &err), 0);
+	cr_assert_eq(r.status, 503);
+	cr_assert(r.close);
+	cr_assert_eq(ehttp_eof(&r), 1);
+	cr_assert_eq(g.len, 4);
+	/* a cut Content-Length body is a reset connection */
+	const char *b = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 9\r\n\r\nabc";
+	ehttp_resp_init(&r);
+	cr_assert_eq(ehttp_feed(&r, b, strlen(b), &used, got_body, &g, &err), 0);
+	cr_assert(r.close);
+	cr_assert_eq(ehttp_eof(&r), -ECONNRESET);
+	/* bytes past a complete answer are left to the caller */
+	const char *c = "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1";
+	ehttp_resp_init(&r);
+	cr_assert_eq(ehttp_feed(&r, c, strlen(c), &used, got_body, &g, &err), 1);
+	cr_assert_eq(used, strlen(c) - 8);
+}
+
+Test(etcd_http, rejects)
+{
+	const char *bad[] = {
+		"HTTP/2 200\r\n\r\n",
+		"SSH-2.0-OpenSSH\r\n",
+		"HTTP/1.1 20 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n",
+	};
+	struct ehttp_resp r;
+	struct nerr err = { 0 };
+	size_t used;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ehttp_resp_init(&r);
+		nerr_clear(&err);
+		cr_assert_eq(ehttp_feed(&r, bad[i], strlen(bad[i]), &used, NULL, NULL, &err), -EPROTO,
+			     "%s", bad[i]);
+		cr_assert(err.msg[0]);
+	}
+	/* headers without end: capped */
+	char *big = malloc(EHTTP_HEADERS_MAX + 100);
+	strcpy(big, "HTTP/1.1 200 OK\r\n");
+	while (strlen(big) < EHTTP_HEADERS_MAX + 20)
+		strcat(big, "X-A: b\r\n");
+	ehttp_resp_init(&r);
+	cr_assert_eq(ehttp_feed(&r, big, strlen(big), &used, NULL, NULL, &err), -E2BIG);
+	free(big);
+}
+
+Test(etcd_http, urls)
+{
+	cr_assert(ehttp_url_ok("http://127.0.0.1:2379"));
+	cr_assert(ehttp_url_ok("http://localhost"));
+	cr_assert(ehttp_url_ok("http://[::1]:2379"));
+	cr_assert_not(ehttp_url_ok("http://:2379"));
+	cr_assert_not(ehttp_url_ok("http://a:99999"));
+	cr_assert_not(ehttp_url_ok("http://a:1/path"));
+	cr_assert_not(ehttp_url_ok("https://a:1"));
+	cr_assert_not(ehttp_url_ok("http://[::1"));
+}
+
+/* A loopback server thread: answers each request on a connection with
+ * `answer`, then closes the connection after `per_conn` answers (0: never
+ * answers, holds the connection). */
+struct srv {
+	int lfd, port, per_conn, conns;
+	const char *answer;
+};
+
+static void *srv_main(void *arg)
+{
+	struct srv *s = arg;
+
+	for (int c = 0; c < 2; c++) {
+		int fd = accept(s->lfd, NULL, NULL);
+		if (fd < 0)
+			return NULL;
+		s->conns++;
+		for (int k = 0; k < s->per_conn || !s->per_conn; k++) {
+			char buf[4096];
+			size_t have = 0;
+			/* one request: headers, then Content-Length bytes */
+			for (;;) {
+				ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+				if (n <= 0)
+					goto next;
+				have += (size_t)n;
+				buf[have] = '\0';
+				char *e = strstr(buf, "\r\n\r\n");
+				char *cl = strstr(buf, "Content-Length: ");
+				if (e && cl && have >= (size_t)(e + 4 - buf) + (size_t)atoi(cl + 16))
+					break;
+			}
+			if (!s->per_conn) {
+				sleep(1);
+				break;
+			}
+			if (write(fd, s->answer, strlen(s->answer)) < 0)
+				break;
+		}
+next:
+		close(fd);
+		if (!s->per_conn)
+			break;
+	}
+	return NULL;
+}
+
+static void srv_start(struct srv *s, pthread_t *th)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+
+	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(s->lfd >= 0);
+	cr_assert_eq(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(s->lfd, 4), 0);
+	getsockname(s->lfd, (struct sockaddr *)&a, &al);
+	s->port = ntohs(a.sin_port);
+	cr_assert_eq(pthread_create(th, NULL, srv_main, s), 0);
+}
+
+Test(etcd_http, kept_alive_then_closed_by_server)
+{
+	struct srv s = { .per_conn = 1,
+			 .answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" };
+	pthread_t th;
+	struct ehttp_conn c;
+	struct nerr err = { 0 };
+	char url[64];
+
+	srv_start(&s, &th);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", s.port);
+	ehttp_conn_init(&c);
+	for (int i = 0; i < 2; i++) {
+		struct got g = { 0 };
+		struct ehttp_call call = { .url = url, .path = "/v3/kv/put", .body = "{}", .blen = 2,
+					   .connect_ms = 500, .timeout_ms = 5000,
+					   .on_body = got_body, .ctx = &g };
+		/* the second finds its kept-alive connection closed by the
+		 * server, and makes it anew once */
+		cr_assert_eq(ehttp_post(&c, &call, &err), 200, "%d: %s", i, err.msg);
+		cr_assert_eq(g.len, 2);
+	}
+	cr_assert_eq(s.conns, 2);
+	ehttp_conn_close(&c);
+	pthread_join(th, NULL);
+	close(s.lfd);
+}
+
+Test(etcd_http, timeout_and_refused)
+{
+	struct srv s = { .per_conn = 0 };
+	pthread_t th;
+	struct ehttp_conn c;
+	struct nerr err = { 0 };
+	char url[64];
+
+	srv_start(&s, &th);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", s.port);
+	ehttp_conn_init(&c);
+	struct ehttp_call call = { .url = url, .path = "/v3/kv/put", .body = "{}", .blen = 2,
+				   .connect_ms = 500, .timeout_ms = 100 };
+	cr_assert_eq(ehttp_post(&c, &call, &err), -ETIMEDOUT);
+	cr_assert_eq(c.fd, -1);
+	pthread_join(th, NULL);
+	close(s.lfd);
+	/* nothing listens there now */
+	cr_assert_eq(ehttp_post(&c, &call, &err), -EHOSTUNREACH);
+	cr_assert(strstr(err.msg, "refused"), "%s", err.msg);
+}
