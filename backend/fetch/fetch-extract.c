@@ -11,8 +11,6 @@
 #include "fetch.h"
 #include "fetch-internal.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -28,6 +26,7 @@
 #include <dirent.h>
 
 #include "fstree.h"
+#include "lazyarchive.h"	/* libarchive, loaded on first need */
 #include "nerr.h"
 
 int fetch_copy_file(const char *src, const char *dst)
@@ -88,13 +87,17 @@ int fetch_extract(const struct fetch_env *env, const char *path, const char *des
 		  const char *uri, uint64_t base, struct nerr *err)
 {
 	char root[PATH_MAX], tmp[PATH_MAX + 32], from[PATH_MAX * 2], to[PATH_MAX * 2];
-	struct archive *a = archive_read_new(), *w = archive_write_disk_new();
+	struct archive *a = NULL, *w = NULL;
 	struct archive_entry *e;
 	unsigned char rnd[4] = { 0 };
 	uint64_t wrote = 0;
 	DIR *d = NULL;
-	int r = 0, ar;
+	int r = lazyarchive_load(err), ar;
 
+	if (r < 0)
+		return r;
+	a = archive_read_new();
+	w = archive_write_disk_new();
 	if (!a || !w) {
 		r = nerr_set(err, ENOMEM, "out of memory");
 		goto out;
