@@ -317,8 +317,9 @@ static int post_http(struct etcd *e, size_t i, const char *path, const char *bod
 		.url = e->urls[i], .path = path, .body = body, .blen = strlen(body),
 		.connect_ms = e->timeout_ms < 500 ? e->timeout_ms : 500, .timeout_ms = timeout_ms,
 		.on_body = on_body, .ctx = b,
-		/* a watch's stop is looked at this often while it is quiet */
-		.stop = b->cb ? http_stop : NULL, .poll_ms = 100,
+		/* a watch's stop is looked at after each read and this often
+		 * while it is quiet (a node reading 100 others has 100) */
+		.stop = b->cb ? http_stop : NULL, .poll_ms = 250,
 	};
 	int r = ehttp_post(&e->hc, &call, err);
 
