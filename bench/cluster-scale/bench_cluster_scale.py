@@ -28,6 +28,17 @@ node's volumes as n0 sees them must equal that node's own (nothing lost).
 NODEFS_BENCH_SCALE_BIN: another nodefs binary (the baseline, e.g. the
 whole-prefix watch) for the same run. Exits 0 whatever the figures; 77
 without root, FUSE, etcd or the plugin.
+
+etcd: its own raft timing (heartbeat 100 ms, election 1 s; the tests'
+50/500 is NODEFS_BENCH_SCALE_ETCD_TIMING=50,500) and its members at nice
+-10 (NODEFS_BENCH_SCALE_ETCD_NICE): at N=100 this machine runs 200
+processes beside other sessions' builds, and with the tests' timing at
+nice 0 etcd's heartbeats went late (peer round trip 1 s), it held 14
+elections in one run and the latencies measured them. A production etcd
+has cores of its own; the bench prints the leader changes, the peer round
+trip and etcd's own put-to-watch time under the load (the floor of a
+remote command's two steps and of visibility) so a run shows whether etcd
+held.
 """
 import json
 import os
@@ -50,6 +61,9 @@ LOCAL = os.path.join(BUILD, "csi-local", "nodefs-csi-local")
 BIN = os.environ.get("NODEFS_BENCH_SCALE_BIN") or nt.NODEFS_BIN
 TTL = os.environ.get("NODEFS_BENCH_SCALE_TTL", "5s")
 RATE = float(os.environ.get("NODEFS_BENCH_SCALE_RATE", "0.5"))
+ETCD_TIMING = tuple(int(x) for x in
+                    os.environ.get("NODEFS_BENCH_SCALE_ETCD_TIMING", "100,1000").split(","))
+ETCD_NICE = int(os.environ.get("NODEFS_BENCH_SCALE_ETCD_NICE", "-10"))
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -129,6 +143,101 @@ def etcd_metric(e, name):
         except OSError:
             pass
     return total
+
+
+def etcd_health(e):
+    """Leader changes (the most any member saw), heartbeat send failures,
+    slow (unsynced or victim) watchers, and the peer round trip's sum and
+    count, over the live members."""
+    out = dict(leader_changes=0.0, hb_fail=0.0, slow_watchers=0.0, rtt_sum=0.0, rtt_n=0.0)
+    for i in range(e.n):
+        if not e.procs[i] or e.procs[i].poll() is not None:
+            continue
+        try:
+            import urllib.request
+            with urllib.request.urlopen(e.urls[i] + "/metrics", timeout=10) as f:
+                text = f.read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            name, _, v = line.partition(" ")
+            try:
+                v = float(v.split()[0]) if v else 0.0
+            except ValueError:
+                continue
+            base = name.split("{")[0]
+            if base == "etcd_server_leader_changes_seen_total":
+                out["leader_changes"] = max(out["leader_changes"], v)
+            elif base == "etcd_server_heartbeat_send_failures_total":
+                out["hb_fail"] += v
+            elif base == "etcd_debugging_mvcc_slow_watcher_total":
+                out["slow_watchers"] += v
+            elif base == "etcd_network_peer_round_trip_time_seconds_sum":
+                out["rtt_sum"] += v
+            elif base == "etcd_network_peer_round_trip_time_seconds_count":
+                out["rtt_n"] += v
+    return out
+
+
+def etcd_put_to_watch(e, count):
+    """etcd alone: a put through the JSON gateway (on the leader's
+    endpoint when known) until a watcher on the same member has it, ms."""
+    import base64
+    import http.client
+    import urllib.parse
+    url = e.urls[0]
+    try:
+        for u in e.urls:
+            st = json.loads(e.ctl_on([u], "endpoint", "status", "-w", "json", check=False))
+            if st and st[0]["Status"]["leader"] == st[0]["Status"]["header"]["member_id"]:
+                url = u
+    except (ValueError, KeyError, IndexError, AssertionError, subprocess.SubprocessError):
+        pass
+    hp = urllib.parse.urlparse(url)
+    b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+    key = "/bench-floor/k"
+    got, out = {}, []
+    wc = http.client.HTTPConnection(hp.hostname, hp.port, timeout=30)
+    wc.request("POST", "/v3/watch", json.dumps({"create_request": {
+        "key": b64(key)}}), {"Content-Type": "application/json"})
+    resp = wc.getresponse()
+    ready = threading.Event()
+
+    def reader():
+        while True:
+            try:
+                line = resp.readline()
+            except OSError:
+                return
+            if not line:
+                return
+            try:
+                res = json.loads(line)["result"]
+            except (ValueError, KeyError):
+                continue
+            ready.set()
+            for ev in res.get("events", []):
+                v = base64.b64decode(ev["kv"]["value"]).decode()
+                got[v] = time.monotonic()
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    ready.wait(10)
+    pc = http.client.HTTPConnection(hp.hostname, hp.port, timeout=30)
+    for i in range(count):
+        v = "v%d" % i
+        t0 = time.monotonic()
+        pc.request("POST", "/v3/kv/put", json.dumps({"key": b64(key), "value": b64(v)}),
+                   {"Content-Type": "application/json"})
+        pc.getresponse().read()
+        end = time.monotonic() + 10
+        while v not in got and time.monotonic() < end:
+            time.sleep(0.0005)
+        if v in got:
+            out.append((got[v] - t0) * 1e3)
+        time.sleep(0.05)
+    wc.close()
+    pc.close()
+    return out
 
 
 def revision(e):
@@ -390,7 +499,7 @@ def faults(e, nodes):
 
 def run_n(n, do_faults):
     with tempfile.TemporaryDirectory(prefix="nodefs-scale-etcd-", dir="/dev/shm") as base:
-        e = etcdtest.Etcd(base=base)
+        e = etcdtest.Etcd(base=base, timing=ETCD_TIMING, nice=ETCD_NICE)
         with e:
             nodes = [Node(e, i) for i in range(n)]
             started = []
@@ -415,16 +524,24 @@ def run_n(n, do_faults):
                 time.sleep(5)
                 idle = sample(e, nodes, 10)
                 fr = first_read(nodes, 10)
+                h0 = etcd_health(e)
                 with Load(nodes) as ld:
                     time.sleep(5)
                     loaded = sample(e, nodes, 10)
                     vis = visibility(nodes, 60)
                     rem = remote(nodes, 60)
+                    floor = etcd_put_to_watch(e, 30)
                     walks = ld.walks
+                h1 = etcd_health(e)
+                health = dict(leader_changes=h1["leader_changes"] - h0["leader_changes"],
+                              hb_fail=h1["hb_fail"] - h0["hb_fail"],
+                              slow_watchers=h1["slow_watchers"],
+                              rtt_ms=1e3 * (h1["rtt_sum"] - h0["rtt_sum"]) /
+                              max(1.0, h1["rtt_n"] - h0["rtt_n"]))
                 dt = down_time(nodes)
                 fl = faults(e, nodes) if do_faults else None
                 return dict(n=n, idle=idle, loaded=loaded, vis=vis, first=fr, remote=rem,
-                            down=dt, faults=fl, walks=walks)
+                            down=dt, faults=fl, walks=walks, floor=floor, health=health)
             finally:
                 for node in started:
                     try:
@@ -442,8 +559,10 @@ def main():
         sys.exit(77)
     ns = [int(x) for x in os.environ.get("NODEFS_BENCH_SCALE_NODES", "10 30").split()]
     do_faults = os.environ.get("NODEFS_BENCH_SCALE_FAULTS") == "1"
-    print("bench-cluster-scale: binary %s, lease_ttl %s, load %.2f changes/s a node"
-          % (BIN, TTL, RATE))
+    print("bench-cluster-scale: binary %s, lease_ttl %s, load %.2f changes/s a node; "
+          "etcd heartbeat %d ms, election %d ms, nice %d; %s"
+          % (BIN, TTL, RATE, ETCD_TIMING[0], ETCD_TIMING[1], ETCD_NICE,
+             open("/proc/loadavg").read().strip()))
     for n in ns:
         r = run_n(n, do_faults and n == 30)
         i, l = r["idle"], r["loaded"]
@@ -463,6 +582,13 @@ def main():
         print("  first read of a node   %7.2f ms p50, %7.2f max" % (med(r["first"]),
                                                                   max(r["first"] or [0])))
         print("  remote ctl ms p50/p99  %7.2f / %7.2f" % (med(r["remote"]), pct(r["remote"], 99)))
+        h = r["health"]
+        print("  etcd alone, put until a watcher has it, ms p50/p99 (loaded)  %7.2f / %7.2f"
+              % (med(r["floor"]), pct(r["floor"], 99)))
+        print("  etcd under the load: %d leader changes, %d heartbeat send failures, peer "
+              "round trip %.1f ms mean, %d slow watchers at the end"
+              % (h["leader_changes"], h["hb_fail"], h["rtt_ms"], h["slow_watchers"]))
+        print("  load average after N=%d: %s" % (n, open("/proc/loadavg").read().strip()))
         print("  all see DOWN after kill -9: %.2f s (lease_ttl %s)" % (r["down"], TTL))
         print("  reader walks of the whole tree under load: %d" % r["walks"])
         if r["faults"]:

@@ -48,11 +48,17 @@ def _free_ports(n):
 
 
 class Etcd:
-    def __init__(self, members=3, tls=None, base=None, wait=True):
+    def __init__(self, members=3, tls=None, base=None, wait=True, timing=(50, 500), nice=0):
         """wait=False: __enter__ starts the members without waiting for
         them to be healthy (wait_healthy() then), so nodes can start
-        meanwhile."""
+        meanwhile. timing: the raft heartbeat interval and election
+        timeout, ms (short by default, so a test's quorum faults settle
+        fast; etcd's own are 100 and 1000). nice: the members' nice value
+        (a benchmark that loads the machine keeps etcd's heartbeats on
+        time with a negative one, as its own cores would)."""
         self.wait = wait
+        self.timing = timing
+        self.nice = nice
         self.n = members
         self.tls = tls  # dict(ca=, cert=, key=) for the client port, or None
         self.tmp = tempfile.mkdtemp(prefix="nodefs-etcd-", dir=base)
@@ -83,14 +89,17 @@ class Etcd:
                 "--initial-cluster", self.cluster,
                 "--initial-cluster-token", os.path.basename(self.tmp),
                 "--initial-cluster-state", self.state[i],
-                "--heartbeat-interval", "50", "--election-timeout", "500",
+                "--heartbeat-interval", str(self.timing[0]),
+                "--election-timeout", str(self.timing[1]),
                 "--logger", "zap", "--log-level", "error"]
         if self.tls:
             argv += ["--trusted-ca-file", self.tls["ca"], "--cert-file", self.tls["cert"],
                      "--key-file", self.tls["key"], "--client-cert-auth"]
         log = open(os.path.join(self.tmp, "m%d.log" % i), "ab")
+        nice = self.nice
         self.procs[i] = subprocess.Popen(argv, stdout=log, stderr=log,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         preexec_fn=(lambda: os.nice(nice)) if nice else None)
         log.close()
 
     def kill(self, i, sig=signal.SIGKILL):
