@@ -312,8 +312,9 @@ static int probe_engine(struct container *c, unsigned gen)
 	int r;
 
 	if (!h || !container_current_id(c, id, sizeof(id)))
-		return -EHOSTDOWN;	/* asked again at the next interval */
-	r = c->eng->ops->health_run(h->h, id, &st, &err);
+		r = nerr_set(&err, EHOSTDOWN, "the runtime is not reachable");	/* again at the next interval */
+	else
+		r = c->eng->ops->health_run(h->h, id, &st, &err);
 	if (r == -ENOTSUP) {
 		/* its events say each change; one look takes in where it
 		 * stands now (a run nodefs's restart found already judged) */
