@@ -23,8 +23,6 @@
 #include "macro.h"
 #include "plugin.h"
 
-#define OOM(st) rfail(st, GRPC_RESOURCE_EXHAUSTED, "out of memory")
-
 static int busy(struct rstat *st, const char *id)
 {
 	return rfail(st, GRPC_ABORTED, "an operation is pending on volume %s", id);

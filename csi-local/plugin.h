@@ -144,6 +144,18 @@ int rpc_node_expand_volume(struct plugin *, const ProtobufCMessage *, struct are
 int check_name(const char *field, const char *v, struct rstat *st);
 int check_id(const char *field, const char *v, struct rstat *st);
 int check_path(const char *field, const char *v, struct rstat *st);
+/* RESOURCE_EXHAUSTED for a failed allocation. */
+#define OOM(st) rfail(st, GRPC_RESOURCE_EXHAUSTED, "out of memory")
+/* ABORTED: an operation is pending on what id (controller.c). */
+int busy_on(struct rstat *st, const char *what, const char *id);
+/* Volume id, found and idle, with plugin.mu held; NULL with the lock
+ * released and *code set otherwise. */
+struct vol *idle_vol(struct plugin *p, const char *id, int *code, struct rstat *st);
+/* The paging fields of a List request (max_entries, starting_token of
+ * ids with prefix), checked; room for a page's entries from index i of
+ * total, at most max_entries (0 = all) pointers, their number in *ret_cap. */
+int check_page(int32_t max_entries, const char *tok, const char *prefix, struct rstat *st);
+void *page_entries(struct arena *a, size_t i, size_t total, int32_t max_entries, size_t *ret_cap);
 /* A capability we can serve on backing b (fs_type: the volume's, or NULL
  * before it exists). INVALID_ARGUMENT with the reason otherwise. */
 int check_capability(const char *field, const Csi__V1__VolumeCapability *cap, enum backing b,

@@ -96,6 +96,14 @@ elif [[ $host_lane == 0 ]]; then
 	say "the stock-host lane does not run in a partial run (NODEFS_HOST_LANE=1 runs it)"
 fi
 
+# Compiles go through ccache (meson uses it when it is on PATH), with one
+# cache for the machine: a run on a fresh clone compiles again only what
+# changed since the last run here. The clone's path differs each time, so
+# paths are hashed relative to it (the compile commands already are).
+export CCACHE_DIR=${CCACHE_DIR:-/var/cache/nodefs-ccache}
+export CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+
 setup_build() {
 	local dir=$1; shift
 	local opts=(--buildtype debugoptimized -Dtests=enabled -Dtest_hooks=true "$@")

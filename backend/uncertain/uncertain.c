@@ -115,7 +115,8 @@ void uncertain_settled(struct backend *b, const char *kind, const char *name,
 	events_emit(b->events, "uncertain", name, "UNCERTAIN", result, op ? op->id : NULL, line);
 	if (op)
 		op_note_outcome(op, line);
-	log_info("%s %s: %s", strncmp(kind, "csi.", 4) == 0 ? "volume" : "container", name, line);
+	/* each line names its object (volume, snapshot or container) */
+	log_info("uncertain %s, %s: %s", kind, result, line);
 }
 
 static void settle(struct backend *b, struct unc_entry *x, const char *result, const char *line)

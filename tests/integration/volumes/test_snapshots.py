@@ -358,6 +358,22 @@ class CrashTest(unittest.TestCase):
                                  lambda kept: len(kept) >= 1)
             self.assertEqual([(x["name"], x["new"], x["operation"]) for x in ev],
                              [("s", "made", oid)], ev)
+            # the same for a DeleteSnapshot that acts, then answers late:
+            # nothing written again, the snapshot goes by itself
+            env.restart_plugin(["--late", "DeleteSnapshot=2"])
+            ok, e = env.ctl("snapshots/s/ctl", "delete")
+            self.assertEqual((ok, e), (False, "ETIMEDOUT"), env.fs.error("snapshots/s"))
+            self.assertEqual(snap(env, "s", "state"), "DELETING")
+            did, _ = env.last_op("snapshots/s")
+            self.assertTrue(nt.wait_until(lambda: plugin_snapshots(env) == [], 10))
+            env.restart_plugin([])
+            self.assertTrue(nt.wait_until(lambda: snaps(env) == [], 10), env.fs.log())
+            self.assertIn("DeleteSnapshot of snapshot s answered after all",
+                          env.fs.read("operations", did, "outcome"))
+            ev = vt.events_until(evfd, lambda x: x.get("kind") == "uncertain",
+                                 lambda kept: len(kept) >= 1)
+            self.assertEqual([(x["name"], x["new"], x["operation"]) for x in ev],
+                             [("s", "deleted", did)], ev)
             os.close(evfd)
 
     def test_ready_reread_until_the_plugin_says_so(self):
