@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fstree.h"
@@ -160,8 +161,19 @@ int containers_sandbox_reclaim(struct backend *b)
 	int gone = 0;
 	DIR *d;
 
+	struct timespec now_w, now_m;
+	int64_t since_ns;
+
 	if (b->cfg->keep_sandboxes)
 		return 0;
+	/* the daemon's start on the wall clock, to the nanosecond (a sandbox
+	 * a crashed daemon made in the same second as this one started is
+	 * still an orphan) */
+	clock_gettime(CLOCK_REALTIME, &now_w);
+	clock_gettime(CLOCK_MONOTONIC, &now_m);
+	since_ns = ((int64_t)now_w.tv_sec * 1000000000 + now_w.tv_nsec) -
+		   (((int64_t)now_m.tv_sec - b->started_mono.tv_sec) * 1000000000 +
+		    (now_m.tv_nsec - b->started_mono.tv_nsec));
 	sandbox_base(b, base, sizeof(base));
 	d = opendir(base);
 	if (!d)
@@ -191,8 +203,11 @@ int containers_sandbox_reclaim(struct backend *b)
 		if (statx(dirfd(d), de->d_name, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_BTIME, &sx) < 0 ||
 		    !S_ISDIR(sx.stx_mode))
 			continue;
-		if ((sx.stx_mask & STATX_BTIME) && sx.stx_btime.tv_sec >= (int64_t)b->started)
-			continue;	/* this daemon's own */
+		/* this daemon's own (commands wait for recovery, so none can
+		 * be: kept should one be all the same) */
+		if ((sx.stx_mask & STATX_BTIME) &&
+		    (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec >= since_ns)
+			continue;
 		int r = fstree_remove(path);
 
 		if (r < 0) {
