@@ -211,6 +211,10 @@ class Fetch(unittest.TestCase):
             srv.put("evil-abs.tar", tgz([("/tmp/nodefs-abs-escape", b"no")], mode="w"))
             srv.put("evil-link.tgz", tgz([("ln", ("symlink", "../../../../etc")), ("ln/x", b"no")]))
             srv.put("evil-hard.tgz", tgz([("h", ("hardlink", "../../etc/passwd"))]))
+            # each link inside by its own words, out together: s -> . and
+            # a -> s/.. (the sandbox's parent); a/x would land beside it
+            srv.put("evil-chain.tgz", tgz([("ok.txt", b"ok"), ("s", ("symlink", ".")),
+                                           ("a", ("symlink", "s/..")), ("a/x", b"no")]))
             fails = [(srv.url("/status/404/x"), "EIO", "HTTP status 404"),
                      (srv.url("/status/500/x"), "EIO", "HTTP status 500"),
                      (srv.url("/cut/x"), "EIO", srv.url("/cut/x")),
@@ -220,6 +224,7 @@ class Fetch(unittest.TestCase):
                      (srv.url("/f/evil-abs.tar") + " extract", "EIO", "/tmp/nodefs-abs-escape"),
                      (srv.url("/f/evil-link.tgz") + " extract", "EIO", "../../../../etc"),
                      (srv.url("/f/evil-hard.tgz") + " extract", "EIO", "../../etc/passwd"),
+                     (srv.url("/f/evil-chain.tgz") + " extract", "EIO", "'a/x'"),
                      (srv.url("/f/x") + " dest=big", "EFBIG", "sandbox_size")]
             made = []
             for i, (f, want, says) in enumerate(fails):
