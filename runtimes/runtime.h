@@ -166,6 +166,7 @@ struct rt_status {
 	bool has_health;
 	unsigned health_streak;
 	char health_output[256];
+	char health_status[12];	/* "starting", "healthy", "unhealthy"; "": not said */
 };
 
 struct rt_stats {
@@ -205,7 +206,9 @@ struct rt_event {
 	const char *id;		/* engine id; NULL for ENGINE_* */
 	int exit_code;
 	time_t time;
-	const char *health;	/* RT_EV_HEALTH: "healthy", "unhealthy", "starting" */
+	/* RT_EV_HEALTH: "healthy", "unhealthy", "starting"; NULL: the
+	 * engine's check ran, look (inspect) for where it stands */
+	const char *health;
 	/* when it happened, in CLOCK_REALTIME nanoseconds (Docker's timeNano;
 	 * the LXC driver's post); 0: not known */
 	int64_t time_ns;
@@ -296,8 +299,15 @@ struct runtime_ops {
 	 * thread (reconciliation), concurrently with other calls. */
 	int (*list)(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err);
 	/* The published ports as the engine reports them, one line each,
-	 * "80/tcp 127.0.0.1:49153", into out. NULL: the runtime has none. */
+	 * "80/tcp 127.0.0.1:49153", into out. NULL: the runtime has none.
+	 * An engine call like the others (workers only): the backend asks
+	 * once a run and serves the ports file from what it kept. */
 	int (*ports)(void *h, const char *id, struct sbuf *out, struct nerr *err);
+	/* Run the engine's own check (rt_spec.health) once now, then inspect:
+	 * ret as inspect() fills it, health_status saying where the check
+	 * stands. For an engine that times its checks (dockerd) -ENOTSUP:
+	 * the backend asks no more that run. NULL: none. Workers only. */
+	int (*health_run)(void *h, const char *id, struct rt_status *ret, struct nerr *err);
 	/* Deliver events for our containers to fn until close(). Returns at once. */
 	int (*watch)(void *h, rt_event_fn fn, void *ctx, struct nerr *err);
 };

@@ -2,7 +2,9 @@
 /*
  * container-health: a container's health check (health=). A Docker `cmd`
  * check is the engine's own Healthcheck (so `docker inspect` agrees):
- * nodefs takes in its health_status events. Every other check (http, tcp,
+ * nodefs takes in its health_status events, and where the engine does not
+ * time its checks itself (Podman without systemd) has the driver run it
+ * at each interval and takes the engine's word. Every other check (http, tcp,
  * an LXC cmd) nodefs makes itself: each is due on the supervisor thread
  * (supervise/supervisor.c) and made on the worker pool, never on a FUSE
  * thread. An http or tcp probe opens its socket inside the container's
@@ -53,11 +55,19 @@ static void health_changed(struct container *c, int old, int now, const char *wh
 		    why && why[0] ? why : NULL);
 }
 
-/* Whether nodefs makes the probes (else the engine's own check runs). */
+/* The check is the engine's own (a Docker cmd check). */
+static bool engine_check(const struct container *c)
+{
+	return c->spec.health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") == 0;
+}
+
+/* Whether nodefs times the probes: every check but the engine's own, and
+ * the engine's own too where the driver runs it on demand (Podman, whose
+ * own timers need systemd); the first answer -ENOTSUP (dockerd) ends
+ * that for the run. */
 static bool ours(const struct container *c)
 {
-	return c->spec.health.kind == SVC_HEALTH_HTTP || c->spec.health.kind == SVC_HEALTH_TCP ||
-	       (c->spec.health.kind == SVC_HEALTH_CMD && strcmp(c->eng->ops->name, "docker") != 0);
+	return !engine_check(c) || c->eng->ops->health_run;
 }
 
 void container_health_run(struct container *c)
@@ -289,6 +299,46 @@ static bool probe_exec(struct container *c, char *out, size_t len)
 	return r >= 0 && code == 0;
 }
 
+/* The engine's own check, run by the driver now (Podman): the engine
+ * judges the streak and the start period; nodefs takes its word. -ENOTSUP:
+ * the engine times its checks itself. */
+static int probe_engine(struct container *c, unsigned gen)
+{
+	_cleanup_engine_ struct engine_ref *h = engine_hold(c->eng);
+	struct rt_status st = { 0 };
+	struct nerr err = { 0 };
+	char id[256];
+	bool cur;
+	int r;
+
+	if (!h || !container_current_id(c, id, sizeof(id)))
+		r = nerr_set(&err, EHOSTDOWN, "the runtime is not reachable");	/* again at the next interval */
+	else
+		r = c->eng->ops->health_run(h->h, id, &st, &err);
+	if (r == -ENOTSUP) {
+		/* its events say each change; one look takes in where it
+		 * stands now (a run nodefs's restart found already judged) */
+		container_submit(c, CA_SYNC, "sync", NULL, NULL);
+		return r;
+	}
+	pthread_mutex_lock(&c->lock);
+	cur = gen == c->hgen && !c->removed && c->state == C_RUNNING;
+	if (cur && r >= 0 && st.has_health) {
+		c->hstreak = st.health_streak;
+		snprintf(c->hout, sizeof(c->hout), "%s", st.health_output);
+	} else if (cur && r < 0) {
+		snprintf(c->hout, sizeof(c->hout), "%s", err.msg);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!cur)
+		return 0;
+	if (r >= 0)
+		container_health_engine(c, st.health_status);
+	bnode_changed(c->node);
+	arm_probe(c, gen, c->spec.health.interval_ms);
+	return 0;
+}
+
 static void probe_work(void *arg)
 {
 	struct probe *p = arg;
@@ -303,6 +353,12 @@ static void probe_work(void *arg)
 		return;
 	}
 	c = cof(n);
+	if (engine_check(c)) {
+		probe_engine(c, p->gen);	/* -ENOTSUP: no more this run */
+		bnode_unref(n);
+		free(p);
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	pid = c->pid;
 	pthread_mutex_unlock(&c->lock);

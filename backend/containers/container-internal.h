@@ -139,6 +139,12 @@ struct container {
 	int last_exit_code, last_signal;
 	bool last_oom, last_unhealthy;
 	bool unhealthy_kill;		/* health_restart killed it: a failure */
+	/* the bindings the engine made for this run (ports=), as its driver
+	 * reported them, learned on a worker (container_ports_learn) and
+	 * checkpointed; NULL: not known (the file shows them as asked).
+	 * run_gen counts runs; ports_gen is the run they were learned for */
+	char *ports_seen;
+	unsigned run_gen, ports_gen;
 	/* container-health.c */
 	int hstate;			/* enum health_state */
 	time_t hsince;
@@ -263,6 +269,13 @@ void container_service_read(struct container *c, struct json_t *j);
 void container_policy_start_failed(struct container *c, const char *why);
 int container_show_restarts(struct bnode *n, struct sbuf *out);
 int container_show_ports(struct bnode *n, struct sbuf *out);
+/* On a worker (an action's or recovery's look, with the engine held as
+ * h): ask the engine once a run for the bindings it made, and keep them
+ * for the ports file, which never calls the engine. Does nothing without
+ * port=, or when c is not running. */
+void container_ports_learn(struct container *c, void *h, const char *id);
+/* A new run (lock held): what the last run's bindings were is forgotten. */
+void container_ports_new_run_locked(struct container *c);
 /* Whether wait may answer: EXITED with no restart due, or removed (lock
  * held). */
 bool container_final_locked(const struct container *c);

@@ -9,7 +9,9 @@
  * waiter never sees an exit that is about to be restarted as final.
  *
  * It also owns what the service shows and records: the restarts and ports
- * files and the record's members of network=, port=, health= and restart=.
+ * files and the record's members of network=, port=, health= and restart=,
+ * and the bindings the engine made (learned on a worker, served from
+ * memory: a read of ports never waits on an engine).
  * Must not know ctl syntax or the engines' wire formats.
  */
 #include "container-internal.h"
@@ -219,6 +221,8 @@ void container_service_write_locked(struct container *c, struct jw *w)
 		jw_kbool(w, "last_oom", c->last_oom);
 		jw_kbool(w, "last_unhealthy", c->last_unhealthy);
 	}
+	if (c->ports_seen)
+		jw_kstr(w, "ports_seen", c->ports_seen);
 }
 
 void container_service_read(struct container *c, json_t *j)
@@ -238,6 +242,12 @@ void container_service_read(struct container *c, json_t *j)
 		c->last_oom = json_is_true(json_object_get(j, "last_oom"));
 		c->last_unhealthy = json_is_true(json_object_get(j, "last_unhealthy"));
 	}
+	/* the last run's bindings, shown until a look after recovery asks
+	 * again (ports_gen differs) */
+	if ((v = json_object_get(j, "ports_seen")) && json_is_string(v) &&
+	    json_string_length(v) < 16384 &&
+	    (c->ports_seen = strdup(json_string_value(v))))
+		c->ports_gen = c->run_gen + 1;
 }
 
 /* ---- files ---- */
@@ -268,29 +278,69 @@ int container_show_restarts(struct bnode *n, struct sbuf *out)
 	return r;
 }
 
-/* ports: as the engine reports them (the host port it chose); before the
- * container runs, as asked. */
+void container_ports_new_run_locked(struct container *c)
+{
+	c->run_gen++;
+	free(c->ports_seen);
+	c->ports_seen = NULL;
+}
+
+void container_ports_learn(struct container *c, void *h, const char *id)
+{
+	struct sbuf out = SBUF_INIT(16384);
+	struct nerr err = { 0 };
+	unsigned gen;
+	bool want;
+	char *seen;
+
+	if (!c->spec.ports.n || !c->eng->ops->ports)
+		return;
+	pthread_mutex_lock(&c->lock);
+	want = (c->state == C_RUNNING || c->state == C_PAUSED) && !c->removed &&
+	       (!c->ports_seen || c->ports_gen != c->run_gen);
+	gen = c->run_gen;
+	pthread_mutex_unlock(&c->lock);
+	if (!want)
+		return;
+	if (c->eng->ops->ports(h, id, &out, &err) < 0 || !out.len ||
+	    !(seen = strndup(out.buf, out.len))) {
+		/* not known now (the engine not answering, or nothing bound
+		 * yet): the file shows them as asked, the next look asks again */
+		sbuf_free(&out);
+		return;
+	}
+	sbuf_free(&out);
+	pthread_mutex_lock(&c->lock);
+	if (c->run_gen == gen && !c->removed) {
+		free(c->ports_seen);
+		c->ports_seen = seen;
+		c->ports_gen = gen;
+		seen = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(seen);
+}
+
+/* ports: as the engine reported them for this run (the host port it
+ * chose), kept by container_ports_learn; before the container runs, or
+ * while they are not known, as asked. Never an engine call: a FUSE thread
+ * serves it. */
 int container_show_ports(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
-	_cleanup_engine_ struct engine_ref *h = NULL;
-	struct nerr err = { 0 };
-	char id[256], line[128];
-	size_t start = out->len;
-	int r = -ENOENT;
+	char line[128];
+	int r = 0;
 
 	if (!c->spec.ports.n)
 		return 0;
-	if (c->eng->ops->ports && container_current_id(c, id, sizeof(id)) &&
-	    (h = engine_hold(c->eng)))
-		r = c->eng->ops->ports(h->h, id, out, &err);
-	if (r >= 0 && out->len > start)
-		return 0;
-	out->len = start;
-	for (size_t i = 0; i < c->spec.ports.n; i++) {
-		svc_port_format(&c->spec.ports.v[i], line, sizeof(line));
-		if ((r = sbuf_printf(out, "%s\n", line)) < 0)
-			return r;
-	}
-	return 0;
+	pthread_mutex_lock(&c->lock);
+	if (c->ports_seen && (c->state == C_RUNNING || c->state == C_PAUSED))
+		r = sbuf_adds(out, c->ports_seen);
+	else
+		for (size_t i = 0; r >= 0 && i < c->spec.ports.n; i++) {
+			svc_port_format(&c->spec.ports.v[i], line, sizeof(line));
+			r = sbuf_printf(out, "%s\n", line);
+		}
+	pthread_mutex_unlock(&c->lock);
+	return r < 0 ? r : 0;
 }

@@ -100,6 +100,7 @@ void container_free(struct container *c)
 	free(c->sandbox);
 	free(c->fst);
 	free(c->id);
+	free(c->ports_seen);
 	sbuf_free(&c->exec_out);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->ckpt_lock);
@@ -249,8 +250,10 @@ void container_set_state(struct container *c, enum cstate s, const char *op_id,
 		if (old != s)
 			c->state_ns = rt_now_ns();
 		c->state = s;
-		if (s == C_RUNNING && old != C_PAUSED)
+		if (s == C_RUNNING && old != C_PAUSED) {
 			c->run_start_ms = loop_now_ms();	/* the restart policy's run length */
+			container_ports_new_run_locked(c);
+		}
 		if (s == C_EXITED && old != C_EXITED)
 			c->exits[exit_reason_locked(c)]++;
 	}
@@ -353,6 +356,11 @@ static int apply_status(struct container *c, const struct rt_status *st, bool de
 	default: break;
 	}
 	container_set_state(c, s, op_id, msg[0] ? msg : NULL);
+	/* the engine's own check: where it stands (Podman's events carry no
+	 * word of it, their sync brings it here) */
+	if (st->state == RT_STATE_RUNNING && st->health_status[0] &&
+	    c->spec.health.kind == SVC_HEALTH_CMD)
+		container_health_engine(c, st->health_status);
 	if (due >= 0)
 		container_policy_arm(c, (uint64_t)due);
 	return 0;
@@ -377,8 +385,10 @@ int container_refresh(struct container *c, bool defer, const char *op_id, struct
 	r = c->eng->ops->inspect(h->h, id, &st, err);
 	if (r < 0)
 		return r;
-	if (apply_status(c, &st, defer, op_id) == 0)
+	if (apply_status(c, &st, defer, op_id) == 0) {
+		container_ports_learn(c, h->h, id);
 		return 0;
+	}
 	for (int i = 0; i < 1000; i++) {
 		bool news;
 
@@ -393,6 +403,7 @@ int container_refresh(struct container *c, bool defer, const char *op_id, struct
 	if (r < 0)
 		return r;
 	apply_status(c, &st, false, op_id);
+	container_ports_learn(c, h->h, id);
 	return 0;
 }
 

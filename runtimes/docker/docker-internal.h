@@ -85,6 +85,11 @@ int docker_time_parse(const char *s, time_t *ret);
  * message) for a spec Docker cannot express, checked before anything is
  * written; -ENOMEM; -E2BIG past DOCKER_BODY_CAP. */
 int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err);
+/* The same for an engine that is Podman (podman true): its Healthcheck's
+ * Test as one CMD-SHELL line (Podman 4 splits a CMD's words again at each
+ * space). */
+int docker_json_create_body_for(const struct rt_spec *spec, bool podman, char **ret,
+				struct nerr *err);
 
 /* Body of POST /containers/{id}/update for the fields set in lim. */
 int docker_json_update_body(const struct rt_limits *lim, char **ret, struct nerr *err);

@@ -409,8 +409,27 @@ static void service_host_config(struct jw *w, const struct rt_spec *spec)
 	jw_obj_end(w);
 }
 
-/* ExposedPorts and the engine's own Healthcheck (health=cmd). */
-static void service_config(struct jw *w, const struct rt_spec *spec)
+/* argv as one shell command line: each word in single quotes. */
+static int shell_line(char *const *argv, struct sbuf *out)
+{
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && argv[i]; i++) {
+		r = sbuf_adds(out, i ? " '" : "'");
+		for (const char *p = argv[i]; r >= 0 && *p; p++)
+			r = *p == '\'' ? sbuf_adds(out, "'\\''") : sbuf_printf(out, "%c", *p);
+		if (r >= 0)
+			r = sbuf_adds(out, "'");
+	}
+	return r;
+}
+
+/* ExposedPorts and the engine's own Healthcheck (health=cmd). Podman 4's
+ * Engine API joins Test with spaces and splits a CMD again at every space
+ * (["CMD","sh","-c","test -e /x"] runs `sh -c test -e /x`), but keeps a
+ * CMD-SHELL's rest whole: for Podman the argv goes as one quoted shell
+ * line (its image needs /bin/sh). */
+static int service_config(struct jw *w, const struct rt_spec *spec, bool podman)
 {
 	char key[32];
 
@@ -440,9 +459,22 @@ static void service_config(struct jw *w, const struct rt_spec *spec)
 		jw_obj(w);
 		jw_key(w, "Test");
 		jw_arr(w);
-		jw_str(w, "CMD");
-		for (size_t i = 0; spec->health->test[i]; i++)
-			jw_str(w, spec->health->test[i]);
+		if (podman) {
+			struct sbuf line = SBUF_INIT(DOCKER_BODY_CAP);
+			int r = shell_line(spec->health->test, &line);
+
+			if (r < 0) {
+				sbuf_free(&line);
+				return r;
+			}
+			jw_str(w, "CMD-SHELL");
+			jw_str(w, line.buf ? line.buf : "");
+			sbuf_free(&line);
+		} else {
+			jw_str(w, "CMD");
+			for (size_t i = 0; spec->health->test[i]; i++)
+				jw_str(w, spec->health->test[i]);
+		}
 		jw_arr_end(w);
 		/* nanoseconds */
 		jw_kint(w, "Interval", (long long)(spec->health->interval_ms * 1000000ull));
@@ -451,11 +483,18 @@ static void service_config(struct jw *w, const struct rt_spec *spec)
 		jw_kint(w, "Retries", spec->health->retries);
 		jw_obj_end(w);
 	}
+	return 0;
 }
 
 /* The members in the order the engine has always been sent them:
  * HostConfig, Labels, Image, Cmd, Env (then what a service adds). */
 int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr *err)
+{
+	return docker_json_create_body_for(spec, false, ret, err);
+}
+
+int docker_json_create_body_for(const struct rt_spec *spec, bool podman, char **ret,
+				struct nerr *err)
 {
 	struct req_body b;
 	struct jw *w = &b.w;
@@ -526,7 +565,12 @@ int docker_json_create_body(const struct rt_spec *spec, char **ret, struct nerr 
 			concat_str(w, spec->env[i].key, "=", spec->env[i].val, NULL);
 		jw_arr_end(w);
 	}
-	service_config(w, spec);
+	r = service_config(w, spec, podman);
+	if (r < 0) {
+		sbuf_free(&b.sb);
+		return r == -E2BIG ? nerr_set(err, E2BIG, "request body over %u bytes", DOCKER_BODY_CAP)
+				   : nerr_set(err, ENOMEM, "out of memory");
+	}
 	return body_end(&b, ret, err);
 }
 
@@ -850,6 +894,10 @@ int docker_json_parse_inspect(const char *body, size_t len, struct rt_status *re
 
 		if (json_is_object(h)) {
 			s.has_health = true;
+			t = json_string_value(json_object_get(h, "Status"));
+			if (t && (strcmp(t, "starting") == 0 || strcmp(t, "healthy") == 0 ||
+				  strcmp(t, "unhealthy") == 0))
+				snprintf(s.health_status, sizeof(s.health_status), "%s", t);
 			fs = json_integer_value(json_object_get(h, "FailingStreak"));
 			s.health_streak = fs > 0 && fs < 1000000 ? (unsigned)fs : 0;
 			log = json_object_get(h, "Log");
@@ -1068,6 +1116,13 @@ int docker_json_parse_event(const char *line, size_t len, struct rt_event *ret,
 				ev.health = states[i];
 		if (!ev.health)
 			return 0;
+		ev.kind = RT_EV_HEALTH;
+	} else if (strcmp(action, "health_status") == 0) {
+		/* Podman 4's: the state is in a member of its own,
+		 * HealthStatus, and is the one from before the check that
+		 * sent it (its first check's event says "starting" whatever
+		 * the check found): no word is taken from it, the inspect its
+		 * sync makes says where the check stands */
 		ev.kind = RT_EV_HEALTH;
 	} else {
 		for (i = 0; i < ARRAY_SIZE(tab); i++)

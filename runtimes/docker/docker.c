@@ -355,7 +355,13 @@ static int dk_create(void *h, const struct rt_spec *spec, struct rt_progress *pr
 		with_net.network = d->network;
 		spec = &with_net;
 	}
-	r = docker_json_create_body(spec, &json, err);
+	/* Podman takes the engine's own check in other words (a shell line) */
+	int podman = spec->health && spec->health->test && spec->health->test[0] ?
+		     dk_is_podman(d, err) : 0;
+
+	if (podman < 0)
+		return podman;
+	r = docker_json_create_body_for(spec, podman > 0, &json, err);
 	if (r < 0)
 		return r == -ENOMEM ? nerr_set(err, ENOMEM, "out of memory") : r;
 	/* a network the engine lacks: Docker makes the container and refuses
@@ -705,6 +711,32 @@ static int dk_ports(void *h, const char *id, struct sbuf *out, struct nerr *err)
 	return r;
 }
 
+/* The engine's own check, once now. dockerd times its checks itself;
+ * Podman 4 times them with systemd timers (transient units through
+ * systemd's bus), which a host without systemd never fires ("unable to get
+ * systemd connection to add healthchecks" in its log, State.Health
+ * "starting" for ever): libpod's healthcheck call runs it, as `podman
+ * healthcheck run` does, and Podman keeps its log and judges the streak. */
+static int dk_health_run(void *h, const char *id, struct rt_status *ret, struct nerr *err)
+{
+	struct sbuf body = SBUF_INIT(DOCKER_BODY_CAP);
+	char path[200];
+	int podman, r;
+
+	if (dk_check_id(id, err) < 0)
+		return -EINVAL;
+	podman = dk_is_podman(h, err);
+	if (podman <= 0)
+		return podman < 0 ? podman : nerr_set(err, ENOTSUP, "the engine times its own checks");
+	snprintf(path, sizeof(path), "/v" LIBPOD_API "/libpod/containers/%s/healthcheck", id);
+	struct dk_req rq = { .method = "GET", .path = path, .unversioned = true };
+	r = dk_call(h, &rq, &body, NULL, err);
+	sbuf_free(&body);
+	if (r < 0)
+		return r;
+	return dk_inspect(h, id, ret, err);
+}
+
 static int dk_list(void *h, struct rt_listing **ret, size_t *ret_n, struct nerr *err)
 {
 	struct docker *d = h;
@@ -856,6 +888,7 @@ const struct runtime_ops rt_docker_ops = {
 	.exec = dk_exec,
 	.inspect = dk_inspect,
 	.ports = dk_ports,
+	.health_run = dk_health_run,
 	.stats = dk_stats,
 	.logs = dk_logs,
 	.destroy = dk_destroy,

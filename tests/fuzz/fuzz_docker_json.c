@@ -51,6 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			if (st.pid && st.state != RT_STATE_RUNNING && st.state != RT_STATE_PAUSED)
 				abort();
+			/* the engine's check: one of its three words, or none */
+			if (st.health_status[0] && strcmp(st.health_status, "starting") != 0 &&
+			    strcmp(st.health_status, "healthy") != 0 &&
+			    strcmp(st.health_status, "unhealthy") != 0)
+				abort();
 		} else if (err.code != EBADMSG) {
 			abort();
 		}
@@ -62,7 +67,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int r = docker_json_parse_event(body, len, &ev, id, sizeof(id));
 
 		if (r == 1 && (ev.id != id || strlen(id) >= sizeof(id) || !id[0] ||
-			       ev.kind > RT_EV_DESTROY))
+			       ev.kind > RT_EV_HEALTH))
+			abort();
+		/* a health event: Docker's word, or none (Podman's: look again) */
+		if (r == 1 && ev.health && (ev.kind != RT_EV_HEALTH ||
+					    (strcmp(ev.health, "starting") != 0 &&
+					     strcmp(ev.health, "healthy") != 0 &&
+					     strcmp(ev.health, "unhealthy") != 0)))
 			abort();
 		if (r != 1 && r != 0 && r != -EBADMSG)
 			abort();

@@ -23,8 +23,10 @@ No traffic leaves loopback or those namespaces.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -40,6 +42,11 @@ NETNS = os.environ.get("NODEFS_TEST_NETNS", "")
 # serves /www until /tmp/down exists; back when it is removed
 HTTPD_LOOP = ("sh -c \"mkdir -p /www && echo hello > /www/index.html && "
               "while :; do [ -e /tmp/down ] || httpd -f -p 80 -h /www; sleep 0.1; done\"")
+
+
+# exits 0 the first time, then serves /www on port 80
+ONCE_THEN_HTTPD = ("sh -c \"[ -e /ran ] || { touch /ran; exit 0; }; mkdir -p /www && "
+                   "echo hello > /www/index.html && exec httpd -f -p 80 -h /www\"")
 
 
 def in_netns(ns, *argv, timeout=10):
@@ -310,6 +317,98 @@ class Service(unittest.TestCase):
                                           nt.scaled(15)), env.cread(svc, "health"))
             ev.close()
 
+    def test_always_unless_stopped_networks_kill9(self):
+        # On the dockerd inside the run's network namespace, one nodefs:
+        # - restart=always restarts an exit 0; the new run's port (HOSTPORT
+        #   0) shows in ports and answers inside the namespace;
+        # - network=host is the namespace the test made, and health='tcp
+        #   PORT' is healthy while the port answers, unhealthy once the
+        #   listener is gone, healthy when it is back;
+        # - network=none has no interface but lo;
+        # - restart=unless-stopped: a user's stop ends it; after a kill -9
+        #   of nodefs, the one that died meanwhile without a user's stop
+        #   comes back, the stopped one stays down;
+        # - ports is served from what nodefs kept: after the restart it
+        #   shows the same binding with the engine stopped (SIGSTOP), and
+        #   the read returns (it never waits on the engine).
+        nt.requires("mount", "docker")
+        if not NETNS_HOST or not NETNS:
+            nt.skip("no dockerd in a network namespace (tests/fixtures/dockerd-netns.sh)")
+        port = 20000 + os.getpid() % 10000
+        with ctest.Env(docker_host=NETNS_HOST) as env:
+            a, h, n = env.name("always"), env.name("hostnet"), env.name("none")
+            env.run(a, "runtime=docker image=%s restart=always port=127.0.0.1:0:80 cmd='%s'"
+                    % (IMAGE, ONCE_THEN_HTTPD))
+            env.run(h, "runtime=docker image=%s network=host restart=unless-stopped "
+                       "health='tcp %d' health_interval=200ms health_retries=1 "
+                       "health_timeout=1s cmd='%s'"
+                    % (IMAGE, port, HTTPD_LOOP.replace("-p 80", "-p %d" % port)))
+            env.run(n, "runtime=docker image=%s network=none restart=unless-stopped "
+                       "cmd='sh -c \"trap exit TERM; while :; do sleep 0.1; done\"'" % IMAGE)
+            # always: the exit 0 was restarted, and the new run's binding shows
+            self.assertTrue(nt.wait_until(lambda: restarts(env, a)["count"] == "1" and
+                                          env.state(a) == "RUNNING", nt.scaled(15)),
+                            env.cread(a, "restarts"))
+            self.assertIn("exit_code=0", restarts(env, a)["last_exit"])
+            pat = r"^80/tcp 127\.0\.0\.1:([1-9]\d*)\n$"
+            self.assertTrue(nt.wait_until(lambda: re.match(pat, env.cread(a, "ports")),
+                                          nt.scaled(5)), env.cread(a, "ports"))
+            ports = env.cread(a, "ports")
+            url = "http://127.0.0.1:%s/index.html" % re.match(pat, ports).group(1)
+            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", nt.scaled(10)))
+            # host: the test's namespace, seen from inside
+            out, _, code = env.exec_fd(h, "readlink /proc/self/ns/net")
+            self.assertEqual(code, "0", out)
+            self.assertEqual(out.splitlines()[0], "net:[%d]" % os.stat("/run/netns/" + NETNS).st_ino)
+            self.assertTrue(nt.wait_until(lambda: health(env, h)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(h, "health"))
+            self.assertIn("accepts connections", health(env, h)["output"])
+            env.cctl(h, "exec 'sh -c \"touch /tmp/down; killall httpd\"'")
+            self.assertTrue(nt.wait_until(lambda: health(env, h)["state"] == "unhealthy",
+                                          nt.scaled(10)), env.cread(h, "health"))
+            self.assertIn("connect to port %d" % port, health(env, h)["output"])
+            env.cctl(h, "exec 'rm /tmp/down'")
+            self.assertTrue(nt.wait_until(lambda: health(env, h)["state"] == "healthy",
+                                          nt.scaled(10)), env.cread(h, "health"))
+            # none: loopback only
+            out, _, code = env.exec_fd(n, "cat /proc/net/dev")
+            self.assertEqual(code, "0", out)
+            ifaces = [l.split(":")[0].strip() for l in out.splitlines() if ":" in l]
+            self.assertEqual(ifaces, ["lo"], out)
+            # unless-stopped: the user's stop ends it
+            env.cctl(n, "stop")
+            self.assertIn("stopped by the user", restarts(env, n)["next"])
+            # a crash of nodefs; meanwhile hostnet dies
+            env.fs.kill9()
+            ctest.docker("kill", env.engine(h), host=NETNS_HOST, check=True)
+            self.assertTrue(nt.wait_until(lambda: ctest.docker(
+                "inspect", "-f", "{{.State.Running}}", env.engine(h),
+                host=NETNS_HOST).stdout.strip() == "false", nt.scaled(10)))
+            env.fs.start()
+            self.assertTrue(nt.wait_until(lambda: env.state(h) == "RUNNING" and
+                                          restarts(env, h)["count"] == "1", nt.scaled(15)),
+                            env.cread(h, "restarts"))
+            self.assertEqual(env.state(n), "EXITED")
+            self.assertIn("stopped by the user", restarts(env, n)["next"])
+            self.assertEqual((env.state(a), restarts(env, a)["count"]), ("RUNNING", "1"))
+            # ports without the engine: stopped, the read still answers
+            self.assertEqual(env.cread(a, "ports"), ports)
+            with open(os.path.join(NETNS_HOST[len("unix://"):].rsplit("/", 1)[0],
+                                   "docker.pid")) as f:
+                dpid = int(f.read())
+            got = {}
+            os.kill(dpid, signal.SIGSTOP)
+            try:
+                t = threading.Thread(target=lambda: got.update(p=env.cread(a, "ports")),
+                                     daemon=True)
+                t.start()
+                t.join(nt.scaled(5))
+                self.assertFalse(t.is_alive(), "a read of ports waited on the engine")
+            finally:
+                os.kill(dpid, signal.SIGCONT)
+            self.assertEqual(got.get("p"), ports)
+            t.join()
+
     def test_lxc_network_health_restart(self):
         # LXC: network=none is a namespace of its own with only loopback;
         # nodefs's http check reaches httpd there (setns on a worker) and
@@ -334,18 +433,28 @@ class Service(unittest.TestCase):
             self.assertTrue(nt.wait_until(lambda: health(env, n)["state"] == "healthy",
                                           nt.scaled(10)), env.cread(n, "health"))
             env.cctl(n, "kill")
-            # an LXC cmd check runs through the driver's exec
+            # an LXC cmd check runs through the driver's exec; with
+            # health_restart=yes an unhealthy container is killed and its
+            # policy restarts it (its cmd makes /tmp/ok again)
             k = env.name("cmd")
+            ev = EventReader(env.fs.path("events"))
             try_run(self, env, k, "runtime=lxc network=none health='cmd test -e /tmp/ok' "
-                    "health_interval=100ms health_retries=1 cmd='sh -c \"touch /tmp/ok; "
-                    "exec sleep 600\"'")
+                    "health_interval=100ms health_retries=1 health_restart=yes "
+                    "restart=on-failure cmd='sh -c \"touch /tmp/ok; exec sleep 600\"'")
             self.assertTrue(nt.wait_until(lambda: health(env, k)["state"] == "healthy",
                                           nt.scaled(10)), env.cread(k, "health"))
             self.assertTrue(health(env, k)["output"].startswith("exit_code=0"))
             env.cctl(k, "exec 'rm /tmp/ok'")
-            self.assertTrue(nt.wait_until(lambda: health(env, k)["state"] == "unhealthy",
-                                          nt.scaled(10)), env.cread(k, "health"))
-            self.assertTrue(health(env, k)["output"].startswith("exit_code=1"))
+            got = ev.read_until(lambda e: e.get("kind") == "health" and e.get("name") == k
+                                and e.get("new") == "unhealthy", 10)
+            self.assertIsNotNone(got, env.cread(k, "health"))
+            self.assertIn("exit_code=1", got.get("message") or "")
+            self.assertTrue(nt.wait_until(lambda: restarts(env, k)["count"] == "1" and
+                                          health(env, k)["state"] == "healthy",
+                                          nt.scaled(15)), env.cread(k, "restarts"))
+            self.assertIn("unhealthy=1", restarts(env, k)["last_exit"])
+            self.assertEqual(env.state(k), "RUNNING")
+            ev.close()
             env.cctl(k, "kill")
             f = env.name("flaky")
             try_run(self, env, f, "runtime=lxc network=none restart=on-failure:2 "

@@ -985,3 +985,58 @@ Test(docker_service, health_events_ports_and_body)
 	json_decref(o);
 	free(body);
 }
+
+/* Podman 4: its health_status event carries no word (HealthStatus lags a
+ * check: it is not taken), the inspect says where the check stands, and a
+ * create sends the check as one quoted shell line (its Engine API splits a
+ * CMD's words again at each space). */
+Test(docker_service, podman_health)
+{
+	const char *ev = "{\"status\":\"health_status\",\"id\":\"abc\",\"Type\":\"container\","
+			 "\"Action\":\"health_status\",\"Actor\":{\"ID\":\"abc\",\"Attributes\":"
+			 "{\"containerExitCode\":\"0\"}},\"time\":5,\"timeNano\":5000000001,"
+			 "\"HealthStatus\":\"starting\"}";
+	const char *ins = "{\"State\":{\"Status\":\"running\",\"Pid\":7,\"ExitCode\":0,"
+			  "\"Health\":{\"Status\":\"healthy\",\"FailingStreak\":0,\"Log\":null}}}";
+	const char *odd = "{\"State\":{\"Status\":\"running\",\"Pid\":7,\"ExitCode\":0,"
+			  "\"Health\":{\"Status\":\"sleepy-and-much-too-long\"}}}";
+	char *test[] = { "sh", "-c", "test -e '/tmp/ok'", NULL };
+	struct rt_health h = { .test = test, .interval_ms = 300, .timeout_ms = 1000,
+			       .retries = 2 };
+	struct rt_spec spec = { .name = "x", .image = "busybox", .health = &h };
+	struct rt_status st;
+	struct rt_event e;
+	struct nerr err = { 0 };
+	char id[80], *body = NULL;
+	json_error_t je;
+	json_t *o, *t;
+
+	cr_assert_eq(docker_json_parse_event(ev, strlen(ev), &e, id, sizeof(id)), 1);
+	cr_assert_eq(e.kind, RT_EV_HEALTH);
+	cr_assert_null(e.health, "Podman's word is a check behind: not taken");
+	cr_assert_str_eq(e.id, "abc");
+	cr_assert_eq(docker_json_parse_inspect(ins, strlen(ins), &st, &err), 0, "%s", err.msg);
+	cr_assert(st.has_health);
+	cr_assert_str_eq(st.health_status, "healthy");
+	cr_assert_eq(docker_json_parse_inspect(odd, strlen(odd), &st, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(st.health_status, "");
+
+	cr_assert_eq(docker_json_create_body_for(&spec, true, &body, &err), 0, "%s", err.msg);
+	o = json_loads(body, 0, &je);
+	cr_assert_not_null(o);
+	t = json_object_get(json_object_get(o, "Healthcheck"), "Test");
+	cr_assert_eq(json_array_size(t), 2);
+	cr_assert_str_eq(json_string_value(json_array_get(t, 0)), "CMD-SHELL");
+	cr_assert_str_eq(json_string_value(json_array_get(t, 1)),
+			 "'sh' '-c' 'test -e '\\''/tmp/ok'\\'''");
+	json_decref(o);
+	free(body);
+	/* dockerd: the argv as it is */
+	cr_assert_eq(docker_json_create_body_for(&spec, false, &body, &err), 0, "%s", err.msg);
+	o = json_loads(body, 0, &je);
+	t = json_object_get(json_object_get(o, "Healthcheck"), "Test");
+	cr_assert_eq(json_array_size(t), 4);
+	cr_assert_str_eq(json_string_value(json_array_get(t, 3)), "test -e '/tmp/ok'");
+	json_decref(o);
+	free(body);
+}
