@@ -21,6 +21,13 @@
 
 #include <sys/stat.h>
 
+#include "kind.h"
+#include "sbuf.h"
+
+
+static const double fetch_le[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+				   5, 10, 30, 60, 300 };
+
 static void progress(void *ctx, const struct fetch_status *st)
 {
 	struct container *c = ctx;
@@ -40,6 +47,25 @@ bool container_fetch_pending(struct container *c)
 	return c->spec.fetches.n && !fetched;
 }
 
+static void cache_dir(struct backend *b, char *buf, size_t size)
+{
+	if (b->cfg->fetch_cache)
+		snprintf(buf, size, "%s", b->cfg->fetch_cache);
+	else
+		snprintf(buf, size, "%s/fetch-cache", b->cfg->state_dir);
+}
+
+void container_fetch_release(struct container *c, const char *sandbox)
+{
+	char cache[4200];
+
+	if (!c->spec.fetches.n || c->b->cfg->fetch_cache_size == 0)
+		return;
+	cache_dir(c->b, cache, sizeof(cache));
+	for (size_t i = 0; i < c->spec.fetches.n; i++)
+		fetch_unlink(cache, sandbox, &c->spec.fetches.v[i]);
+}
+
 int container_fetch_run(struct container *c, struct nerr *err)
 {
 	struct backend *b = c->b;
@@ -56,10 +82,7 @@ int container_fetch_run(struct container *c, struct nerr *err)
 	pthread_mutex_unlock(&c->lock);
 	if (!c->fst)
 		return nerr_set(err, ENOMEM, "out of memory");
-	if (b->cfg->fetch_cache)
-		snprintf(cache, sizeof(cache), "%s", b->cfg->fetch_cache);
-	else
-		snprintf(cache, sizeof(cache), "%s/fetch-cache", b->cfg->state_dir);
+	cache_dir(b, cache, sizeof(cache));
 	if (c->spec.user)
 		(void)rt_user_resolve(c->spec.user, NULL, 0, NULL, 0, &uid, &gid, NULL);
 	{
@@ -82,6 +105,14 @@ int container_fetch_run(struct container *c, struct nerr *err)
 		};
 
 		r = fetch_run(&env, &c->spec.fetches.v[i], &c->fst[i], err);
+		if (r >= 0 && c->fst[i].served >= FETCH_SERVED_DOWNLOADED) {
+			struct containers_state *cs = kind_state(b, &containers_kind);
+
+			if (cs)
+				hist_observe(&cs->fetch_seconds[c->fst[i].served - FETCH_SERVED_DOWNLOADED],
+					     fetch_le, ARRAY_SIZE(fetch_le),
+					     c->fst[i].end_ns - c->fst[i].start_ns);
+		}
 		bnode_changed(c->node);
 		if (r < 0)
 			break;
@@ -92,6 +123,26 @@ int container_fetch_run(struct container *c, struct nerr *err)
 		pthread_mutex_unlock(&c->lock);
 	} else {
 		bnode_set_error(c->node, err->msg);
+	}
+	return r;
+}
+
+int containers_render_metrics_all(struct backend *b, struct sbuf *out)
+{
+	struct containers_state *cs = kind_state(b, &containers_kind);
+	static const char h[] = "nodefs_fetch_seconds";
+	int r = containers_render_metrics(b, out);
+
+	if (r < 0 || !cs)
+		return r;
+	r = sbuf_printf(out, "# HELP %s The fetch stage's own time per fetch= that succeeded, by how "
+			"it was served.\n# TYPE %s histogram\n", h, h);
+	for (int i = 0; r >= 0 && i < 3; i++) {
+		char labels[32];
+
+		snprintf(labels, sizeof(labels), "how=\"%s\"",
+			 fetch_served_to_string((enum fetch_served)(FETCH_SERVED_DOWNLOADED + i)));
+		r = hist_render(out, h, labels, fetch_le, ARRAY_SIZE(fetch_le), &cs->fetch_seconds[i]);
 	}
 	return r;
 }

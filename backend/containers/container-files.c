@@ -248,20 +248,21 @@ static int show_sandbox(struct bnode *n, struct sbuf *out)
 }
 
 /* fetch: one line per fetch=: URI, state, bytes, total, how it was
- * served, sha256 */
+ * served, sha256, seconds (its own time, so far while it runs) */
 static int show_fetch(struct bnode *n, struct sbuf *out)
 {
 	struct container *c = cof(n);
+	uint64_t now = fetch_now_ns();
 	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; r >= 0 && i < c->spec.fetches.n; i++) {
 		struct fetch_status st = c->fst ? c->fst[i] : (struct fetch_status){ 0 };
 
-		r = sbuf_printf(out, "%s %s %llu %llu %s %s\n", c->spec.fetches.v[i].uri,
+		r = sbuf_printf(out, "%s %s %llu %llu %s %s %.6f\n", c->spec.fetches.v[i].uri,
 				fetch_state_to_string(st.state), (unsigned long long)st.bytes,
 				(unsigned long long)st.total, fetch_served_to_string(st.served),
-				st.sha256[0] ? st.sha256 : "-");
+				st.sha256[0] ? st.sha256 : "-", fetch_status_seconds(&st, now));
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;

@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hist.h"
 #include "macro.h"
 #include "operation.h"
 #include "restart.h"
@@ -172,6 +173,7 @@ struct cact {
 	struct rt_limits lim;
 	char **argv;
 	bool then_start;
+	bool then_fetch;		/* CA_SYNC: a resumed create's fetch stage after */
 	bool by_policy;			/* CA_START: the restart policy's */
 	unsigned gen;			/* by_policy: c->restart_gen it was made for */
 };
@@ -302,6 +304,12 @@ extern const struct bctl_table containers_ctl;	/* containers/ctl */
 int container_sandbox_make(struct container *c, struct nerr *err);
 /* The sandbox to the user the create resolved (uid < 0: nothing). */
 void container_sandbox_own(struct container *c, long uid, long gid);
+/* Recovery, after the records are back: the sandboxes under sandbox_dir
+ * (NAME-XXXXXXXX directories) that no container has, which a crash
+ * between a sandbox's making and its container's first record left, are
+ * removed, unless keep_sandboxes. Made since the daemon started: kept.
+ * Returns how many went. */
+int containers_sandbox_reclaim(struct backend *b);
 /* Remove the sandbox (destroyed: unless keep_sandboxes; else always: a
  * create that failed leaves nothing). */
 void container_sandbox_drop(struct container *c, bool destroyed);
@@ -317,6 +325,19 @@ bool container_fetch_pending(struct container *c);
  * sandbox (the caller says FETCHING meanwhile: container-run.c). On a
  * worker. -EIO, -EFBIG, -ECANCELED with the URI in err (and c's error). */
 int container_fetch_run(struct container *c, struct nerr *err);
+
+/* Before c's sandbox (at sandbox) is removed: the files its fetches
+ * linked from the cache are unlinked with the entries' stamps renewed
+ * (fetch_unlink). On a worker. */
+void container_fetch_release(struct container *c, const char *sandbox);
+
+/* The containers kind's state (kind_state): the fetch stage's times by how
+ * each fetch was served (FETCH_SERVED_DOWNLOADED - 1, ...), lock-free. */
+struct containers_state {
+	struct hist fetch_seconds[3];
+};
+/* containers_render_metrics, then nodefs_fetch_seconds. */
+int containers_render_metrics_all(struct backend *b, struct sbuf *out);
 
 /* ---- container-files.c ---- */
 

@@ -295,6 +295,8 @@ int containers_recover(struct backend *b, struct nerr *err)
 		recover_check(cof(v[i]));
 	bnode_list_free(v, n);
 	take_back_cut_creates(b);
+	/* after the forgotten records: their sandboxes are no one's too */
+	containers_sandbox_reclaim(b);
 	return 0;
 }
 
@@ -312,6 +314,7 @@ int container_resume(struct backend *b, struct operation *op)
 	struct bnode *n;
 	struct cact *x;
 	int kind = -1;
+	bool is_create = false;
 
 	if (strncmp(op->object, "containers/", 11) != 0)
 		return -EINVAL;
@@ -326,6 +329,7 @@ int container_resume(struct backend *b, struct operation *op)
 		pthread_mutex_lock(&c->lock);
 		running = c->state == C_RUNNING || c->state == C_PAUSED;
 		pthread_mutex_unlock(&c->lock);
+		is_create = strcmp(w, "create") == 0;
 		if (strcmp(w, "run") == 0 || strcmp(w, "create") == 0 || strcmp(w, "start") == 0)
 			kind = strcmp(w, "create") == 0 || running ? CA_SYNC : CA_START;
 		else if (strcmp(w, "stop") == 0)
@@ -342,6 +346,9 @@ int container_resume(struct backend *b, struct operation *op)
 	x->c = c;
 	x->node = n;	/* the lookup's reference */
 	x->kind = kind;
+	/* a create cut in its fetch stage goes on with it (a run's start
+	 * runs what is not done anyway) */
+	x->then_fetch = kind == CA_SYNC && is_create && container_fetch_pending(c);
 	x->timeout_s = -1;	/* the runtime's stop_timeout */
 	x->a.b = b;
 	x->a.op = op;

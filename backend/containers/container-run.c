@@ -407,6 +407,9 @@ static int run_action_masked(struct action *a, struct nerr *err)
 	}
 	if (r >= 0)
 		r = container_checkpoint(c, err);
+	/* a create a crash cut in its fetch stage: the stage goes on */
+	if (r >= 0 && x->kind == CA_SYNC && x->then_fetch)
+		r = fetch_stage(c, opid(x), err);
 	return r;
 }
 

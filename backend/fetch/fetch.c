@@ -47,12 +47,40 @@ const char *fetch_served_to_string(enum fetch_served s)
 	return s <= FETCH_SERVED_REVALIDATED ? n[s] : "-";
 }
 
+uint64_t fetch_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double fetch_status_seconds(const struct fetch_status *st, uint64_t now_ns)
+{
+	uint64_t end = st->end_ns ? st->end_ns : now_ns;
+
+	if (!st->start_ns || end < st->start_ns)
+		return 0;
+	return (double)(end - st->start_ns) / 1e9;
+}
+
 /* ---- cache paths and records ---- */
 
+/* An entry's record. Its stamp (ino, size, mtime, ctime) is the object's
+ * stat when its bytes were last known to hash to sha256: at the download,
+ * at a rehash, and again after each change nodefs itself makes to the
+ * inode (a link into a sandbox, its mode, a sandbox's link removed at a
+ * destroy), each made under the key's lock right after the stamp was
+ * found to hold. A write through a sandbox's hard link moves mtime; one
+ * that then sets mtime back (utimensat) moves ctime, which no one can set:
+ * so a stamp that holds means the bytes are those hashed, and a hit costs
+ * a stat. A stamp off only by ctime (a chmod, a link made or removed by
+ * someone else) costs a rehash: the entry is kept if the bytes still hash
+ * to sha256, else dropped; off by size, mtime or inode: dropped. */
 struct centry {
 	char etag[256], last_modified[64], sha256[65];
-	uint64_t size;
-	int64_t mtime_ns;
+	uint64_t size, ino;
+	int64_t mtime_ns, ctime_ns;
 };
 
 static void key_of(const char *uri, char key[65])
@@ -82,6 +110,28 @@ static int64_t mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
+static int64_t ctime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+static void stamp_set(struct centry *e, const struct stat *st)
+{
+	e->size = (uint64_t)st->st_size;
+	e->ino = (uint64_t)st->st_ino;
+	e->mtime_ns = mtime_ns(st);
+	e->ctime_ns = ctime_ns(st);
+}
+
+/* 2: the stamp holds; 1: off only by ctime; 0: the bytes may differ. */
+static int stamp_check(const struct centry *e, const struct stat *st)
+{
+	if ((uint64_t)st->st_size != e->size || mtime_ns(st) != e->mtime_ns ||
+	    (e->ino && (uint64_t)st->st_ino != e->ino))
+		return 0;
+	return e->ino && ctime_ns(st) == e->ctime_ns ? 2 : 1;
+}
+
 static int rec_read(const char *path, struct centry *e)
 {
 	json_t *j = json_load_file(path, 0, NULL);
@@ -97,6 +147,8 @@ static int rec_read(const char *path, struct centry *e)
 #undef STR
 	e->size = (uint64_t)json_integer_value(json_object_get(j, "size"));
 	e->mtime_ns = json_integer_value(json_object_get(j, "mtime_ns"));
+	e->ino = (uint64_t)json_integer_value(json_object_get(j, "ino"));
+	e->ctime_ns = json_integer_value(json_object_get(j, "ctime_ns"));
 	json_decref(j);
 	return 0;
 }
@@ -104,9 +156,10 @@ static int rec_read(const char *path, struct centry *e)
 static int rec_write(const char *path, const char *uri, const struct centry *e)
 {
 	char tmp[PATH_MAX + 8];
-	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "uri", uri, "etag", e->etag,
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "uri", uri, "etag", e->etag,
 			      "last_modified", e->last_modified, "sha256", e->sha256,
-			      "size", (json_int_t)e->size, "mtime_ns", (json_int_t)e->mtime_ns);
+			      "size", (json_int_t)e->size, "mtime_ns", (json_int_t)e->mtime_ns,
+			      "ino", (json_int_t)e->ino, "ctime_ns", (json_int_t)e->ctime_ns);
 	int r;
 
 	if (!j)
@@ -115,6 +168,32 @@ static int rec_write(const char *path, const char *uri, const struct centry *e)
 	r = json_dump_file(j, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -EIO;
 	json_decref(j);
 	return r;
+}
+
+/* The record rewritten in place (no new inode: on a file system busy
+ * with deletes, making one is what a hit would wait on). A crash that
+ * tears it leaves a record rec_read refuses: the entry is then dropped
+ * and fetched again, as a cache may. */
+static int rec_update(const char *path, const char *uri, const struct centry *e)
+{
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "uri", uri, "etag", e->etag,
+			      "last_modified", e->last_modified, "sha256", e->sha256,
+			      "size", (json_int_t)e->size, "mtime_ns", (json_int_t)e->mtime_ns,
+			      "ino", (json_int_t)e->ino, "ctime_ns", (json_int_t)e->ctime_ns);
+	char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	size_t n = txt ? strlen(txt) : 0;
+	int fd, r = 0;
+
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, txt, n, 0) != (ssize_t)n || ftruncate(fd, (off_t)n) < 0)
+		r = -EIO;
+	if (fd >= 0)
+		close(fd);
+	free(txt);
+	return r < 0 ? rec_write(path, uri, e) : 0;
 }
 
 /* ---- the download ---- */
@@ -370,7 +449,13 @@ static int deliver(const struct fetch_env *env, const char *src, const char *rel
 		if (env->uid != (uid_t)-1)
 			(void)lchown(tmp, env->uid, env->gid);
 	}
-	if (chmod(tmp, executable ? 0755 : 0644) < 0 || rename(tmp, dst) < 0) {
+	/* a link shares the cache object's inode: its mode is changed only
+	 * when it differs (each change moves the object's ctime) */
+	struct stat ls;
+	mode_t want = executable ? 0755 : 0644;
+
+	if (((lstat(tmp, &ls) == 0 && (ls.st_mode & 07777) == want) ? 0 : chmod(tmp, want)) < 0 ||
+	    rename(tmp, dst) < 0) {
 		r = -errno;
 		unlink(tmp);
 		return nerr_set(err, -r, "fetch: %s: %s", dst, strerror(-r));
@@ -453,6 +538,47 @@ static void touch(const char *path)
 	(void)utimensat(AT_FDCWD, path, NULL, 0);
 }
 
+/* The sha256 of the file at path into out. -errno. */
+static int hash_file(const char *path, char out[65])
+{
+	struct sha256 h;
+	char buf[1 << 17];
+	ssize_t k;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	sha256_init(&h);
+	while ((k = read(fd, buf, sizeof(buf))) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			r = -errno;
+			break;
+		}
+		sha256_update(&h, buf, (size_t)k);
+	}
+	close(fd);
+	if (r == 0)
+		sha256_hex(&h, out);
+	return r;
+}
+
+/* The object's stamp again after nodefs's own change to its inode (a
+ * link, a mode), made under the key's lock with the stamp just found to
+ * hold (or just written): the bytes are those hashed if nothing but ctime
+ * (and the link count) moved. Also the entry's last use, for the LRU. */
+static void restamp(const char *obj, const char *objrec, const char *uri, struct centry *e)
+{
+	struct stat s;
+
+	if (stat(obj, &s) < 0 || (uint64_t)s.st_size != e->size || mtime_ns(&s) != e->mtime_ns ||
+	    (uint64_t)s.st_ino != e->ino)
+		return;
+	e->ctime_ns = ctime_ns(&s);
+	(void)rec_update(objrec, uri, e);
+}
+
 int fetch_run(const struct fetch_env *env, const struct fetch_spec *f, struct fetch_status *st,
 	      struct nerr *err)
 {
@@ -467,6 +593,7 @@ int fetch_run(const struct fetch_env *env, const struct fetch_spec *f, struct fe
 
 	memset(st, 0, sizeof(*st));
 	st->state = FETCH_WAITING;
+	st->start_ns = fetch_now_ns();
 	key_of(f->uri, key);
 	r = mkdirs(env->cache_dir);
 	if (r < 0)
@@ -482,13 +609,27 @@ int fetch_run(const struct fetch_env *env, const struct fetch_spec *f, struct fe
 		r = nerr_set(err, errno, "fetch_cache %s: %s", lockp, strerror(errno));
 		goto out;
 	}
-	if (fstree_bytes(env->sandbox, &d.base) < 0)
+	/* the sandbox's bytes so far: only a bound needs them (a walk of
+	 * the sandbox, which a hit would otherwise pay) */
+	if (!env->sandbox_limit || fstree_bytes(env->sandbox, &d.base) < 0)
 		d.base = 0;
-	/* an entry: good while its file is as it was written */
-	if (rec_read(objrec, &have) == 0 && stat(obj, &s) == 0 && (uint64_t)s.st_size == have.size &&
-	    mtime_ns(&s) == have.mtime_ns && have.sha256[0])
-		entry = true;
-	else if (access(obj, F_OK) == 0 || access(objrec, F_OK) == 0) {
+	/* an entry: good while its stamp holds (see struct centry); off
+	 * only by ctime, good if its bytes still hash to its sha256 */
+	if (rec_read(objrec, &have) == 0 && stat(obj, &s) == 0 && have.sha256[0]) {
+		int k = stamp_check(&have, &s);
+		struct stat s2;
+
+		if (k == 2) {
+			entry = true;
+		} else if (k == 1 && hash_file(obj, digest) == 0 && strcmp(digest, have.sha256) == 0 &&
+			   stat(obj, &s2) == 0 && stamp_check(&have, &s2) >= 1 &&
+			   ctime_ns(&s2) == ctime_ns(&s)) {
+			stamp_set(&have, &s2);
+			(void)rec_write(objrec, f->uri, &have);
+			entry = true;
+		}
+	}
+	if (!entry && (access(obj, F_OK) == 0 || access(objrec, F_OK) == 0)) {
 		unlink(obj);	/* corrupt: dropped, fetched again */
 		unlink(objrec);
 	}
@@ -496,7 +637,6 @@ int fetch_run(const struct fetch_env *env, const struct fetch_spec *f, struct fe
 		st->served = FETCH_SERVED_CACHE;
 		st->bytes = st->total = have.size;
 		memcpy(st->sha256, have.sha256, sizeof(st->sha256));
-		touch(objrec);
 		goto deliver;
 	}
 	/* a download: a partial one resumed (its validators must match: If-Range) */
@@ -598,30 +738,36 @@ int fetch_run(const struct fetch_env *env, const struct fetch_spec *f, struct fe
 	}
 	chmod(obj, 0444);
 	if (stat(obj, &s) == 0) {
-		struct centry e = { .size = (uint64_t)s.st_size, .mtime_ns = mtime_ns(&s) };
-
-		snprintf(e.etag, sizeof(e.etag), "%s", d.etag);
-		snprintf(e.last_modified, sizeof(e.last_modified), "%s", d.last_modified);
-		memcpy(e.sha256, digest, sizeof(digest));
-		rec_write(objrec, f->uri, &e);
-		st->bytes = st->total = e.size;
+		memset(&have, 0, sizeof(have));
+		stamp_set(&have, &s);
+		snprintf(have.etag, sizeof(have.etag), "%s", d.etag);
+		snprintf(have.last_modified, sizeof(have.last_modified), "%s", d.last_modified);
+		memcpy(have.sha256, digest, sizeof(digest));
+		rec_write(objrec, f->uri, &have);
+		st->bytes = st->total = have.size;
 	}
 deliver:
 	if (f->extract) {
 		st->state = FETCH_EXTRACTING;
 		note(&d, true);
 		r = fetch_extract(env, obj, dest, f->uri, d.base, err);
+		if (r >= 0 && keep)
+			touch(objrec);	/* its last use, for the LRU */
 	} else {
 		r = deliver(env, obj, dest, f->executable, true, err);
+		if (r >= 0 && keep)
+			restamp(obj, objrec, f->uri, &have);
 	}
 	if (r < 0)
 		goto out;
 	if (!keep) {
 		unlink(obj);
 		unlink(objrec);
-	} else {
+	} else if (st->served == FETCH_SERVED_DOWNLOADED) {
+		/* only a download adds to the cache */
 		cache_trim(env->cache_dir, env->cache_size, key);
 	}
+	st->end_ns = fetch_now_ns();
 	st->state = FETCH_DONE;
 	note(&d, true);
 	r = 0;
@@ -629,10 +775,37 @@ out:
 	if (d.fd >= 0)
 		close(d.fd);
 	if (r < 0) {
+		st->end_ns = fetch_now_ns();
 		st->state = FETCH_FAILED;
 		note(&d, true);
 	}
 	if (lfd >= 0)
 		close(lfd);
 	return r;
+}
+
+void fetch_unlink(const char *cache_dir, const char *sandbox, const struct fetch_spec *f)
+{
+	char key[65], obj[PATH_MAX], objrec[PATH_MAX], lockp[PATH_MAX], name[256], dst[PATH_MAX];
+	const char *dest = fetch_spec_dest(f, name, sizeof(name));
+	struct centry e;
+	struct stat s, ds;
+	int lfd;
+
+	if (f->extract)
+		return;
+	key_of(f->uri, key);
+	snprintf(obj, sizeof(obj), "%s/objects/%s.data", cache_dir, key);
+	snprintf(objrec, sizeof(objrec), "%s/objects/%s.json", cache_dir, key);
+	snprintf(lockp, sizeof(lockp), "%s/locks/%s.lock", cache_dir, key);
+	if (snprintf(dst, sizeof(dst), "%s/%s", sandbox, dest) >= (int)sizeof(dst))
+		return;
+	lfd = open(lockp, O_RDWR | O_CLOEXEC);
+	if (lfd < 0)
+		return;
+	if (flock(lfd, LOCK_EX) == 0 && rec_read(objrec, &e) == 0 && stat(obj, &s) == 0 &&
+	    stamp_check(&e, &s) == 2 && lstat(dst, &ds) == 0 && ds.st_ino == s.st_ino &&
+	    ds.st_dev == s.st_dev && unlink(dst) == 0)
+		restamp(obj, objrec, f->uri, &e);
+	close(lfd);
 }

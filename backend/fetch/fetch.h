@@ -83,7 +83,16 @@ struct fetch_status {
 	uint64_t bytes, total;	/* total 0: not known */
 	enum fetch_served served;
 	char sha256[65];
+	/* the fetch's own time (CLOCK_MONOTONIC ns): from fetch_run's entry
+	 * (the wait for another fetch of the same URI included) to its last
+	 * word; end_ns 0 while it runs, start_ns 0 before */
+	uint64_t start_ns, end_ns;
 };
+
+/* The seconds st took, or has taken so far (now_ns: CLOCK_MONOTONIC),
+ * 0 before it began. Pure. */
+double fetch_status_seconds(const struct fetch_status *st, uint64_t now_ns);
+uint64_t fetch_now_ns(void);
 
 struct fetch_env {
 	const char *cache_dir;
@@ -105,5 +114,13 @@ struct fetch_env {
  * Blocking: a worker thread. */
 int fetch_run(const struct fetch_env *env, const struct fetch_spec *f, struct fetch_status *st,
 	      struct nerr *err);
+
+/* Before a sandbox is removed: the file fetch f linked into it from the
+ * cache at cache_dir (not an extract) is unlinked under the key's lock,
+ * and the entry's stamp renewed, when the stamp held just before (the
+ * unlink moves the object's ctime): a destroy then costs the next hit no
+ * rehash. Anything else is left for the caller's removal. Best effort;
+ * blocking (a worker). */
+void fetch_unlink(const char *cache_dir, const char *sandbox, const struct fetch_spec *f);
 
 #endif

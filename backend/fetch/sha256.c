@@ -71,20 +71,30 @@ static void blocks_shani(uint32_t h[8], const unsigned char *p, size_t n)
 	for (; n; n--, p += 64) {
 		__m128i abef = s0, cdgh = s1;
 
+		/* Intel's order: W[j+1]'s msg2 between step j's two rnds2, and
+		 * msg1 three steps ahead, so the schedule is off the rounds'
+		 * critical path; unrolled, so w[] stays in registers (rolled,
+		 * with the whole schedule before each step: 1,234 MB/s of CPU
+		 * time against 1,367 now, OpenSSL 1,060 to 1,400 here) */
+#pragma GCC unroll 16
 		for (int i = 0; i < 16; i++) {
 			__m128i m;
 
-			if (i < 4) {
+			if (i < 4)
 				w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), mask);
-			} else {
-				m = _mm_sha256msg1_epu32(w[i & 3], w[(i + 1) & 3]);
-				m = _mm_add_epi32(m, _mm_alignr_epi8(w[(i + 3) & 3], w[(i + 2) & 3], 4));
-				w[i & 3] = _mm_sha256msg2_epu32(m, w[(i + 3) & 3]);
-			}
 			m = _mm_add_epi32(w[i & 3], _mm_loadu_si128((const __m128i *)&K[4 * i]));
 			s1 = _mm_sha256rnds2_epu32(s1, s0, m);
+			if (i >= 3 && i < 15) {
+				/* W[i+1]: its slot holds msg1(W[i-3], W[i-2]) */
+				__m128i t2 = _mm_alignr_epi8(w[i & 3], w[(i + 3) & 3], 4);
+
+				w[(i + 1) & 3] = _mm_sha256msg2_epu32(_mm_add_epi32(w[(i + 1) & 3], t2),
+								      w[i & 3]);
+			}
 			m = _mm_shuffle_epi32(m, 0x0E);
 			s0 = _mm_sha256rnds2_epu32(s0, s1, m);
+			if (i >= 1 && i <= 12)	/* msg1 for W[i+3], in W[i-1]'s slot */
+				w[(i + 3) & 3] = _mm_sha256msg1_epu32(w[(i + 3) & 3], w[i & 3]);
 		}
 		s0 = _mm_add_epi32(s0, abef);
 		s1 = _mm_add_epi32(s1, cdgh);

@@ -387,6 +387,24 @@ def _shq(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
+def assert_refusal_left_nothing(tc, env, name, says):
+    """A create of `name` that was refused: its operation FAILED with the
+    error line saying `says`, and nothing else of it anywhere: no
+    containers/NAME, no record in the state dir, no sandbox beyond those of
+    the containers there are (nodefs(5), user=)."""
+    tc.assertNotIn(name, env.containers())
+    tc.assertFalse(os.path.exists(os.path.join(env.state_dir, "containers", name + ".json")))
+    ops = [o for o in os.listdir(env.fs.path("operations")) if o != "ctl"
+           and env.read("operations", o, "object").strip() == "containers/" + name]
+    tc.assertEqual(len(ops), 1, ops)
+    tc.assertEqual(env.read("operations", ops[0], "state").strip(), "FAILED")
+    tc.assertIn(says, env.read("operations", ops[0], "error"))
+    sbdir = os.path.join(env.state_dir, "sandboxes")
+    have = sorted(env.cread(n, "sandbox").strip() for n in env.containers())
+    left = sorted(os.path.join(sbdir, x) for x in os.listdir(sbdir)) if os.path.isdir(sbdir) else []
+    tc.assertEqual(left, [h for h in have if h], "a sandbox of the refused create is left")
+
+
 def main(**req):
     """nt.main() after require(**req) (docker_needed, lxc_needed,
     csi_needed): a file's whole needs; a case's own go in nt.requires()."""

@@ -560,17 +560,20 @@ class Docker(contract.Contract, unittest.TestCase):
             self.assertEqual(json.loads(env.cread(n, "info.json"))["sandbox_dir"],
                              info["sandbox_dir"])
             # refused: a user the image lacks (after the engine made it:
-            # removed), a label under io.nodefs.
-            for line, want, says in [
-                    ("run %s runtime=docker image=%s user=nosuch cmd='true'" % (env.name("nu"), IMAGE),
-                     "EINVAL", "no user 'nosuch'"),
-                    ("run %s runtime=docker image=%s user=nobody:nosuchgrp cmd='true'"
+            # removed, and the sandbox with it: nothing left but the
+            # operation, FAILED with the line), a label under io.nodefs.
+            for short, line, want, says in [
+                    ("nu", "run %s runtime=docker image=%s user=nosuch cmd='true'"
+                     % (env.name("nu"), IMAGE), "EINVAL", "no user 'nosuch'"),
+                    ("ng", "run %s runtime=docker image=%s user=nobody:nosuchgrp cmd='true'"
                      % (env.name("ng"), IMAGE), "EINVAL", "no group 'nosuchgrp'"),
-                    ("run %s runtime=docker image=%s label.io.nodefs.name=x" % (env.name("nl"), IMAGE),
-                     "EINVAL", "label.io.nodefs.name")]:
+                    ("nl", "run %s runtime=docker image=%s label.io.nodefs.name=x"
+                     % (env.name("nl"), IMAGE), "EINVAL", "label.io.nodefs.name")]:
                 ok, err = env.ctl("containers/ctl", line)
                 self.assertEqual((ok, err), (False, want), line)
                 self.assertIn(says, env.read("containers", "error"))
+                if short != "nl":
+                    ctest.assert_refusal_left_nothing(self, env, env.name(short), says)
             self.assertEqual(env.containers(), [n])
             self.assertEqual(ctest.docker_names(env.tag), [env.prefix + n])
             # force_pull: the engine has the image under this name, and is

@@ -11,7 +11,9 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 import unittest
@@ -21,6 +23,7 @@ import nodefs_test as nt
 import ctest
 import httpfix
 from ctest import IMAGE
+from delayproxy import DelayProxy
 
 
 def sha(b):
@@ -55,6 +58,14 @@ def zipped(entries):
 def fetch_lines(env, n):
     """containers/NAME/fetch as [uri, state, bytes, total, served, sha256]."""
     return [l.split() for l in env.cread(n, "fetch").splitlines()]
+
+
+def fetch_count(env, how):
+    """nodefs_fetch_seconds_count{how=HOW}."""
+    for l in env.read("metrics", "nodefs.prom").splitlines():
+        if l.startswith('nodefs_fetch_seconds_count{how="%s"} ' % how):
+            return int(l.split()[1])
+    return None
 
 
 def run(env, short, fetches, extra="", cmd="sleep 1000"):
@@ -93,6 +104,9 @@ class Fetch(unittest.TestCase):
             lines = fetch_lines(env, n)
             self.assertEqual([l[1] for l in lines], ["done"] * 5, lines)
             self.assertEqual([l[4] for l in lines], ["downloaded"] * 5, lines)
+            # each fetch's own time, in the file and in the metric
+            self.assertTrue(all(float(l[6]) > 0 for l in lines), lines)
+            self.assertEqual(fetch_count(env, "downloaded"), 5)
             self.assertEqual(lines[0][5], sha(tool))
             self.assertEqual((lines[0][2], lines[0][3]), (str(len(tool)), str(len(tool))))
             sb = env.cread(n, "sandbox").strip()
@@ -116,6 +130,8 @@ class Fetch(unittest.TestCase):
             served = [l[4] for l in fetch_lines(env, n2)]
             self.assertEqual(served[:2], ["cache", "cache"])
             self.assertEqual(served[4], "revalidated")
+            self.assertEqual((fetch_count(env, "cache"), fetch_count(env, "revalidated")),
+                             (served.count("cache"), served.count("revalidated")))
             self.assertEqual(srv.count("/f/tool"), before["/f/tool"])
             self.assertEqual(srv.count("/f/app.tgz"), before["/f/app.tgz"])
             last = [e for e in srv.log if e["path"] == "/f/plain.txt"][-1]
@@ -133,6 +149,28 @@ class Fetch(unittest.TestCase):
             self.assertEqual(fetch_lines(env, n3)[0][4], "downloaded")
             self.assertEqual(srv.count("/f/tool"), before["/f/tool"] + 1)
             self.assertEqual(open(os.path.join(env.cread(n3, "sandbox").strip(), "bin/tool"),
+                                  "rb").read(), tool)
+            # the entry's stamp (inode, size, mtime, ctime): a chmod by
+            # someone else moves only ctime, so a rehash, and the entry
+            # stays (no request); a write through a sandbox's hard link
+            # that keeps the size and sets mtime back moves ctime too, and
+            # the rehash finds other bytes: dropped, downloaded again
+            os.chmod(obj, 0o600)
+            n4, ok, err = run(env, "f4", fetches[:1])
+            self.assertTrue(ok, env.read("containers", "error"))
+            self.assertEqual(fetch_lines(env, n4)[0][4], "cache")
+            self.assertEqual(srv.count("/f/tool"), before["/f/tool"] + 1)
+            link = os.path.join(env.cread(n4, "sandbox").strip(), "bin/tool")
+            self.assertEqual(os.stat(link).st_ino, os.stat(obj).st_ino)
+            was = os.stat(link)
+            with open(link, "r+b") as fh:
+                fh.write(b"X")
+            os.utime(link, ns=(was.st_atime_ns, was.st_mtime_ns))
+            n5, ok, err = run(env, "f5", fetches[:1])
+            self.assertTrue(ok, env.read("containers", "error"))
+            self.assertEqual(fetch_lines(env, n5)[0][4], "downloaded")
+            self.assertEqual(srv.count("/f/tool"), before["/f/tool"] + 2)
+            self.assertEqual(open(os.path.join(env.cread(n5, "sandbox").strip(), "bin/tool"),
                                   "rb").read(), tool)
             # the bound: two 2 MB entries do not fit in 3M, the older goes
             for name in ("big1", "big2"):
@@ -173,6 +211,10 @@ class Fetch(unittest.TestCase):
             srv.put("evil-abs.tar", tgz([("/tmp/nodefs-abs-escape", b"no")], mode="w"))
             srv.put("evil-link.tgz", tgz([("ln", ("symlink", "../../../../etc")), ("ln/x", b"no")]))
             srv.put("evil-hard.tgz", tgz([("h", ("hardlink", "../../etc/passwd"))]))
+            # each link inside by its own words, out together: s -> . and
+            # a -> s/.. (the sandbox's parent); a/x would land beside it
+            srv.put("evil-chain.tgz", tgz([("ok.txt", b"ok"), ("s", ("symlink", ".")),
+                                           ("a", ("symlink", "s/..")), ("a/x", b"no")]))
             fails = [(srv.url("/status/404/x"), "EIO", "HTTP status 404"),
                      (srv.url("/status/500/x"), "EIO", "HTTP status 500"),
                      (srv.url("/cut/x"), "EIO", srv.url("/cut/x")),
@@ -182,6 +224,7 @@ class Fetch(unittest.TestCase):
                      (srv.url("/f/evil-abs.tar") + " extract", "EIO", "/tmp/nodefs-abs-escape"),
                      (srv.url("/f/evil-link.tgz") + " extract", "EIO", "../../../../etc"),
                      (srv.url("/f/evil-hard.tgz") + " extract", "EIO", "../../etc/passwd"),
+                     (srv.url("/f/evil-chain.tgz") + " extract", "EIO", "'a/x'"),
                      (srv.url("/f/x") + " dest=big", "EFBIG", "sandbox_size")]
             made = []
             for i, (f, want, says) in enumerate(fails):
@@ -270,6 +313,81 @@ class Fetch(unittest.TestCase):
             sb = env.cread(n, "sandbox").strip()
             with open(os.path.join(sb, "big"), "rb") as fh:
                 self.assertEqual(sha(fh.read()), sha(data))
+
+    def test_kill9_in_creates_resumes_fetch_and_reclaims_orphan_sandbox(self):
+        """kill -9 of nodefs with two creates under way: A in its fetch
+        stage (its record and sandbox made), B inside the engine's create
+        (held by a proxy in front of dockerd: its sandbox made, no record
+        yet). After a restart with keep_sandboxes = yes, B's sandbox stays;
+        A's create goes on with its fetch (a Range request) in the same
+        sandbox and ends CREATED with the right bytes. After a second kill
+        -9 and a restart without it, B's sandbox, no container's, is gone
+        and A's is kept."""
+        nt.requires("docker")
+        if not ctest.HOST.startswith("unix://"):
+            nt.skip("the test dockerd is not on a unix socket")
+        tmp = tempfile.mkdtemp(prefix="nodefs-orph-")
+        proxy = DelayProxy(ctest.HOST[len("unix://"):], os.path.join(tmp, "docker.sock"), 0.0)
+        try:
+            with httpfix.Server() as srv, ctest.Env(docker_host="unix://" + proxy.path) as env:
+                data = os.urandom(8 << 20)
+                srv.put("big", data)
+                srv.slow_delay = 0.02   # 128 pieces: about 3 s
+                a, b = env.name("a"), env.name("b")
+                fetch = srv.url("/ranged-slow/big") + " sha256=" + sha(data)
+                ok, err = env.fs.write_ctl("containers/ctl", "create %s runtime=docker image=%s "
+                                           "cmd='sleep 1000' fetch=%s" % (a, IMAGE, ctest._shq(fetch)),
+                                           os.O_NONBLOCK)
+                self.assertIn(nt.errname(err), ("OK", "EINPROGRESS"))
+
+                def fetched(n, least):
+                    try:
+                        return int(fetch_lines(env, n)[0][2]) >= least
+                    except (OSError, ValueError, IndexError):
+                        return False
+                self.assertTrue(nt.wait_until(lambda: fetched(a, 1 << 20), nt.scaled(30), 0.02))
+                sb_a = env.cread(a, "sandbox").strip()
+                proxy.delay, proxy.drop = 600, True     # B's create never reaches dockerd
+                ok, err = env.fs.write_ctl("containers/ctl", "create %s runtime=docker image=%s "
+                                           "cmd='sleep 1000'" % (b, IMAGE), os.O_NONBLOCK)
+                self.assertIn(nt.errname(err), ("OK", "EINPROGRESS"))
+
+                def sandbox_of(n):
+                    try:
+                        return env.cread(n, "sandbox").strip()
+                    except OSError:
+                        return ""
+                self.assertTrue(nt.wait_until(lambda: proxy.creates == 2 and sandbox_of(b),
+                                              nt.scaled(30), 0.02))
+                sb_b = sandbox_of(b)
+                self.assertEqual(env.state(a), "FETCHING")
+                env.fs.kill9()
+                conf = open(env.fs.config_path).read()
+                with open(env.fs.config_path, "w") as f:
+                    f.write(conf.replace("[nodefs]\n", "[nodefs]\nkeep_sandboxes = yes\n", 1))
+                srv.slow_delay = 0.001
+                env.fs.start()
+                self.assertTrue(nt.wait_until(lambda: fetch_lines(env, a)[0][1] == "done",
+                                              nt.scaled(60), 0.05), fetch_lines(env, a))
+                self.assertEqual(env.state(a), "CREATED")
+                self.assertNotIn(b, env.containers())
+                self.assertTrue(os.path.isdir(sb_b), "keep_sandboxes = yes keeps it")
+                self.assertEqual(env.cread(a, "sandbox").strip(), sb_a)
+                ranged = [e for e in srv.log if e["range"]]
+                self.assertEqual([e["status"] for e in ranged], [206], srv.log)
+                with open(os.path.join(sb_a, "big"), "rb") as fh:
+                    self.assertEqual(sha(fh.read()), sha(data))
+                env.fs.kill9()
+                with open(env.fs.config_path, "w") as f:
+                    f.write(conf)
+                env.fs.start()
+                self.assertFalse(os.path.exists(sb_b), "the orphan sandbox is left")
+                self.assertTrue(os.path.isfile(os.path.join(sb_a, "big")))
+                self.assertEqual(env.state(a), "CREATED")
+                proxy.delay, proxy.drop = 0.0, False
+        finally:
+            proxy.close()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

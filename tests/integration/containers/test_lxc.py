@@ -403,6 +403,9 @@ class Lxc(contract.Contract, unittest.TestCase):
                 ok, err = env.ctl("containers/ctl", line)
                 self.assertEqual((ok, err), (False, want), line)
                 self.assertIn(says, env.read("containers", "error"))
+            # the refused user: the template's rootfs made and destroyed,
+            # the sandbox gone, no record: the operation FAILED, alone
+            ctest.assert_refusal_left_nothing(self, env, env.name("nu"), "no user 'nosuch'")
             self.assertEqual(sorted(env.containers()), sorted([n, g]))
             self.assertEqual(sorted(lxc_ls(env)), sorted([env.engine(n), env.engine(g)]))
 

@@ -47,6 +47,7 @@ FAMILIES = {
     "nodefs_checkpoint_flushes_total": "counter",
     "nodefs_checkpoint_records_total": "counter",
     "nodefs_checkpoint_syncfs_total": "counter",
+    "nodefs_fetch_seconds": "histogram",
 }
 
 # Families that must have samples in this world (the rest may be empty).
