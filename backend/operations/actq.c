@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nodefs-config.h"	/* NODEFS_TEST_HOOKS */
 #include "operation.h"
 #include "store.h"
 
