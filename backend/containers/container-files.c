@@ -506,5 +506,5 @@ int containers_render_metrics(struct backend *b, struct sbuf *out)
 					cof(v[i])->name, health_names[k], m[i].hstate == k);
 	free(m);
 	bnode_list_free(v, n);
-	return r;
+	return r < 0 ? r : container_fetch_render_metrics(b, out);
 }

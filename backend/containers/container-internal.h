@@ -336,8 +336,8 @@ void container_fetch_release(struct container *c, const char *sandbox);
 struct containers_state {
 	struct hist fetch_seconds[3];
 };
-/* containers_render_metrics, then nodefs_fetch_seconds. */
-int containers_render_metrics_all(struct backend *b, struct sbuf *out);
+/* nodefs_fetch_seconds (containers_render_metrics ends with it). */
+int container_fetch_render_metrics(struct backend *b, struct sbuf *out);
 
 /* ---- container-files.c ---- */
 

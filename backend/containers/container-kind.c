@@ -20,6 +20,6 @@ const struct kind_ops containers_kind = {
 	.watch = containers_watch,		/* container-sync.c */
 	.resume = container_resume,		/* container-recover.c */
 	.reconcile = containers_reconcile,	/* container-sync.c */
-	.render_metrics = containers_render_metrics_all,	/* container-fetch.c */
+	.render_metrics = containers_render_metrics,	/* container-files.c */
 	.state_size = sizeof(struct containers_state),
 };

@@ -115,6 +115,14 @@ struct bnode *kind_dir_named(struct backend *b, const char *name)
 	return NULL;
 }
 
+void *kind_state_named(struct backend *b, const char *name)
+{
+	for (size_t i = 0; i < b->nkinds; i++)
+		if (strcmp(b->kinds[i]->name, name) == 0)
+			return b->states ? b->states[i] : NULL;
+	return NULL;
+}
+
 size_t backend_count(struct backend *b, const char *name)
 {
 	struct bnode *d = kind_dir_named(b, name);

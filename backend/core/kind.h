@@ -128,6 +128,8 @@ void kind_set_dir(struct backend *b, const struct kind_ops *k, struct bnode *dir
 /* k's state (state_size bytes, zeroed before init), or NULL when k is not
  * in b's list. Any thread. */
 void *kind_state(struct backend *b, const struct kind_ops *k);
+/* The same by the kind's name, for the kind's own files (kind_dir_named). */
+void *kind_state_named(struct backend *b, const char *name);
 
 /* backend_new (backend.h) with the kinds, in the root directory's order,
  * and the links between rooms (links.h) handed from above: the registry
