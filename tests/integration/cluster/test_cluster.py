@@ -471,9 +471,14 @@ class Cluster(unittest.TestCase):
                     made.append(name)
                     self.assertEqual(sorted(v for v in b.listdir("volumes")
                                             if v.startswith("m")), made)
-                prom = b.read("metrics/nodefs.prom")
-                self.assertIn('nodefs_cluster_remote_commands_total{side="target",'
-                              'result="adopted"} 1', prom)
+                # the adoption answers the writer, but a writer that got
+                # EINTR (above) did not wait for that answer: wait for its count
+                adopted = ('nodefs_cluster_remote_commands_total{side="target",'
+                           'result="adopted"} 1')
+                self.assertTrue(nt.wait_until(
+                    lambda: adopted in b.read("metrics/nodefs.prom"), nt.scaled(20)),
+                    [l for l in b.read("metrics/nodefs.prom").splitlines()
+                     if "remote_commands" in l])
             self.invalid_records(e, a)
 
     def invalid_records(self, e, a):
