@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "lazylib.h"
 #include "nerr.h"
 
 /* Debian 12's libarchive13, the one the build is made against */
@@ -25,10 +26,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_result;
 static char load_error[NERR_MSG_MAX];
 
-static const struct {
-	const char *name;
-	size_t off;
-} syms[] = {
+static const struct lazysym syms[] = {
 #define SYM(f) { "archive_" #f, offsetof(struct lazyarchive, f) }
 	SYM(read_new), SYM(read_support_format_tar), SYM(read_support_format_gnutar),
 	SYM(read_support_format_zip), SYM(read_support_filter_gzip), SYM(read_support_filter_xz),
@@ -44,27 +42,12 @@ static void load_once(void)
 {
 	struct lazyarchive t = { 0 };
 	/* kept for the life of the process */
-	void *h = dlopen(LAZYARCHIVE_SONAME, RTLD_NOW | RTLD_LOCAL);
-	const char *why;
+	int r = lazylib_fill(LAZYARCHIVE_SONAME, syms, sizeof(syms) / sizeof(syms[0]), &t, sizeof(t),
+			     load_error, sizeof(load_error));
 
-	if (!h) {
-		why = dlerror();
-		snprintf(load_error, sizeof(load_error), "cannot load %s: %s", LAZYARCHIVE_SONAME,
-			 why ? why : "unknown error");
-		load_result = -ENOENT;
+	if (r < 0) {
+		load_result = r;
 		return;
-	}
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(h, syms[i].name);
-
-		if (!f) {
-			snprintf(load_error, sizeof(load_error), "%s has no %s", LAZYARCHIVE_SONAME,
-				 syms[i].name);
-			load_result = -ENOENT;
-			return;
-		}
-		/* a function pointer's bytes, as dlsym gives them (POSIX) */
-		*(void **)((char *)&t + syms[i].off) = f;
 	}
 	lazyarchive = t;
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "lazylib.h"
 #include "nerr.h"
 
 /* Debian's libcurl4 (the OpenSSL flavour the build is made against) */
@@ -27,10 +28,7 @@ static int load_result;
 static atomic_bool loaded;
 static char load_error[NERR_MSG_MAX];
 
-static const struct {
-	const char *name;
-	size_t off;
-} syms[] = {
+static const struct lazysym syms[] = {
 #define SYM(f) { "curl_" #f, offsetof(struct lazycurl, f) }
 	SYM(global_init), SYM(easy_init), SYM(easy_setopt), SYM(easy_perform),
 	SYM(easy_getinfo), SYM(easy_cleanup), SYM(easy_reset), SYM(easy_strerror),
@@ -44,27 +42,12 @@ static void load_once(void)
 {
 	struct lazycurl t = { 0 };
 	/* kept for the life of the process, as libcurl's global state is */
-	void *h = dlopen(LAZYCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-	const char *why;
+	int r = lazylib_fill(LAZYCURL_SONAME, syms, sizeof(syms) / sizeof(syms[0]), &t, sizeof(t),
+			     load_error, sizeof(load_error));
 
-	if (!h) {
-		why = dlerror();
-		snprintf(load_error, sizeof(load_error), "cannot load %s: %s", LAZYCURL_SONAME,
-			 why ? why : "unknown error");
-		load_result = -ENOENT;
+	if (r < 0) {
+		load_result = r;
 		return;
-	}
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(h, syms[i].name);
-
-		if (!f) {
-			snprintf(load_error, sizeof(load_error), "%s has no %s", LAZYCURL_SONAME,
-				 syms[i].name);
-			load_result = -ENOENT;
-			return;
-		}
-		/* a function pointer's bytes, as dlsym gives them (POSIX) */
-		*(void **)((char *)&t + syms[i].off) = f;
 	}
 	if (t.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		snprintf(load_error, sizeof(load_error), "curl_global_init failed");
