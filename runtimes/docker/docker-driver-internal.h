@@ -148,9 +148,10 @@ void dk_cg_note_running(struct docker *d, const char *id, pid_t pid);
 /* --- docker-watch.c --------------------------------------------------------- */
 int dk_watch(void *h, rt_event_fn fn, void *ctx, struct nerr *err);
 /* Was the exit of id (status from an inspect, EXITED) the OOM killer's?
- * The engine's flag, or an "oom" event since its last start; for an exit
- * by SIGKILL of a container with a memory limit that nodefs did not stop
- * or kill, the event is waited for up to DK_OOM_GRACE_MS, once per run.
+ * The engine's flag, or an "oom" event since its last start, or, for an
+ * exit by SIGKILL of a container with a memory limit, the kernel's oom-kill
+ * record naming it (rt-oomlog.h); failing those, when nodefs did not stop
+ * or kill it, the event is waited for up to DK_OOM_GRACE_MS, once per run.
  * (id may be a prefix of the full id the events carry.) */
 bool dk_oom_killed(struct docker *d, const char *id, const struct rt_status *st);
 /* An oom, start or destroy event of the watcher. */

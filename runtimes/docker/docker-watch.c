@@ -7,7 +7,8 @@
  * subscribed again, so the backend resynchronises. It also remembers which
  * containers had an "oom" event since their last start (dk_oom_killed):
  * the engine's OOMKilled flag loses a race with the exit on 20.10, and the
- * event may come after the exit's.
+ * event may come after the exit's. Before waiting for that event it asks
+ * the kernel's log (rt-oomlog.h): Podman on cgroup v2 often reports neither.
  *
  * Must not know: the calls on containers (docker.c), the backend, FUSE or
  * checkpoints.
@@ -27,6 +28,7 @@
 #include "docker-driver-internal.h"
 #include "macro.h"
 #include "nerr.h"
+#include "rt-oomlog.h"
 #include "runtime.h"
 #include "sbuf.h"
 
@@ -62,6 +64,12 @@ bool dk_oom_killed(struct docker *d, const char *id, const struct rt_status *st)
 
 	if (st->oom_killed)
 		return true;
+	if (st->exit_code == 128 + 9 && st->memory_limited && rt_oomlog_find(id, st->started_at) == 1) {
+		pthread_mutex_lock(&d->lock);
+		note_of(d, id, true)->oom = true;	/* the next inspect need not read the log */
+		pthread_mutex_unlock(&d->lock);
+		return true;
+	}
 	pthread_mutex_lock(&d->lock);
 	t = note_of(d, id, false);
 	oom = t && t->oom;

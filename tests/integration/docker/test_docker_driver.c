@@ -662,6 +662,25 @@ Test(docker, oom_kill)
 	cr_assert_eq(st.exit_code, 137);
 }
 
+/* An OOM at once, before containerd has armed its watch: the engine may
+ * report neither the event nor OOMKilled; the kernel's log still names the
+ * container, and inspect says oom_killed without any watch running. */
+Test(docker, oom_at_once)
+{
+	static char *argv[] = { "dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1", NULL };
+	struct rt_spec spec = { .argv = argv, .memory = 8u << 20 };
+	struct rt_status st = { 0 };
+	char *id;
+
+	cr_assert_eq(access("/dev/kmsg", R_OK), 0, "root reads /dev/kmsg");
+	id = make("oomnow", &spec, true);
+	for (int i = 0; i < 500 && (st = inspect(id)).state != RT_STATE_EXITED; i++)
+		usleep(20000);
+	cr_assert_eq(st.state, RT_STATE_EXITED);
+	cr_assert_eq(st.exit_code, 137);
+	cr_assert(st.oom_killed);
+}
+
 struct par {
 	int i;
 	char *id;
