@@ -2,7 +2,7 @@
 /*
  * rt-oomlog: whether the kernel OOM-killed a container's task, from the
  * oom-kill summary records in /dev/kmsg (see rt-oomlog.h for why). The
- * parser is pure and fuzzed (tests/fuzz/fuzz_oomlog.c); rt_oomlog_find is
+ * parser is pure and fuzzed (tests/fuzz/fuzz_oomlog.c); the finders are
  * the only I/O: one reader from the oldest record to the newest.
  * Must not know: engines, the backend.
  */
@@ -118,14 +118,34 @@ static uint64_t since_usec(time_t since)
 	return from < 0 ? 0 : (uint64_t)from;
 }
 
-int rt_oomlog_find(const char *id, time_t since)
+bool rt_oomlog_under(const char *path, size_t n, const char *dir)
+{
+	size_t dl = strlen(dir);
+
+	if (!path)
+		return false;
+	for (size_t k = 2; k <= n; k++) {
+		if (k < n && path[k] != '/')
+			continue;
+		if (path[0] == '/' && k <= dl && memcmp(dir + dl - k, path, k) == 0)
+			return true;
+	}
+	return false;
+}
+
+struct match {
+	const char *key;
+	bool (*fn)(const char *path, size_t n, const char *key);
+};
+
+/* Read /dev/kmsg from its oldest record: 1 at the first oom-kill record
+ * from at or after since that m matches, 0 at the end, -errno. */
+static int scan(const struct match *m, time_t since)
 {
 	char rec[OOMLOG_REC_CAP];
 	uint64_t from = since_usec(since);
 	int fd, found = 0;
 
-	if (!rt_oomlog_names(id, strlen(id), id))
-		return 0;	/* not an engine's id: nothing can name it */
 	fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -142,10 +162,28 @@ int rt_oomlog_find(const char *id, time_t since)
 		if (k == 0)
 			break;
 		if (rt_oomlog_parse(rec, (size_t)k, &o) == 1 && o.usec >= from &&
-		    (rt_oomlog_names(o.task_memcg, o.task_len, id) ||
-		     rt_oomlog_names(o.oom_memcg, o.oom_len, id)))
+		    (m->fn(o.task_memcg, o.task_len, m->key) ||
+		     m->fn(o.oom_memcg, o.oom_len, m->key)))
 			found = 1;
 	}
 	close(fd);
 	return found;
+}
+
+int rt_oomlog_find(const char *id, time_t since)
+{
+	struct match m = { id, rt_oomlog_names };
+
+	if (!rt_oomlog_names(id, strlen(id), id))
+		return 0;	/* not an engine's id: nothing can name it */
+	return scan(&m, since);
+}
+
+int rt_oomlog_find_cgroup(const char *dir, time_t since)
+{
+	struct match m = { dir, rt_oomlog_under };
+
+	if (!dir || dir[0] != '/' || strlen(dir) < 2)
+		return 0;
+	return scan(&m, since);
 }

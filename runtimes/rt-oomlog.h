@@ -37,9 +37,17 @@ int rt_oomlog_parse(const char *rec, size_t n, struct rt_oomkill *out);
  * /docker/ID and the like? */
 bool rt_oomlog_names(const char *path, size_t n, const char *id);
 
+/* Is the cgroup path of a record (relative to its hierarchy's root) the
+ * cgroup at dir (a path in the file system, /sys/fs/cgroup/...), or below
+ * it? The record's path, or a leading part of it ending at a '/', must end
+ * dir. */
+bool rt_oomlog_under(const char *path, size_t n, const char *dir);
+
 /* Did the kernel OOM-kill a task in a cgroup naming id at or after since
  * (wall clock, whole seconds; the run's start)? 1 yes, 0 no, -errno when
  * /dev/kmsg cannot be read (no CAP_SYSLOG, no such device). */
 int rt_oomlog_find(const char *id, time_t since);
+/* The same for a task in the cgroup at dir or below it (rt_oomlog_under). */
+int rt_oomlog_find_cgroup(const char *dir, time_t since);
 
 #endif

@@ -6,7 +6,8 @@
  *   - each container's memory events (v1: an eventfd registered through
  *     cgroup.event_control on memory.oom_control; v2: memory.events, which
  *     signals EPOLLPRI on change; see kernfs_rearm for why it is read
- *     through that very descriptor at every wake-up),
+ *     through that very descriptor at every wake-up; a cgroup already gone
+ *     at the exit is asked of the kernel's log, runtimes/rt-oomlog.h),
  *   - an eventfd other threads use to post events and to stop it.
  * It never polls on a timer and never calls liblxc (c->wait() would hold the
  * container lock for as long as it waits).
@@ -59,6 +60,7 @@
 #include "nodefs-config.h"
 #include "macro.h"
 #include "loop.h"
+#include "rt-oomlog.h"
 
 /* linux/pidfd.h of Debian 12 predates PIDFD_GET_INFO (6.13) and
  * PIDFD_INFO_EXIT (6.15); the ioctl is extensible by size. */
@@ -90,6 +92,7 @@ struct wentry {
 	bool have_cgp;
 	bool oom;
 	bool halting;		/* our stop asked init to halt, no kill since */
+	time_t since;		/* watched since: an OOM kill ending this run is later */
 	uint64_t oom_kills;	/* last oom_kill count seen */
 	int zombie_status;	/* from /proc on old kernels; -1 */
 	int event_status;	/* from the proc connector's exit event; -1 */
@@ -288,6 +291,7 @@ int rt_lxc_watch_add(struct rt_lxc_watch *w, const char *name, int pidfd, pid_t 
 	e->pidfd = pidfd;
 	e->pid = pid;
 	e->oom_fd = -1;
+	e->since = time(NULL);
 	e->zombie_status = -1;
 	e->event_status = -1;
 	e->have_cgp = rt_lxc_cg_paths(&w->h->cg, pid, &e->cgp) == 0;
@@ -466,6 +470,13 @@ static void check_oom_locked(struct rt_lxc_watch *w, struct wentry *e, bool noti
 	uint64_t kills = 0;
 	bool read_ok = e->have_cgp && rt_lxc_cg_oom_kills(&w->h->cg, &e->cgp, &kills) == 0;
 	bool fresh = (read_ok && kills > e->oom_kills) || notified;
+
+	/* the cgroup gone already (on cgroup v2 the monitor may remove it
+	 * before we look, and the kernel drops a change notice it had
+	 * deferred): the kernel's own record of the kill outlives it */
+	if (!read_ok && !fresh && !e->oom && e->have_cgp)
+		fresh = rt_oomlog_find_cgroup(e->cgp.unified[0] ? e->cgp.unified : e->cgp.memory,
+					      e->since) == 1;
 
 	if (read_ok)
 		e->oom_kills = kills;

@@ -2,7 +2,7 @@
 /*
  * fuzz_oomlog: one /dev/kmsg record through the oom-kill parser
  * (rt_oomlog_parse in runtimes/rt-oomlog.c), then its cgroup paths through
- * the id matcher. The paths must lie inside the record, and a record cut
+ * the id and directory matchers. The paths must lie inside the record, and a record cut
  * anywhere must parse without reading past its end.
  */
 #include <stdint.h>
@@ -24,6 +24,8 @@ static void check(const char *rec, size_t n)
 	rt_oomlog_names(o.oom_memcg, o.oom_len, "0123456789abcdef");
 	rt_oomlog_names(o.task_memcg, o.task_len,
 			"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	rt_oomlog_under(o.task_memcg, o.task_len, "/sys/fs/cgroup/lxc.payload.oom");
+	rt_oomlog_under(o.oom_memcg, o.oom_len, "/sys/fs/cgroup/memory/docker");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

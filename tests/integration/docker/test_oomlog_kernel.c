@@ -5,8 +5,9 @@
  * engine-like id, lets the kernel OOM-kill a shell in it, removes the
  * cgroup, and then asks: the kill is found by that id (the cgroup is gone,
  * the record is not), not by another id, and not for a run that began
- * after it. Root, a memory controller and a readable /dev/kmsg (exit 77
- * otherwise). cgroup v1 or v2.
+ * after it; and by the cgroup's directory, as the LXC driver asks. Root,
+ * a memory controller and a readable /dev/kmsg (exit 77 otherwise).
+ * cgroup v1 or v2.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -21,11 +22,11 @@
 
 #include "rt-oomlog.h"
 
-static char cg[256], id[65];
+static char cg[256], id[65], dir[400];
 
 static int put(const char *dir, const char *file, const char *val)
 {
-	char p[320];
+	char p[512];
 	int fd, r = 0;
 
 	snprintf(p, sizeof(p), "%s/%s", dir, file);
@@ -56,10 +57,11 @@ static void need(void)
 	}
 }
 
-/* A shell the kernel kills for memory, in a cgroup named for id; waits. */
+/* A shell the kernel kills for memory, in a cgroup (dir) named for id;
+ * waits, and removes the cgroup. */
 static int oom_in_cgroup(const char *name_id)
 {
-	char dir[320], pid[32];
+	char pid[32];
 	int status;
 	pid_t c;
 
@@ -106,8 +108,13 @@ Test(oomlog, kernel_record_outlives_the_cgroup)
 	cr_assert_eq(access(cg, F_OK), -1, "the cgroup is gone");
 	cr_assert_eq(rt_oomlog_find(id, start), 1, "the kill of %s is in the log", id);
 	char prefix[13];
-	snprintf(prefix, sizeof(prefix), "%s", id);
+	memcpy(prefix, id, 12);
+	prefix[12] = '\0';
 	cr_assert_eq(rt_oomlog_find(prefix, start), 1, "a short id finds it too");
 	cr_assert_eq(rt_oomlog_find(other, start), 0, "another id's is not");
 	cr_assert_eq(rt_oomlog_find(id, time(NULL) + 3), 0, "a run begun later had no kill");
+	/* by the cgroup's directory, as the LXC driver asks */
+	cr_assert_eq(rt_oomlog_find_cgroup(dir, start), 1, "the kill in %s is in the log", dir);
+	cr_assert_eq(rt_oomlog_find_cgroup(cg, start), 0, "%s is not that cgroup", cg);
+	cr_assert_eq(rt_oomlog_find_cgroup(dir, time(NULL) + 3), 0);
 }

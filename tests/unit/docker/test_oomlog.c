@@ -106,3 +106,24 @@ Test(oomlog, ids_that_are_not_ids)
 	cr_assert_not(rt_oomlog_names(NULL, 0, ID));
 	cr_assert_eq(rt_oomlog_find("web", 0), 0, "a name is never looked up");
 }
+
+Test(oomlog, lxc_cgroup_under_a_directory)
+{
+	struct rt_oomkill o;
+	const char *v1 = "/sys/fs/cgroup/memory/lxc.payload.oom";
+	const char *v2 = "/sys/fs/cgroup/lxc.payload.oom";
+
+	cr_assert_eq(parse("6,25275,32157269860,-;oom-kill:constraint=CONSTRAINT_MEMCG,"
+			   "nodemask=(null),cpuset=lxc.payload.oom,mems_allowed=0,"
+			   "oom_memcg=/lxc.payload.oom,task_memcg=/lxc.payload.oom/init.scope,"
+			   "task=sh,pid=24405,uid=0\n", &o), 1);
+	cr_assert(rt_oomlog_under(o.oom_memcg, o.oom_len, v1));
+	cr_assert(rt_oomlog_under(o.oom_memcg, o.oom_len, v2));
+	cr_assert(rt_oomlog_under(o.task_memcg, o.task_len, v2), "a cgroup below it");
+	cr_assert_not(rt_oomlog_under(o.oom_memcg, o.oom_len, "/sys/fs/cgroup/lxc.payload.oom2"));
+	cr_assert_not(rt_oomlog_under(o.oom_memcg, o.oom_len, "/sys/fs/cgroup/lxc.payload"));
+	cr_assert_not(rt_oomlog_under(o.oom_memcg, o.oom_len, "/sys/fs/cgroup/x-lxc.payload.oom"));
+	cr_assert_not(rt_oomlog_under("/", 1, v2), "the root is nobody's");
+	cr_assert_not(rt_oomlog_under("lxc.payload.oom", 15, v2), "a record's path is absolute");
+	cr_assert_eq(rt_oomlog_find_cgroup("relative", 0), 0);
+}
