@@ -133,6 +133,6 @@ class Node(nt.Nodefs):
             except OSError:
                 return False
             return pred(last[0])
-        if not nt.wait_until(ok, nt.scaled(timeout)):
+        if not nt.wait_until(ok, timeout):
             raise AssertionError("%s: %r after %ss" % (rel, last[0], timeout))
         return last[0]

@@ -120,7 +120,7 @@ class Cluster(unittest.TestCase):
         self.assertTrue(nt.wait_until(lambda: dirs(a, "cluster/nodes") == ["a", "b", "c"],
                                       nt.scaled(10)), dirs(a, "cluster/nodes"))
         # the view follows b's own state to where it settles
-        nt.wait_until(lambda: b.read("volumes/v1/state") != "CREATING\n", nt.scaled(10))
+        nt.wait_until(lambda: b.read("volumes/v1/state") != "CREATING\n", 10)
         a.wait_read("cluster/nodes/b/volumes/v1/state", lambda s: s == b.read("volumes/v1/state"))
         a.wait_read("cluster/nodes/b/volumes/v1/info.json",
                     lambda s: json.loads(s) == json.loads(b.read("volumes/v1/info.json")))
@@ -309,7 +309,7 @@ class Cluster(unittest.TestCase):
             cap.update(l.split(" ", 1) for l in text.splitlines() if l.startswith("fast "))
             r = kv(b.read("resources"))
             return "fast" in cap and r.get("profile.fast.capacity_bytes") == cap["fast"]
-        self.assertTrue(nt.wait_until(settled, nt.scaled(10)), (cap, b.read("resources")))
+        self.assertTrue(nt.wait_until(settled, 10), (cap, b.read("resources")))
         r = kv(b.read("resources"))
         total = float(r["cpus_total"])
         self.assertGreater(total, 0)
@@ -374,15 +374,15 @@ class Cluster(unittest.TestCase):
         self.assertEqual(dirs(a, "cluster/nodes/b/containers"), ["lim", "unl"])
         self.assertEqual(details(a), 1)
         self.assertIn("detail: watched since", a.read("cluster/nodes/b/status"))
-        self.assertTrue(nt.wait_until(lambda: e.watchers() == base + 1, nt.scaled(5)),
+        self.assertTrue(nt.wait_until(lambda: e.watchers() == base + 1, 5),
                         (base, e.watchers()))
         # it follows b while open
         ok, err = b.write_ctl("volumes/ctl", "create r2 size=1M")
         self.assertTrue(ok)
         a.wait_read("cluster/nodes/b/volumes/r2/state", lambda s: s.strip() != "")
         # no read for detail_idle: closed, on a and on the members
-        self.assertTrue(nt.wait_until(lambda: details(a) == 0, nt.scaled(6)), details(a))
-        self.assertTrue(nt.wait_until(lambda: e.watchers() == base, nt.scaled(5)),
+        self.assertTrue(nt.wait_until(lambda: details(a) == 0, 6), details(a))
+        self.assertTrue(nt.wait_until(lambda: e.watchers() == base, 5),
                         (base, e.watchers()))
         self.assertIn("detail: not watched\n", a.read("cluster/nodes/b/status"))
         # read again: open again, and current
@@ -445,7 +445,7 @@ class Cluster(unittest.TestCase):
                     a.wait_read("cluster/nodes/b/status", lambda s: s.startswith("UP"))
                     done = in_thread(write_once, a.path("cluster/nodes/b/volumes/ctl"),
                                      "create %s size=1M" % name)
-                    died = nt.wait_until(lambda: b.proc.poll() is not None, nt.scaled(15))
+                    died = nt.wait_until(lambda: b.proc.poll() is not None, 15)
                     self.assertTrue(died, "b did not crash at %s:\n%s" % (point, b.log()))
                     b.kill9()
                     nxt = points[i + 1][0]

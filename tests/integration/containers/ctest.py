@@ -275,7 +275,7 @@ class Env:
                     if line.startswith("SigCgt:"):
                         return int(line.split()[1], 16) >> (signo - 1) & 1
             return False
-        if not nt.wait_until(caught, nt.scaled(5), 0.02):
+        if not nt.wait_until(caught, 5, 0.02):
             raise AssertionError("%s: pid %d never caught signal %d" % (name, pid, signo))
 
     def containers(self):

@@ -539,7 +539,7 @@ class Docker(contract.Contract, unittest.TestCase):
                     % (IMAGE, ctest._shq('"echo u=$(id -u) g=$(id -g) d=$(pwd) '
                                          'h=$(hostname); sleep 1000"')))
             want = "u=65534 g=65534 d=/tmp h=web-1"
-            self.assertTrue(nt.wait_until(lambda: want in env.cread(n, "logs"), nt.scaled(5)),
+            self.assertTrue(nt.wait_until(lambda: want in env.cread(n, "logs"), 5),
                             env.cread(n, "logs"))
             cfg = inspect(env.cread(n, "id").strip())["Config"]
             self.assertEqual((cfg["User"], cfg["WorkingDir"], cfg["Hostname"], cfg["Entrypoint"]),

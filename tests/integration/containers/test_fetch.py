@@ -345,7 +345,7 @@ class Fetch(unittest.TestCase):
                         return int(fetch_lines(env, n)[0][2]) >= least
                     except (OSError, ValueError, IndexError):
                         return False
-                self.assertTrue(nt.wait_until(lambda: fetched(a, 1 << 20), nt.scaled(30), 0.02))
+                self.assertTrue(nt.wait_until(lambda: fetched(a, 1 << 20), 30, 0.02))
                 sb_a = env.cread(a, "sandbox").strip()
                 proxy.delay, proxy.drop = 600, True     # B's create never reaches dockerd
                 ok, err = env.fs.write_ctl("containers/ctl", "create %s runtime=docker image=%s "

@@ -383,7 +383,7 @@ class Lxc(contract.Contract, unittest.TestCase):
                     % (tpl, ctest._shq('"echo u=$(id -u) g=$(id -g) d=$(pwd) '
                                        'h=$(hostname); sleep 1000"')))
             want = "u=1234 g=1235 d=/tmp h=box-1"
-            self.assertTrue(nt.wait_until(lambda: want in env.cread(n, "logs"), nt.scaled(5)),
+            self.assertTrue(nt.wait_until(lambda: want in env.cread(n, "logs"), 5),
                             env.cread(n, "logs"))
             mark = json.load(open(os.path.join(env.lxcpath, env.engine(n), "nodefs.json")))
             self.assertEqual(mark["labels"], {"tier": "back"})
@@ -393,7 +393,7 @@ class Lxc(contract.Contract, unittest.TestCase):
             g = env.name("grp")
             env.run(g, "runtime=lxc template=%s user=app:ops cmd=%s"
                     % (tpl, ctest._shq('sh -c "echo g=$(id -g); sleep 1000"')))
-            self.assertTrue(nt.wait_until(lambda: "g=1300" in env.cread(g, "logs"), nt.scaled(5)),
+            self.assertTrue(nt.wait_until(lambda: "g=1300" in env.cread(g, "logs"), 5),
                             env.cread(g, "logs"))
             for line, want, says in [
                     ("run %s runtime=lxc template=%s user=nosuch cmd='true'" % (env.name("nu"), tpl),

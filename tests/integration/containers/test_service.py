@@ -271,7 +271,7 @@ class Service(unittest.TestCase):
             m = re.match(r"^80/tcp 127\.0\.0\.1:(\d+)\n$", ports)
             self.assertTrue(m, ports)
             url = "http://127.0.0.1:%s/index.html" % m.group(1)
-            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", nt.scaled(10)))
+            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", 10))
             # not reachable from the host's namespace: the port is the
             # namespace's
             self.assertIsNone(get_host(url))
@@ -355,7 +355,7 @@ class Service(unittest.TestCase):
                                           nt.scaled(5)), env.cread(a, "ports"))
             ports = env.cread(a, "ports")
             url = "http://127.0.0.1:%s/index.html" % re.match(pat, ports).group(1)
-            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", nt.scaled(10)))
+            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", 10))
             # host: the test's namespace, seen from inside
             out, _, code = env.exec_fd(h, "readlink /proc/self/ns/net")
             self.assertEqual(code, "0", out)

@@ -136,7 +136,7 @@ class UncertainDockerTest(unittest.TestCase):
                         return False
                     finally:
                         os.close(fd)
-                self.assertTrue(nt.wait_until(destroy_nonblock, nt.scaled(10), 0.05),
+                self.assertTrue(nt.wait_until(destroy_nonblock, 10, 0.05),
                                 "destroy still EBUSY")
                 self.assertTrue(nt.wait_until(lambda: proxy.creates >= 1, 10))
                 env.fs.kill9()
@@ -146,7 +146,7 @@ class UncertainDockerTest(unittest.TestCase):
                 def gone():
                     return (n not in env.containers() and
                             ctest.docker("inspect", cid).returncode != 0)
-                if not nt.wait_until(gone, nt.scaled(10), 0.1):
+                if not nt.wait_until(gone, 10, 0.1):
                     ops = os.listdir(env.fs.path("operations"))
                     raise AssertionError("%s (engine: %s), state %s, error %r; operations: %s" % (
                         env.containers(), ctest.docker_names(env.prefix + n),

@@ -122,7 +122,7 @@ def leftover(conns):
 
     def left():
         return sorted(conns & (connections() - mounted_conns()))
-    nt.wait_until(lambda: not left(), nt.scaled(5))
+    nt.wait_until(lambda: not left(), 5)
     return left()
 
 
@@ -163,7 +163,7 @@ def kill9(fs):
     proc = fs.proc
     t0 = time.monotonic()
     os.kill(proc.pid, signal.SIGKILL)
-    gone = nt.wait_until(lambda: proc.poll() is not None, nt.scaled(1), 0.005)
+    gone = nt.wait_until(lambda: proc.poll() is not None, 1, 0.005)
     if hasattr(fs, "_log") and not fs._log.closed:
         fs._log.close()
     fs.proc = None
@@ -250,7 +250,7 @@ class ReaperKillTest(unittest.TestCase):
                                  % after)
                 restarted = time.monotonic() - t0
                 env.wait_plugin_ready()
-                ended = nt.wait_until(lambda: old.poll() is not None, nt.scaled(5))
+                ended = nt.wait_until(lambda: old.poll() is not None, 5)
                 self.assertTrue(ended, "the killed nodefs is still there after the "
                                 "restart: %s" % threads(old.pid))
                 out, _ = writer.communicate(timeout=nt.scaled(10))

@@ -200,7 +200,7 @@ class FaultsTest(unittest.TestCase):
                                   "create slow size=1M\ncreate after size=1M\n"],
                                  stdout=subprocess.PIPE, text=True)
             self.assertEqual(w.stdout.readline(), "writing\n")
-            self.assertTrue(nt.wait_until(lambda: "slow" in env.volumes(), nt.scaled(10)))
+            self.assertTrue(nt.wait_until(lambda: "slow" in env.volumes(), 10))
             t0 = time.monotonic()
             w.send_signal(signal.SIGUSR1)
             self.assertEqual(w.wait(timeout=nt.scaled(10)), 42)
@@ -218,7 +218,7 @@ class FaultsTest(unittest.TestCase):
             self.assertNotIn("after", env.volumes())
             # SIGKILL: the kernel sends the interrupt, and the process goes
             w = subprocess.Popen(["bash", "-c", "echo 'create slow2 size=1M' > " + ctl])
-            self.assertTrue(nt.wait_until(lambda: "slow2" in env.volumes(), nt.scaled(10)))
+            self.assertTrue(nt.wait_until(lambda: "slow2" in env.volumes(), 10))
             t0 = time.monotonic()
             w.kill()
             w.wait(timeout=nt.scaled(10))

@@ -96,7 +96,7 @@ class MemoryTest(unittest.TestCase):
             start = rss(pid)
             made = self.cycle(env, "v")
             bound = SLACK + COUNT * PER_VOLUME
-            back = sanitized() or nt.wait_until(lambda: rss(pid) - start <= bound, nt.scaled(15))
+            back = sanitized() or nt.wait_until(lambda: rss(pid) - start <= bound, 15)
             end = rss(pid)
             print("RSS: idle %d KB, with the first %d volumes %d KB; "
                   % (idle // 1024, COUNT, first // 1024), end="")
@@ -142,7 +142,7 @@ class MemoryTest(unittest.TestCase):
                 self.assertTrue(ok, "destroy %s: %s" % (n, e))
             self.assertEqual(env.volumes(), [])
             # only the open file and its directory stay
-            gone = nt.wait_until(lambda: inodes(env) <= base + 2, nt.scaled(10))
+            gone = nt.wait_until(lambda: inodes(env) <= base + 2, 10)
             self.assertTrue(gone, "nodefs_fs_inodes %d after destroying %d volumes whose %d "
                             "files were looked up (%d before them): the kernel kept them"
                             % (inodes(env), len(names), files, base))

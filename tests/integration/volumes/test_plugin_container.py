@@ -203,7 +203,7 @@ class PluginContainerTest(unittest.TestCase):
             with open(env.fs.config_path, "w") as f:
                 f.write(cfg[:cfg.index("[plugin loc]")] + cfg[cfg.index("[plugin ext]"):])
             env.fs.proc.send_signal(signal.SIGHUP)
-            self.assertTrue(nt.wait_until(lambda: not env.containers(), nt.scaled(20)),
+            self.assertTrue(nt.wait_until(lambda: not env.containers(), 20),
                             "%r\nlog:\n%s" % (env.containers(), env.fs.log()[-3000:]))
             self.assertTrue(nt.wait_until(
                 lambda: "loc" not in env.fs.listdir("plugins"), nt.scaled(10)))
@@ -257,7 +257,7 @@ class PluginContainerTest(unittest.TestCase):
                              (cid, "yes", env.tag), proc)
             self.assertEqual(env.containers(), [cid], "one container, not two")
             self.assertEqual(env.ctl("plugins/ctl", "remove loc"), (True, "OK"))
-            self.assertTrue(nt.wait_until(lambda: not env.containers(), nt.scaled(20)),
+            self.assertTrue(nt.wait_until(lambda: not env.containers(), 20),
                             env.containers())
             # bad lines change nothing
             for line, want in (("add x unix://%s/x.sock runtime=podman image=i" % env.tmp, "EINVAL"),
