@@ -44,6 +44,7 @@ trip and etcd's own put-to-watch time under the load (the floor of a
 remote command's two steps and of visibility) so a run shows whether etcd
 held.
 """
+import errno
 import json
 import os
 import random
@@ -440,10 +441,11 @@ def remote(nodes, count):
         t0 = time.monotonic()
         ok, err = n0.write_ctl("cluster/nodes/%s/volumes/ctl" % tgt.name,
                                "create rtarget size=1M")
-        if err == "EEXIST":
+        if err == errno.EEXIST:
             out.append((time.monotonic() - t0) * 1e3)
         else:
-            other[err or "ok"] = other.get(err or "ok", 0) + 1
+            k = errno.errorcode.get(err, str(err)) if err else "ok"
+            other[k] = other.get(k, 0) + 1
     return out, other
 
 
