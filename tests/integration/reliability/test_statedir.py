@@ -192,7 +192,11 @@ class StaleMountTest(unittest.TestCase):
             fs.proc.wait()
             with self.assertRaises(OSError) as cm:
                 os.stat(os.path.join(fs.mnt, "status"))
-            self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+            # ENOTCONN; or ECONNABORTED, the kernel's word for a request
+            # still pending when the connection is torn down (seen once in
+            # a whole run: likely a child forked just before the kill,
+            # holding /dev/fuse until its exec closed it)
+            self.assertIn(cm.exception.errno, (errno.ENOTCONN, errno.ECONNABORTED))
             fs.proc = None
             fs.start()
             self.assertEqual(fs.status()["state"], "READY")
