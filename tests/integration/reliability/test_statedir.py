@@ -193,9 +193,10 @@ class StaleMountTest(unittest.TestCase):
             with self.assertRaises(OSError) as cm:
                 os.stat(os.path.join(fs.mnt, "status"))
             # ENOTCONN; or ECONNABORTED, the kernel's word for a request
-            # still pending when the connection is torn down (seen once in
-            # a whole run: likely a child forked just before the kill,
-            # holding /dev/fuse until its exec closed it)
+            # still pending when the connection is torn down: the watchdog
+            # probe's child (common/mntprobe.c), forked just before the
+            # kill, holds /dev/fuse until its close_range(), so the stat
+            # can wait for that (seen once in a whole run)
             self.assertIn(cm.exception.errno, (errno.ENOTCONN, errno.ECONNABORTED))
             fs.proc = None
             fs.start()
