@@ -165,6 +165,21 @@ static void port_key(const struct rt_port *p, char *buf, size_t len)
 	snprintf(buf, len, "%u/%s", p->port, p->udp ? "udp" : "tcp");
 }
 
+/* Whether ports[i] is the first with its key (one JSON member a port),
+ * the key in key. */
+static bool port_first(const struct rt_spec *spec, size_t i, char *key, size_t len)
+{
+	port_key(&spec->ports[i], key, len);
+	for (size_t k = 0; k < i; k++) {
+		char other[32];
+
+		port_key(&spec->ports[k], other, sizeof(other));
+		if (strcmp(key, other) == 0)
+			return false;
+	}
+	return true;
+}
+
 /* HostConfig's NetworkMode and PortBindings (network=, port=). The
  * engine's own RestartPolicy is never set: it stays "no", so that every
  * exit reaches nodefs, whose policy (restart=) restarts the container. */
@@ -179,16 +194,7 @@ static void service_host_config(struct jw *w, const struct rt_spec *spec)
 	jw_key(w, "PortBindings");
 	jw_obj(w);
 	for (size_t i = 0; i < spec->nports; i++) {
-		bool seen = false;
-
-		port_key(&spec->ports[i], key, sizeof(key));
-		for (size_t k = 0; k < i && !seen; k++) {
-			char other[32];
-
-			port_key(&spec->ports[k], other, sizeof(other));
-			seen = strcmp(key, other) == 0;
-		}
-		if (seen)
+		if (!port_first(spec, i, key, sizeof(key)))
 			continue;	/* one member a port, its bindings together */
 		jw_key(w, key);
 		jw_arr(w);
@@ -238,16 +244,7 @@ static int service_config(struct jw *w, const struct rt_spec *spec, bool podman)
 		jw_key(w, "ExposedPorts");
 		jw_obj(w);
 		for (size_t i = 0; i < spec->nports; i++) {
-			bool seen = false;
-
-			port_key(&spec->ports[i], key, sizeof(key));
-			for (size_t k = 0; k < i && !seen; k++) {
-				char other[32];
-
-				port_key(&spec->ports[k], other, sizeof(other));
-				seen = strcmp(key, other) == 0;
-			}
-			if (seen)
+			if (!port_first(spec, i, key, sizeof(key)))
 				continue;
 			jw_key(w, key);
 			jw_obj(w);
