@@ -504,12 +504,20 @@ def volume_in(name):
 def c_item1_idle_cpu():
     expect(cstate("box") == "RUNNING", "box: %s" % cstate("box"))
     pid = main_pid()
-    a = proc_cpu_seconds(pid)
-    time.sleep(10)
-    b = proc_cpu_seconds(pid)
-    expect(b - a < 0.5, "nodefs used %.2f s of CPU in 10 s with an LXC container running"
-           % (b - a))
-    return "%.2f s of CPU in 10 s" % (b - a)
+    # the spin this guards against is steady (about 10 s of CPU in 10 s);
+    # a burst of the checks' own aftermath is not: the lower of two
+    # windows (0.50 s in one window was seen once, the VM slowed by a
+    # loaded host, with the check at 312 s instead of 141 s)
+    used = []
+    for _ in range(2):
+        a = proc_cpu_seconds(pid)
+        time.sleep(10)
+        used.append(proc_cpu_seconds(pid) - a)
+        if used[-1] < 0.5:
+            break
+    expect(min(used) < 0.5, "nodefs used %s s of CPU in 10 s windows with an LXC container "
+           "running" % ", ".join("%.2f" % u for u in used))
+    return "%s s of CPU in 10 s" % ", ".join("%.2f" % u for u in used)
 
 
 def oom(name, runtime):
