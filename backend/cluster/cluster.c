@@ -403,11 +403,13 @@ static int batch_add(struct cluster *c, struct etcd *e, struct batch *bt, struct
  * most once every SUMMARY_MIN_MS, or SUMMARY_PER_NODE_MS times the number
  * of nodes when that is longer: every node watches every summary, so N
  * nodes writing theirs every T send N * N / T events; with T growing as N
- * each node receives at most 1000 / SUMMARY_PER_NODE_MS (20) summaries a
- * second, whatever the fleet's size, and etcd sends 20 * N. A change held
- * back sets c->summary_due for the publisher's sleep. */
+ * each node receives at most 1000 / SUMMARY_PER_NODE_MS (5) summaries a
+ * second, whatever the fleet's size, and etcd sends 5 * N. (At 20 a
+ * second, 50 ms, etcd's 2,000 summary events a second at 100 nodes were
+ * what set visibility's tail: bench/cluster-scale, docs/design.md.) A
+ * change held back sets c->summary_due for the publisher's sleep. */
 #define SUMMARY_MIN_MS 5000
-#define SUMMARY_PER_NODE_MS 50
+#define SUMMARY_PER_NODE_MS 200
 static int publish_summary(struct cluster *c, struct etcd *e, struct nerr *err)
 {
 	_cleanup_free_ char *now = node_record(c, true, 0);
