@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * etcd-http: HTTP/1.1 to a plain http:// etcd member (etcd-http.h): a
- * response parser that sees only bytes, and a blocking transport on one
- * kept-alive TCP connection per client. Knows HTTP, not etcd's JSON and
+ * response parser that sees only bytes, and a transport on one
+ * kept-alive TCP connection per client: blocking, or read by the caller. Knows HTTP, not etcd's JSON and
  * not what the calls are for.
  */
 #include "etcd-http.h"
@@ -405,13 +405,45 @@ static int send_all(struct ehttp_conn *c, const struct ehttp_call *call, int64_t
 	return 0;
 }
 
+/* One recv on c and the parse of what came. Returns 0 (wants more, or
+ * nothing to read yet), 1 (the answer is complete), 2 (on_body stopped
+ * it), or < 0: the connection ended (-ECONNRESET; *got says whether any
+ * byte had come) or the parse failed; err says what. */
+static int read_some(struct ehttp_conn *c, struct ehttp_resp *resp, const struct ehttp_call *call,
+		     bool *got, struct nerr *err)
+{
+	/* on the stack of every thread that reads a watch: what it touches
+	 * stays resident, so a page */
+	char buf[4096];
+	ssize_t k = recv(c->fd, buf, sizeof(buf), 0);
+	size_t used = 0;
+	int r;
+
+	if (k < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (k <= 0) {
+		int e = k < 0 ? errno : 0;
+		if (k == 0 && ehttp_eof(resp) == 1) {
+			ehttp_conn_close(c);
+			return 1;
+		}
+		return nerr_set(err, ECONNRESET, "%s: %s", call->url,
+				e ? strerror(e) : *got ? "the connection ended mid-answer"
+						       : "the connection was closed");
+	}
+	*got = true;
+	r = ehttp_feed(resp, buf, (size_t)k, &used, call->on_body, call->ctx, err);
+	if (r == 1 && (resp->close || used != (size_t)k))
+		ehttp_conn_close(c);
+	return r;
+}
+
 /* One attempt on c. *ret_nothing: the connection ended before any byte
  * of an answer came (a kept-alive one the server had closed). */
 static int post_once(struct ehttp_conn *c, const struct ehttp_call *call, int64_t deadline,
 		     bool *ret_nothing, struct nerr *err)
 {
 	struct ehttp_resp resp;
-	char buf[16384];
 	bool got = false;
 	int r;
 
@@ -440,35 +472,47 @@ static int post_once(struct ehttp_conn *c, const struct ehttp_call *call, int64_
 				return 0;
 			continue;
 		}
-		ssize_t k = recv(c->fd, buf, sizeof(buf), 0);
-		if (k < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (k <= 0) {
-			int e = k < 0 ? errno : 0;
-			if (k == 0 && ehttp_eof(&resp) == 1) {
-				ehttp_conn_close(c);
-				return resp.status;
-			}
+		r = read_some(c, &resp, call, &got, err);
+		if (r == -ECONNRESET)
 			*ret_nothing = !got;
-			return nerr_set(err, ECONNRESET, "%s: %s", call->url,
-					e ? strerror(e) : got ? "the connection ended mid-answer"
-							  : "the connection was closed");
-		}
-		got = true;
-		size_t used = 0;
-		r = ehttp_feed(&resp, buf, (size_t)k, &used, call->on_body, call->ctx, err);
-		if (r == 2)
-			return 0;	/* stopped */
 		if (r < 0)
 			return r;
-		if (r == 1) {
-			if (resp.close || used != (size_t)k)
-				ehttp_conn_close(c);
+		if (r == 2)
+			return 0;	/* stopped */
+		if (r == 1)
 			return resp.status;
-		}
 		if (call->stop && call->stop(call->ctx))
 			return 0;
 	}
+}
+
+int ehttp_start(struct ehttp_conn *c, struct ehttp_resp *resp, const struct ehttp_call *call,
+		struct nerr *err)
+{
+	int64_t deadline = now_ms() + (call->connect_ms > 0 ? call->connect_ms : 1000);
+	int r = conn_open(c, call->url, call->connect_ms > 0 ? call->connect_ms : 1000, deadline,
+			  err);
+
+	if (r == 0)
+		r = send_all(c, call, deadline, err);
+	if (r < 0) {
+		ehttp_conn_close(c);
+		return r;
+	}
+	ehttp_resp_init(resp);
+	return 0;
+}
+
+int ehttp_read(struct ehttp_conn *c, struct ehttp_resp *resp, const struct ehttp_call *call,
+	       struct nerr *err)
+{
+	bool got = true;
+	int r = c->fd < 0 ? nerr_set(err, ECONNRESET, "%s: not connected", call->url)
+			  : read_some(c, resp, call, &got, err);
+
+	if (r < 0 || r == 2)
+		ehttp_conn_close(c);
+	return r;
 }
 
 int ehttp_post(struct ehttp_conn *c, const struct ehttp_call *call, struct nerr *err)

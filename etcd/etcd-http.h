@@ -8,7 +8,9 @@
  * Two halves: a response parser that sees bytes only (sans I/O, fuzzed:
  * fuzz_etcd_http), and a blocking transport over one kept-alive TCP
  * connection (connect with a timeout, a POST, the answer read with poll
- * until the call's deadline). It knows HTTP: a status line, headers,
+ * until the call's deadline), or a call whose answer the caller reads
+ * each time its socket is readable, so that one thread can poll many
+ * watches. It knows HTTP: a status line, headers,
  * Content-Length or chunked bodies; nothing of etcd's JSON.
  */
 #ifndef NODEFS_ETCD_HTTP_H
@@ -86,5 +88,18 @@ struct ehttp_call {
  * (the connection ended), -EPROTO, -E2BIG, -ENOMEM, or what on_body
  * returned; err says what. */
 int ehttp_post(struct ehttp_conn *c, const struct ehttp_call *call, struct nerr *err);
+
+/* A call whose answer the caller reads itself, for one thread that reads
+ * many (a node's watches of other nodes): ehttp_start connects c anew
+ * (within call->connect_ms) and sends the request; then, each time c->fd
+ * is readable, ehttp_read reads what came and feeds it to call->on_body.
+ * ehttp_read returns 0 (more to come), 1 (the answer is complete: its
+ * status in resp->status), 2 (on_body stopped it), or < 0 (the connection
+ * ended: -ECONNRESET; or the parse failed). Anything but 0 or 1 closes c.
+ * call->stop and timeout_ms are not used. */
+int ehttp_start(struct ehttp_conn *c, struct ehttp_resp *resp, const struct ehttp_call *call,
+		struct nerr *err);
+int ehttp_read(struct ehttp_conn *c, struct ehttp_resp *resp, const struct ehttp_call *call,
+	       struct nerr *err);
 
 #endif

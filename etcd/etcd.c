@@ -948,15 +948,13 @@ int etcd_wparse_feed(struct etcd_wparse *p, const char *data, size_t len,
 	return 0;
 }
 
-int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
-	       const struct etcd_watch_cb *cb, int64_t *ret_compact, struct nerr *err)
+/* A watch's create request, in body. */
+static int watch_req(struct sbuf *body, const char *prefix, int64_t from_rev, struct nerr *err)
 {
-	struct etcd_wparse wp = { 0 };
-	struct sbuf body = SBUF_INIT(ETCD_BODY_MAX);
 	struct jw w;
 	int r;
 
-	jw_init(&w, &body, 0);
+	jw_init(&w, body, 0);
 	jw_obj(&w);
 	jw_key(&w, "create_request");
 	jw_obj(&w);
@@ -967,10 +965,22 @@ int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
 	jw_obj_end(&w);
 	jw_obj_end(&w);
 	r = jw_end(&w);
-	if (r < 0) {
-		sbuf_free(&body);
+	if (r < 0)
 		return r == -E2BIG ? nerr_set(err, E2BIG, "watch: request over %u bytes", ETCD_BODY_MAX)
 				   : nerr_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
+	       const struct etcd_watch_cb *cb, int64_t *ret_compact, struct nerr *err)
+{
+	struct etcd_wparse wp = { 0 };
+	struct sbuf body = SBUF_INIT(ETCD_BODY_MAX);
+	int r = watch_req(&body, prefix, from_rev, err);
+
+	if (r < 0) {
+		sbuf_free(&body);
+		return r;
 	}
 	r = -EHOSTUNREACH;
 	for (size_t k = 0; k < e->nurls; k++) {
@@ -988,4 +998,105 @@ int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
 	etcd_wparse_free(&wp);
 	sbuf_free(&body);
 	return r;
+}
+
+/* ---- a watch the caller reads (many on one thread) ---- */
+
+struct etcd_wstream {
+	struct etcd *e;
+	struct etcd_wparse wp;
+	struct ehttp_resp resp;
+	struct ehttp_call call;
+	struct body b;
+	struct nerr *err;	/* the read's, while it runs */
+	struct sbuf req;
+};
+
+bool etcd_streams_ok(const struct etcd *e)
+{
+	for (size_t i = 0; i < e->nurls; i++)
+		if (strncmp(e->urls[i], "http://", 7) != 0)
+			return false;
+	return e->nurls > 0;
+}
+
+static int wstream_body(void *ud, const char *p, size_t n)
+{
+	struct etcd_wstream *s = ud;
+
+	return etcd_wparse_feed(&s->wp, p, n, s->b.cb, s->err);
+}
+
+int etcd_wstream_open(struct etcd *e, const char *prefix, int64_t from_rev,
+		      struct etcd_wstream **ret, struct nerr *err)
+{
+	struct etcd_wstream *s;
+	int r;
+
+	if (!etcd_streams_ok(e))
+		return nerr_set(err, ENOTSUP, "a watch read by its caller needs http:// members");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return nerr_set(err, ENOMEM, "out of memory");
+	sbuf_init(&s->req, ETCD_BODY_MAX);
+	r = watch_req(&s->req, prefix, from_rev, err);
+	for (size_t k = 0; r == 0 && k < e->nurls; k++) {
+		size_t i = (e->cur + k) % e->nurls;
+
+		nerr_clear(err);
+		e->cur = i;	/* etcd_current() while it runs */
+		s->call = (struct ehttp_call){
+			.url = e->urls[i], .path = "/v3/watch", .body = s->req.buf,
+			.blen = s->req.len, .connect_ms = e->timeout_ms < 500 ? e->timeout_ms : 500,
+			.on_body = wstream_body, .ctx = s,
+		};
+		r = ehttp_start(&e->hc, &s->resp, &s->call, err);
+		if ((r == -EHOSTUNREACH || r == -ETIMEDOUT) && k + 1 < e->nurls)
+			r = 0;	/* the next member */
+		else
+			break;
+	}
+	if (r < 0) {
+		etcd_wstream_close(s);
+		return r;
+	}
+	s->e = e;
+	*ret = s;
+	return 0;
+}
+
+int etcd_wstream_fd(const struct etcd_wstream *s)
+{
+	return s->e->hc.fd;
+}
+
+int etcd_wstream_read(struct etcd_wstream *s, const struct etcd_watch_cb *cb, int64_t *ret_compact,
+		      struct nerr *err)
+{
+	int r;
+
+	s->b.cb = cb;
+	s->err = err;
+	r = ehttp_read(&s->e->hc, &s->resp, &s->call, err);
+	s->err = NULL;
+	if (r == -ERANGE && ret_compact)
+		*ret_compact = s->wp.compact;
+	if (r == 1) {
+		ehttp_conn_close(&s->e->hc);
+		if (s->resp.status != 200)
+			return nerr_set(err, EIO, "%s: watch: HTTP %d", s->call.url, s->resp.status);
+		return nerr_set(err, ECONNRESET, "%s: the watch stream ended", s->call.url);
+	}
+	return r == 2 ? 0 : r;
+}
+
+void etcd_wstream_close(struct etcd_wstream *s)
+{
+	if (!s)
+		return;
+	if (s->e)
+		ehttp_conn_close(&s->e->hc);
+	etcd_wparse_free(&s->wp);
+	sbuf_free(&s->req);
+	free(s);
 }

@@ -132,6 +132,26 @@ int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
 	       const struct etcd_watch_cb *cb, int64_t *ret_compact, struct nerr *err);
 
 /*
+ * A watch read by its caller, for one thread that reads many (a node's
+ * watches of other nodes' objects): etcd_wstream_open sends the request
+ * on e's connection (anew; the members in turn from the current when one
+ * cannot be reached), then each time etcd_wstream_fd is readable
+ * etcd_wstream_read reads what came and calls cb->events (cb->stop is the
+ * caller's to look at). It returns 0 while the stream goes on, else as
+ * etcd_watch: -ECONNRESET (ended), -ERANGE (compacted, *ret_compact),
+ * -ECANCELED, -EPROTO. http:// members only (etcd_streams_ok: -ENOTSUP
+ * otherwise). e is the stream's until etcd_wstream_close.
+ */
+struct etcd_wstream;
+bool etcd_streams_ok(const struct etcd *e);
+int etcd_wstream_open(struct etcd *e, const char *prefix, int64_t from_rev,
+		      struct etcd_wstream **ret, struct nerr *err);
+int etcd_wstream_fd(const struct etcd_wstream *s);
+int etcd_wstream_read(struct etcd_wstream *s, const struct etcd_watch_cb *cb, int64_t *ret_compact,
+		      struct nerr *err);
+void etcd_wstream_close(struct etcd_wstream *s);
+
+/*
  * The gateway's framing of a watch stream, sans I/O (fuzzed): bytes in,
  * one callback per complete JSON object. Returns 0, or -ERANGE on a
  * compaction (*compact set), -ECANCELED when the server cancelled, -EPROTO

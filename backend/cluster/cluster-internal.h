@@ -66,11 +66,14 @@ struct cluster_job {
 /* A watch on another node's objects (nodes/NODE/), open while someone
  * reads under cluster/nodes/NODE/{volumes,containers}/ and for
  * detail_idle after the last read (cluster-view.c). Under c->lock. */
+struct dwatch;
 struct cdetail {
 	struct cdetail *next;
 	struct cluster *c;
 	char node[65];
-	pthread_t th;
+	pthread_t th;			/* its thread (https:// members) */
+	struct dwatch *mux;		/* or its place on the detail thread */
+	bool muxed;			/* on the detail thread (no th) */
 	struct timespec last_read;	/* CLOCK_MONOTONIC */
 	time_t since;			/* opened (wall clock) */
 	int64_t rev;			/* its objects are as of this revision */
@@ -129,6 +132,9 @@ struct cluster {
 	struct timespec sum_live_at;	/* when the summary view was last known
 					 * current (CLOCK_MONOTONIC; 0: never) */
 	struct cdetail *details;	/* open watches on other nodes' objects */
+	pthread_t detail_thread;	/* reads them all (http:// members) */
+	bool detail_thread_on;
+	int detail_wake;		/* its eventfd: a detail added, or stopping */
 	uint64_t details_opened, watch_events;
 	struct etcd_member_status ms[CLUSTER_MAX_ENDPOINTS];
 	unsigned ms_bad[CLUSTER_MAX_ENDPOINTS];	/* failed looks in a row */
@@ -172,15 +178,37 @@ void cluster_view_set_locked(struct cluster *c, const char *key, const char *val
 			     int64_t mod_rev);
 /* Whether node (len bytes) holds its lease, as last seen; c->lock held. */
 bool cluster_node_up_locked(struct cluster *c, const char *node, size_t len);
+/* The summary view's liveness for the status thread: the member the
+ * summary watch uses answered just now (c->lock held). */
+void cluster_view_live_locked(struct cluster *c);
+/* The cache (c->lock held), and an open detail watch of node, if any. */
+bool cluster_centry_eq(const void *v, const void *k);
+struct centry *cluster_cache_get_locked(struct cluster *c, const char *key);
+struct cdetail *cluster_detail_find_locked(struct cluster *c, const char *node);
+
+/* cluster-watch.c: the watches that keep the cache. */
 /* The watches' threads: every node's summary (summary/), this node's
  * inbox (nodes/NODE/inbox/). */
 void *cluster_watch_main(void *arg);
 void *cluster_inbox_watch_main(void *arg);
+/* Someone reads under cluster/nodes/NODE/{volumes,containers}/: keep its
+ * detail watch open, or open one and wait for its first range read. */
+void cluster_detail_touch(struct cluster *c, const char *node);
 /* End and join the detail watches (c->stopping set). */
 void cluster_details_stop(struct cluster *c);
-/* The summary view's liveness for the status thread: the member the
- * summary watch uses answered just now (c->lock held). */
-void cluster_view_live_locked(struct cluster *c);
+
+static inline double cluster_ts_s(const struct timespec *t)
+{
+	return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+}
+
+static inline double cluster_mono_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return cluster_ts_s(&t);
+}
 
 /* cluster-res.c: decoders of peers' records (fuzzed: fuzz_cluster_records). */
 #define CRES_MAX_PROF 64

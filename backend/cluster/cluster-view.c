@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * cluster-view: the cluster/ directory, served from a local cache that
- * watches keep, none of which fans out with the cluster's objects:
- *   - one Watch of summary/ (every node's alive and info records: status,
- *     counts, resources), on this thread's own client;
- *   - one of this node's inbox (nodes/SELF/inbox/: commands to run, and
- *     the answers to its own);
- *   - one of another node's objects (nodes/NODE/) only while someone reads
- *     under cluster/nodes/NODE/volumes/ or containers/ (the directories'
- *     touch hook, the objects' files), dropped after detail_idle without a
- *     read. A first read waits for that watch's range read, at most.
- * Each is resumed from its revision after a reconnect and re-listed when
- * that revision was compacted. Reads take the cache's lock and never wait
- * on etcd but for that first range read. What the cache shows is never
- * stale without saying so: cluster/nodes/NODE/status names the revision
- * and its age. Records that are not what nodefs writes (by hand,
+ * cluster-watch.c's watches keep: every node's summary (status, counts,
+ * resources), this node's inbox, and another node's objects only while
+ * someone reads under cluster/nodes/NODE/volumes/ or containers/ (the
+ * directories' touch hook, the objects' files call cluster_detail_touch).
+ * Reads take the cache's lock and never wait on etcd but for a node's
+ * first range read. What the cache shows is never stale without saying
+ * so: cluster/nodes/NODE/status names the revision and its age. Records that are not what nodefs writes (by hand,
  * truncated, wrong types) show as INVALID with the reason in that
  * object's error file. Knows the tree and the etcd client, not FUSE.
  *
@@ -49,27 +42,14 @@ static struct cluster *cl_of(struct bnode *n)
 	return cluster_of(node_backend(n));
 }
 
-static bool centry_eq(const void *v, const void *k)
+bool cluster_centry_eq(const void *v, const void *k)
 {
 	return strcmp(((const struct centry *)v)->key, k) == 0;
 }
 
-static struct centry *cache_get_locked(struct cluster *c, const char *key)
+struct centry *cluster_cache_get_locked(struct cluster *c, const char *key)
 {
-	return hmap_get(&c->cache, hmap_hash_str(key), key, centry_eq);
-}
-
-static double mono_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double ts_s(const struct timespec *t)
-{
-	return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+	return hmap_get(&c->cache, hmap_hash_str(key), key, cluster_centry_eq);
 }
 
 /* The summary view's age in seconds: how long since it was last known
@@ -80,7 +60,7 @@ static double view_age_locked(struct cluster *c)
 		return -1;
 	if (c->watching && c->nms && c->sum_ep < c->nms && !c->ms_bad[c->sum_ep])
 		return 0;
-	return mono_s() - ts_s(&c->sum_live_at);
+	return cluster_mono_s() - cluster_ts_s(&c->sum_live_at);
 }
 
 void cluster_view_live_locked(struct cluster *c)
@@ -154,10 +134,10 @@ bool cluster_node_up_locked(struct cluster *c, const char *node, size_t len)
 	char key[256];
 
 	snprintf(key, sizeof(key), "summary/%.*s/alive", (int)len, node);
-	return cache_get_locked(c, key) != NULL;
+	return cluster_cache_get_locked(c, key) != NULL;
 }
 
-static struct cdetail *detail_find_locked(struct cluster *c, const char *node)
+struct cdetail *cluster_detail_find_locked(struct cluster *c, const char *node)
 {
 	for (struct cdetail *d = c->details; d; d = d->next)
 		if (!d->closing && strcmp(d->node, node) == 0)
@@ -174,9 +154,9 @@ static bool summary_locked(struct cluster *c, const char *node, struct cinfo *re
 	struct centry *alive, *info;
 
 	snprintf(key, sizeof(key), "summary/%s/alive", node);
-	alive = cache_get_locked(c, key);
+	alive = cluster_cache_get_locked(c, key);
 	snprintf(key, sizeof(key), "summary/%s/info", node);
-	info = cache_get_locked(c, key);
+	info = cluster_cache_get_locked(c, key);
 	*ret_up = alive != NULL;
 	why[0] = '\0';
 	memset(ret, 0, sizeof(*ret));
@@ -220,7 +200,7 @@ static int show_node_status(struct bnode *n, struct sbuf *out)
 	else
 		sbuf_printf(out, "age: %.1fs\nview: stale: %s\n", age,
 			    c->watching ? "its etcd member does not answer" : "the watch is down");
-	struct cdetail *d = detail_find_locked(c, n->name);
+	struct cdetail *d = cluster_detail_find_locked(c, n->name);
 	if (d) {
 		cluster_fmt_time(d->since, t, sizeof(t));
 		sbuf_printf(out, "detail: watched since %s, revision %" PRId64 "%s\n", t, d->rev,
@@ -348,7 +328,7 @@ static json_t *obj_record_locked(struct cluster *c, struct bnode *n, char *why, 
 
 	snprintf(key, sizeof(key), "nodes/%s/%s/%s", n->parent->parent->name, n->parent->name,
 		 n->name);
-	ce = cache_get_locked(c, key);
+	ce = cluster_cache_get_locked(c, key);
 	if (!ce) {
 		snprintf(why, wlen, "no record");
 		return NULL;
@@ -368,13 +348,11 @@ static json_t *obj_record_locked(struct cluster *c, struct bnode *n, char *why, 
 	return j;
 }
 
-static void detail_touch(struct cluster *c, const char *node);
-
 /* A read of an object's file: its node's detail watch stays open. */
 static void touch_obj(struct bnode *n)
 {
 	if (n->parent && n->parent->parent)
-		detail_touch(cl_of(n), n->parent->parent->name);
+		cluster_detail_touch(cl_of(n), n->parent->parent->name);
 }
 
 static int show_obj_state(struct bnode *n, struct sbuf *out)
@@ -480,7 +458,7 @@ static int store_obj_ctl(struct bnode *n, const char *line, size_t len, struct b
 static void touch_coll(struct bnode *n)
 {
 	if (n->parent)
-		detail_touch(cl_of(n), n->parent->name);
+		cluster_detail_touch(cl_of(n), n->parent->name);
 }
 
 static const struct battr root_attrs[] = {
@@ -653,11 +631,11 @@ static void tree_update_locked(struct cluster *c, const char *key, bool present)
 void cluster_view_set_locked(struct cluster *c, const char *key, const char *val, size_t vlen,
 			     int64_t mod_rev)
 {
-	struct centry *ce = cache_get_locked(c, key);
+	struct centry *ce = cluster_cache_get_locked(c, key);
 
 	if (!val) {
 		if (ce) {
-			hmap_del(&c->cache, hmap_hash_str(key), key, centry_eq);
+			hmap_del(&c->cache, hmap_hash_str(key), key, cluster_centry_eq);
 			free(ce->key);
 			free(ce->val);
 			free(ce);
@@ -690,402 +668,3 @@ void cluster_view_set_locked(struct cluster *c, const char *key, const char *val
 }
 
 /* ---- the watches ---- */
-
-static const char *below(struct cluster *c, const char *key)
-{
-	size_t l = strlen(c->prefix);
-
-	if (strncmp(key, c->prefix, l) != 0 || key[l] != '/')
-		return NULL;
-	return key + l + 1;
-}
-
-enum wkind { W_SUMMARY, W_INBOX, W_DETAIL };
-
-struct wctx {
-	struct cluster *c;
-	struct etcd *e;
-	enum wkind kind;
-	struct cdetail *d;	/* W_DETAIL */
-	char sub[300];		/* what it watches, below the prefix, '/'-terminated */
-	int64_t rev;		/* applied through */
-	bool stale;	/* its member stopped answering: watch through another */
-	bool move;	/* the leader is another member: watch there */
-};
-
-/* Whether key (below the prefix) is one w keeps: a detail watch of
- * nodes/NODE/ leaves the inbox (its own watch's, on that node) out. */
-static bool w_keeps(const struct wctx *w, const char *k)
-{
-	if (strncmp(k, w->sub, strlen(w->sub)) != 0)
-		return false;
-	if (w->kind == W_DETAIL) {
-		const char *r = k + strlen(w->sub);
-		return strncmp(r, "volumes/", 8) == 0 || strncmp(r, "containers/", 11) == 0;
-	}
-	return true;
-}
-
-static void w_set_watching_locked(struct wctx *w, bool on)
-{
-	struct cluster *c = w->c;
-
-	switch (w->kind) {
-	case W_SUMMARY:
-		if (on && !c->watching) {
-			c->sum_ep = etcd_current(w->e);
-			clock_gettime(CLOCK_MONOTONIC, &c->sum_live_at);
-		}
-		if (!on && c->watching)
-			clock_gettime(CLOCK_MONOTONIC, &c->sum_live_at);
-		c->watching = on;
-		break;
-	case W_INBOX:
-		c->inbox_watching = on;
-		break;
-	case W_DETAIL:
-		w->d->watching = on;
-		break;
-	}
-}
-
-static void on_events(void *ctx, const struct etcd_event *ev, size_t n, int64_t rev)
-{
-	struct wctx *w = ctx;
-	struct cluster *c = w->c;
-
-	pthread_mutex_lock(&c->lock);
-	w_set_watching_locked(w, true);
-	c->watch_events += n;
-	for (size_t i = 0; i < n; i++) {
-		const char *k = below(c, ev[i].kv.key);
-		if (!k || !w_keeps(w, k))
-			continue;
-		if (ev[i].type == ETCD_EV_DELETE)
-			cluster_view_set_locked(c, k, NULL, 0, ev[i].kv.mod_rev);
-		else
-			cluster_view_set_locked(c, k, ev[i].kv.val, ev[i].kv.vlen, ev[i].kv.mod_rev);
-		if (ev[i].kv.mod_rev > w->rev)
-			w->rev = ev[i].kv.mod_rev;
-	}
-	if (rev > w->rev && n == 0)
-		w->rev = rev;
-	if (w->kind == W_SUMMARY) {
-		c->rev_seen = w->rev;
-		if (c->rev_seen > c->rev_store)
-			c->rev_store = c->rev_seen;
-		bnode_changed(c->dir);
-	} else if (w->kind == W_DETAIL)
-		w->d->rev = w->rev;
-	cluster_unlock_kick(c);
-}
-
-static bool detail_idle_locked(struct cluster *c, struct cdetail *d)
-{
-	return mono_s() - ts_s(&d->last_read) >= (double)c->detail_idle_ms / 1000.0;
-}
-
-static bool watch_stop(void *ctx)
-{
-	struct wctx *w = ctx;
-	struct cluster *c = w->c;
-	size_t i = etcd_current(w->e);
-	bool stop, on;
-
-	/* a member that stops answering (SIGSTOP, a hung host) keeps its
-	 * connections open, and the stream just goes quiet: the status
-	 * thread's look at it decides */
-	pthread_mutex_lock(&c->lock);
-	stop = c->stopping;
-	if (!stop && w->kind == W_DETAIL && detail_idle_locked(c, w->d))
-		stop = true;
-	if (!stop && i < c->nms && c->ms_bad[i] >= 2)
-		stop = w->stale = true;
-	/* the leader's watchers see a write first (a follower applies it a
-	 * hop later): a remote command's answer arrives sooner there */
-	on = w->kind == W_SUMMARY ? c->watching : w->kind == W_INBOX ? c->inbox_watching
-								      : w->d->watching;
-	if (!stop && c->leader_ep && c->leader_ep - 1 != i && on)
-		stop = w->move = true;
-	pthread_mutex_unlock(&c->lock);
-	return stop;
-}
-
-/* List w's range into the cache: what is not listed any more goes. */
-static int relist(struct wctx *w, struct nerr *err)
-{
-	struct cluster *c = w->c;
-	struct etcd_kv *kvs = NULL;
-	size_t n = 0, pos;
-	char pre[512];
-	struct centry *ce;
-	struct hmap listed;
-	int64_t rev = 0;
-	int r;
-
-	snprintf(pre, sizeof(pre), "%s/%s", c->prefix, w->sub);
-	r = etcd_list(w->e, pre, &kvs, &n, &rev, err);
-	if (r < 0)
-		return r;
-	hmap_init(&listed);
-	pthread_mutex_lock(&c->lock);
-	if (w->kind == W_INBOX && !c->boot_rev)
-		c->boot_rev = rev;	/* what an earlier run may have seen */
-	for (size_t i = 0; i < n; i++) {
-		const char *k = below(c, kvs[i].key);
-		if (!k || !w_keeps(w, k))
-			continue;
-		cluster_view_set_locked(c, k, kvs[i].val, kvs[i].vlen, kvs[i].mod_rev);
-		ce = cache_get_locked(c, k);
-		if (ce)
-			hmap_put(&listed, hmap_hash_str(k), ce);
-	}
-	for (pos = 0; (ce = hmap_next(&c->cache, &pos));)
-		if (w_keeps(w, ce->key) &&
-		    !hmap_get(&listed, hmap_hash_str(ce->key), ce->key, centry_eq)) {
-			char *k = strdup(ce->key);
-			if (k) {
-				cluster_view_set_locked(c, k, NULL, 0, 0);
-				free(k);
-				pos = 0;
-			}
-		}
-	w->rev = rev;
-	if (w->kind == W_SUMMARY) {
-		c->rev_seen = rev;
-		bnode_changed(c->dir);
-	} else if (w->kind == W_DETAIL)
-		w->d->rev = rev;
-	cluster_unlock_kick(c);
-	hmap_free(&listed);
-	etcd_kvs_free(kvs, n);
-	return 0;
-}
-
-/* Drop what a detail watch kept (its node's objects); c->lock held. */
-static void detail_drop_locked(struct cluster *c, struct wctx *w)
-{
-	size_t pos;
-	struct centry *ce;
-
-	for (pos = 0; (ce = hmap_next(&c->cache, &pos));)
-		if (w_keeps(w, ce->key)) {
-			char *k = strdup(ce->key);
-			if (k) {
-				cluster_view_set_locked(c, k, NULL, 0, 0);
-				free(k);
-				pos = 0;
-			}
-		}
-}
-
-/* A watch's life: list, watch from there, resume after a failure, list
- * again after a compaction, until the daemon stops (or, a detail watch,
- * its node is no longer read). */
-static void watch_run(struct wctx *w)
-{
-	struct cluster *c = w->c;
-	struct nerr err = { 0 };
-	struct etcd_watch_cb cb = { .events = on_events, .stop = watch_stop, .ctx = w };
-	char pre[512];
-
-	snprintf(pre, sizeof(pre), "%s/%s", c->prefix, w->sub);
-	cluster_prefer_leader(c, w->e);
-	while (!__atomic_load_n(&c->stopping, __ATOMIC_RELAXED)) {
-		int64_t compact = 0;
-		int r = 0;
-
-		nerr_clear(&err);
-		if (w->rev == 0) {
-			r = relist(w, &err);
-			if (w->kind == W_DETAIL) {
-				pthread_mutex_lock(&c->lock);
-				if (r == 0)
-					w->d->listed = true;
-				else
-					w->d->list_failed = true;
-				pthread_cond_broadcast(&c->detail_cond);
-				pthread_mutex_unlock(&c->lock);
-			}
-		}
-		if (r == 0)
-			r = etcd_watch(w->e, pre, w->rev + 1, &cb, &compact, &err);
-		pthread_mutex_lock(&c->lock);
-		w_set_watching_locked(w, false);
-		if (w->kind == W_SUMMARY)
-			bnode_changed(c->dir);
-		if (w->kind == W_DETAIL && (c->stopping || detail_idle_locked(c, w->d))) {
-			/* idle: closed, and what it kept goes with it (the
-			 * directories change, so no listing is kept past it) */
-			w->d->closing = true;
-			detail_drop_locked(c, w);
-			struct bnode *nd = bnode_lookup(c->nodes, w->d->node);
-			for (size_t k = 0; nd && k < 2; k++) {
-				struct bnode *cd = bnode_lookup(nd, k ? "containers" : "volumes");
-				if (cd)
-					bnode_changed(cd);
-				bnode_unref(cd);
-			}
-			bnode_unref(nd);
-			pthread_mutex_unlock(&c->lock);
-			break;
-		}
-		pthread_mutex_unlock(&c->lock);
-		if (r == -ERANGE)
-			w->rev = 0;	/* compacted: list again */
-		if (__atomic_load_n(&c->stopping, __ATOMIC_RELAXED))
-			break;
-		if (w->stale) {
-			log_msg(LOG_LVL_INFO, "cluster: watch of %s: %s stopped answering; resuming "
-				"through the next member", w->sub, etcd_endpoint(w->e));
-			etcd_rotate(w->e);
-			w->stale = false;
-			continue;
-		}
-		if (w->move) {
-			w->move = false;
-			cluster_prefer_leader(c, w->e);
-			continue;
-		}
-		if (r < 0 && r != -ERANGE)
-			log_msg(LOG_LVL_DEBUG, "cluster: watch of %s: %s", w->sub, err.msg);
-		struct timespec t = ts_after_ms(CLOCK_MONOTONIC, 200);
-		pthread_mutex_lock(&c->lock);
-		if (!c->stopping)
-			pthread_cond_timedwait(&c->cond, &c->lock, &t);
-		pthread_mutex_unlock(&c->lock);
-	}
-}
-
-static void *watch_thread(struct wctx *w, const char *name)
-{
-	struct cluster *c = w->c;
-	struct etcd_tls tls = { c->ca, c->cert, c->key };
-	struct nerr err = { 0 };
-
-	pthread_setname_np(pthread_self(), name);
-	if (etcd_new(c->endpoints, &tls, 1000, &w->e, &err) < 0) {
-		if (w->kind == W_DETAIL) {
-			pthread_mutex_lock(&c->lock);
-			w->d->list_failed = w->d->closing = true;
-			pthread_cond_broadcast(&c->detail_cond);
-			pthread_mutex_unlock(&c->lock);
-		}
-		return NULL;
-	}
-	watch_run(w);
-	etcd_free(w->e);
-	return NULL;
-}
-
-void *cluster_watch_main(void *arg)
-{
-	struct wctx w = { .c = arg, .kind = W_SUMMARY };
-
-	snprintf(w.sub, sizeof(w.sub), "summary/");
-	return watch_thread(&w, "nodefs-cwatch");
-}
-
-void *cluster_inbox_watch_main(void *arg)
-{
-	struct cluster *c = arg;
-	struct wctx w = { .c = c, .kind = W_INBOX };
-
-	snprintf(w.sub, sizeof(w.sub), "nodes/%s/inbox/", c->node);
-	return watch_thread(&w, "nodefs-cinwatch");
-}
-
-static void *detail_main(void *arg)
-{
-	struct cdetail *d = arg;
-	struct cluster *c = d->c;
-	struct wctx w = { .c = c, .kind = W_DETAIL, .d = d };
-
-	snprintf(w.sub, sizeof(w.sub), "nodes/%s/", d->node);
-	watch_thread(&w, "nodefs-cdetail");
-	pthread_mutex_lock(&c->lock);
-	d->closing = d->done = true;
-	d->watching = false;
-	pthread_mutex_unlock(&c->lock);
-	return NULL;
-}
-
-/* Join and free the details whose threads have ended; c->lock held (an
- * ended thread takes it no more). */
-static void details_reap_locked(struct cluster *c)
-{
-	for (struct cdetail **pp = &c->details; *pp;) {
-		struct cdetail *d = *pp;
-		if (!d->done) {
-			pp = &d->next;
-			continue;
-		}
-		*pp = d->next;
-		pthread_join(d->th, NULL);
-		free(d);
-	}
-}
-
-#define DETAILS_MAX 4096
-
-/* Someone reads under cluster/nodes/NODE/{volumes,containers}/: keep its
- * detail watch open, or open one and wait for its first range read (at
- * most about one etcd call's timeout). A FUSE thread. */
-static void detail_touch(struct cluster *c, const char *node)
-{
-	struct cdetail *d;
-	size_t n = 0;
-
-	pthread_mutex_lock(&c->lock);
-	d = detail_find_locked(c, node);
-	if (d) {
-		clock_gettime(CLOCK_MONOTONIC, &d->last_read);
-		if (d->listed || d->list_failed) {
-			pthread_mutex_unlock(&c->lock);
-			return;
-		}
-	} else {
-		details_reap_locked(c);
-		for (struct cdetail *x = c->details; x; x = x->next)
-			n++;
-		if (c->stopping || n >= DETAILS_MAX || !(d = calloc(1, sizeof(*d)))) {
-			pthread_mutex_unlock(&c->lock);
-			return;
-		}
-		d->c = c;
-		snprintf(d->node, sizeof(d->node), "%s", node);
-		clock_gettime(CLOCK_MONOTONIC, &d->last_read);
-		d->since = time(NULL);
-		if (pthread_create(&d->th, NULL, detail_main, d) != 0) {
-			free(d);
-			pthread_mutex_unlock(&c->lock);
-			return;
-		}
-		d->next = c->details;
-		c->details = d;
-		c->details_opened++;
-	}
-	/* the first read waits for the range read, no longer */
-	struct timespec t = ts_after_ms(CLOCK_MONOTONIC, 1500);
-	while (!d->listed && !d->list_failed && !c->stopping)
-		if (pthread_cond_timedwait(&c->detail_cond, &c->lock, &t) == ETIMEDOUT)
-			break;
-	pthread_mutex_unlock(&c->lock);
-}
-
-void cluster_details_stop(struct cluster *c)
-{
-	pthread_mutex_lock(&c->lock);
-	pthread_cond_broadcast(&c->detail_cond);
-	for (;;) {
-		struct cdetail *d = c->details;
-		if (!d)
-			break;
-		c->details = d->next;
-		pthread_mutex_unlock(&c->lock);
-		pthread_join(d->th, NULL);
-		free(d);
-		pthread_mutex_lock(&c->lock);
-	}
-	pthread_mutex_unlock(&c->lock);
-}

@@ -536,9 +536,19 @@ class ClusterTls(unittest.TestCase):
             with etcdtest.Etcd(tls=c) as e:
                 good = "ca = %s\ncert = %s\nkey = %s\n" % (c["ca"], c["client_cert"],
                                                         c["client_key"])
-                with ct.Node(e, "a", extra=good) as a:
+                with ct.Node(e, "a", extra=good) as a, ct.Node(e, "d", extra=good) as d:
                     a.wait_read("cluster/status", lambda s: "state: connected" in s)
                     a.wait_read("cluster/status", lambda s: "https://127.0.0.1" in s)
+                    # another node's objects over https: a detail watch on
+                    # a thread of its own (libcurl), as over http:// on the
+                    # detail thread
+                    ok, err = d.write_ctl("volumes/ctl", "create t1 size=1M")
+                    self.assertTrue(ok, (nt.errname(err), d.error("volumes")))
+                    a.wait_read("cluster/nodes/d/volumes/t1/state", lambda s: s.strip() != "")
+                    ok, err = d.write_ctl("volumes/ctl", "create t2 size=1M")
+                    self.assertTrue(ok, (nt.errname(err), d.error("volumes")))
+                    a.wait_read("cluster/nodes/d/volumes/t2/state", lambda s: s.strip() != "")
+                    self.assertIn("detail: watched since", a.read("cluster/nodes/d/status"))
                 wrong_ca = "ca = %s\ncert = %s\nkey = %s\n" % (c["other"], c["client_cert"],
                                                             c["client_key"])
                 with ct.Node(e, "b", extra=wrong_ca) as b:
