@@ -162,6 +162,7 @@ Test(etcd_watch, errors)
 /* ---- etcd-http.c: the HTTP/1.1 a plain http:// member is spoken to with ---- */
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -420,4 +421,74 @@ Test(etcd_http, timeout_and_refused)
 	/* nothing listens there now */
 	cr_assert_eq(ehttp_post(&c, &call, &err), -EHOSTUNREACH);
 	cr_assert(strstr(err.msg, "refused"), "%s", err.msg);
+}
+
+/* Read ehttp_start's answer as the detail thread does: poll the socket,
+ * ehttp_read each time it is readable, until it is not 0. */
+static int read_polled(struct ehttp_conn *c, struct ehttp_resp *resp,
+		       const struct ehttp_call *call, struct nerr *err)
+{
+	int r = 0;
+
+	while (r == 0) {
+		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+		cr_assert_eq(poll(&pf, 1, 5000), 1, "nothing came");
+		r = ehttp_read(c, resp, call, err);
+	}
+	return r;
+}
+
+Test(etcd_http, read_by_caller)
+{
+	const char *answers[] = {
+		/* a stream that the server ends mid-answer */
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n",
+		/* a complete one */
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+	};
+	for (int i = 0; i < 2; i++) {
+		struct srv s = { .per_conn = 1, .answer = answers[i] };
+		pthread_t th;
+		struct ehttp_conn c;
+		struct ehttp_resp resp;
+		struct nerr err = { 0 };
+		struct got g = { 0 };
+		char url[64];
+
+		srv_start(&s, &th);
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d", s.port);
+		ehttp_conn_init(&c);
+		struct ehttp_call call = { .url = url, .path = "/v3/watch", .body = "{}", .blen = 2,
+					   .connect_ms = 500, .on_body = got_body, .ctx = &g };
+		cr_assert_eq(ehttp_start(&c, &resp, &call, &err), 0, "%s", err.msg);
+		cr_assert(c.fd >= 0);
+		int r = read_polled(&c, &resp, &call, &err);
+		if (i == 0) {
+			cr_assert_eq(r, -ECONNRESET, "%d", r);
+			cr_assert(strstr(err.msg, "mid-answer"), "%s", err.msg);
+			cr_assert_eq(g.len, 11);
+			cr_assert_eq(memcmp(g.buf, "hello world", 11), 0);
+			cr_assert_eq(c.fd, -1);
+		} else {
+			cr_assert_eq(r, 1, "%d: %s", r, err.msg);
+			cr_assert_eq(resp.status, 200);
+			cr_assert_eq(g.len, 2);
+		}
+		ehttp_conn_close(&c);
+		/* the server takes two connections: the second, empty */
+		struct ehttp_resp r2;
+		cr_assert_eq(ehttp_start(&c, &r2, &call, &err), 0, "%s", err.msg);
+		ehttp_conn_close(&c);
+		pthread_join(th, NULL);
+		close(s.lfd);
+	}
+	/* nothing listens: refused at the start */
+	struct ehttp_conn c;
+	struct ehttp_resp resp;
+	struct nerr err = { 0 };
+	ehttp_conn_init(&c);
+	struct ehttp_call call = { .url = "http://127.0.0.1:1", .path = "/v3/watch", .body = "{}",
+				   .blen = 2, .connect_ms = 500 };
+	cr_assert_eq(ehttp_start(&c, &resp, &call, &err), -EHOSTUNREACH, "%s", err.msg);
+	cr_assert_eq(c.fd, -1);
 }
