@@ -380,14 +380,60 @@ def created_events(node, seen, stop):
     th.start()
 
 
-def visibility(nodes, count):
+def etcd_seen(e, prefix, seen, stop):
+    """The wall time at which a watcher of etcd's own (the JSON gateway on
+    the first member, not a node) has each nodes/NODE/volumes/visK record
+    in CREATED: visibility's middle step, after which only n0 is left."""
+    import base64
+    import http.client
+    import urllib.parse
+    hp = urllib.parse.urlparse(e.urls[0])
+    b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    wc = http.client.HTTPConnection(hp.hostname, hp.port, timeout=3600)
+    wc.request("POST", "/v3/watch", json.dumps({"create_request": {
+        "key": b64(prefix), "range_end": b64(end)}}), {"Content-Type": "application/json"})
+    resp = wc.getresponse()
+
+    def run():
+        while not stop.is_set():
+            try:
+                line = resp.readline()
+            except (OSError, AttributeError, ValueError):
+                return  # closed by visibility's end
+            if not line:
+                return
+            t = time.time()
+            try:
+                evs = json.loads(line)["result"].get("events", [])
+            except (ValueError, KeyError):
+                continue
+            for ev in evs:
+                k = base64.b64decode(ev["kv"]["key"]).decode()
+                name = k.rsplit("/", 1)[1]
+                if not name.startswith("vis") or name in seen:
+                    continue
+                try:
+                    v = json.loads(base64.b64decode(ev["kv"].get("value", "")))
+                except ValueError:
+                    continue
+                if str(v.get("state", "")).strip() == "CREATED":
+                    seen[name] = t
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return wc
+
+
+def visibility(e, nodes, count):
     """A volume made on a node, from its CREATED event to n0's cluster/
-    file showing it."""
-    n0, vis = nodes[0], []
+    file showing it, in two steps: until etcd's own watcher has it (the
+    source's publish and etcd), and from there until n0 shows it."""
+    n0, vis, steps = nodes[0], [], []
     srcs = nodes[1:] if len(nodes) > 1 else nodes
-    seen, stop = {}, threading.Event()
+    seen, etcd_at, stop = {}, {}, threading.Event()
     for s in srcs[:4]:
         created_events(s, seen, stop)
+    wc = etcd_seen(e, "/nodefs/nodes/", etcd_at, stop)
     time.sleep(0.5)
     for i in range(count):
         src = srcs[i % min(4, len(srcs))]
@@ -410,10 +456,15 @@ def visibility(nodes, count):
         while name not in seen and time.monotonic() < end:
             time.sleep(0.001)
         if name in seen:
-            vis.append((t1 - seen.pop(name)) * 1e3)
+            t0 = seen.pop(name)
+            vis.append((t1 - t0) * 1e3)
+            te = etcd_at.get(name)
+            if te is not None:
+                steps.append(((te - t0) * 1e3, (t1 - te) * 1e3))
         src.write_ctl("volumes/%s/ctl" % name, "destroy")
     stop.set()
-    return vis
+    wc.close()
+    return vis, steps
 
 
 def first_read(nodes, count):
@@ -563,7 +614,7 @@ def run_n(n, do_faults):
                 with Load(nodes) as ld:
                     time.sleep(5)
                     loaded = sample(e, nodes, 10)
-                    vis = visibility(nodes, 60)
+                    vis, steps = visibility(e, nodes, 60)
                     rem, rem_other = remote(nodes, 60)
                     floor = etcd_put_to_watch(e, 30)
                     walks = ld.walks
@@ -575,7 +626,7 @@ def run_n(n, do_faults):
                               max(1.0, h1["rtt_n"] - h0["rtt_n"]))
                 dt = down_time(nodes)
                 fl = faults(e, nodes) if do_faults else None
-                return dict(n=n, idle=idle, loaded=loaded, vis=vis, first=fr, remote=rem,
+                return dict(n=n, idle=idle, loaded=loaded, vis=vis, steps=steps, first=fr, remote=rem,
                             remote_other=rem_other,
                             down=dt, faults=fl, walks=walks, floor=floor, health=health)
             finally:
@@ -616,6 +667,13 @@ def main():
         print("  CPU etcd, 3 members    idle %6.3f   loaded %6.3f" % (i["etcd_cpu"], l["etcd_cpu"]))
         print("  visibility ms p50/p99  %7.2f / %7.2f  (%d samples)"
               % (med(r["vis"]), pct(r["vis"], 99), len(r["vis"])))
+        st = r["steps"]
+        if st:
+            a, b = [x[0] for x in st], [x[1] for x in st]
+            print("    event to etcd's watcher %7.2f / %7.2f, etcd's watcher to n0 %7.2f / %7.2f"
+                  % (med(a), pct(a, 99), med(b), pct(b, 99)))
+            slow = sorted(st, key=lambda x: -(x[0] + x[1]))[:3]
+            print("    the slowest: %s" % ", ".join("%.0f + %.0f" % x for x in slow))
         print("  first read of a node   %7.2f ms p50, %7.2f max" % (med(r["first"]),
                                                                   max(r["first"] or [0])))
         print("  remote ctl ms p50/p99  %7.2f / %7.2f  (%d answered by the target%s)"
