@@ -14,7 +14,10 @@ Per N (default 10 30; NODEFS_BENCH_SCALE_NODES="10 30 100"):
     (median and max, and all together in cores);
   - visibility: a volume made on a node, from the CREATED event on its
     events file until n0's cluster/nodes/NODE/volumes/NAME/state shows it
-    (p50, p99), and the first read of a node not watched yet;
+    (p50, p99), in two steps: until a watcher of the bench's own on etcd
+    has the record (the source's publish and etcd), and from there until
+    n0 shows it (n0's watch, cache and FUSE); and the first read of a node
+    not watched yet;
   - remote ctl: a create that fails with EEXIST on the target, written on
     n0 into cluster/nodes/NODE/volumes/ctl (p50, p99);
   - a node killed with SIGKILL: the time until every other node's
