@@ -4,8 +4,8 @@
  * POSTed to /v3/..., written with common/jw; answers are JSON with int64s
  * as strings, parsed with jansson. A plain http:// member is spoken to
  * with etcd-http.c's own HTTP/1.1; libcurl is loaded (lazycurl) only for
- * https://, for its TLS. Knows nothing of nodefs' objects: keys and values
- * are opaque bytes here.
+ * https://, for its TLS. Watches are etcd-watch.c's. Knows nothing of
+ * nodefs' objects: keys and values are opaque bytes here.
  */
 #include "etcd.h"
 
@@ -18,22 +18,11 @@
 #include <jansson.h>
 
 #include "etcd-http.h"
+#include "etcd-internal.h"
 
 #include "jw.h"
 #include "nerr.h"
 #include "sbuf.h"
-
-#define ETCD_BODY_MAX (4u << 20)
-
-struct etcd {
-	char **urls;
-	size_t nurls, cur;
-	struct etcd_tls tls;
-	char *ca, *cert, *key;
-	long timeout_ms;
-	CURL *h;		/* https:// members: NULL until the first */
-	struct ehttp_conn hc;	/* http:// members */
-};
 
 /* ---- base64 ---- */
 
@@ -208,16 +197,6 @@ const char *etcd_endpoint_at(const struct etcd *e, size_t i)
 {
 	return i < e->nurls ? e->urls[i] : NULL;
 }
-
-struct body {
-	char *buf;
-	size_t len, cap;
-	bool over;
-	struct etcd_wparse *wp;		/* a watch: feed the parser */
-	const struct etcd_watch_cb *cb;
-	int wresult;
-	struct nerr *werr;
-};
 
 static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
 {
@@ -405,7 +384,7 @@ static int post_curl(struct etcd *e, size_t i, const char *path, const char *bod
 }
 
 /* POST body to url+path on endpoint i; the answer in b. */
-static int post_one(struct etcd *e, size_t i, const char *path, const char *body,
+int etcd_post_one(struct etcd *e, size_t i, const char *path, const char *body,
 		    struct body *b, long timeout_ms, struct nerr *err)
 {
 	if (strncmp(e->urls[i], "http://", 7) == 0)
@@ -446,7 +425,7 @@ static int post(struct etcd *e, const char *path, struct req *q, json_t **ret, s
 		struct body b = { 0 };
 
 		nerr_clear(err);
-		r = post_one(e, i, path, q->sb.buf, &b, e->timeout_ms, err);
+		r = etcd_post_one(e, i, path, q->sb.buf, &b, e->timeout_ms, err);
 		if (r == 0) {
 			json_error_t je;
 			json_t *j = json_loads(b.buf ? b.buf : "", 0, &je);
@@ -467,7 +446,7 @@ static int post(struct etcd *e, const char *path, struct req *q, json_t **ret, s
 	return r;
 }
 
-static int64_t jint(json_t *o, const char *k)
+int64_t etcd_jint(json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
 
@@ -481,7 +460,7 @@ static int64_t jint(json_t *o, const char *k)
 /* "range_end": prefix's range end, the prefix with its last byte
  * incremented (its trailing 0xff bytes dropped first; "\0" when none is
  * left: every key from the prefix on). */
-static void range_end(struct jw *w, const char *prefix)
+void etcd_range_end(struct jw *w, const char *prefix)
 {
 	size_t l = strlen(prefix);
 	char *p = strdup(prefix);
@@ -561,7 +540,7 @@ int etcd_put(struct etcd *e, const char *key, const char *val, size_t vlen, int6
 	if (r < 0)
 		return r;
 	if (ret_rev)
-		*ret_rev = jint(json_object_get(ans, "header"), "revision");
+		*ret_rev = etcd_jint(json_object_get(ans, "header"), "revision");
 	json_decref(ans);
 	return 0;
 }
@@ -587,7 +566,7 @@ static int txn(struct etcd *e, const char *key, const char *target, const char *
 		return r;
 	r = json_is_true(json_object_get(ans, "succeeded")) ? 0 : 1;
 	if (r == 0 && ret_rev)
-		*ret_rev = jint(json_object_get(ans, "header"), "revision");
+		*ret_rev = etcd_jint(json_object_get(ans, "header"), "revision");
 	json_decref(ans);
 	return r;
 }
@@ -651,7 +630,7 @@ int etcd_txn(struct etcd *e, const struct etcd_op *ops, size_t n, int64_t *ret_r
 	if (r < 0)
 		return r;
 	if (ret_rev)
-		*ret_rev = jint(json_object_get(ans, "header"), "revision");
+		*ret_rev = etcd_jint(json_object_get(ans, "header"), "revision");
 	json_decref(ans);
 	return 0;
 }
@@ -726,7 +705,7 @@ int etcd_create_and(struct etcd *e, const char *key, const char *val, size_t vle
 }
 
 /* kv (a JSON object of the gateway) into out; -EPROTO when malformed. */
-static int kv_of(json_t *kv, struct etcd_kv *out)
+int etcd_kv_of(json_t *kv, struct etcd_kv *out)
 {
 	const char *k = json_string_value(json_object_get(kv, "key"));
 	const char *v = json_string_value(json_object_get(kv, "value"));
@@ -740,9 +719,9 @@ static int kv_of(json_t *kv, struct etcd_kv *out)
 		out->key = NULL;
 		return -EPROTO;
 	}
-	out->create_rev = jint(kv, "create_revision");
-	out->mod_rev = jint(kv, "mod_revision");
-	out->lease = jint(kv, "lease");
+	out->create_rev = etcd_jint(kv, "create_revision");
+	out->mod_rev = etcd_jint(kv, "mod_revision");
+	out->lease = etcd_jint(kv, "lease");
 	return 0;
 }
 
@@ -757,7 +736,7 @@ int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *
 
 	req_begin(&q);
 	jw_kb64(&q.w, "key", prefix, strlen(prefix));
-	range_end(&q.w, prefix);
+	etcd_range_end(&q.w, prefix);
 	r = post(e, "/v3/kv/range", &q, &ans, err);
 	if (r < 0)
 		return r;
@@ -768,9 +747,9 @@ int etcd_list(struct etcd *e, const char *prefix, struct etcd_kv **ret, size_t *
 		return nerr_set(err, ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < json_array_size(kvs); i++)
-		if (kv_of(json_array_get(kvs, i), &v[n]) == 0)
+		if (etcd_kv_of(json_array_get(kvs, i), &v[n]) == 0)
 			n++;
-	*ret_rev = jint(json_object_get(ans, "header"), "revision");
+	*ret_rev = etcd_jint(json_object_get(ans, "header"), "revision");
 	json_decref(ans);
 	*ret = v;
 	*ret_n = n;
@@ -788,7 +767,7 @@ int etcd_lease_grant(struct etcd *e, long ttl_s, int64_t *ret_id, struct nerr *e
 	r = post(e, "/v3/lease/grant", &q, &ans, err);
 	if (r < 0)
 		return r;
-	*ret_id = jint(ans, "ID");
+	*ret_id = etcd_jint(ans, "ID");
 	json_decref(ans);
 	return *ret_id ? 0 : nerr_set(err, EPROTO, "lease grant gave no ID");
 }
@@ -805,7 +784,7 @@ int etcd_lease_keepalive(struct etcd *e, int64_t id, long *ret_ttl, struct nerr 
 	r = post(e, "/v3/lease/keepalive", &q, &ans, err);
 	if (r < 0)
 		return r;
-	ttl = (long)jint(json_object_get(ans, "result"), "TTL");
+	ttl = (long)etcd_jint(json_object_get(ans, "result"), "TTL");
 	json_decref(ans);
 	if (ttl <= 0)
 		return nerr_set(err, ENOENT, "lease %" PRIx64 " expired", (uint64_t)id);
@@ -820,7 +799,7 @@ int etcd_status(struct etcd *e, size_t i, struct etcd_member_status *ret)
 	int r;
 
 	*ret = (struct etcd_member_status){ 0 };
-	r = post_one(e, i, "/v3/maintenance/status", "{}", &b, e->timeout_ms, &err);
+	r = etcd_post_one(e, i, "/v3/maintenance/status", "{}", &b, e->timeout_ms, &err);
 	if (r == 0) {
 		json_t *j = json_loads(b.buf ? b.buf : "", 0, NULL);
 		if (j) {
@@ -828,7 +807,7 @@ int etcd_status(struct etcd *e, size_t i, struct etcd_member_status *ret)
 			ret->ok = true;
 			ret->member = (uint64_t)strtoull(json_string_value(json_object_get(h, "member_id")) ?: "0", NULL, 10);
 			ret->leader = (uint64_t)strtoull(json_string_value(json_object_get(j, "leader")) ?: "0", NULL, 10);
-			ret->revision = jint(h, "revision");
+			ret->revision = etcd_jint(h, "revision");
 			json_decref(j);
 		} else
 			r = -EPROTO;
@@ -837,266 +816,4 @@ int etcd_status(struct etcd *e, size_t i, struct etcd_member_status *ret)
 		snprintf(ret->error, sizeof(ret->error), "%s", err.msg[0] ? err.msg : strerror(-r));
 	free(b.buf);
 	return r;
-}
-
-/* ---- watch ---- */
-
-void etcd_wparse_free(struct etcd_wparse *p)
-{
-	free(p->buf);
-	*p = (struct etcd_wparse){ 0 };
-}
-
-/* One JSON message of the stream. */
-static int wparse_msg(struct etcd_wparse *p, const char *s, size_t len,
-		      const struct etcd_watch_cb *cb, struct nerr *err)
-{
-	json_error_t je;
-	json_t *j = json_loadb(s, len, 0, &je), *res, *evs;
-	struct etcd_event *ev;
-	size_t n = 0;
-	int r = 0;
-
-	if (!j)
-		return nerr_set(err, EPROTO, "watch stream: not JSON: %s", je.text);
-	res = json_object_get(j, "result");
-	if (!res) {
-		json_t *e = json_object_get(j, "error");
-		const char *m = json_string_value(json_object_get(e, "message"));
-		nerr_set(err, ECANCELED, "watch: %.160s", m ? m : "error");
-		json_decref(j);
-		return -ECANCELED;
-	}
-	if (jint(res, "compact_revision") > 0) {
-		p->compact = jint(res, "compact_revision");
-		json_decref(j);
-		return nerr_set(err, ERANGE, "watch: revision compacted (at %" PRId64 ")", p->compact);
-	}
-	if (json_is_true(json_object_get(res, "canceled"))) {
-		const char *m = json_string_value(json_object_get(res, "cancel_reason"));
-		nerr_set(err, ECANCELED, "watch cancelled: %.160s", m ? m : "");
-		json_decref(j);
-		return -ECANCELED;
-	}
-	evs = json_object_get(res, "events");
-	ev = calloc(json_array_size(evs) + 1, sizeof(*ev));
-	if (!ev) {
-		json_decref(j);
-		return nerr_set(err, ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < json_array_size(evs); i++) {
-		json_t *x = json_array_get(evs, i);
-		const char *t = json_string_value(json_object_get(x, "type"));
-
-		if (kv_of(json_object_get(x, "kv"), &ev[n].kv) < 0)
-			continue;
-		ev[n].type = t && strcmp(t, "DELETE") == 0 ? ETCD_EV_DELETE : ETCD_EV_PUT;
-		n++;
-	}
-	/* the created response's header revision is the store's, and the
-	 * events from the start revision up to it come after: not seen yet */
-	cb->events(cb->ctx, ev, n, json_is_true(json_object_get(res, "created")) ? 0 :
-		   jint(json_object_get(res, "header"), "revision"));
-	for (size_t i = 0; i < n; i++) {
-		free(ev[i].kv.key);
-		free(ev[i].kv.val);
-	}
-	free(ev);
-	json_decref(j);
-	return r;
-}
-
-/* The gateway writes one JSON object per message, each followed by a
- * newline; objects never contain a raw newline (JSON escapes them). */
-int etcd_wparse_feed(struct etcd_wparse *p, const char *data, size_t len,
-		     const struct etcd_watch_cb *cb, struct nerr *err)
-{
-	size_t start = 0;
-
-	if (p->len + len > ETCD_BODY_MAX)
-		return nerr_set(err, E2BIG, "watch message over %u bytes", ETCD_BODY_MAX);
-	if (p->len + len + 1 > p->cap) {
-		size_t nc = (p->len + len + 1) * 2;
-		char *nb = realloc(p->buf, nc);
-		if (!nb)
-			return nerr_set(err, ENOMEM, "out of memory");
-		p->buf = nb;
-		p->cap = nc;
-	}
-	memcpy(p->buf + p->len, data, len);
-	p->len += len;
-	for (size_t i = 0; i < p->len; i++) {
-		if (p->buf[i] != '\n')
-			continue;
-		size_t l = i - start;
-		bool blank = true;
-		for (size_t k = start; k < i; k++)
-			if (p->buf[k] != ' ' && p->buf[k] != '\r' && p->buf[k] != '\t')
-				blank = false;
-		if (!blank) {
-			int r = wparse_msg(p, p->buf + start, l, cb, err);
-			if (r < 0) {
-				memmove(p->buf, p->buf + i + 1, p->len - i - 1);
-				p->len -= i + 1;
-				return r;
-			}
-		}
-		start = i + 1;
-	}
-	memmove(p->buf, p->buf + start, p->len - start);
-	p->len -= start;
-	return 0;
-}
-
-/* A watch's create request, in body. */
-static int watch_req(struct sbuf *body, const char *prefix, int64_t from_rev, struct nerr *err)
-{
-	struct jw w;
-	int r;
-
-	jw_init(&w, body, 0);
-	jw_obj(&w);
-	jw_key(&w, "create_request");
-	jw_obj(&w);
-	jw_kb64(&w, "key", prefix, strlen(prefix));
-	range_end(&w, prefix);
-	jw_kint(&w, "start_revision", from_rev);
-	jw_kbool(&w, "progress_notify", true);
-	jw_obj_end(&w);
-	jw_obj_end(&w);
-	r = jw_end(&w);
-	if (r < 0)
-		return r == -E2BIG ? nerr_set(err, E2BIG, "watch: request over %u bytes", ETCD_BODY_MAX)
-				   : nerr_set(err, ENOMEM, "out of memory");
-	return 0;
-}
-
-int etcd_watch(struct etcd *e, const char *prefix, int64_t from_rev,
-	       const struct etcd_watch_cb *cb, int64_t *ret_compact, struct nerr *err)
-{
-	struct etcd_wparse wp = { 0 };
-	struct sbuf body = SBUF_INIT(ETCD_BODY_MAX);
-	int r = watch_req(&body, prefix, from_rev, err);
-
-	if (r < 0) {
-		sbuf_free(&body);
-		return r;
-	}
-	r = -EHOSTUNREACH;
-	for (size_t k = 0; k < e->nurls; k++) {
-		size_t i = (e->cur + k) % e->nurls;
-		struct body b = { .wp = &wp, .cb = cb, .werr = err };
-
-		nerr_clear(err);
-		e->cur = i;	/* etcd_current() while it runs */
-		r = post_one(e, i, "/v3/watch", body.buf, &b, 0, err);
-		if (r != -EHOSTUNREACH && r != -EACCES)
-			break;
-	}
-	if (r == -ERANGE && ret_compact)
-		*ret_compact = wp.compact;
-	etcd_wparse_free(&wp);
-	sbuf_free(&body);
-	return r;
-}
-
-/* ---- a watch the caller reads (many on one thread) ---- */
-
-struct etcd_wstream {
-	struct etcd *e;
-	struct etcd_wparse wp;
-	struct ehttp_resp resp;
-	struct ehttp_call call;
-	struct body b;
-	struct nerr *err;	/* the read's, while it runs */
-	struct sbuf req;
-};
-
-bool etcd_streams_ok(const struct etcd *e)
-{
-	for (size_t i = 0; i < e->nurls; i++)
-		if (strncmp(e->urls[i], "http://", 7) != 0)
-			return false;
-	return e->nurls > 0;
-}
-
-static int wstream_body(void *ud, const char *p, size_t n)
-{
-	struct etcd_wstream *s = ud;
-
-	return etcd_wparse_feed(&s->wp, p, n, s->b.cb, s->err);
-}
-
-int etcd_wstream_open(struct etcd *e, const char *prefix, int64_t from_rev,
-		      struct etcd_wstream **ret, struct nerr *err)
-{
-	struct etcd_wstream *s;
-	int r;
-
-	if (!etcd_streams_ok(e))
-		return nerr_set(err, ENOTSUP, "a watch read by its caller needs http:// members");
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return nerr_set(err, ENOMEM, "out of memory");
-	sbuf_init(&s->req, ETCD_BODY_MAX);
-	r = watch_req(&s->req, prefix, from_rev, err);
-	for (size_t k = 0; r == 0 && k < e->nurls; k++) {
-		size_t i = (e->cur + k) % e->nurls;
-
-		nerr_clear(err);
-		e->cur = i;	/* etcd_current() while it runs */
-		s->call = (struct ehttp_call){
-			.url = e->urls[i], .path = "/v3/watch", .body = s->req.buf,
-			.blen = s->req.len, .connect_ms = e->timeout_ms < 500 ? e->timeout_ms : 500,
-			.on_body = wstream_body, .ctx = s,
-		};
-		r = ehttp_start(&e->hc, &s->resp, &s->call, err);
-		if ((r == -EHOSTUNREACH || r == -ETIMEDOUT) && k + 1 < e->nurls)
-			r = 0;	/* the next member */
-		else
-			break;
-	}
-	if (r < 0) {
-		etcd_wstream_close(s);
-		return r;
-	}
-	s->e = e;
-	*ret = s;
-	return 0;
-}
-
-int etcd_wstream_fd(const struct etcd_wstream *s)
-{
-	return s->e->hc.fd;
-}
-
-int etcd_wstream_read(struct etcd_wstream *s, const struct etcd_watch_cb *cb, int64_t *ret_compact,
-		      struct nerr *err)
-{
-	int r;
-
-	s->b.cb = cb;
-	s->err = err;
-	r = ehttp_read(&s->e->hc, &s->resp, &s->call, err);
-	s->err = NULL;
-	if (r == -ERANGE && ret_compact)
-		*ret_compact = s->wp.compact;
-	if (r == 1) {
-		ehttp_conn_close(&s->e->hc);
-		if (s->resp.status != 200)
-			return nerr_set(err, EIO, "%s: watch: HTTP %d", s->call.url, s->resp.status);
-		return nerr_set(err, ECONNRESET, "%s: the watch stream ended", s->call.url);
-	}
-	return r == 2 ? 0 : r;
-}
-
-void etcd_wstream_close(struct etcd_wstream *s)
-{
-	if (!s)
-		return;
-	if (s->e)
-		ehttp_conn_close(&s->e->hc);
-	etcd_wparse_free(&s->wp);
-	sbuf_free(&s->req);
-	free(s);
 }
