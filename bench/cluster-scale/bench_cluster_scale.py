@@ -383,10 +383,11 @@ def created_events(node, seen, stop):
     th.start()
 
 
-def etcd_seen(e, prefix, seen, stop):
-    """The wall time at which a watcher of etcd's own (the JSON gateway on
-    the first member, not a node) has each nodes/NODE/volumes/visK record
-    in CREATED: visibility's middle step, after which only n0 is left."""
+def etcd_watcher(e, prefix, on_event, stop):
+    """A watcher of the bench's own on etcd (the JSON gateway on the first
+    member, not a node): on_event(wall time, key, value as JSON or None)
+    for each event under prefix, until stop is set and the connection
+    returned is closed."""
     import base64
     import http.client
     import urllib.parse
@@ -403,7 +404,7 @@ def etcd_seen(e, prefix, seen, stop):
             try:
                 line = resp.readline()
             except (OSError, AttributeError, ValueError):
-                return  # closed by visibility's end
+                return  # closed by the caller's end
             if not line:
                 return
             t = time.time()
@@ -413,18 +414,26 @@ def etcd_seen(e, prefix, seen, stop):
                 continue
             for ev in evs:
                 k = base64.b64decode(ev["kv"]["key"]).decode()
-                name = k.rsplit("/", 1)[1]
-                if not name.startswith("vis") or name in seen:
-                    continue
                 try:
                     v = json.loads(base64.b64decode(ev["kv"].get("value", "")))
                 except ValueError:
-                    continue
-                if str(v.get("state", "")).strip() == "CREATED":
-                    seen[name] = t
+                    v = None
+                on_event(t, k, v)
     th = threading.Thread(target=run, daemon=True)
     th.start()
     return wc
+
+
+def etcd_seen(e, prefix, seen, stop):
+    """The wall time at which etcd's own watcher has each
+    nodes/NODE/volumes/visK record in CREATED: visibility's middle step,
+    after which only n0 is left."""
+    def on(t, k, v):
+        name = k.rsplit("/", 1)[1]
+        if name.startswith("vis") and name not in seen and isinstance(v, dict) and \
+                str(v.get("state", "")).strip() == "CREATED":
+            seen[name] = t
+    return etcd_watcher(e, prefix, on, stop)
 
 
 def visibility(e, nodes, count):
@@ -484,23 +493,43 @@ def first_read(nodes, count):
     return out
 
 
-def remote(nodes, count):
+def remote(e, nodes, count):
     """The times of the commands the target answered (EEXIST: it ran the
     create and found the volume), and how many got another answer (the
     writer's node gave up, or took the target for down), by errno."""
-    n0, out, other = nodes[0], [], {}
+    n0, out, other, steps = nodes[0], [], {}, []
     tgt = nodes[-1]
     tgt.write_ctl("volumes/ctl", "create rtarget size=1M")
+    # the commands' records as etcd's own watcher sees them: the writer's
+    # record in the target's inbox (state new), the target's answer (done)
+    evs, lock, stop = [], threading.Lock(), threading.Event()
+
+    def on(t, k, v):
+        if "/nodes/%s/inbox/" % tgt.name in k and isinstance(v, dict):
+            with lock:
+                evs.append((t, v.get("state")))
+    wc = etcd_watcher(e, "/nodefs/nodes/%s/inbox/" % tgt.name, on, stop)
+    time.sleep(0.2)
     for i in range(count):
-        t0 = time.monotonic()
+        t0, w0 = time.monotonic(), time.time()
         ok, err = n0.write_ctl("cluster/nodes/%s/volumes/ctl" % tgt.name,
                                "create rtarget size=1M")
+        t1, w1 = time.monotonic(), time.time()
         if err == errno.EEXIST:
-            out.append((time.monotonic() - t0) * 1e3)
+            out.append((t1 - t0) * 1e3)
+            with lock:
+                new_at = [t for t, st in evs if st == "new" and t >= w0]
+                done_at = [t for t, st in evs if st == "done" and t >= w0]
+                del evs[:]
+            if new_at and done_at:
+                steps.append(((new_at[0] - w0) * 1e3, (done_at[0] - new_at[0]) * 1e3,
+                              (w1 - done_at[0]) * 1e3))
         else:
             k = errno.errorcode.get(err, str(err)) if err else "ok"
             other[k] = other.get(k, 0) + 1
-    return out, other
+    stop.set()
+    wc.close()
+    return out, other, steps
 
 
 def down_time(nodes):
@@ -618,7 +647,7 @@ def run_n(n, do_faults):
                     time.sleep(5)
                     loaded = sample(e, nodes, 10)
                     vis, steps = visibility(e, nodes, 60)
-                    rem, rem_other = remote(nodes, 60)
+                    rem, rem_other, rem_steps = remote(e, nodes, 60)
                     floor = etcd_put_to_watch(e, 30)
                     walks = ld.walks
                 h1 = etcd_health(e)
@@ -630,7 +659,7 @@ def run_n(n, do_faults):
                 dt = down_time(nodes)
                 fl = faults(e, nodes) if do_faults else None
                 return dict(n=n, idle=idle, loaded=loaded, vis=vis, steps=steps, first=fr, remote=rem,
-                            remote_other=rem_other,
+                            remote_other=rem_other, remote_steps=rem_steps,
                             down=dt, faults=fl, walks=walks, floor=floor, health=health)
             finally:
                 for node in started:
@@ -682,6 +711,12 @@ def main():
         print("  remote ctl ms p50/p99  %7.2f / %7.2f  (%d answered by the target%s)"
               % (med(r["remote"]), pct(r["remote"], 99), len(r["remote"]),
                  "".join(", %d %s" % (v, k) for k, v in sorted(r["remote_other"].items()))))
+        st = r["remote_steps"]
+        if st:
+            cols = list(zip(*st))
+            print("    until etcd's watcher has the command %6.2f / %6.2f, the target's answer "
+                  "%6.2f / %6.2f, back to the writer %6.2f / %6.2f"
+                  % tuple(x for c in cols for x in (med(c), pct(c, 99))))
         h = r["health"]
         print("  etcd alone, put until a watcher has it, ms p50/p99 (loaded)  %7.2f / %7.2f"
               % (med(r["floor"]), pct(r["floor"], 99)))
