@@ -59,6 +59,23 @@ def get(ns, url):
     return r.stdout if r.returncode == 0 else None
 
 
+def served_why(env, name, url):
+    """What to look at when a published port does not serve: nodefs's
+    state and ports, the engine's view of the container, its output, what
+    listens in the namespace, and curl's own words."""
+    eng = env.engine(name)
+    out = ["state %r ports %r" % (env.state(name), env.cread(name, "ports"))]
+    for args in (("inspect", "-f", "{{.State.Status}} {{json .NetworkSettings.Ports}} "
+                  "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", eng),
+                 ("logs", "--tail", "20", eng)):
+        r = ctest.docker(*args, host=NETNS_HOST)
+        out.append("docker %s: %s%s" % (args[0], r.stdout.strip(), r.stderr.strip()))
+    out.append("listening: %s" % in_netns(NETNS, "ss", "-ltnp").stdout.strip())
+    r = in_netns(NETNS, "curl", "-sS", "--max-time", "3", url)
+    out.append("curl: %d %s%s" % (r.returncode, r.stdout.strip(), r.stderr.strip()))
+    return "\n".join(out)
+
+
 def waits_of(events):
     """[(N, ms)] of the EXITED events' "restart N of MAX in MS ms" notes."""
     out = []
@@ -271,7 +288,8 @@ class Service(unittest.TestCase):
             m = re.match(r"^80/tcp 127\.0\.0\.1:(\d+)\n$", ports)
             self.assertTrue(m, ports)
             url = "http://127.0.0.1:%s/index.html" % m.group(1)
-            self.assertTrue(nt.wait_until(lambda: get(NETNS, url) == "hello\n", 10))
+            served = nt.wait_until(lambda: get(NETNS, url) == "hello\n", 10)
+            self.assertTrue(served, "" if served else served_why(env, web, url))
             # not reachable from the host's namespace: the port is the
             # namespace's
             self.assertIsNone(get_host(url))
