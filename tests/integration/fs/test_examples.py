@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The shipped examples stay true: examples/nodefs.conf (the file setup.sh
-installs) mounts and shows what it configures; the operator scripts parse;
+installs) mounts and shows what it configures, and names every key of
+nodefs(5); the operator scripts parse;
 the systemd unit names the installed binary and unmounts after stop.
 """
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -47,6 +50,27 @@ class ExamplesTest(unittest.TestCase):
                                  r"^(healthy|unhealthy)\b")
             # --state-dir overrides the state_dir of the file.
             self.assertTrue(os.path.isdir(fs.state_dir))
+
+    def test_example_config_names_every_key(self):
+        """Every key of every section nodefs(5) documents is in the example,
+        set or commented out (# or ;), under its section."""
+        sys.path.insert(0, os.path.join(nt.NODEFS_SRC, "tests", "integration", "systemd"))
+        from test_docs import documented_keys
+        named, sec = {}, None
+        with open(os.path.join(EXAMPLES, "nodefs.conf")) as f:
+            for line in f:
+                m = re.match(r"^[#;]?\[(\w+)(?: ([\w-]+))?\]\s*$", line)
+                if m:
+                    sec = m.group(1) if m.group(1) != "runtime" else "runtime " + m.group(2)
+                    named.setdefault(sec, set())
+                    continue
+                m = re.match(r"^[#;]?\s*([a-z_]+)\s*=", line)
+                if m and sec:
+                    named[sec].add(m.group(1))
+        for sec, keys in sorted(documented_keys().items()):
+            self.assertEqual(sorted(set(keys) - named.get(sec, set())), [],
+                             "[%s] keys nodefs(5) documents that examples/nodefs.conf "
+                             "does not name" % sec)
 
     def test_operator_scripts_parse(self):
         scripts = os.path.join(EXAMPLES, "scripts")
