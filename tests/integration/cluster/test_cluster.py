@@ -47,6 +47,26 @@ def ops_for(fs, obj, typ):
     return out
 
 
+def detail_watches(fs):
+    """fs's open watches of other nodes' objects (its gauge)."""
+    for line in fs.read("metrics/nodefs.prom").splitlines():
+        if line.startswith('nodefs_cluster_watches{kind="detail"} '):
+            return int(line.split()[1])
+    return None
+
+
+def thread_names(fs):
+    """The names of the daemon's threads."""
+    out = []
+    for t in os.listdir("/proc/%d/task" % fs.proc.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (fs.proc.pid, t)) as f:
+                out.append(f.read().strip())
+        except OSError:
+            pass
+    return out
+
+
 def error_of(fs, rel):
     """rel's error file, or why it cannot be read (an assertion's message)."""
     try:
@@ -142,6 +162,9 @@ class Cluster(unittest.TestCase):
         ok, err = a.write_ctl("volumes/ctl", "create va size=1M")
         self.assertTrue(ok)
         c.wait_read("cluster/nodes/a/volumes/va/state", lambda s: s.strip() != "")
+        # c reads a's objects and b's: two detail watches, on one thread
+        self.assertEqual(detail_watches(c), 2)
+        self.assertEqual(thread_names(c).count("nodefs-cdetail"), 1, thread_names(c))
         ok, err = c.write_ctl("cluster/nodes/a/volumes/ctl", "create vx size=1M")
         self.assertEqual((ok, nt.errname(err)), (False, "EPERM"))
         self.assertIn("accept_remote = no", error_of(c, "cluster/nodes/a/volumes"))
@@ -360,11 +383,7 @@ class Cluster(unittest.TestCase):
         del mine
 
     def lazy(self, e, a, b):
-        def details(fs):
-            for line in fs.read("metrics/nodefs.prom").splitlines():
-                if line.startswith('nodefs_cluster_watches{kind="detail"} '):
-                    return int(line.split()[1])
-            return None
+        details = detail_watches
         # nothing has read under cluster/nodes/b/{volumes,containers}/ yet
         self.assertEqual(details(a), 0)
         self.assertIn("detail: not watched\n", a.read("cluster/nodes/b/status"))
@@ -549,6 +568,7 @@ class ClusterTls(unittest.TestCase):
                     self.assertTrue(ok, (nt.errname(err), d.error("volumes")))
                     a.wait_read("cluster/nodes/d/volumes/t2/state", lambda s: s.strip() != "")
                     self.assertIn("detail: watched since", a.read("cluster/nodes/d/status"))
+                    self.assertEqual(thread_names(a).count("nodefs-cdetail"), 1)
                 wrong_ca = "ca = %s\ncert = %s\nkey = %s\n" % (c["other"], c["client_cert"],
                                                             c["client_key"])
                 with ct.Node(e, "b", extra=wrong_ca) as b:
