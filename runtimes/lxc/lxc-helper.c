@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "lxc-internal.h"
 #include "runtime.h"
 
@@ -77,6 +78,8 @@ static int create_helper_main(int argc, char **argv)
 			   !c->set_config_item(c, "lxc.log.level", "INFO")))
 		fprintf(stderr, "%s: %s: cannot set the log\n", RT_LXC_CREATE_HELPER, argv[2]);
 	ok = c->create(c, argv[4], NULL, NULL, LXC_CREATE_QUIET, argv + 5);
+	if (!ok && c->error_string && c->error_string[0])
+		fprintf(stderr, "%s: %s: %s\n", RT_LXC_CREATE_HELPER, argv[2], c->error_string);
 	_exit(ok ? 0 : 1);	/* as the start's: no leak check of liblxc's */
 }
 
@@ -115,6 +118,14 @@ static int run_helper(char *const argv[])
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
+	/* a helper that ended otherwise than by its own answer (0 or 1) is
+	 * named in the log: the caller's error can only say "failed" */
+	if (WIFSIGNALED(status))
+		log_msg(LOG_LVL_WARN, "lxc: %s %s: killed by signal %d (%s)", argv[0],
+			argv[2] ? argv[2] : "", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else if (WIFEXITED(status) && WEXITSTATUS(status) > 1)
+		log_msg(LOG_LVL_WARN, "lxc: %s %s: exited with status %d", argv[0],
+			argv[2] ? argv[2] : "", WEXITSTATUS(status));
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
