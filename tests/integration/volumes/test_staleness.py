@@ -123,6 +123,22 @@ def fuse_reads(env):
     return metric(env, 'nodefs_fuse_requests_total{op="read"}')
 
 
+def quiet_stats_calls(env, secs=0.3):
+    """nodefs's count of NodeGetVolumeStats calls once it has not moved for
+    secs (scaled): the refresh a volume's change queues on a worker (which
+    measures the plugin's volumes for the metrics) is over, so what follows
+    counts the reads' calls alone."""
+    last = env.calls().get("NodeGetVolumeStats", 0)
+    end = time.monotonic() + nt.scaled(10)
+    while time.monotonic() < end:
+        time.sleep(nt.scaled(secs))
+        now = env.calls().get("NodeGetVolumeStats", 0)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError("NodeGetVolumeStats calls did not settle: %d" % last)
+
+
 class StalenessTest(unittest.TestCase):
     def test_cached_file_is_served_from_the_page_cache(self):
         """A volume's id (cached: it never changes) has its real size, and
@@ -244,7 +260,7 @@ class StalenessTest(unittest.TestCase):
             path = self.published_stats(env)
             renders = metric(env, "nodefs_read_aged_renders_total")
             shared = metric(env, "nodefs_read_aged_shared_total")
-            calls = env.calls().get("NodeGetVolumeStats", 0)
+            calls = quiet_stats_calls(env)
             texts = set()
             for _ in range(20):
                 with open(path) as f:
@@ -258,10 +274,11 @@ class StalenessTest(unittest.TestCase):
             # a change of the volume (it stays staged): the next read
             # samples anew
             self.assertEqual(env.ctl("volumes/st/ctl", "unpublish"), (True, "OK"))
+            calls = quiet_stats_calls(env)
             with open(path) as f:
                 self.assertIn("bytes_total ", f.read())
             self.assertEqual(metric(env, "nodefs_read_aged_renders_total") - renders, 2)
-            self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 2)
+            self.assertEqual(env.calls().get("NodeGetVolumeStats", 0) - calls, 1)
 
         with vt.VolEnv(extra_nodefs="cache_max_age = 200ms") as env:
             path = self.published_stats(env)
