@@ -738,8 +738,9 @@ static void *status_main(void *arg)
 		 * second at the leader whatever its size; a member found bad
 		 * is looked at each second (bench/cluster-scale at 100 nodes,
 		 * before anything is written: etcd's members at 0.26 to 0.31
-		 * cores with 20 ms and keep-alives every TTL/4, 0.19 to 0.22
-		 * with 50 ms and TTL/3) */
+		 * cores with 20 ms, 0.19 to 0.22 with 50 ms and the keep-alives
+		 * every TTL/3, which a lease lost to an election made TTL/4
+		 * again) */
 		uint64_t every = STATUS_MIN_MS, nodes = bnode_count(c->nodes);
 		bool bad = false;
 		for (size_t i = 0; i < n; i++)
@@ -763,8 +764,9 @@ static void *pub_main(void *arg)
 	struct etcd_tls tls = { c->ca, c->cert, c->key };
 	struct etcd *e = NULL;
 	struct nerr err = { 0 };
-	/* a keep-alive every TTL/3, as etcd's own client does */
-	uint64_t last_ka = 0, backoff = 0, ka_every = (uint64_t)c->ttl_s * 1000 / 3;
+	/* a keep-alive every TTL/4: one lost to a leader's election (a
+	 * request's timeout and the next member) still leaves half the TTL */
+	uint64_t last_ka = 0, backoff = 0, ka_every = (uint64_t)c->ttl_s * 1000 / 4;
 	bool up = false;
 
 	pthread_setname_np(pthread_self(), "nodefs-cluster");
