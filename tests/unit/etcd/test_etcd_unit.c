@@ -359,7 +359,8 @@ next:
 	return NULL;
 }
 
-static void srv_start(struct srv *s, pthread_t *th)
+/* Start s on a loopback port; url gets its http://127.0.0.1:PORT. */
+static void srv_start(struct srv *s, pthread_t *th, char *url, size_t ulen)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t al = sizeof(a);
@@ -371,6 +372,7 @@ static void srv_start(struct srv *s, pthread_t *th)
 	getsockname(s->lfd, (struct sockaddr *)&a, &al);
 	s->port = ntohs(a.sin_port);
 	cr_assert_eq(pthread_create(th, NULL, srv_main, s), 0);
+	snprintf(url, ulen, "http://127.0.0.1:%d", s->port);
 }
 
 Test(etcd_http, kept_alive_then_closed_by_server)
@@ -382,8 +384,7 @@ Test(etcd_http, kept_alive_then_closed_by_server)
 	struct nerr err = { 0 };
 	char url[64];
 
-	srv_start(&s, &th);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", s.port);
+	srv_start(&s, &th, url, sizeof(url));
 	ehttp_conn_init(&c);
 	for (int i = 0; i < 2; i++) {
 		struct got g = { 0 };
@@ -409,8 +410,7 @@ Test(etcd_http, timeout_and_refused)
 	struct nerr err = { 0 };
 	char url[64];
 
-	srv_start(&s, &th);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", s.port);
+	srv_start(&s, &th, url, sizeof(url));
 	ehttp_conn_init(&c);
 	struct ehttp_call call = { .url = url, .path = "/v3/kv/put", .body = "{}", .blen = 2,
 				   .connect_ms = 500, .timeout_ms = 100 };
@@ -455,8 +455,7 @@ Test(etcd_http, read_by_caller)
 		struct got g = { 0 };
 		char url[64];
 
-		srv_start(&s, &th);
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d", s.port);
+		srv_start(&s, &th, url, sizeof(url));
 		ehttp_conn_init(&c);
 		struct ehttp_call call = { .url = url, .path = "/v3/watch", .body = "{}", .blen = 2,
 					   .connect_ms = 500, .on_body = got_body, .ctx = &g };
