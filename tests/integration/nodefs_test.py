@@ -544,6 +544,37 @@ def find_pids_with_arg(arg):
     return pids
 
 
+def thread_stacks(pid):
+    """Where each thread of process pid is, for a daemon that hangs: its
+    name, the kernel's wait channel and stack (/proc), and the user stacks
+    gdb prints (when gdb is there). Never raises."""
+    out = []
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError as e:
+        return "(no /proc/%d/task: %s)" % (pid, e)
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        parts = []
+        for name in ("comm", "wchan", "stack"):
+            try:
+                with open(base + name) as f:
+                    parts.append(f.read().strip())
+            except OSError:
+                parts.append("?")
+        out.append("thread %s %s (%s)\n  %s" % (tid, parts[0], parts[1],
+                                                 parts[2].replace("\n", "\n  ")))
+    if shutil.which("gdb"):
+        try:
+            r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                                "-ex", "thread apply all bt"],
+                               capture_output=True, text=True, timeout=60)
+            out.append(r.stdout)
+        except (OSError, subprocess.SubprocessError) as e:
+            out.append("(gdb: %s)" % e)
+    return "\n".join(out)
+
+
 def wait_until(pred, timeout, interval=0.05):
     """Poll pred() until it is true or timeout seconds (scaled()) passed;
     returns the last value of pred()."""
@@ -663,8 +694,10 @@ class Nodefs:
             try:
                 self.proc.wait(scaled(self.stop_timeout))
             except subprocess.TimeoutExpired:
-                problems.append("nodefs did not exit within %.0fs of %s"
-                                % (scaled(self.stop_timeout), sig.name))
+                problems.append("nodefs did not exit within %.0fs of %s; where its "
+                                "threads were:\n%s"
+                                % (scaled(self.stop_timeout), sig.name,
+                                   thread_stacks(self.proc.pid)))
                 self.proc.kill()
                 self.proc.wait()
         if self.proc is not None:
