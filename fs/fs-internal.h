@@ -29,6 +29,16 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 	     unsigned max_idle);
 
 /*
+ * The stop signals (SIGHUP, SIGINT, SIGTERM, each only while at its
+ * default, as libfuse's fuse_set_signal_handlers) end se and wake the
+ * thread waiting in fs_serve; SIGPIPE is caught and does nothing (the
+ * programs nodefs starts get it at its default). 0 or -errno. Undone
+ * (back to the default) by fs_serve_signals_remove.
+ */
+int fs_serve_signals(struct fuse_session *se);
+void fs_serve_signals_remove(void);
+
+/*
  * Who may open a sensitive (BATTR_PRIV) file for reading or a ctl file for
  * writing (access.c): uid 0, or a caller whose gid or one of whose
  * supplementary groups (fuse_req_getgroups) is gid (read_group,

@@ -14,6 +14,10 @@
  * turns out to hold the leader for WATCH_MS: a slow request never holds up
  * the others for longer than that.
  *
+ * The stop signals are this file's too (fs_serve_signals): their handler
+ * ends the session and posts the semaphore the serving thread waits on, so
+ * a stop never hangs on where or when the signal lands.
+ *
  * Must not know: the tree, the backend; what may wait is the caller's call.
  */
 #define FUSE_USE_VERSION 312
@@ -58,7 +62,6 @@ struct serve {
 	unsigned nthreads, nidle;
 	struct serve_worker *workers;
 	int error;
-	sem_t finish;		/* posted when a worker sees the session end */
 
 	/* the watchdog */
 	_Atomic(struct serve_worker *) leader_w;	/* NULL: deposed or handing over */
@@ -72,6 +75,95 @@ struct serve {
 };
 
 static void *worker_main(void *arg);
+
+/*
+ * Posted when a worker sees the session end, and by a stop signal's
+ * handler; fs_serve's caller waits on it. One for the process, never
+ * destroyed: a handler may still post it while fs_serve returns.
+ */
+static sem_t serve_end;
+static pthread_once_t serve_end_once = PTHREAD_ONCE_INIT;
+/* the session a stop signal ends (fs_serve_signals) */
+static struct fuse_session *_Atomic signal_se;
+static const int stop_signals[] = { SIGHUP, SIGINT, SIGTERM };
+static bool signal_taken[3], pipe_taken;
+
+static void serve_end_init(void)
+{
+	sem_init(&serve_end, 0, 0);
+}
+
+/*
+ * libfuse's own handler (fuse_set_signal_handlers) only marks the session
+ * exited and counts on the signal interrupting the thread's sem_wait in
+ * fs_serve. A signal taken by another thread (the daemon's container
+ * actions run with nothing blocked) then wakes nobody: the leader stays in
+ * read() and the daemon never stops. sem_post is async-signal-safe and
+ * wakes the waiter wherever the handler runs.
+ */
+static void on_stop_signal(int sig)
+{
+	struct fuse_session *se = atomic_load(&signal_se);
+	int e = errno;
+
+	(void)sig;
+	if (se)
+		fuse_session_exit(se);	/* a store of a flag (libfuse 3.14) */
+	sem_post(&serve_end);
+	errno = e;
+}
+
+static void on_pipe(int sig)
+{
+	(void)sig;
+}
+
+int fs_serve_signals(struct fuse_session *se)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	pthread_once(&serve_end_once, serve_end_init);
+	atomic_store(&signal_se, se);
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
+		struct sigaction old;
+
+		/* as libfuse: a signal the caller handles or ignores stays so
+		 * (nodefs's SIGHUP reloads) */
+		if (signal_taken[i] || sigaction(stop_signals[i], NULL, &old) != 0 ||
+		    old.sa_handler != SIG_DFL)
+			continue;
+		if (sigaction(stop_signals[i], &sa, NULL) != 0)
+			return -errno;
+		signal_taken[i] = true;
+	}
+	/* an answer to a reader that went away must not kill the daemon; a
+	 * handler, not SIG_IGN, which the programs it starts would inherit */
+	if (!pipe_taken) {
+		struct sigaction old;
+
+		sa.sa_handler = on_pipe;
+		if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+			if (sigaction(SIGPIPE, &sa, NULL) != 0)
+				return -errno;
+			pipe_taken = true;
+		}
+	}
+	return 0;
+}
+
+void fs_serve_signals_remove(void)
+{
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		if (signal_taken[i]) {
+			signal(stop_signals[i], SIG_DFL);
+			signal_taken[i] = false;
+		}
+	if (pipe_taken)
+		signal(SIGPIPE, SIG_DFL);
+	pipe_taken = false;
+	atomic_store(&signal_se, NULL);
+}
 
 static void block_signals(sigset_t *old)
 {
@@ -161,7 +253,7 @@ static void session_ended(struct serve *s, int error)
 	pthread_cond_broadcast(&s->cond);
 	pthread_cond_signal(&s->wcond);
 	pthread_mutex_unlock(&s->lock);
-	sem_post(&s->finish);
+	sem_post(&serve_end);
 }
 
 /* Read and answer requests until one that may wait (answered after the
@@ -319,7 +411,9 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s.wcond, &ca);
 	pthread_condattr_destroy(&ca);
-	sem_init(&s.finish, 0, 0);
+	pthread_once(&serve_end_once, serve_end_init);
+	while (sem_trywait(&serve_end) == 0)
+		;	/* an earlier session's posts; this one's end is se's flag */
 	atomic_init(&s.leader_w, NULL);
 	atomic_init(&s.watch_parked, false);
 #if NODEFS_TEST_HOOKS
@@ -335,9 +429,10 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 		r = worker_start(&s);
 	pthread_mutex_unlock(&s.lock);
 	if (r == 0) {
-		/* a signal handler ends the session and interrupts this wait */
+		/* a stop signal's handler ends the session and posts
+		 * serve_end; so does a worker that sees it end */
 		while (!fuse_session_exited(se))
-			sem_wait(&s.finish);
+			sem_wait(&serve_end);
 	}
 	pthread_mutex_lock(&s.lock);
 	s.exit = true;
@@ -361,7 +456,6 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
 	if (r == 0)
 		r = s.error;
 	fuse_session_reset(se);
-	sem_destroy(&s.finish);
 	pthread_cond_destroy(&s.wcond);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);

@@ -604,7 +604,7 @@ int fs_mount(struct fs *f, const char *mnt, struct nerr *err)
 		return nerr_set(err, EIO, "cannot hook the FUSE device of %s", mnt);
 	/* from now on a signal must unmount, even before fs_loop: it ends the
 	 * session, and fs_loop then returns at once */
-	if (fuse_set_signal_handlers(f->se) == 0)
+	if (fs_serve_signals(f->se) == 0)
 		f->signals = true;
 	return 0;
 }
@@ -615,7 +615,7 @@ int fs_loop(struct fs *f)
 	int r;
 
 	if (!f->signals) {
-		if (fuse_set_signal_handlers(f->se) != 0)
+		if (fs_serve_signals(f->se) != 0)
 			return -EIO;
 		f->signals = true;
 	}
@@ -674,7 +674,7 @@ void fs_free(struct fs *f)
 	if (f->reaper_running)
 		pthread_join(f->reaper, NULL);
 	if (f->signals)
-		fuse_remove_signal_handlers(f->se);
+		fs_serve_signals_remove();
 	if (f->se) {
 		if (f->mounted)
 			fuse_session_unmount(f->se);

@@ -201,9 +201,10 @@ static int run_action_masked(struct action *a, struct nerr *err);
  * FUSE thread has SIGHUP, SIGINT, SIGQUIT and SIGTERM blocked (libfuse
  * blocks them in its workers). A command whose TERM stays blocked can never
  * stop gracefully and never sees `kill HUP`. So actions run with nothing
- * blocked; the daemon still gets its signals, since the kernel hands a
- * process-directed signal to the main thread first when it does not block
- * it (complete_signal).
+ * blocked. The kernel hands a process-directed signal to the main thread
+ * first when it does not block it (complete_signal), but not always: one
+ * may land here. The stop signals' handler wakes the main thread wherever
+ * it runs (fs_serve_signals, fs/fs-loop.c).
  */
 int container_run_action(struct action *a, struct nerr *err)
 {

@@ -252,6 +252,7 @@ static void *watch_main(void *arg)
 	long backoff_ms = 100;
 	int up = -1;
 
+	pthread_setname_np(pthread_self(), "nodefs-dockerev");
 	while (!stopping(d)) {
 		int was = up;
 		struct timespec ts;

@@ -650,6 +650,7 @@ static void *watch_main(void *arg)
 	struct epoll_event evs[16];
 	int timeout = -1;	/* until a death waits for its exit event */
 
+	pthread_setname_np(pthread_self(), "nodefs-lxcexit");
 	for (;;) {
 		int n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs), timeout);
 

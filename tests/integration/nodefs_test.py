@@ -550,6 +550,11 @@ def thread_stacks(pid):
     gdb prints (when gdb is there). Never raises."""
     out = []
     try:
+        with open("/proc/%d/status" % pid) as f:
+            out.append(" ".join(l.strip() for l in f if l.startswith(("SigQ", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))))
+    except OSError:
+        pass
+    try:
         tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
     except OSError as e:
         return "(no /proc/%d/task: %s)" % (pid, e)

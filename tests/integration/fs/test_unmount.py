@@ -149,6 +149,39 @@ class UnmountTest(unittest.TestCase):
             self.assertFalse(nt.is_mounted(fs.mnt))
             self.assertLess(took, nt.scaled(10.0))
 
+    def test_sigterm_while_serving(self):
+        """A stop signal that lands while the loop answers requests (a
+        reader loops on status, another lists the root) unmounts and exits
+        0 every time, wherever the signal finds the main thread. Each stop
+        is bounded; eight mounts, the signal at a different moment each."""
+        for i in range(8):
+            with nt.Nodefs(nt.offline_config()) as fs:
+                stop = threading.Event()
+
+                def reader(fn):
+                    while not stop.is_set():
+                        try:
+                            fn()
+                        except OSError:
+                            return
+
+                ts = [threading.Thread(target=reader, daemon=True,
+                                       args=(lambda: nt.read_file(fs.path("status")),)),
+                      threading.Thread(target=reader, daemon=True,
+                                       args=(lambda: os.listdir(fs.mnt),))]
+                for t in ts:
+                    t.start()
+                time.sleep(0.02 * i)
+                t0 = time.monotonic()
+                problems = fs.stop(signal.SIGTERM)
+                took = time.monotonic() - t0
+                stop.set()
+                for t in ts:
+                    t.join(10)
+                self.assertEqual(problems, [], fs.log())
+                self.assertEqual(fs.returncode, 0)
+                self.assertLess(took, nt.scaled(10.0))
+
     def test_daemonizes_once_mounted(self):
         tmp = tempfile.mkdtemp(prefix="nodefs-test-")
         mnt = os.path.join(tmp, "mnt")
