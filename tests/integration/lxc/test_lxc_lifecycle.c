@@ -217,13 +217,18 @@ Test(lxc, ten_in_parallel, .timeout = 300)
 	struct rt_listing *l = NULL;
 	size_t n = 0;
 	struct nerr err = { 0 };
+	int failed = -1;
 
 	for (long i = 0; i < NPAR; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, par_create_start, (void *)i), 0);
+	/* every create joined before any verdict: the teardown's wipe must
+	 * not race with creates still under way */
 	for (int i = 0; i < NPAR; i++) {
 		pthread_join(th[i], &res);
-		cr_assert_null(res, "container %d failed", i);
+		if (res && failed < 0)
+			failed = i;
 	}
+	cr_assert_eq(failed, -1, "container %d failed", failed);
 	for (int i = 0; i < NPAR; i++) {
 		struct rt_status st;
 
@@ -240,8 +245,10 @@ Test(lxc, ten_in_parallel, .timeout = 300)
 		cr_assert_eq(pthread_create(&th[i], NULL, par_destroy, (void *)i), 0);
 	for (int i = 0; i < NPAR; i++) {
 		pthread_join(th[i], &res);
-		cr_assert_null(res, "destroy %d failed", i);
+		if (res && failed < 0)
+			failed = i;
 	}
+	cr_assert_eq(failed, -1, "destroy %d failed", failed);
 	cr_assert_eq(count_entries(lxcpath), 0, "lxcpath not empty after destroying all");
 }
 
