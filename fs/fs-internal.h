@@ -32,8 +32,11 @@ int fs_serve(struct fuse_session *se, fs_may_wait_fn may_wait, void *ctx, unsign
  * The stop signals (SIGHUP, SIGINT, SIGTERM, each only while at its
  * default, as libfuse's fuse_set_signal_handlers) end se and wake the
  * thread waiting in fs_serve; SIGPIPE is caught and does nothing (the
- * programs nodefs starts get it at its default). 0 or -errno. Undone
- * (back to the default) by fs_serve_signals_remove.
+ * programs nodefs starts get it at its default). 0 or -errno.
+ * fs_serve_signals_remove forgets se before it is destroyed; the handlers
+ * stay, and a stop signal after that only posts a semaphore nobody waits
+ * on: a second SIGTERM while the daemon ends does not kill it (there is no
+ * moment at the default between the mount's end and nodefs's SIG_IGN).
  */
 int fs_serve_signals(struct fuse_session *se);
 void fs_serve_signals_remove(void);

@@ -154,14 +154,6 @@ int fs_serve_signals(struct fuse_session *se)
 
 void fs_serve_signals_remove(void)
 {
-	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
-		if (signal_taken[i]) {
-			signal(stop_signals[i], SIG_DFL);
-			signal_taken[i] = false;
-		}
-	if (pipe_taken)
-		signal(SIGPIPE, SIG_DFL);
-	pipe_taken = false;
 	atomic_store(&signal_se, NULL);
 }
 
