@@ -227,6 +227,24 @@ int volume_step_call(struct vctx *x, int kind, struct nerr *err);
 int volume_call_raw(struct vctx *x, int kind, const char *path, const char *node,
 		    struct nerr *err);
 
+#define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
+#define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
+/* The request naming x's volume: id, capability, parameters, contexts. */
+struct storage_req volume_req_of(struct vctx *x);
+/* What a call ended with, for the step and the operation. */
+struct storage_result;
+void volume_note_result(struct vctx *x, const struct storage_result *res);
+/* The retry hook of x's calls: the attempts so far, in the operation. */
+void volume_retry_note(void *ctx, const struct storage_result *so_far);
+
+/* ---- volume-change.c: changes to a volume in place ---- */
+
+/* expand to size bytes: ControllerExpand, then NodeExpand when needed
+ * where the volume is staged or published. */
+int volume_expand(struct vctx *x, uint64_t size, struct nerr *err);
+/* modify: ControllerModifyVolume with kv (KEY=VALUE, NULL-ended). */
+int volume_modify(struct vctx *x, char **kv, struct nerr *err);
+
 /* ---- volume-settle.c: calls whose answer never came ---- */
 
 /* v is left CREATING or DELETING by a call whose answer never came, or

@@ -5,7 +5,8 @@
  * NODE_PUBLISH -> PUBLISHED, skipping what the plugin's capabilities do not
  * have; unpublish, unstage and destroy walk back down (NodeUnpublish before
  * NodeUnstage before ControllerUnpublish before DeleteVolume); expand is
- * ControllerExpand then NodeExpand. One action runs one command.
+ * ControllerExpand then NodeExpand (volume-change.c, with modify). One
+ * action runs one command.
  *
  * Rules kept (from Mesos and kubelet): the calls of one volume run strictly
  * in order on its action queue; CreateVolume's name derives from the
@@ -51,7 +52,7 @@ static const char *xop(const struct vctx *x)
 }
 
 /* What a call ended with, for the step and the operation. */
-static void note_result(struct vctx *x, const struct storage_result *res)
+void volume_note_result(struct vctx *x, const struct storage_result *res)
 {
 	if (!res->call)
 		return;		/* nothing was sent */
@@ -65,7 +66,7 @@ static void note_result(struct vctx *x, const struct storage_result *res)
 
 /* A call being retried: its attempts so far and its last status are in the
  * operation as they happen, not only once the call has ended. */
-static void retry_note(void *ctx, const struct storage_result *so_far)
+void volume_retry_note(void *ctx, const struct storage_result *so_far)
 {
 	struct vctx *x = ctx;
 
@@ -73,13 +74,10 @@ static void retry_note(void *ctx, const struct storage_result *so_far)
 		     so_far->code, so_far->code_name);
 }
 
-#define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
-#define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
-
 /* The request naming v: id, capability, parameters and contexts. The
  * strings are v's; the volume's lock is not needed, as only the action
  * running on the volume's queue changes them. */
-static struct storage_req req_of(struct vctx *x)
+struct storage_req volume_req_of(struct vctx *x)
 {
 	struct volume *v = x->v;
 
@@ -100,7 +98,7 @@ static struct storage_req req_of(struct vctx *x)
 static int do_create_volume(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
 	struct storage_volume sv = { 0 };
 	int r;
@@ -111,8 +109,8 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 		rq.from_snapshot = v->src_id;
 	else if (v->src && v->src_id)
 		rq.from_volume = v->src_id;
-	r = x->ops->create(x->h, &rq, &sv, retry_note, x, &res, err);
-	note_result(x, &res);
+	r = x->ops->create(x->h, &rq, &sv, volume_retry_note, x, &res, err);
+	volume_note_result(x, &res);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&v->lock);
@@ -128,11 +126,11 @@ static int do_create_volume(struct vctx *x, struct nerr *err)
 
 static int do_validate(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
-	int r = x->ops->validate(x->h, &rq, retry_note, x, &res, err);
+	int r = x->ops->validate(x->h, &rq, volume_retry_note, x, &res, err);
 
-	note_result(x, &res);
+	volume_note_result(x, &res);
 	return r;
 }
 
@@ -182,10 +180,10 @@ static int do_controller_publish(struct vctx *x, struct nerr *err)
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
 	if (r < 0)
 		return r;
-	rq = req_of(x);
+	rq = volume_req_of(x);
 	rq.node_id = x->node_id;
-	r = x->ops->controller_publish(x->h, &rq, &pctx, retry_note, x, &res, err);
-	note_result(x, &res);
+	r = x->ops->controller_publish(x->h, &rq, &pctx, volume_retry_note, x, &res, err);
+	volume_note_result(x, &res);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&v->lock);
@@ -205,10 +203,10 @@ static int do_controller_unpublish(struct vctx *x, struct nerr *err)
 	r = plugin_node_id(x->p, x->node_id, sizeof(x->node_id), err);
 	if (r < 0)
 		return r;
-	rq = req_of(x);
+	rq = volume_req_of(x);
 	rq.node_id = x->node_id;
-	r = x->ops->controller_unpublish(x->h, &rq, retry_note, x, &res, err);
-	note_result(x, &res);
+	r = x->ops->controller_unpublish(x->h, &rq, volume_retry_note, x, &res, err);
+	volume_note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
 		x->v->ctl_published = false;
@@ -255,10 +253,10 @@ static int do_stage(struct vctx *x, struct nerr *err)
 	r = mkdir_p(VSTAGING(v), 0750);
 	if (r < 0)
 		return nerr_set(err, -r, "cannot make the staging path %s: %s", VSTAGING(v), strerror(-r));
-	rq = req_of(x);
+	rq = volume_req_of(x);
 	rq.staging = VSTAGING(v);
-	r = x->ops->stage(x->h, &rq, retry_note, x, &res, err);
-	note_result(x, &res);
+	r = x->ops->stage(x->h, &rq, volume_retry_note, x, &res, err);
+	volume_note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&v->lock);
 		v->staged = true;
@@ -269,13 +267,13 @@ static int do_stage(struct vctx *x, struct nerr *err)
 
 static int do_unstage(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
 	int r;
 
 	rq.staging = VSTAGING(x->v);
-	r = x->ops->unstage(x->h, &rq, retry_note, x, &res, err);
-	note_result(x, &res);
+	r = x->ops->unstage(x->h, &rq, volume_retry_note, x, &res, err);
+	volume_note_result(x, &res);
 	if (r >= 0) {
 		pthread_mutex_lock(&x->v->lock);
 		x->v->staged = false;
@@ -333,7 +331,7 @@ static int volume_check_mounted_after_reboot(struct volume *v, const char *targe
 static int republish(struct vctx *x, struct nerr *err)
 {
 	struct volume *v = x->v;
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
 	struct nerr e = { 0 };
 	bool stage = v->staged && HAS_NODE(x, STAGE_UNSTAGE_VOLUME);
@@ -341,15 +339,15 @@ static int republish(struct vctx *x, struct nerr *err)
 
 	log_info("volume %s: unpublished%s and published again", v->name,
 		 stage ? ", unstaged, staged" : "");
-	r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, &e);
+	r = x->ops->unpublish(x->h, &rq, volume_retry_note, x, &res, &e);
 	if (r >= 0 && stage) {
-		r = x->ops->unstage(x->h, &rq, retry_note, x, &res, &e);
+		r = x->ops->unstage(x->h, &rq, volume_retry_note, x, &res, &e);
 		if (r >= 0)
-			r = x->ops->stage(x->h, &rq, retry_note, x, &res, &e);
+			r = x->ops->stage(x->h, &rq, volume_retry_note, x, &res, &e);
 	}
 	if (r >= 0)
-		r = x->ops->publish(x->h, &rq, retry_note, x, &res, &e);
-	note_result(x, &res);
+		r = x->ops->publish(x->h, &rq, volume_retry_note, x, &res, &e);
+	volume_note_result(x, &res);
 	if (r < 0) {
 		nerr_prefix(&e, "%s; redoing it", err->msg);
 		*err = e;
@@ -381,9 +379,9 @@ static int do_publish(struct vctx *x, struct nerr *err)
 		if (r < 0)
 			return nerr_set(err, -r, "cannot make %s: %s", parent, strerror(-r));
 	}
-	rq = req_of(x);
-	r = x->ops->publish(x->h, &rq, retry_note, x, &res, err);
-	note_result(x, &res);
+	rq = volume_req_of(x);
+	r = x->ops->publish(x->h, &rq, volume_retry_note, x, &res, err);
+	volume_note_result(x, &res);
 	if (r >= 0 && volume_check_mounted_after_reboot(v, v->target, err) < 0)
 		r = republish(x, err);
 	return r;
@@ -391,21 +389,21 @@ static int do_publish(struct vctx *x, struct nerr *err)
 
 static int do_unpublish(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
-	int r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, err);
+	int r = x->ops->unpublish(x->h, &rq, volume_retry_note, x, &res, err);
 
-	note_result(x, &res);
+	volume_note_result(x, &res);
 	return r;
 }
 
 static int do_delete(struct vctx *x, struct nerr *err)
 {
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
-	int r = x->ops->delete(x->h, &rq, retry_note, x, &res, err);
+	int r = x->ops->delete(x->h, &rq, volume_retry_note, x, &res, err);
 
-	note_result(x, &res);
+	volume_note_result(x, &res);
 	return r;
 }
 
@@ -639,79 +637,6 @@ static int walk_down(struct vctx *x, enum down_goal goal, struct nerr *err)
  * (node_expand_to, checkpointed): `expand` to that size again makes only
  * the node call. Off the node, NodeStage/NodePublish see the new size.
  */
-static int do_expand(struct vctx *x, uint64_t size, struct nerr *err)
-{
-	struct volume *v = x->v;
-	bool ctl = HAS_CTL(x, EXPAND_VOLUME), node = HAS_NODE(x, EXPAND_VOLUME);
-	bool node_needed = node, finish_node, on_node;
-	int64_t cap, owed;
-	int r;
-
-	pthread_mutex_lock(&v->lock);
-	cap = v->capacity;
-	owed = v->node_expand_to;
-	on_node = v->staged || (v->target && v->state == V_PUBLISHED);
-	pthread_mutex_unlock(&v->lock);
-	finish_node = owed && owed == (int64_t)size;
-	if (!finish_node && (int64_t)size <= cap)
-		return nerr_set(err, EINVAL, "expand: %llu bytes is not more than the capacity %lld",
-				(unsigned long long)size, (long long)cap);
-	if (!ctl && !node)
-		return nerr_set(err, ENOTSUP, "expand: plugin %s cannot expand volumes (no EXPAND_VOLUME)",
-				v->plugin);
-	if (ctl && !finish_node) {
-		struct storage_req rq = req_of(x);
-		struct storage_result res = { 0 };
-		int64_t newcap = 0;
-		bool needed = false;
-
-		rq.bytes = (int64_t)size;
-		r = x->ops->controller_expand(x->h, &rq, &newcap, &needed, retry_note, x, &res, err);
-		note_result(x, &res);
-		if (r < 0)
-			return r;
-		node_needed = node && needed;
-		pthread_mutex_lock(&v->lock);
-		v->capacity = newcap ? newcap : (int64_t)size;
-		v->node_expand_to = node_needed && on_node ? (int64_t)size : 0;
-		pthread_mutex_unlock(&v->lock);
-		bnode_changed(v->node);
-		r = volume_checkpoint(v, STORE_DURABLE, err);	/* before the node call */
-		if (r < 0)
-			return r;
-	}
-	if (node_needed && on_node) {
-		struct storage_req rq = req_of(x);
-		struct storage_result res = { 0 };
-		int64_t newcap = 0;
-
-		rq.bytes = (int64_t)size;
-		rq.path = v->target && v->state == V_PUBLISHED ? v->target : VSTAGING(v);
-		r = x->ops->node_expand(x->h, &rq, &newcap, retry_note, x, &res, err);
-		note_result(x, &res);
-		if (r < 0) {
-			if (ctl)
-				nerr_prefix(err, "the controller expanded it; `expand %llu` finishes on the node",
-					    (unsigned long long)size);
-			return r;
-		}
-		pthread_mutex_lock(&v->lock);
-		if (newcap)
-			v->capacity = newcap;
-		else if (!ctl)
-			v->capacity = (int64_t)size;
-		v->node_expand_to = 0;
-		pthread_mutex_unlock(&v->lock);
-	} else if (finish_node) {
-		pthread_mutex_lock(&v->lock);
-		v->node_expand_to = 0;
-		pthread_mutex_unlock(&v->lock);
-	}
-	bnode_changed(v->node);
-	return volume_checkpoint(v, STORE_LAZY, err);
-}
-
-
 /* The secrets of v's calls: its profile's file, else its plugin's (the
  * current config's, or add's secrets=), read now; none when none names one. */
 static int load_secrets(struct vctx *x, struct nerr *err)
@@ -727,50 +652,6 @@ static int load_secrets(struct vctx *x, struct nerr *err)
 	if (!path)
 		return 0;
 	return secrets_read(path, &x->secrets, err);
-}
-
-/* modify: ControllerModifyVolume with the keys given; what the plugin
- * took is put over the mutable parameters in force and checkpointed. */
-static int do_modify(struct vctx *x, char **kv, struct nerr *err)
-{
-	struct volume *v = x->v;
-	struct storage_req rq = req_of(x);
-	struct storage_result res = { 0 };
-	int r;
-
-	if (!HAS_CTL(x, MODIFY_VOLUME) || !x->ops->modify)
-		return nerr_set(err, ENOTSUP, "modify: plugin %s cannot change volumes (no MODIFY_VOLUME)",
-				v->plugin);
-	rq.mparams = kv;
-	r = x->ops->modify(x->h, &rq, retry_note, x, &res, err);
-	note_result(x, &res);
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&v->lock);
-	for (size_t i = 0; kv && kv[i] && r >= 0; i++) {
-		size_t k = strcspn(kv[i], "=");
-		size_t j;
-
-		for (j = 0; v->mparams && v->mparams[j]; j++)
-			if (strncmp(v->mparams[j], kv[i], k + 1) == 0)
-				break;
-		if (v->mparams && v->mparams[j]) {
-			char *d = strdup(kv[i]);
-
-			if (!d)
-				r = -ENOMEM;
-			else {
-				free(v->mparams[j]);
-				v->mparams[j] = d;
-			}
-		} else
-			r = volume_strv_push(&v->mparams, kv[i]);
-	}
-	pthread_mutex_unlock(&v->lock);
-	bnode_changed(v->node);
-	if (r < 0)
-		return nerr_set(err, ENOMEM, "out of memory");
-	return volume_checkpoint(v, STORE_DURABLE, err);
 }
 
 /* ---- the steps the settling repeats (volume-settle.c) ---- */
@@ -826,7 +707,7 @@ int volume_step_call(struct vctx *x, int kind, struct nerr *err)
 int volume_call_raw(struct vctx *x, int kind, const char *path, const char *node,
 		    struct nerr *err)
 {
-	struct storage_req rq = req_of(x);
+	struct storage_req rq = volume_req_of(x);
 	struct storage_result res = { 0 };
 	char **pctx = NULL;
 	int r = -EINVAL;
@@ -840,28 +721,28 @@ int volume_call_raw(struct vctx *x, int kind, const char *path, const char *node
 		rq.node_id = node;
 	switch (kind) {
 	case VC_CTL_PUBLISH:
-		r = x->ops->controller_publish(x->h, &rq, &pctx, retry_note, x, &res, err);
+		r = x->ops->controller_publish(x->h, &rq, &pctx, volume_retry_note, x, &res, err);
 		storage_strv_free(pctx);
 		break;
 	case VC_STAGE:
-		r = x->ops->stage(x->h, &rq, retry_note, x, &res, err);
+		r = x->ops->stage(x->h, &rq, volume_retry_note, x, &res, err);
 		break;
 	case VC_PUBLISH:
-		r = x->ops->publish(x->h, &rq, retry_note, x, &res, err);
+		r = x->ops->publish(x->h, &rq, volume_retry_note, x, &res, err);
 		break;
 	case VC_UNPUBLISH:
-		r = x->ops->unpublish(x->h, &rq, retry_note, x, &res, err);
+		r = x->ops->unpublish(x->h, &rq, volume_retry_note, x, &res, err);
 		break;
 	case VC_UNSTAGE:
-		r = x->ops->unstage(x->h, &rq, retry_note, x, &res, err);
+		r = x->ops->unstage(x->h, &rq, volume_retry_note, x, &res, err);
 		break;
 	case VC_CTL_UNPUBLISH:
-		r = x->ops->controller_unpublish(x->h, &rq, retry_note, x, &res, err);
+		r = x->ops->controller_unpublish(x->h, &rq, volume_retry_note, x, &res, err);
 		break;
 	default:
 		return nerr_set(err, EINVAL, "volume %s: no such call", x->v->name);
 	}
-	note_result(x, &res);
+	volume_note_result(x, &res);
 	return r;
 }
 int volume_run_action(struct action *a, struct nerr *err)
@@ -985,7 +866,7 @@ int volume_run_action(struct action *a, struct nerr *err)
 	case VA_EXPAND:
 		r = store_sync(v->b->store, err);	/* the operation, before the call */
 		if (r >= 0)
-			r = do_expand(&x, act->size, err);
+			r = volume_expand(&x, act->size, err);
 		break;
 	case VA_DESTROY:
 		r = walk_down(&x, DOWN_DELETED, err);
@@ -997,7 +878,7 @@ int volume_run_action(struct action *a, struct nerr *err)
 	case VA_MODIFY:
 		r = store_sync(v->b->store, err);	/* the operation, before the call */
 		if (r >= 0)
-			r = do_modify(&x, act->mparams, err);
+			r = volume_modify(&x, act->mparams, err);
 		break;
 	case VA_SETTLE:
 		r = volume_settle_run(&x, act, err);

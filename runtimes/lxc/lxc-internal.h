@@ -207,6 +207,8 @@ enum rt_state rt_lxc_state_of(struct lxc_container *c, const struct rt_lxc_meta 
 /* lxc-create.c */
 int rt_lxc_create(void *hv, const struct rt_spec *s, struct rt_progress *prog,
 		  char **ret_id, struct nerr *err);
+
+/* lxc-halfmade.c */
 /* Is there an in-progress mark for name (a create under way or cut short)? */
 bool rt_lxc_creating_marked(const struct rt_lxc *h, const char *name);
 /* Is the in-progress mark of name (the container's liblxc name) this
@@ -217,6 +219,15 @@ bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_na
 /* Remove what a create cut short made: the template if it still runs, the
  * container, the create's files, the mark last. */
 int rt_lxc_remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err);
+/* Write the in-progress mark of name (synced with its directory) before
+ * anything of the container is made. */
+int rt_lxc_creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_name,
+			 const char *role, struct nerr *err);
+/* The create is over (made whole, or undone): its files go, the mark last. */
+void rt_lxc_creating_clear(struct rt_lxc *h, const char *name);
+/* Remove a container a create made in this call: liblxc's destroy (c may
+ * be NULL), then whatever files are left. */
+void rt_lxc_create_undo(struct rt_lxc *h, struct lxc_container *c, const char *name);
 
 /* lxc-run.c */
 int rt_lxc_start(void *hv, const char *id, struct nerr *err);
