@@ -229,6 +229,9 @@ int volume_call_raw(struct vctx *x, int kind, const char *path, const char *node
 
 #define HAS_CTL(x, c) STORAGE_CAP((x)->caps.controller, STORAGE_CTL_##c)
 #define HAS_NODE(x, c) STORAGE_CAP((x)->caps.node, STORAGE_NODE_##c)
+
+/* ---- volume-call.c: what every call shares ---- */
+
 /* The request naming x's volume: id, capability, parameters, contexts. */
 struct storage_req volume_req_of(struct vctx *x);
 /* What a call ended with, for the step and the operation. */

@@ -10,7 +10,12 @@
  *                     (checkpoint), state changes and their events, removal,
  *                     and the lookups other modules make (mount source, ids)
  *   volume-steps.c    the state machine: one storage call per step with its
- *                     checkpoints, the walks up and down, expand, an action
+ *                     checkpoints, the walks up and down, an action
+ *   volume-change.c   changes in place: expand, modify
+ *   volume-call.c     what every storage call shares: its request, the
+ *                     notes of its attempts in the operation
+ *   volume-settle.c   calls whose answer never came, settled in the
+ *                     background
  *   volume-ctl.c      volumes/ctl and volumes/NAME/ctl: commands validated
  *                     and queued as actions with their operations
  *   volume-files.c    what volumes/NAME/ shows, and the volume metrics
