@@ -58,6 +58,9 @@ int docker_status_to_errno(long http_status, enum docker_call call);
  * container", runc's "container not running", "Container ... is not
  * running"), before its own state says exited. */
 bool docker_msg_not_running(const char *msg);
+/* Does an engine's error say its runtime could not freeze the container
+ * (runc's "unable to freeze", a pause that may succeed if tried again)? */
+bool docker_msg_freeze_failed(const char *msg);
 
 /* The transport's failures (a CURLcode passed as int) to a positive errno:
  * could not connect / socket missing EHOSTDOWN, timeout ETIMEDOUT, aborted by

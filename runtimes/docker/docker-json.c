@@ -41,6 +41,11 @@ bool docker_msg_not_running(const char *msg)
 	return msg && (strstr(msg, "not running") || strstr(msg, "stopped container"));
 }
 
+bool docker_msg_freeze_failed(const char *msg)
+{
+	return msg && strstr(msg, "unable to freeze");
+}
+
 int docker_status_to_errno(long st, enum docker_call call)
 {
 	if (st >= 200 && st < 300)

@@ -573,14 +573,33 @@ static int wrong_state(void *h, const char *id, int r, bool want_paused, struct 
 	return r;
 }
 
+/*
+ * runc on cgroup v1 freezes by writing FROZEN and reading the state back,
+ * a bounded number of times; a task being forked or exiting meanwhile can
+ * keep the cgroup FREEZING, and runc then thaws it and gives up ("OCI
+ * runtime pause failed: unable to freeze", a 500). Nothing is paused and
+ * the container runs on: a pause is tried again, 100 ms and then 300 ms
+ * later, and a third failure is EAGAIN, for the writer to try again.
+ */
+static const unsigned pause_retry_ms[] = { 100, 300 };
+
 static int dk_pause(void *h, const char *id, struct nerr *err)
 {
 	char path[200];
+	int r;
 
 	if (dk_check_id(id, err) < 0)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/containers/%s/pause", id);
-	return wrong_state(h, id, dk_simple_post(h, path, DOCKER_CALL_OTHER, 0, err), false, err);
+	for (size_t i = 0;; i++) {
+		r = wrong_state(h, id, dk_simple_post(h, path, DOCKER_CALL_OTHER, 0, err), false, err);
+		if (r != -EIO || !docker_msg_freeze_failed(err->msg))
+			return r;
+		if (i == ARRAY_SIZE(pause_retry_ms))
+			return nerr_set(err, EAGAIN, "the engine could not freeze the container's "
+					"processes (%u tries): %s", (unsigned)i + 1, err->msg);
+		usleep(pause_retry_ms[i] * 1000);
+	}
 }
 
 static int dk_resume(void *h, const char *id, struct nerr *err)

@@ -279,7 +279,11 @@ class Load:
             return self.write(rt + ".kill", cc, "kill " + rnd.choice(("", "KILL", "TERM", "HUP")),
                               busy, nb)
         if r < 0.53:
-            return self.write(rt + ".pause", cc, "pause", busy, nb)
+            # EAGAIN: a Docker pause runc could not freeze, three times
+            # (nodefs(5)); before those retries one whole run met a
+            # single failure of runc's, as EIO
+            return self.write(rt + ".pause", cc, "pause",
+                              busy if lxc else busy | {E.EAGAIN}, nb)
         if r < 0.61:
             return self.write(rt + ".resume", cc, "resume", busy, nb)
         if r < 0.68:

@@ -538,6 +538,23 @@ Test(json, not_running_messages)
 	cr_assert_not(docker_msg_not_running(NULL));
 }
 
+/* runc's failure to freeze (cgroup v1, a task forked or exiting during
+ * the freeze; the pause's whole 500 as dockerd 20.10 gave it in a load
+ * run): a pause tried again (docker.c dk_pause), not a container gone. */
+Test(json, freeze_failed_messages)
+{
+	static const char seen[] =
+		"Cannot pause container f63cd324a4c2f7186f42c0b6a79ff9c9b56c489e8240a554a5f1826a82974529: "
+		"OCI runtime pause failed: unable to freeze: unknown";
+
+	cr_assert(docker_msg_freeze_failed(seen));
+	cr_assert_not(docker_msg_not_running(seen));
+	cr_assert_not(docker_msg_freeze_failed("cannot pause a stopped container"));
+	cr_assert_not(docker_msg_freeze_failed("Container 5eefe6ec is already paused"));
+	cr_assert_not(docker_msg_freeze_failed(""));
+	cr_assert_not(docker_msg_freeze_failed(NULL));
+}
+
 Test(json, inspect)
 {
 	static const char running[] =
