@@ -684,9 +684,10 @@ class Nodefs:
                     pass
             if time.monotonic() >= deadline:
                 raise DaemonError("nodefs did not answer %s (or stayed "
-                                  "RECOVERING) within %.0fs; log:\n%s"
+                                  "RECOVERING) within %.0fs; log:\n%s\n"
+                                  "where its threads were:\n%s"
                                   % (status, scaled(self.start_timeout),
-                                     self.log()))
+                                     self.log(), thread_stacks(self.proc.pid)))
             time.sleep(0.05)
 
     def stop(self, sig=signal.SIGTERM):
