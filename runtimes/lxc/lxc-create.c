@@ -456,7 +456,7 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 {
 	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], logp[PATH_MAX], buf[8192], crash_line[64];
 	FILE *f;
-	bool ok;
+	bool ok, loaded = true;
 	int r = 0;
 
 	snprintf(wrap, sizeof(wrap), "%s/.nodefs-create-%s.sh", h->lxcpath, name);
@@ -508,6 +508,7 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 			return r;
 		}
 		ok = r == 1 && c->load_config(c, NULL);
+		loaded = r != 1 || ok;
 	} else {
 		if (!logp[0] || !set_item(c, "lxc.log.file", logp) ||
 		    !set_item(c, "lxc.log.level", "INFO"))
@@ -534,7 +535,10 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 			if (*line)
 				snprintf(last, sizeof(last), "%s", line);
 		}
-		if (last[0])
+		if (!loaded)	/* made, but not loadable here: not the template */
+			r = rt_lxc_failf(h, c, name, LF_CREATE, err,
+					 "the helper made it, but its config cannot be loaded");
+		else if (last[0])
 			r = rt_lxc_failf(h, c, name, LF_TEMPLATE, err, "%s", last);
 		else
 			r = rt_lxc_fail(h, c, name, LF_CREATE, err);
