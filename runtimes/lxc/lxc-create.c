@@ -454,13 +454,16 @@ static void busybox_no_dhcp(struct lxc_container *c)
 static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *name,
 		      const char *tpath, char **targv, struct nerr *err)
 {
-	char wrap[PATH_MAX + 128], out[PATH_MAX + 128], logp[PATH_MAX], buf[8192], crash_line[64];
+	char wrap[PATH_MAX], out[PATH_MAX], pgid[PATH_MAX], logp[PATH_MAX], buf[8192],
+		crash_line[64];
 	FILE *f;
 	bool ok, loaded = true;
 	int r = 0;
 
-	snprintf(wrap, sizeof(wrap), "%s/.nodefs-create-%s.sh", h->lxcpath, name);
-	snprintf(out, sizeof(out), "%s/.nodefs-create-%s.out", h->lxcpath, name);
+	if (rt_lxc_create_file(h, name, "sh", wrap, sizeof(wrap)) < 0 ||
+	    rt_lxc_create_file(h, name, "out", out, sizeof(out)) < 0 ||
+	    rt_lxc_create_file(h, name, "pgid", pgid, sizeof(pgid)) < 0)
+		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
 	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
 		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
 	crash_line[0] = '\0';
@@ -485,8 +488,8 @@ static int run_create(struct rt_lxc *h, struct lxc_container *c, const char *nam
 	 * mid-create kills the whole group before removing what it made. */
 	fprintf(f, "#!/bin/sh\n"
 		"exec setsid -w /bin/sh -c 'echo $$ >\"$0\"; %sexec \"$@\"' "
-		"'%s/.nodefs-create-%s.pgid' '%s' \"$@\" "
-		">'%s' 2>&1 </dev/null\n", crash_line, h->lxcpath, name, tpath, out);
+		"'%s' '%s' \"$@\" "
+		">'%s' 2>&1 </dev/null\n", crash_line, pgid, tpath, out);
 	if (fclose(f) != 0 || chmod(wrap, 0700) < 0) {
 		r = nerr_set(err, errno, "lxc: cannot write %s: %s", wrap, strerror(errno));
 		unlink(wrap);

@@ -56,7 +56,7 @@ void rt_lxc_create_undo(struct rt_lxc *h, struct lxc_container *c, const char *n
 }
 
 /* LXCPATH/.nodefs-create-NAME.EXT (ext NULL: the mark .nodefs-creating-NAME). */
-static int create_file(const struct rt_lxc *h, const char *name, const char *ext, char *buf,
+int rt_lxc_create_file(const struct rt_lxc *h, const char *name, const char *ext, char *buf,
 		       size_t size)
 {
 	int n = ext ? snprintf(buf, size, "%s/.nodefs-create-%s.%s", h->lxcpath, name, ext)
@@ -87,7 +87,7 @@ int rt_lxc_creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_
 
 	if (mkdir(h->lxcpath, 0755) < 0 && errno != EEXIST)
 		return nerr_set(err, errno, "lxc: cannot make lxcpath %s: %s", h->lxcpath, strerror(errno));
-	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
+	if (rt_lxc_create_file(h, name, NULL, path, sizeof(path)) < 0)
 		return nerr_set(err, ENAMETOOLONG, "lxc: path too long");
 	jw_init(&w, &rec, 0);
 	jw_obj(&w);
@@ -128,7 +128,7 @@ bool rt_lxc_creating_marked(const struct rt_lxc *h, const char *name)
 {
 	char path[PATH_MAX];
 
-	return create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
+	return rt_lxc_create_file(h, name, NULL, path, sizeof(path)) == 0 && access(path, F_OK) == 0;
 }
 
 bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_name,
@@ -144,7 +144,7 @@ bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_na
 	/* an unreadable mark (cut while written) names no one: the container's
 	 * own name, and ours only when the driver has no instance */
 	snprintf(ret_name, size, "%s", name);
-	if (create_file(h, name, NULL, path, sizeof(path)) < 0)
+	if (rt_lxc_create_file(h, name, NULL, path, sizeof(path)) < 0)
 		return false;
 	n = rt_lxc_read_file(path, rec, sizeof(rec));
 	j = n > 0 ? json_loadb(rec, (size_t)n, 0, &jerr) : NULL;
@@ -169,9 +169,9 @@ void rt_lxc_creating_clear(struct rt_lxc *h, const char *name)
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(exts); i++)
-		if (create_file(h, name, exts[i], path, sizeof(path)) == 0)
+		if (rt_lxc_create_file(h, name, exts[i], path, sizeof(path)) == 0)
 			unlink(path);
-	if (create_file(h, name, NULL, path, sizeof(path)) == 0)
+	if (rt_lxc_create_file(h, name, NULL, path, sizeof(path)) == 0)
 		unlink(path);
 	fsync_dir(h->lxcpath);
 }
@@ -187,7 +187,7 @@ static void creating_kill_template(struct rt_lxc *h, const char *name)
 	long pg;
 	int n, wlen;
 
-	if (create_file(h, name, "pgid", path, sizeof(path)) < 0 ||
+	if (rt_lxc_create_file(h, name, "pgid", path, sizeof(path)) < 0 ||
 	    rt_lxc_read_file(path, buf, sizeof(buf)) <= 0)
 		return;
 	pg = strtol(buf, NULL, 10);

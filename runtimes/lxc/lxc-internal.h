@@ -219,6 +219,10 @@ bool rt_lxc_creating_ours(const struct rt_lxc *h, const char *name, char *ret_na
 /* Remove what a create cut short made: the template if it still runs, the
  * container, the create's files, the mark last. */
 int rt_lxc_remove_half_made(struct rt_lxc *h, const char *name, struct nerr *err);
+/* LXCPATH/.nodefs-create-NAME.EXT, the files of a create under way (ext
+ * NULL: its mark, .nodefs-creating-NAME). -ENAMETOOLONG. */
+int rt_lxc_create_file(const struct rt_lxc *h, const char *name, const char *ext, char *buf,
+		       size_t size);
 /* Write the in-progress mark of name (synced with its directory) before
  * anything of the container is made. */
 int rt_lxc_creating_mark(struct rt_lxc *h, const char *name, const char *nodefs_name,

@@ -46,9 +46,7 @@ int rt_lxc_dir(const struct rt_lxc *h, const char *name, const char *file,
 
 void rt_lxc_create_log(const struct rt_lxc *h, const char *name, char *buf, size_t size)
 {
-	int n = snprintf(buf, size, "%s/.nodefs-create-%s.log", h->lxcpath, name);
-
-	if (n < 0 || (size_t)n >= size)
+	if (rt_lxc_create_file(h, name, "log", buf, size) < 0)
 		buf[0] = '\0';
 }
 
